@@ -1,0 +1,9 @@
+"""Graph layer: logical graph, op registry, builders. Imports no numba, cupy or mpi4py."""
+
+from . import (rules_elementwise, rules_linalg, rules_reduce, rules_train,  # noqa: F401
+               rules_util)
+from .logical_graph import PHASES, LogicalGraph, OpNode
+from .registry import REGISTRY, OpSpec, get_spec
+from .tensor import TensorNode
+
+__all__ = ["LogicalGraph", "OpNode", "TensorNode", "OpSpec", "REGISTRY", "get_spec", "PHASES"]

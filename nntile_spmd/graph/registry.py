@@ -1,0 +1,104 @@
+"""Graph layer: the op registry. One OpSpec per op holds its pure rules.
+
+An entry states the attribute schema, the shape/dtype rule, the axis map (which
+operand dimensions are the same axis; the plan tiles and lowers every op from it
+alone), the kernel name and FLOP count. Backward rules live in autodiff.py, keyed
+by the same names. No numba, cupy or mpi4py here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+REQUIRED = object()  # marks an attribute without a default
+
+
+def describe_all(tensors) -> str:
+    return ", ".join(t.describe() for t in tensors)
+
+
+def op_error(op: str, message: str, tensors=(), error=ValueError):
+    """Build the error raised when an op is added: names the op and its tensors."""
+    listed = f" ({describe_all(tensors)})" if tensors else ""
+    return error(f"{op}: {message}{listed}")
+
+
+def labels(prefix: str, count: int) -> tuple:
+    """Axis labels prefix0, prefix1, ... for `count` dimensions."""
+    return tuple(f"{prefix}{i}" for i in range(count))
+
+
+def never(attrs) -> bool:
+    return False
+
+
+def always(attrs) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """The rules of one op type.
+
+    infer(op, attrs, inputs) -> [(shape, dtype), ...] expected for each output,
+    or None where an output is only given (fill, clear); raises ValueError /
+    TypeError naming op and tensors.
+    axes(attrs, in_shapes, out_shapes) -> one label tuple per kernel array
+    (inputs, then outputs). Labels shared between arrays are the same axis;
+    labels absent from every output are summed tile by tile (the op's kernel must
+    then take `beta`, named by beta_attr); labels in whole(attrs, axes) must
+    stay in one tile (softmax's axis).
+    """
+
+    name: str
+    kernel: str
+    num_inputs: int
+    num_outputs: int
+    infer: Callable
+    axes: Callable
+    attrs: dict = field(default_factory=dict)
+    reads_output: Callable = never          # does the kernel read the old output?
+    beta_attr: str | None = None
+    whole: Callable = lambda attrs, axes: frozenset()
+    flops: Callable = lambda attrs, in_shapes, out_shapes: 0
+    tile_params: Callable | None = None      # (attrs, tile_offsets) -> extra kernel params
+    kernel_attrs: tuple | None = None        # attrs passed to the kernel (default: all)
+    differentiable: bool = True
+
+    def normalize_attrs(self, given: dict) -> dict:
+        """Fill defaults and reject unknown or missing attributes."""
+        unknown = set(given) - set(self.attrs)
+        if unknown:
+            raise TypeError(f"{self.name}: unknown attribute(s) {sorted(unknown)}; "
+                            f"expected {sorted(self.attrs)}")
+        result = {}
+        for key, default in self.attrs.items():
+            value = given.get(key, default)
+            if value is REQUIRED:
+                raise TypeError(f"{self.name}: missing attribute {key!r}")
+            result[key] = value
+        return result
+
+    def kernel_params(self, attrs: dict) -> dict:
+        """The attributes handed to the kernel as keyword params."""
+        names = self.attrs if self.kernel_attrs is None else self.kernel_attrs
+        return {key: attrs[key] for key in names}
+
+
+REGISTRY: dict[str, OpSpec] = {}
+
+
+def register(spec: OpSpec) -> OpSpec:
+    """Add an op type to the registry (names are unique)."""
+    assert spec.name not in REGISTRY, f"op {spec.name} registered twice"
+    REGISTRY[spec.name] = spec
+    return spec
+
+
+def get_spec(op_type: str) -> OpSpec:
+    """The spec of a registered op type."""
+    try:
+        return REGISTRY[op_type]
+    except KeyError:
+        raise ValueError(f"unknown op type {op_type!r}") from None

@@ -1,0 +1,100 @@
+"""Graph layer: rules of reductions and fiber ops (sum, sum_fiber, add_fiber, softmax...)."""
+
+from .registry import OpSpec, labels, op_error, register
+from .rules_common import (numel, require_axis, require_float, require_same_dtype)
+
+
+def fiber_shape(op, attrs, full, tensors):
+    """Shape of the fiber of `full` along attrs axis, followed by its batch dims."""
+    axis, batch_ndim = attrs["axis"], attrs["batch_ndim"]
+    if not isinstance(batch_ndim, int) or not 0 <= batch_ndim < max(full.ndim, 1):
+        raise op_error(op, f"batch_ndim={batch_ndim!r} out of range", tensors)
+    require_axis(op, axis, full.ndim - batch_ndim, tensors)
+    return (full.shape[axis],) + full.shape[full.ndim - batch_ndim:]
+
+
+def fiber_labels(attrs, ndim):
+    full = labels("d", ndim)
+    return full, (full[attrs["axis"]],) + full[ndim - attrs["batch_ndim"]:]
+
+
+def sum_infer(op, attrs, inputs):
+    require_float(op, *inputs)
+    return [((), inputs[0].dtype)]
+
+
+register(OpSpec("sum", "sum", 1, 1, sum_infer,
+                lambda attrs, i, o: (labels("d", len(i[0])), ()),
+                attrs={"alpha": 1.0, "beta": 0.0},
+                reads_output=lambda attrs: attrs["beta"] != 0, beta_attr="beta",
+                flops=lambda attrs, i, o: numel(i[0])))
+
+FIBER_ATTRS = {"axis": 0, "batch_ndim": 0, "alpha": 1.0, "beta": 0.0}
+
+
+def sum_fiber_infer(op, attrs, inputs):
+    (x,) = inputs
+    require_float(op, x)
+    return [(fiber_shape(op, attrs, x, inputs), x.dtype)]
+
+
+register(OpSpec("sum_fiber", "sum_fiber", 1, 1, sum_fiber_infer,
+                lambda attrs, i, o: fiber_labels(attrs, len(i[0])),
+                attrs=FIBER_ATTRS | {"redux": 0},
+                kernel_attrs=("axis", "batch_ndim", "alpha", "beta"),
+                reads_output=lambda attrs: attrs["beta"] != 0, beta_attr="beta",
+                flops=lambda attrs, i, o: numel(i[0])))
+
+
+def add_fiber_infer(op, attrs, inputs):
+    fiber, full = inputs
+    require_float(op, fiber, full)
+    require_same_dtype(op, fiber, full)
+    expected = fiber_shape(op, attrs, full, inputs)
+    if fiber.shape != expected:
+        raise op_error(op, f"{fiber.name} must have shape {list(expected)} "
+                       f"(the fiber of {full.name} along axis {attrs['axis']})", inputs)
+    return [(full.shape, full.dtype)]
+
+
+def add_fiber_axes(attrs, in_shapes, out_shapes):
+    full, fiber = fiber_labels(attrs, len(in_shapes[1]))
+    return fiber, full, full
+
+
+for add_fiber_name in ("add_fiber", "add_fiber_inplace"):
+    register(OpSpec(add_fiber_name, "add_fiber", 2, 1, add_fiber_infer, add_fiber_axes,
+                    attrs={"axis": 0, "batch_ndim": 0, "alpha": 1.0, "beta": 1.0},
+                    flops=lambda attrs, i, o: 3 * numel(o[0])))
+
+
+def along_axis_infer(kind):
+    """Shape rule of softmax (same shape), logsumexp (axis dropped), maxsumexp ([2] + dropped)."""
+    def infer(op, attrs, inputs):
+        (x,) = inputs
+        require_float(op, x)
+        require_axis(op, attrs["axis"], x.ndim, inputs)
+        dropped = x.shape[:attrs["axis"]] + x.shape[attrs["axis"] + 1:]
+        shape = {"same": x.shape, "drop": dropped, "pair": (2,) + dropped}[kind]
+        return [(shape, x.dtype)]
+    return infer
+
+
+def along_axis_axes(kind):
+    def axes(attrs, in_shapes, out_shapes):
+        x = labels("d", len(in_shapes[0]))
+        dropped = x[:attrs["axis"]] + x[attrs["axis"] + 1:]
+        return x, {"same": x, "drop": dropped, "pair": ("pair",) + dropped}[kind]
+    return axes
+
+
+def whole_axis(attrs, axes):
+    """The reduced axis (and maxsumexp's pair axis) stays in one tile."""
+    return frozenset({f"d{attrs['axis']}", "pair"})
+
+
+for axis_op, axis_kind in (("softmax", "same"), ("logsumexp", "drop"), ("maxsumexp", "pair")):
+    register(OpSpec(axis_op, axis_op, 1, 1, along_axis_infer(axis_kind),
+                    along_axis_axes(axis_kind), attrs={"axis": 0}, whole=whole_axis,
+                    flops=lambda attrs, i, o: 4 * numel(i[0]),
+                    differentiable=axis_op == "softmax"))

@@ -1,0 +1,250 @@
+"""Start an SPMD script on N MPI ranks with a sane per-rank thread budget.
+
+Usage::
+
+    python -m nntile_spmd.launch -n N [--threads T] [--launcher auto|mpiexec|srun]
+                                 [--launcher-arg ARG ...] [--dry-run] script.py [args ...]
+
+* Launcher: ``srun`` inside a Slurm allocation (``SLURM_JOB_ID`` set and
+  ``srun`` on PATH), otherwise the ``mpiexec`` next to ``sys.executable`` (the
+  one from the ``mpich`` wheel in the venv), otherwise ``mpiexec`` on PATH.
+* Threads: every rank gets ``T`` threads (``--threads``, else
+  ``NNTILE_SPMD_THREADS``, else ``SLURM_CPUS_PER_TASK`` under srun, else
+  usable cores // ranks per node, at least 1), exported to the ranks as
+  OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS, NUMBA_NUM_THREADS and
+  NNTILE_SPMD_THREADS, so the ranks never oversubscribe the node by default.
+* GPUs: nothing is set here; each rank picks GPU ``local_rank % n_gpus`` of
+  the GPUs it sees (``nntile_spmd.runtime.threads.gpu_for_rank``).
+* The exit code is the launcher's (that is, the ranks').
+
+This module only uses the standard library: the launcher process must not
+initialise MPI itself.
+"""
+
+import argparse
+import math
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+
+THREAD_ENV_VARS = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "NNTILE_SPMD_THREADS",
+)
+# Launcher options that take a separate value (used to find where the script starts).
+_VALUE_OPTIONS = {"-n", "--np", "--threads", "--launcher", "--launcher-arg"}
+
+
+def build_parser():
+    """Return the argument parser for the launcher's own options."""
+    parser = argparse.ArgumentParser(
+        prog="python -m nntile_spmd.launch",
+        usage="%(prog)s -n N [options] script.py [args ...]",
+        description="Run script.py on N MPI ranks (mpiexec or srun).",
+        epilog="Everything from script.py on is passed to the script unchanged.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("-n", "--np", dest="n", type=int, required=True,
+                        help="number of MPI ranks")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads per rank (default: cores // ranks per node)")
+    parser.add_argument("--launcher", choices=("auto", "mpiexec", "srun"),
+                        default="auto", help="which launcher to use (default: auto)")
+    parser.add_argument("--launcher-arg", action="append", default=[],
+                        metavar="ARG",
+                        help="extra argument for mpiexec/srun, e.g. "
+                             "--launcher-arg=--oversubscribe (repeatable)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the command and environment, do not run")
+    return parser
+
+
+def split_argv(argv):
+    """Split argv into (launcher options, [script, script args...])."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return argv[:i], argv[i + 1:]
+        if not arg.startswith("-") or arg == "-":
+            return argv[:i], argv[i:]
+        i += 2 if arg in _VALUE_OPTIONS else 1
+    return argv, []
+
+
+def parse_args(argv):
+    """Parse the command line into (options namespace, program argv)."""
+    parser = build_parser()
+    options, program = split_argv(list(argv))
+    args = parser.parse_args(options)
+    if not program:
+        parser.error("missing the script to run")
+    if args.n < 1:
+        parser.error("-n must be at least 1")
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be at least 1")
+    return args, program
+
+
+def in_slurm_allocation(env=None):
+    """Return True if running inside a Slurm allocation with srun available."""
+    env = os.environ if env is None else env
+    return bool(env.get("SLURM_JOB_ID")) and find_srun(env) is not None
+
+
+def find_srun(env=None):
+    """Return the path of srun on PATH, or None."""
+    env = os.environ if env is None else env
+    return shutil.which("srun", path=env.get("PATH"))
+
+
+def find_mpiexec(env=None):
+    """Return the mpiexec next to sys.executable, else the one on PATH, else None."""
+    env = os.environ if env is None else env
+    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if os.path.isfile(local) and os.access(local, os.X_OK):
+        return local
+    return shutil.which("mpiexec", path=env.get("PATH"))
+
+
+def choose_launcher(name, env=None):
+    """Resolve 'auto' into 'srun' or 'mpiexec'."""
+    if name != "auto":
+        return name
+    return "srun" if in_slurm_allocation(env) else "mpiexec"
+
+
+def usable_cores():
+    """Return how many cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def ranks_per_node(n, launcher, env=None):
+    """Return how many of the n ranks land on one node (Slurm spreads them evenly)."""
+    env = os.environ if env is None else env
+    nodes = _positive_int(env.get("SLURM_NNODES")) if launcher == "srun" else None
+    return math.ceil(n / nodes) if nodes else n
+
+
+def default_threads(n, launcher, env=None):
+    """Return threads per rank: NNTILE_SPMD_THREADS, SLURM_CPUS_PER_TASK or cores // ranks."""
+    env = os.environ if env is None else env
+    threads = _positive_int(env.get("NNTILE_SPMD_THREADS"))
+    if threads is None and launcher == "srun":
+        threads = _positive_int(env.get("SLURM_CPUS_PER_TASK"))
+    if threads is None:
+        threads = max(1, usable_cores() // ranks_per_node(n, launcher, env))
+    return threads
+
+
+def _positive_int(value):
+    """Return value as a positive int, or None if it is unset or invalid."""
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        return None
+    return number if number > 0 else None
+
+
+def child_env(threads, env=None):
+    """Return the environment for the ranks: env plus the thread variables."""
+    env = dict(os.environ if env is None else env)
+    env.update({name: str(threads) for name in THREAD_ENV_VARS})
+    return env
+
+
+def build_command(launcher, n, threads, program, extra=(), env=None):
+    """Return the argv that starts program on n ranks with the given launcher."""
+    python = sys.executable
+    if launcher == "srun":
+        srun = find_srun(env)
+        if srun is None:
+            raise FileNotFoundError("srun not found on PATH")
+        head = [srun, "-n", str(n), "--cpu-bind=cores", f"--cpus-per-task={threads}"]
+    elif launcher == "mpiexec":
+        mpiexec = find_mpiexec(env)
+        if mpiexec is None:
+            raise FileNotFoundError(
+                "mpiexec not found next to the Python interpreter nor on PATH "
+                "(pip install mpich, or load your cluster's MPI module)")
+        head = [mpiexec, "-n", str(n)]
+    else:
+        raise ValueError(f"unknown launcher {launcher!r}")
+    return [*head, *extra, python, *program]
+
+
+def format_dry_run(launcher, n, threads, command):
+    """Return the text --dry-run prints: a summary and a copy-pasteable command."""
+    assignments = [f"{name}={threads}" for name in THREAD_ENV_VARS]
+    return (f"# launcher: {launcher}, ranks: {n}, threads per rank: {threads}\n"
+            + shlex.join(["env", *assignments, *command]))
+
+
+def run(command, env):
+    """Run command, forwarding SIGTERM to it, and return its exit code."""
+    with subprocess.Popen(command, env=env) as proc:
+        previous = _forward_sigterm(proc)
+        try:
+            code = _wait(proc)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+    return 128 - code if code < 0 else code  # killed by signal s: 128 + s
+
+
+def _forward_sigterm(proc):
+    """Forward SIGTERM to proc; return the previous handler (None if not possible)."""
+    try:
+        return signal.signal(signal.SIGTERM, lambda signum, _: proc.send_signal(signum))
+    except ValueError:  # not in the main thread
+        return None
+
+
+def _wait(proc):
+    """Wait for proc, ignoring Ctrl-C (the launcher receives it too and shuts down)."""
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            continue
+
+
+def warn_oversubscription(n, launcher, threads, env=None):
+    """Warn on stderr when the ranks and threads exceed this node's cores."""
+    per_node = ranks_per_node(n, launcher, env)
+    cores = usable_cores()
+    if launcher == "mpiexec" and per_node * threads > cores:
+        print(f"nntile_spmd.launch: warning: {per_node} ranks x {threads} threads "
+              f"> {cores} usable cores: the node is oversubscribed",
+              file=sys.stderr)
+
+
+def main(argv=None):
+    """Launch the script (or print what would run) and return the exit code."""
+    args, program = parse_args(sys.argv[1:] if argv is None else argv)
+    launcher = choose_launcher(args.launcher)
+    threads = args.threads or default_threads(args.n, launcher)
+    try:
+        command = build_command(launcher, args.n, threads, program, args.launcher_arg)
+    except FileNotFoundError as error:
+        print(f"nntile_spmd.launch: error: {error}", file=sys.stderr)
+        return 127
+    if args.dry_run:
+        print(format_dry_run(launcher, args.n, threads, command))
+        return 0
+    warn_oversubscription(args.n, launcher, threads)
+    sys.stdout.flush()
+    return run(command, child_env(threads))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

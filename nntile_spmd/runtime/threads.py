@@ -1,0 +1,126 @@
+"""Per-rank CPU thread budget and GPU selection.
+
+Layer: runtime. This module may import mpi4py, numpy, threadpoolctl and numba;
+it never imports cupy (GPU selection here is pure arithmetic on rank numbers).
+
+Rules (see docs/launching.md):
+
+* Every rank on a node gets an equal share of the node's usable cores:
+  ``max(1, usable cores // ranks on this node)`` threads for BLAS (through
+  threadpoolctl) and for numba's parallel kernels, so that the ranks never
+  oversubscribe the node by default.
+* The environment variable ``NNTILE_SPMD_THREADS`` (set by
+  ``python -m nntile_spmd.launch``) overrides that default.
+* A rank uses GPU ``local_rank % n_gpus`` of the GPUs it can see.
+
+The functions taking ``comm`` split it by shared memory and are therefore
+collective: every rank of ``comm`` must call them.
+"""
+
+import os
+
+import threadpoolctl
+from mpi4py import MPI
+
+THREADS_ENV = "NNTILE_SPMD_THREADS"
+
+# The active threadpoolctl limiter; kept so that the limit stays in effect.
+_BLAS_LIMITER = None
+
+
+def _node_comm(comm):
+    """Return the sub-communicator of the ranks of ``comm`` on this node."""
+    return comm.Split_type(MPI.COMM_TYPE_SHARED)
+
+
+def _usable_cpus():
+    """Return the set of CPU ids this process may run on."""
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return set(range(os.cpu_count() or 1))
+
+
+def usable_cores():
+    """Return how many cores this process may run on."""
+    return len(_usable_cpus())
+
+
+def ranks_per_node(comm):
+    """Return how many ranks of ``comm`` share this node (collective)."""
+    node = _node_comm(comm)
+    try:
+        return node.Get_size()
+    finally:
+        node.Free()
+
+
+def local_rank(comm):
+    """Return the rank of this process among the ranks of ``comm`` on its node."""
+    node = _node_comm(comm)
+    try:
+        return node.Get_rank()
+    finally:
+        node.Free()
+
+
+def default_blas_threads(comm):
+    """Return max(1, usable cores on this node // ranks of ``comm`` on it) (collective).
+
+    The usable cores are the union of the CPU affinity masks of the ranks on
+    the node: unbound ranks share the whole mask, while ranks that a launcher
+    already pinned to disjoint cores (``srun --cpu-bind=cores``) each get their
+    own cores.
+    """
+    node = _node_comm(comm)
+    try:
+        masks = node.allgather(_usable_cpus())
+        return max(1, len(set().union(*masks)) // node.Get_size())
+    finally:
+        node.Free()
+
+
+def threads_from_env():
+    """Return the thread count from ``NNTILE_SPMD_THREADS``, or None if unset."""
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        threads = int(value)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise ValueError(f"{THREADS_ENV} must be a positive integer, got {value!r}")
+    return threads
+
+
+def configure_blas_threads(comm, threads=None):
+    """Limit BLAS and numba threads of this rank and return the count used (collective).
+
+    Priority: the ``threads`` argument, then ``NNTILE_SPMD_THREADS``, then
+    :func:`default_blas_threads`.
+    """
+    global _BLAS_LIMITER
+    default = default_blas_threads(comm)  # always called: keeps this collective
+    if threads is None:
+        threads = threads_from_env() or default
+    threads = int(threads)
+    if threads < 1:
+        raise ValueError(f"threads must be positive, got {threads}")
+    _BLAS_LIMITER = threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
+    _set_numba_threads(threads)
+    return threads
+
+
+def _set_numba_threads(threads):
+    """Set numba's thread count, capped by its pool size NUMBA_NUM_THREADS."""
+    import numba  # imported lazily: numba is slow to import
+
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+
+
+def gpu_for_rank(local_rank, n_gpus):
+    """Return the GPU index a rank uses: ``local_rank % n_gpus``."""
+    if n_gpus < 1:
+        raise ValueError(f"n_gpus must be positive, got {n_gpus}")
+    return local_rank % n_gpus

@@ -1,0 +1,217 @@
+"""Tests of the launcher (python -m nntile_spmd.launch); plain pytest, no MPI needed."""
+
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from nntile_spmd import launch
+
+REPO = Path(__file__).resolve().parents[1]
+# Variables of an enclosing MPI job or Slurm allocation must not leak into the
+# launcher under test (the test suite itself may run under mpiexec or srun).
+_FOREIGN_PREFIXES = ("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_", "SLURM_")
+
+
+def clean_env(**extra):
+    """Return os.environ without MPI/Slurm/thread variables, plus extra."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(_FOREIGN_PREFIXES)
+           and key not in launch.THREAD_ENV_VARS}
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def no_slurm(monkeypatch):
+    """Run the in-process launcher outside of any Slurm allocation."""
+    for key in list(os.environ):
+        if key.startswith(_FOREIGN_PREFIXES) or key in launch.THREAD_ENV_VARS:
+            monkeypatch.delenv(key)
+
+
+@pytest.fixture
+def fake_slurm(tmp_path, monkeypatch, no_slurm):
+    """Fake a Slurm allocation: SLURM_* variables and an `srun` on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text(textwrap.dedent("""\
+        #!/bin/sh
+        echo "FAKE-SRUN $* OMP=$OMP_NUM_THREADS NNTILE=$NNTILE_SPMD_THREADS"
+        exit "${FAKE_SRUN_EXIT:-0}"
+        """))
+    srun.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("SLURM_JOB_ID", "12345")
+    monkeypatch.setenv("SLURM_NNODES", "2")
+    return srun
+
+
+def dry_run(capsys, *argv):
+    """Run the launcher in-process with --dry-run; return (summary, argv printed)."""
+    assert launch.main(["--dry-run", *argv]) == 0
+    summary, command = capsys.readouterr().out.strip().splitlines()
+    return summary, shlex.split(command)
+
+
+def split_env(words):
+    """Split `env K=V ... cmd` into ({K: V}, cmd)."""
+    assert words[0] == "env"
+    env, i = {}, 1
+    while "=" in words[i] and not words[i].startswith("/"):
+        key, value = words[i].split("=", 1)
+        env[key] = value
+        i += 1
+    return env, words[i:]
+
+
+def test_dry_run_mpiexec(capsys, no_slurm, monkeypatch):
+    monkeypatch.setattr(launch, "usable_cores", lambda: 8)
+    summary, words = dry_run(capsys, "-n", "2", "train.py", "--strategy", "fsdp", "-n", "7")
+    env, command = split_env(words)
+    assert "launcher: mpiexec" in summary
+    assert env == {name: "4" for name in launch.THREAD_ENV_VARS}
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if os.path.exists(mpiexec):  # the mpich wheel's, next to the interpreter
+        assert command[0] == mpiexec
+    assert os.path.basename(command[0]) == "mpiexec"
+    assert command[1:] == ["-n", "2", sys.executable, "train.py",
+                           "--strategy", "fsdp", "-n", "7"]
+
+
+def test_dry_run_never_oversubscribes(capsys, no_slurm, monkeypatch):
+    monkeypatch.setattr(launch, "usable_cores", lambda: 2)
+    env, _ = split_env(dry_run(capsys, "-n", "5", "x.py")[1])
+    assert env["NNTILE_SPMD_THREADS"] == "1"
+
+
+def test_dry_run_explicit_threads_and_launcher_args(capsys, no_slurm):
+    env, command = split_env(dry_run(
+        capsys, "-n", "3", "--threads", "6", "--launcher", "mpiexec",
+        "--launcher-arg=--oversubscribe", "--", "x.py", "--", "a")[1])
+    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "6"
+    assert command[1:] == ["-n", "3", "--oversubscribe", sys.executable, "x.py", "--", "a"]
+
+
+def test_dry_run_env_override(capsys, no_slurm, monkeypatch):
+    monkeypatch.setenv("NNTILE_SPMD_THREADS", "3")
+    env, _ = split_env(dry_run(capsys, "-n", "2", "x.py")[1])
+    assert set(env.values()) == {"3"}
+
+
+def test_dry_run_slurm(capsys, fake_slurm, monkeypatch):
+    monkeypatch.setattr(launch, "usable_cores", lambda: 16)
+    summary, words = dry_run(capsys, "-n", "8", "train.py", "--strategy", "fsdp")
+    env, command = split_env(words)
+    assert "launcher: srun" in summary
+    # 8 ranks over SLURM_NNODES=2 nodes: 4 ranks per node, 16 cores -> 4 threads
+    assert env == {name: "4" for name in launch.THREAD_ENV_VARS}
+    assert command == [str(fake_slurm), "-n", "8", "--cpu-bind=cores",
+                       "--cpus-per-task=4", sys.executable, "train.py",
+                       "--strategy", "fsdp"]
+
+
+def test_dry_run_slurm_cpus_per_task(capsys, fake_slurm, monkeypatch):
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "7")
+    env, command = split_env(dry_run(capsys, "-n", "2", "x.py")[1])
+    assert env["NNTILE_SPMD_THREADS"] == "7"
+    assert "--cpus-per-task=7" in command
+
+
+def test_slurm_forced_mpiexec(capsys, fake_slurm):
+    summary, words = dry_run(capsys, "-n", "2", "--launcher", "mpiexec", "x.py")
+    assert "launcher: mpiexec" in summary
+    assert os.path.basename(split_env(words)[1][0]) == "mpiexec"
+
+
+def test_job_id_without_srun_uses_mpiexec(no_slurm, monkeypatch, tmp_path):
+    monkeypatch.setenv("SLURM_JOB_ID", "1")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert launch.choose_launcher("auto") == "mpiexec"
+
+
+def test_srun_on_path_without_job_uses_mpiexec(fake_slurm, monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert launch.choose_launcher("auto") == "mpiexec"
+
+
+def test_fake_srun_runs_with_thread_env(fake_slurm, tmp_path):
+    env = dict(os.environ, PYTHONPATH=clean_env()["PYTHONPATH"], FAKE_SRUN_EXIT="5")
+    result = subprocess.run(
+        [sys.executable, "-m", "nntile_spmd.launch", "-n", "2", "--threads", "3", "x.py",
+         "arg"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 5
+    assert "FAKE-SRUN -n 2 --cpu-bind=cores --cpus-per-task=3" in result.stdout
+    assert "x.py arg OMP=3 NNTILE=3" in result.stdout
+
+
+@pytest.mark.parametrize("argv", [["-n", "2"], ["x.py"], ["-n", "0", "x.py"],
+                                  ["-n", "2", "--threads", "0", "x.py"],
+                                  ["-n", "2", "--launcher", "qsub", "x.py"]])
+def test_bad_arguments(argv, capsys):
+    with pytest.raises(SystemExit) as error:
+        launch.main(argv)
+    assert error.value.code == 2
+
+
+def test_split_argv():
+    assert launch.split_argv(["-n", "2", "--dry-run", "s.py", "-n", "3"]) == (
+        ["-n", "2", "--dry-run"], ["s.py", "-n", "3"])
+    assert launch.split_argv(["-n2", "--threads=4", "s.py"]) == (
+        ["-n2", "--threads=4"], ["s.py"])
+    assert launch.split_argv(["-n", "2", "--", "-s.py", "--"]) == (
+        ["-n", "2"], ["-s.py", "--"])
+
+
+def test_child_env_sets_all_thread_vars():
+    env = launch.child_env(5, {"PATH": "/bin", "OMP_NUM_THREADS": "64"})
+    assert env["PATH"] == "/bin"
+    assert all(env[name] == "5" for name in launch.THREAD_ENV_VARS)
+
+
+RANK_SCRIPT = """\
+import os
+import sys
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+print(f"rank {comm.Get_rank()} of {comm.Get_size()} "
+      f"threads={os.environ.get('NNTILE_SPMD_THREADS')}", flush=True)
+sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+"""
+
+
+@pytest.fixture
+def rank_script(tmp_path):
+    """Write the script that every rank runs; return its path."""
+    if launch.find_mpiexec() is None:
+        pytest.skip("no mpiexec available")
+    script = tmp_path / "ranks.py"
+    script.write_text(RANK_SCRIPT)
+    return script
+
+
+def launch_ranks(*argv):
+    """Run `python -m nntile_spmd.launch *argv` in a clean environment."""
+    return subprocess.run([sys.executable, "-m", "nntile_spmd.launch", *argv],
+                          env=clean_env(), capture_output=True, text=True, timeout=180)
+
+
+def test_runs_two_ranks(rank_script):
+    result = launch_ranks("-n", "2", str(rank_script))
+    assert result.returncode == 0, result.stderr
+    threads = max(1, launch.usable_cores() // 2)
+    for rank in (0, 1):
+        assert f"rank {rank} of 2 threads={threads}" in result.stdout
+
+
+def test_child_failure_is_reported(rank_script):
+    result = launch_ranks("-n", "2", str(rank_script), "3")
+    assert result.returncode != 0
