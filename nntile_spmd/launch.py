@@ -210,7 +210,7 @@ def _forward_sigterm(proc):
 
 
 def _wait(proc):
-    """Wait for proc, ignoring Ctrl-C (the launcher receives it too and shuts down)."""
+    """Wait for proc, ignoring Ctrl-C (mpiexec/srun get it too and shut the ranks down)."""
     while True:
         try:
             return proc.wait()
@@ -219,7 +219,7 @@ def _wait(proc):
 
 
 def warn_oversubscription(n, launcher, threads, env=None):
-    """Warn on stderr when the ranks and threads exceed this node's cores."""
+    """Warn on stderr when mpiexec ranks x threads exceed the usable cores."""
     per_node = ranks_per_node(n, launcher, env)
     cores = usable_cores()
     if launcher == "mpiexec" and per_node * threads > cores:

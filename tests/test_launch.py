@@ -63,15 +63,16 @@ def dry_run(capsys, *argv):
 
 def split_env(words):
     """Split `env K=V ... cmd` into ({K: V}, cmd)."""
+    n = len(launch.THREAD_ENV_VARS)
     assert words[0] == "env"
-    env, i = {}, 1
-    while "=" in words[i] and not words[i].startswith("/"):
-        key, value = words[i].split("=", 1)
-        env[key] = value
-        i += 1
-    return env, words[i:]
+    return dict(word.split("=", 1) for word in words[1:1 + n]), words[1 + n:]
 
 
+needs_mpiexec = pytest.mark.skipif(launch.find_mpiexec() is None,
+                                   reason="no mpiexec available")
+
+
+@needs_mpiexec
 def test_dry_run_mpiexec(capsys, no_slurm, monkeypatch):
     monkeypatch.setattr(launch, "usable_cores", lambda: 8)
     summary, words = dry_run(capsys, "-n", "2", "train.py", "--strategy", "fsdp", "-n", "7")
@@ -86,12 +87,14 @@ def test_dry_run_mpiexec(capsys, no_slurm, monkeypatch):
                            "--strategy", "fsdp", "-n", "7"]
 
 
+@needs_mpiexec
 def test_dry_run_never_oversubscribes(capsys, no_slurm, monkeypatch):
     monkeypatch.setattr(launch, "usable_cores", lambda: 2)
     env, _ = split_env(dry_run(capsys, "-n", "5", "x.py")[1])
     assert env["NNTILE_SPMD_THREADS"] == "1"
 
 
+@needs_mpiexec
 def test_dry_run_explicit_threads_and_launcher_args(capsys, no_slurm):
     env, command = split_env(dry_run(
         capsys, "-n", "3", "--threads", "6", "--launcher", "mpiexec",
@@ -100,6 +103,7 @@ def test_dry_run_explicit_threads_and_launcher_args(capsys, no_slurm):
     assert command[1:] == ["-n", "3", "--oversubscribe", sys.executable, "x.py", "--", "a"]
 
 
+@needs_mpiexec
 def test_dry_run_env_override(capsys, no_slurm, monkeypatch):
     monkeypatch.setenv("NNTILE_SPMD_THREADS", "3")
     env, _ = split_env(dry_run(capsys, "-n", "2", "x.py")[1])
@@ -125,6 +129,7 @@ def test_dry_run_slurm_cpus_per_task(capsys, fake_slurm, monkeypatch):
     assert "--cpus-per-task=7" in command
 
 
+@needs_mpiexec
 def test_slurm_forced_mpiexec(capsys, fake_slurm):
     summary, words = dry_run(capsys, "-n", "2", "--launcher", "mpiexec", "x.py")
     assert "launcher: mpiexec" in summary
@@ -146,7 +151,7 @@ def test_fake_srun_runs_with_thread_env(fake_slurm, tmp_path):
     env = dict(os.environ, PYTHONPATH=clean_env()["PYTHONPATH"], FAKE_SRUN_EXIT="5")
     result = subprocess.run(
         [sys.executable, "-m", "nntile_spmd.launch", "-n", "2", "--threads", "3", "x.py",
-         "arg"], env=env, capture_output=True, text=True, timeout=60)
+         "arg"], env=env, check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 5
     assert "FAKE-SRUN -n 2 --cpu-bind=cores --cpus-per-task=3" in result.stdout
     assert "x.py arg OMP=3 NNTILE=3" in result.stdout
@@ -191,8 +196,6 @@ sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
 @pytest.fixture
 def rank_script(tmp_path):
     """Write the script that every rank runs; return its path."""
-    if launch.find_mpiexec() is None:
-        pytest.skip("no mpiexec available")
     script = tmp_path / "ranks.py"
     script.write_text(RANK_SCRIPT)
     return script
@@ -201,9 +204,10 @@ def rank_script(tmp_path):
 def launch_ranks(*argv):
     """Run `python -m nntile_spmd.launch *argv` in a clean environment."""
     return subprocess.run([sys.executable, "-m", "nntile_spmd.launch", *argv],
-                          env=clean_env(), capture_output=True, text=True, timeout=180)
+                          env=clean_env(), check=False, capture_output=True, text=True, timeout=180)
 
 
+@needs_mpiexec
 def test_runs_two_ranks(rank_script):
     result = launch_ranks("-n", "2", str(rank_script))
     assert result.returncode == 0, result.stderr
@@ -212,6 +216,19 @@ def test_runs_two_ranks(rank_script):
         assert f"rank {rank} of 2 threads={threads}" in result.stdout
 
 
+@needs_mpiexec
 def test_child_failure_is_reported(rank_script):
     result = launch_ranks("-n", "2", str(rank_script), "3")
     assert result.returncode != 0
+
+
+def test_run_script_wraps_launcher(no_slurm, tmp_path):
+    env = clean_env(PATH=os.pathsep.join([os.path.dirname(sys.executable),
+                                          os.environ.get("PATH", "")]))
+    del env["PYTHONPATH"]  # launch/run puts the repository root there itself
+    result = subprocess.run([str(REPO / "launch" / "run"), "-n", "1", "--threads", "2",
+                             "--dry-run", "x.py"], cwd=tmp_path, env=env,
+                            check=False, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "NNTILE_SPMD_THREADS=2" in result.stdout
+    assert result.stdout.rstrip().endswith("x.py")

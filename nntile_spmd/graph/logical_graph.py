@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
+from . import analysis, export
 from .registry import OpSpec, describe_all, get_spec, op_error
 from .tensor import TensorNode
 
@@ -121,8 +122,10 @@ class LogicalGraph:
         name = name or f"{op_type}_{len(self._ops)}"
         if name in self._op_names:
             raise ValueError(f"op name {name!r} is already used in graph {self.name!r}")
-        op = OpNode(len(self._ops), name, op_type, inputs, outputs, attrs,
-                    phase or self._phase)
+        phase = phase or self._phase
+        if phase not in PHASES:
+            raise ValueError(f"{op_type}: unknown phase {phase!r}; expected one of {PHASES}")
+        op = OpNode(len(self._ops), name, op_type, inputs, outputs, attrs, phase)
         self._ops.append(op)
         self._op_names.add(name)
         return op
@@ -195,6 +198,66 @@ class LogicalGraph:
                         [mapping[t.name] for t in op.outputs], op.attrs,
                         prefix + op.name, op.phase)
         return mapping
+
+    # -- analysis (analysis.py) -------------------------------------------------
+    def num_operations(self) -> int:
+        """Number of ops."""
+        return analysis.num_operations(self)
+
+    def num_parameters(self) -> int:
+        """Elements of the tensors whose role is "parameter"."""
+        return analysis.num_parameters(self)
+
+    def estimate_flops(self) -> int:
+        """FLOPs of one execution (sum of the ops' registered costs)."""
+        return analysis.estimate_flops(self)
+
+    def estimate_parameter_memory(self) -> int:
+        """Bytes of the parameters."""
+        return analysis.estimate_parameter_memory(self)
+
+    def estimate_activation_memory(self) -> int:
+        """Bytes of op-written tensors neither persistent nor external (none freed)."""
+        return analysis.estimate_activation_memory(self)
+
+    def dead_ops(self) -> list[OpNode]:
+        """Ops whose results reach no output and no persistent tensor."""
+        return analysis.dead_ops(self)
+
+    def summary(self) -> str:
+        """Counts and estimates in a few lines of text."""
+        return analysis.summary(self)
+
+    # -- export (export.py) ----------------------------------------------------
+    def to_dot(self) -> str:
+        """Graphviz DOT text (tensors coloured by role)."""
+        return export.to_dot(self)
+
+    def to_mermaid(self) -> str:
+        """Mermaid flowchart text (tensors coloured by role)."""
+        return export.to_mermaid(self)
+
+    def to_json(self) -> dict:
+        """The graph as a plain, json.dumps-able dict."""
+        return export.to_json(self)
+
+    def render(self, path) -> None:
+        """Draw the graph with graphviz; the format comes from the extension of `path`."""
+        export.render(self, path)
+
+    def save(self, path) -> None:
+        """Write the graph as JSON to `path` (atomically)."""
+        export.save(self, path)
+
+    @classmethod
+    def from_json(cls, data: dict) -> LogicalGraph:
+        """Rebuild a graph from to_json() output, validating every op."""
+        return export.from_json(data, cls)
+
+    @classmethod
+    def load(cls, path) -> LogicalGraph:
+        """Read a graph written by save()."""
+        return export.load(path, cls)
 
     def __repr__(self) -> str:
         return (f"LogicalGraph({self.name!r}, {len(self._tensor_list)} tensors, "

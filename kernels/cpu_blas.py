@@ -1,0 +1,38 @@
+"""BLAS matrix products of the cpu table: gemm on F-order tiles through scipy.linalg.blas.
+
+Arrays only: never imports nntile_spmd, mpi4py or cupy. The multi-dim operands fold
+to F-order (rows, cols, batch) views with no copy; each batch element is one BLAS
+call that writes C in place. fp16 falls back to the NumPy reference.
+"""
+
+import numpy as np
+from scipy.linalg import blas
+
+from . import reference
+from .layout import gemm_folds
+
+_GEMM = {np.dtype(np.float32): blas.sgemm, np.dtype(np.float64): blas.dgemm}
+
+
+def gemm(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1, batch_ndim=0):
+    """c = alpha*op(a)·op(b) + beta*c with NNTile's multi-dim and batch rules."""
+    routine = _GEMM.get(c.dtype)
+    if routine is None:
+        return reference.gemm(
+            a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, ndim=ndim,
+            batch_ndim=batch_ndim,
+        )
+    if not c.flags.f_contiguous:  # a folded copy of C would silently drop the result
+        raise ValueError(f"gemm: output tile must be F-contiguous, got strides {c.strides}")
+    a3, b3, c3 = gemm_folds(a.shape, b.shape, trans_a, trans_b, ndim, batch_ndim)
+    a_view, b_view = a.reshape(a3, order="F"), b.reshape(b3, order="F")
+    c_view = c.reshape(c3, order="F")
+    for index in range(c3[2]):
+        c_mat = c_view[:, :, index]
+        # BLAS does not read C when beta == 0, so garbage (NaN) in C is harmless.
+        result = routine(
+            alpha, a_view[:, :, index], b_view[:, :, index], beta, c_mat,
+            trans_a=trans_a, trans_b=trans_b, overwrite_c=True,
+        )
+        if result is not c_mat:  # f2py copied (e.g. misaligned C): write the result back
+            c_mat[...] = result

@@ -1,0 +1,226 @@
+"""Plan layer: derive every rank's program from the task groups in program order.
+
+The builder tracks which version of each tile every rank holds. A task runs on the
+owner of its output tile (every rank for replicated tiles); a missing input becomes
+a SEND placed right after the instruction that produced that version plus a RECV
+before the consuming task. A group with several steps may instead be computed as
+partial sums next to its inputs and reduced to the owner in a fixed tree
+(broadcast back down for replicated outputs), whichever sends fewer bytes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .distribution import REPLICATED
+from .instructions import Exec, Recv, Send, key_str
+
+TAG_LIMIT = 32000  # MPI guarantees tags up to 32767 only
+
+
+class PlanError(ValueError):
+    """The graph cannot be planned as asked (e.g. a tensor read before written)."""
+
+
+class ProgramBuilder:
+    def __init__(self, nranks, meta, owner_of, permanent_holders):
+        self.nranks = nranks
+        self.meta = meta                    # key -> TileMeta
+        self.tensor_owner = owner_of        # key -> rank or REPLICATED
+        self.temp_owner = {}                # partial-sum tiles -> the rank computing them
+        self.programs = [[] for _ in range(nranks)]
+        self.inserts = [defaultdict(list) for _ in range(nranks)]
+        self.version = {}
+        self.held = [dict() for _ in range(nranks)]
+        self.ready_at = [dict() for _ in range(nranks)]   # key -> program position
+        self.pair_count = defaultdict(int)
+        for key, holders in permanent_holders.items():
+            self.version[key] = 0
+            for rank in holders:
+                self.held[rank][key] = 0
+                self.ready_at[rank][key] = 0
+
+    # -- primitives ------------------------------------------------------------
+    def owner_of(self, key):
+        owner = self.temp_owner.get(key)
+        return self.tensor_owner(key) if owner is None else owner
+
+    def ranks_of(self, key):
+        owner = self.owner_of(key)
+        return range(self.nranks) if owner == REPLICATED else (owner,)
+
+    def is_current(self, rank, key):
+        return self.held[rank].get(key, -1) == self.version.get(key)
+
+    def source_of(self, key, op_name):
+        if key not in self.version:
+            raise PlanError(f"{op_name}: reads {key_str(key)} before anything writes it "
+                            f"(bind it as an input, make it persistent, or write it first)")
+        for rank in self.ranks_of(key):
+            if self.is_current(rank, key):
+                return rank
+        raise AssertionError(f"no rank holds the current {key_str(key)}")
+
+    def transfer(self, key, source, target, consumer):
+        pair = (source, target)
+        tag = self.pair_count[pair] % TAG_LIMIT
+        self.pair_count[pair] += 1
+        nbytes = self.meta[key].nbytes
+        self.inserts[source][self.ready_at[source][key]].append(Send(key, target, tag, nbytes))
+        self.programs[target].append(Recv(key, source, tag, nbytes, consumer))
+        self.held[target][key] = self.version[key]
+        self.ready_at[target][key] = len(self.programs[target])
+
+    def ensure_local(self, rank, key, consumer):
+        if not self.is_current(rank, key):
+            self.transfer(key, self.source_of(key, consumer), rank, consumer)
+
+    def run_task(self, ranks, kernel, keys, reads, writes, params, flops, op_name):
+        """Fetch what each rank lacks, then run the kernel there; writes bump versions."""
+        for rank in ranks:
+            for key in reads:
+                self.ensure_local(rank, key, op_name)
+        for key in writes:
+            self.version[key] = self.version.get(key, -1) + 1
+        instruction = Exec(kernel, keys, frozenset(reads), writes, params, flops, op_name)
+        for rank in ranks:
+            self.programs[rank].append(instruction)
+            for key in writes:
+                self.held[rank][key] = self.version[key]
+                self.ready_at[rank][key] = len(self.programs[rank])
+
+    # -- lowering of one task group ----------------------------------------------
+    def add_group(self, group):
+        out_key = group.outputs[0]
+        owner = self.owner_of(out_key)
+        exec_ranks = list(self.ranks_of(out_key))
+        for other in group.outputs[1:]:
+            if self.owner_of(other) != owner:
+                raise PlanError(f"{group.op.name}: outputs {key_str(out_key)} and "
+                                f"{key_str(other)} must have the same owner (distribute "
+                                f"them alike)")
+        if len(group.steps) > 1:
+            choice = self.partial_plan(group, owner, exec_ranks)
+            if choice is not None:
+                return self.run_partial(group, owner, *choice)
+        for index, step in enumerate(group.steps):
+            self.run_step(exec_ranks, group, step, index, step.keys)
+
+    def run_step(self, ranks, group, step, index, keys, zero_beta=False):
+        """Step `index` of the steps one rank runs into one output tile."""
+        op = group.op
+        n_inputs = len(op.inputs)
+        outputs = keys[n_inputs:]
+        params, reads_output = step.params, group.reads_output_first
+        beta_attr = op.spec.beta_attr
+        if beta_attr is not None:
+            beta = 0.0 if zero_beta else op.attrs[beta_attr] if index == 0 else 1.0
+            params, reads_output = dict(params, **{beta_attr: beta}), beta != 0
+        reads = tuple(dict.fromkeys(keys[:n_inputs] + (outputs if reads_output else ())))
+        self.run_task(ranks, op.spec.kernel, keys, reads, outputs, params, step.flops, op.name)
+
+    def missing_bytes(self, rank, keys):
+        return sum(self.meta[k].nbytes for k in set(keys) if not self.is_current(rank, k))
+
+    def partial_plan(self, group, owner, exec_ranks):
+        """(step ranks, tree order) if partial sums send fewer bytes, else None."""
+        n_inputs = len(group.op.inputs)
+        owner_cost = sum(self.missing_bytes(rank, [k for s in group.steps
+                                                   for k in s.keys[:n_inputs]])
+                         for rank in exec_ranks)
+        if owner_cost == 0:
+            return None
+        step_ranks = [self.best_rank(step.keys[:n_inputs], exec_ranks) for step in group.steps]
+        by_rank = defaultdict(list)
+        for step, rank in zip(group.steps, step_ranks):
+            by_rank[rank].extend(step.keys[:n_inputs])
+        if owner == REPLICATED:
+            order = sorted(by_rank)
+            messages = len(order) - 1 + self.nranks - 1
+        else:
+            order = [owner] + sorted(set(by_rank) - {owner})
+            messages = len(order) - 1
+        out_bytes = self.meta[group.outputs[0]].nbytes
+        cost = sum(self.missing_bytes(r, keys) for r, keys in by_rank.items())
+        cost += messages * out_bytes
+        return (step_ranks, order) if cost < owner_cost else None
+
+    def best_rank(self, keys, preferred):
+        score = defaultdict(int)
+        for key in set(keys):
+            for rank in self.ranks_of(key):
+                if self.is_current(rank, key):
+                    score[rank] += self.meta[key].nbytes
+        if not score:
+            return preferred[0]
+        top = max(score.values())
+        best = [rank for rank in score if score[rank] == top]
+        preferred_best = [rank for rank in preferred if rank in best]
+        return (preferred_best or sorted(best))[0]
+
+    def run_partial(self, group, owner, step_ranks, order):
+        op, out_key = group.op, group.outputs[0]
+        root = order[0]
+        accumulators, counts = {}, defaultdict(int)
+        for step, rank in zip(group.steps, step_ranks):
+            if rank == root:
+                accumulator = out_key
+                self.run_step([rank], group, step, counts[rank], step.keys)
+            else:
+                accumulator = self.temp_key(op, out_key, rank)
+                keys = step.keys[:len(op.inputs)] + (accumulator,)
+                self.run_step([rank], group, step, counts[rank], keys,
+                              zero_beta=counts[rank] == 0)
+            accumulators[rank] = accumulator
+            counts[rank] += 1
+        root_has_value = counts[root] > 0
+        stride = 1
+        while stride < len(order):
+            for index in range(0, len(order) - stride, 2 * stride):
+                parent, child = order[index], order[index + stride]
+                parent_key = accumulators.get(parent, out_key)
+                beta = 1.0
+                if parent == root and not root_has_value:
+                    beta, root_has_value = op.attrs.get(op.spec.beta_attr, 0.0), True
+                    beta = beta if group.reads_output_first else 0.0
+                self.combine(parent, accumulators[child], parent_key, beta, op.name)
+            stride *= 2
+        if owner == REPLICATED:
+            self.broadcast(out_key, root, op.name)
+
+    def combine(self, rank, child_key, parent_key, beta, op_name):
+        self.ensure_local(rank, child_key, op_name)
+        reads = (child_key, parent_key) if beta != 0 else (child_key,)
+        flops = 3 * self.meta[parent_key].size
+        self.run_task([rank], "add", (child_key, parent_key, parent_key), reads,
+                      (parent_key,), {"alpha": 1.0, "beta": beta}, flops, op_name)
+
+    def broadcast(self, key, root, op_name):
+        order = [root] + [rank for rank in range(self.nranks) if rank != root]
+        stride = 1
+        while stride < len(order):
+            for index in range(stride):
+                if index + stride < len(order):
+                    self.transfer(key, order[index], order[index + stride], op_name)
+            stride *= 2
+
+    def temp_key(self, op, out_key, rank):
+        name, coord = out_key
+        key = (f"{name}~{op.name}~r{rank}", coord)
+        if key not in self.meta:
+            self.meta[key] = self.meta[out_key]
+            self.temp_owner[key] = rank
+        return key
+
+    # -- results -------------------------------------------------------------------
+    def finish(self):
+        """Each rank's program with the sends placed where their versions appear."""
+        programs = []
+        for rank, program in enumerate(self.programs):
+            inserts = self.inserts[rank]
+            flat = list(inserts.get(0, ()))
+            for position, instruction in enumerate(program, start=1):
+                flat.append(instruction)
+                flat.extend(inserts.get(position, ()))
+            programs.append(flat)
+        return programs

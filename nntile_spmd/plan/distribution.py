@@ -1,0 +1,117 @@
+"""Plan layer: which rank owns each tile. A TileDistribution is a formula from tile
+coordinate to rank (or REPLICATED), so every rank derives every owner alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+REPLICATED = -1
+
+
+@dataclass(frozen=True)
+class TileDistribution:
+    """Tile -> owner rank formula. Build with the factory classmethods."""
+
+    kind: str
+    dim: int | None = None
+    rank: int | None = None
+    weights: tuple | None = None
+    offset: int = 0
+    function: object = field(default=None, compare=False)
+
+    @classmethod
+    def round_robin(cls, offset: int = 0) -> "TileDistribution":
+        """Tile number t (column-major order) goes to rank (t + offset) % nranks."""
+        return cls("round_robin", offset=offset)
+
+    @classmethod
+    def block(cls) -> "TileDistribution":
+        """Tiles in column-major order cut into nranks contiguous runs."""
+        return cls("block")
+
+    @classmethod
+    def block_along_dim(cls, dim: int) -> "TileDistribution":
+        """Tile rows along `dim` cut into nranks contiguous blocks (other dims ignored)."""
+        return cls("block_along_dim", dim=dim)
+
+    @classmethod
+    def custom(cls, function) -> "TileDistribution":
+        """function(tile_coord, grid_shape, nranks) -> rank (or REPLICATED)."""
+        return cls("custom", function=function)
+
+    @classmethod
+    def replicated(cls) -> "TileDistribution":
+        """Every rank holds and computes every tile."""
+        return cls("replicated")
+
+    @classmethod
+    def on_rank(cls, rank: int) -> "TileDistribution":
+        """Every tile on one rank."""
+        return cls("on_rank", rank=rank)
+
+    @classmethod
+    def load_balanced(cls, weights) -> "TileDistribution":
+        """Like block, but rank r gets a share of tiles proportional to weights[r]."""
+        return cls("load_balanced", weights=tuple(float(w) for w in weights))
+
+    def __repr__(self) -> str:
+        detail = {"round_robin": f"offset={self.offset}" if self.offset else "",
+                  "block_along_dim": f"dim={self.dim}", "on_rank": f"{self.rank}",
+                  "load_balanced": f"{list(self.weights or ())}",
+                  "custom": getattr(self.function, "__name__", "fn")}.get(self.kind, "")
+        return f"{self.kind}({detail})"
+
+    def owners(self, grid: tuple, nranks: int) -> np.ndarray:
+        """Array of the grid's shape holding each tile's owner (REPLICATED = -1)."""
+        count = int(np.prod(grid, dtype=np.int64))
+        linear = np.arange(count).reshape(grid, order="F") if grid else np.zeros((), int)
+        rule = OWNER_RULES[self.kind]
+        result = np.asarray(rule(self, linear, grid, nranks), dtype=np.int64)
+        result = np.broadcast_to(result, grid).copy() if grid else result.reshape(())
+        if ((result < REPLICATED) | (result >= nranks)).any():
+            raise ValueError(f"distribution {self} gives ranks outside 0..{nranks - 1}")
+        return result
+
+
+def _blocks(index, count, nranks):
+    return (index * nranks) // max(count, 1)
+
+
+def _along_dim(spec, linear, grid, nranks):
+    if not grid:
+        return 0
+    dim = spec.dim if spec.dim is not None else len(grid) - 1
+    if not 0 <= dim < len(grid):
+        raise ValueError(f"block_along_dim({dim}) on a tensor with {len(grid)} dims")
+    coords = np.indices(grid)[dim]
+    return _blocks(coords, grid[dim], nranks)
+
+
+def _load_balanced(spec, linear, grid, nranks):
+    if len(spec.weights) != nranks:
+        raise ValueError(f"load_balanced has {len(spec.weights)} weights for {nranks} ranks")
+    count = linear.size
+    edges = np.cumsum(spec.weights) / sum(spec.weights) * count
+    return np.searchsorted(edges, linear + 0.5)
+
+
+def _custom(spec, linear, grid, nranks):
+    result = np.empty(grid, dtype=np.int64)
+    for coord in itertools.product(*(range(n) for n in grid)):
+        result[coord] = spec.function(coord, grid, nranks)
+    return result
+
+
+OWNER_RULES = {
+    "round_robin": lambda spec, linear, grid, n: (linear + spec.offset) % n,
+    "block": lambda spec, linear, grid, n: _blocks(linear, linear.size, n),
+    "block_along_dim": _along_dim,
+    "custom": _custom,
+    "replicated": lambda spec, linear, grid, n: REPLICATED,
+    "on_rank": lambda spec, linear, grid, n: spec.rank,
+    "load_balanced": _load_balanced,
+}

@@ -1,0 +1,165 @@
+"""Plan layer: build_plan() turns a logical graph into the SPMD plan every rank
+derives identically: tilings, owners, and one program per rank (per phase set).
+A Plan is a plain value; runtime/ executes it, nothing here talks to other ranks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cached_property
+
+import numpy as np
+
+from ..graph.dtypes import ITEMSIZE
+from ..graph.logical_graph import PHASES
+from .axes import axis_classes
+from .builder import PlanError, ProgramBuilder
+from .distribution import REPLICATED
+from .instructions import Exec, Send
+from .lowering import lower_op
+from .memory import TileMeta, insert_frees, simulate_memory
+from .presets import as_preset
+from .tiling import TilingRequest, TilingSpec, TilingStrategy
+
+DEFAULT_WINDOW = 8
+
+
+def build_plan(graph, nranks: int, tiling=None, distribution="single",
+               window: int = DEFAULT_WINDOW) -> "Plan":
+    """Tile and distribute every tensor of `graph` over `nranks` ranks."""
+    if graph.symbols():
+        raise PlanError(f"graph {graph.name!r} has unbound symbolic dims "
+                        f"{sorted(graph.symbols())}; pass shape_bindings or call g.bind()")
+    if nranks < 1 or window < 1:
+        raise ValueError(f"need nranks >= 1 and window >= 1, got {nranks} and {window}")
+    classes, class_of = axis_classes(graph)
+    preset = as_preset(distribution)
+    split = preset.split_class(graph, class_of, classes)
+    request = TilingRequest(tuple(classes), class_of, graph, nranks,
+                            frozenset() if split is None else frozenset({split}))
+    class_tilings = (tiling or TilingStrategy.auto()).resolve(request)
+    tilings = {t.name: TilingSpec(tuple(class_tilings[class_of[(t.name, d)]]
+                                        for d in range(t.ndim))) for t in graph.tensors()}
+    distributions = preset.assign(graph, class_of, classes, nranks)
+    owners = {name: distributions[name].owners(spec.grid, nranks)
+              for name, spec in tilings.items()}
+    return Plan(graph, nranks, window, classes, class_of, tilings, distributions, owners)
+
+
+class Plan:
+    """Tilings, owners and per-rank programs of one graph on `nranks` ranks."""
+
+    def __init__(self, graph, nranks, window, classes, class_of, tilings, distributions,
+                 owners):
+        self.graph, self.nranks, self.window = graph, nranks, window
+        self.classes, self.class_of = classes, class_of
+        self.tilings, self.distributions, self.owners = tilings, distributions, owners
+        self.meta = {}
+        for tensor in graph.tensors():
+            spec = tilings[tensor.name]
+            for coord in spec.coords():
+                shape = spec.tile_shape(coord)
+                size = int(np.prod(shape, dtype=np.int64))
+                self.meta[(tensor.name, coord)] = TileMeta(shape, tensor.dtype, size,
+                                                           size * ITEMSIZE[tensor.dtype])
+        self._programs = {}
+
+    # -- ownership ------------------------------------------------------------------
+    def owner_of(self, key) -> int:
+        """Owner rank of a tensor tile, or REPLICATED (-1)."""
+        name, coord = key
+        return int(self.owners[name][coord])
+
+    def holds_permanently(self, rank: int, key) -> bool:
+        """Does `rank` keep this tile across executes (owned tile of a kept tensor)?"""
+        name = key[0]
+        if not self.graph.has_tensor(name) or not self.graph.get_tensor(name).keeps_storage:
+            return False
+        return self.owner_of(key) in (rank, REPLICATED)
+
+    @cached_property
+    def permanent(self) -> list:
+        """Per rank, the set of tile keys kept across executes."""
+        result = [set() for _ in range(self.nranks)]
+        for tensor in self.graph.tensors():
+            if tensor.keeps_storage:
+                for coord in self.tilings[tensor.name].coords():
+                    owner = int(self.owners[tensor.name][coord])
+                    ranks = range(self.nranks) if owner == REPLICATED else (owner,)
+                    for rank in ranks:
+                        result[rank].add((tensor.name, coord))
+        return result
+
+    def persistent_bytes(self, rank: int) -> int:
+        """Bytes of the tiles `rank` keeps across executes."""
+        return sum(self.meta[key].nbytes for key in self.permanent[rank])
+
+    # -- programs -------------------------------------------------------------------
+    def programs(self, phases=None) -> list:
+        """One instruction list per rank for the ops of `phases` (default: all)."""
+        phase_key = normalize_phases(phases)
+        if phase_key not in self._programs:
+            self._programs[phase_key] = self._build_programs(phase_key)
+        return self._programs[phase_key]
+
+    def _build_programs(self, phase_key):
+        holders = {}
+        for rank, keys in enumerate(self.permanent):
+            for key in keys:
+                holders.setdefault(key, []).append(rank)
+        builder = ProgramBuilder(self.nranks, self.meta, self.owner_of, holders)
+        for op in self.graph.ops():
+            if op.phase in phase_key:
+                for group in lower_op(op, self.tilings):
+                    builder.add_group(group)
+        return [insert_frees(program, self.permanent[rank])
+                for rank, program in enumerate(builder.finish())]
+
+    def program(self, rank: int, phases=None) -> list:
+        return self.programs(phases)[rank]
+
+    # -- exact analysis -----------------------------------------------------------------
+    def peak_bytes(self, rank: int, phases=None) -> int:
+        """Peak bytes held by `rank` during one execute (persistent + transient)."""
+        return simulate_memory(self.program(rank, phases), self.persistent_bytes(rank),
+                               self.permanent[rank], self.meta, self.window)
+
+    def bytes_sent(self, rank=None, phases=None) -> int:
+        """Tile payload bytes sent during one execute by `rank` (None: all ranks)."""
+        ranks = range(self.nranks) if rank is None else (rank,)
+        return sum(i.nbytes for r in ranks for i in self.program(r, phases) if type(i) is Send)
+
+    def flops(self, rank=None, phases=None) -> int:
+        """FLOPs executed during one execute by `rank` (None: all ranks)."""
+        ranks = range(self.nranks) if rank is None else (rank,)
+        return sum(i.flops for r in ranks for i in self.program(r, phases) if type(i) is Exec)
+
+    def fingerprint_parts(self) -> dict:
+        """Hashes of the graph, the tiling and the distribution, compared across ranks."""
+        graph_text = "\n".join(
+            [f"T {t.name} {t.shape} {t.dtype} {t.requires_grad} {t.persistent} "
+             f"{t.external} {t.is_input} {t.is_output}" for t in self.graph.tensors()]
+            + [f"O {op.name} {op.op_type} {[t.name for t in op.inputs]} "
+               f"{[t.name for t in op.outputs]} {sorted(op.attrs.items())} {op.phase}"
+               for op in self.graph.ops()])
+        tiling_text = repr(sorted((name, repr(spec)) for name, spec in self.tilings.items()))
+        owner_text = "".join(f"{name}:{self.owners[name].tobytes().hex()}"
+                             for name in sorted(self.owners)) + f"/{self.nranks}/{self.window}"
+        return {part: hashlib.sha256(text.encode()).hexdigest()[:16]
+                for part, text in (("graph", graph_text), ("tiling", tiling_text),
+                                   ("distribution", owner_text))}
+
+    def fingerprint(self) -> str:
+        """One hash of graph + plan."""
+        return hashlib.sha256(repr(sorted(self.fingerprint_parts().items())).encode()
+                              ).hexdigest()[:16]
+
+
+def normalize_phases(phases) -> tuple:
+    if phases is None:
+        return PHASES
+    phases = (phases,) if isinstance(phases, str) else tuple(phases)
+    unknown = set(phases) - set(PHASES)
+    if unknown:
+        raise ValueError(f"unknown phase(s) {sorted(unknown)}; expected some of {PHASES}")
+    return tuple(p for p in PHASES if p in phases)

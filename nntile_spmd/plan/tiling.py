@@ -1,0 +1,243 @@
+"""Plan layer: how each axis class is cut into tiles (DimensionTiling) and the
+strategies that choose those cuts. Pure functions of the graph; no MPI.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from dataclasses import dataclass
+
+from ..graph.dtypes import ITEMSIZE
+
+
+@dataclass(frozen=True)
+class DimensionTiling:
+    """Tile boundaries along one axis: tile i spans [boundaries[i], boundaries[i+1])."""
+
+    boundaries: tuple
+
+    def __post_init__(self):
+        bounds = self.boundaries
+        if len(bounds) < 2 or bounds[0] != 0 or any(b <= a for a, b in zip(bounds, bounds[1:])):
+            raise ValueError(f"bad tile boundaries {list(bounds)}: need 0 = b0 < b1 < ...")
+
+    @classmethod
+    def uniform(cls, size: int, tile: int) -> "DimensionTiling":
+        """Tiles of `tile` elements; the last one may be shorter."""
+        if tile <= 0:
+            raise ValueError(f"tile size must be positive, got {tile}")
+        return cls(tuple(range(0, size, tile)) + (size,))
+
+    @classmethod
+    def explicit(cls, boundaries) -> "DimensionTiling":
+        """Tiles between the given boundaries (0 first, the axis size last)."""
+        return cls(tuple(int(b) for b in boundaries))
+
+    @classmethod
+    def proportional(cls, size: int, weights) -> "DimensionTiling":
+        """One tile per weight, sizes proportional to the weights (at least 1 each)."""
+        if size < len(weights):
+            raise ValueError(f"cannot cut {size} elements into {len(weights)} tiles")
+        total = float(sum(weights))
+        cuts = [round(size * acc / total) for acc in itertools.accumulate(weights)]
+        bounds = [0]
+        for index, cut in enumerate(cuts):
+            remaining = len(weights) - index - 1
+            bounds.append(min(max(cut, bounds[-1] + 1), size - remaining))
+        return cls(tuple(bounds))
+
+    @property
+    def size(self) -> int:
+        return self.boundaries[-1]
+
+    @property
+    def num_tiles(self) -> int:
+        return len(self.boundaries) - 1
+
+    def tile_size(self, index: int) -> int:
+        return self.boundaries[index + 1] - self.boundaries[index]
+
+    def tile_of(self, position: int) -> int:
+        """Index of the tile holding element `position`."""
+        return bisect.bisect_right(self.boundaries, position) - 1
+
+    def __repr__(self) -> str:
+        sizes = {self.tile_size(i) for i in range(self.num_tiles - 1)}
+        if len(sizes) <= 1:
+            return f"T({self.size}/{self.tile_size(0)})"
+        return f"T{list(self.boundaries)}"
+
+
+@dataclass(frozen=True)
+class TilingSpec:
+    """The tiling of one tensor: one DimensionTiling per dim."""
+
+    dims: tuple
+
+    @property
+    def grid(self) -> tuple:
+        return tuple(dim.num_tiles for dim in self.dims)
+
+    def tile_shape(self, coord) -> tuple:
+        return tuple(dim.tile_size(i) for dim, i in zip(self.dims, coord))
+
+    def tile_offset(self, coord) -> tuple:
+        return tuple(dim.boundaries[i] for dim, i in zip(self.dims, coord))
+
+    def tile_slices(self, coord) -> tuple:
+        return tuple(slice(dim.boundaries[i], dim.boundaries[i + 1])
+                     for dim, i in zip(self.dims, coord))
+
+    def coords(self):
+        """All tile coordinates, first dim fastest (column-major like the data)."""
+        return [tuple(reversed(c)) for c in itertools.product(*(range(n) for n in
+                                                                reversed(self.grid)))]
+
+    @property
+    def tile_shape_max(self) -> tuple:
+        return tuple(max(dim.tile_size(i) for i in range(dim.num_tiles)) for dim in self.dims)
+
+    def __repr__(self) -> str:
+        return "[" + ", ".join(map(repr, self.dims)) + "]"
+
+
+@dataclass(frozen=True)
+class DevicePerformanceProfile:
+    """Relative speed of each rank (e.g. [1, 1, 2] when rank 2 is twice as fast)."""
+
+    relative_speeds: tuple
+
+    def weights(self, nranks: int) -> tuple:
+        if len(self.relative_speeds) != nranks:
+            raise ValueError(f"profile has {len(self.relative_speeds)} speeds for {nranks} ranks")
+        return tuple(float(s) for s in self.relative_speeds)
+
+
+@dataclass(frozen=True)
+class TilingRequest:
+    """What compile() asks of a strategy: the classes, and which to split over ranks."""
+
+    classes: tuple
+    class_of: dict
+    graph: object
+    nranks: int
+    split_classes: frozenset   # classes a preset blocks over ranks
+
+
+class TilingStrategy:
+    """Chooses one DimensionTiling per axis class. Build with .auto/.manual/..."""
+
+    def __init__(self, kind, manual=None, target_tile_bytes=1 << 20, min_tile=1,
+                 max_tile=None, profile=None):
+        self.kind = kind
+        self.manual_shapes = dict(manual or {})
+        self.target_tile_bytes = target_tile_bytes
+        self.min_tile = min_tile
+        self.max_tile = max_tile
+        self.profile = profile
+
+    @classmethod
+    def auto(cls, target_tile_bytes: int = 1 << 20, min_tile: int = 1, max_tile=None):
+        """Tiles near `target_tile_bytes`; axes a preset splits get >= 1 tile per rank."""
+        return cls("auto", target_tile_bytes=target_tile_bytes, min_tile=min_tile,
+                   max_tile=max_tile)
+
+    @classmethod
+    def manual(cls, tile_shapes: dict):
+        """Tile shape per named tensor; axes nobody names stay whole (one tile)."""
+        return cls("manual", manual=tile_shapes)
+
+    @classmethod
+    def constrained(cls, tile_shapes: dict, target_tile_bytes: int = 1 << 20,
+                    min_tile: int = 1, max_tile=None):
+        """The named tensors' tile shapes are fixed; other axes are chosen as by auto."""
+        return cls("constrained", manual=tile_shapes, target_tile_bytes=target_tile_bytes,
+                   min_tile=min_tile, max_tile=max_tile)
+
+    @classmethod
+    def load_balanced(cls, profile: DevicePerformanceProfile, target_tile_bytes=1 << 20):
+        """Axes a preset splits get one tile per rank sized by rank speed; others auto."""
+        return cls("load_balanced", target_tile_bytes=target_tile_bytes, profile=profile)
+
+    def __repr__(self) -> str:
+        if self.kind == "manual":
+            return f"TilingStrategy.manual({self.manual_shapes})"
+        return f"TilingStrategy.{self.kind}(target_tile_bytes={self.target_tile_bytes})"
+
+    def resolve(self, request: TilingRequest) -> dict:
+        """Map class id -> DimensionTiling."""
+        chosen = manual_tilings(request, self.manual_shapes)
+        if self.kind == "load_balanced":
+            weights = self.profile.weights(request.nranks)
+            for class_id in sorted(request.split_classes - set(chosen)):
+                size = request.classes[class_id].size
+                if size >= request.nranks and not request.classes[class_id].whole:
+                    chosen[class_id] = DimensionTiling.proportional(size, weights)
+        if self.kind != "manual":
+            auto_tilings(request, chosen, self)
+        for axis_class in request.classes:
+            chosen.setdefault(axis_class.id, DimensionTiling.uniform(axis_class.size,
+                                                                     axis_class.size))
+        return chosen
+
+
+def manual_tilings(request, tile_shapes) -> dict:
+    """Tilings from user tile shapes; two requests for one axis must agree."""
+    chosen, source = {}, {}
+    for name, tile_shape in tile_shapes.items():
+        tensor = request.graph.get_tensor(name)
+        if len(tile_shape) != tensor.ndim:
+            raise ValueError(f"tiling of {tensor.describe()}: tile shape {list(tile_shape)} "
+                             f"has {len(tile_shape)} dims")
+        for dim, tile in enumerate(tile_shape):
+            axis_class = request.classes[request.class_of[(name, dim)]]
+            tiling = DimensionTiling.uniform(axis_class.size, min(int(tile), axis_class.size))
+            if axis_class.whole and tiling.num_tiles > 1:
+                raise ValueError(f"tiling of {name} dim {dim}: this axis must stay whole "
+                                 f"(an op reduces over it in one piece)")
+            previous = chosen.get(axis_class.id)
+            if previous is not None and previous != tiling:
+                other_name, other_dim = source[axis_class.id]
+                raise ValueError(f"conflicting tilings of one axis: {other_name} dim "
+                                 f"{other_dim} asks {previous}, {name} dim {dim} asks {tiling}")
+            chosen[axis_class.id], source[axis_class.id] = tiling, (name, dim)
+    return chosen
+
+
+def auto_tilings(request, chosen, strategy):
+    """Halve the largest free axis of the biggest tensors until tiles near the target."""
+    tensors = sorted(request.graph.tensors(), key=lambda t: (-t.nbytes, t.id))
+    sizes = {}
+    for tensor in tensors:
+        if tensor.ndim == 0:
+            continue
+        ids = [request.class_of[(tensor.name, dim)] for dim in range(tensor.ndim)]
+        for class_id in ids:
+            if class_id not in chosen and class_id not in sizes:
+                axis_class = request.classes[class_id]
+                sizes[class_id] = axis_class.size
+                if strategy.max_tile and not axis_class.whole:
+                    sizes[class_id] = min(axis_class.size, strategy.max_tile)
+        shrink_to_target(request, tensor, ids, chosen, sizes, strategy)
+    for class_id, tile in sizes.items():
+        axis_class = request.classes[class_id]
+        if class_id in request.split_classes and not axis_class.whole:
+            tile = min(tile, -(-axis_class.size // request.nranks))
+        chosen[class_id] = DimensionTiling.uniform(axis_class.size, max(tile, 1))
+
+
+def shrink_to_target(request, tensor, ids, chosen, sizes, strategy):
+    def tile_bytes():
+        count = ITEMSIZE[tensor.dtype]
+        for class_id in ids:
+            count *= chosen[class_id].tile_size(0) if class_id in chosen else sizes[class_id]
+        return count
+
+    while tile_bytes() > strategy.target_tile_bytes:
+        free = [c for c in ids if c not in chosen and not request.classes[c].whole
+                and sizes[c] // 2 >= strategy.min_tile]
+        if not free:
+            return
+        largest = max(free, key=lambda c: (sizes[c], -c))
+        sizes[largest] = -(-sizes[largest] // 2)

@@ -1,0 +1,218 @@
+"""Shape and dtype rules of every op, checked against NumPy on random arrays.
+
+Layout: a tensor of shape [m, n] binds to a NumPy array of shape (m, n), so the
+NumPy expression of an op must give an array of exactly the output's shape.
+"""
+
+import numpy as np
+import pytest
+
+from nntile_spmd import LogicalGraph, ops
+from nntile_spmd.graph.dtypes import storage_dtype
+from nntile_spmd.graph.registry import REGISTRY
+
+RNG = np.random.default_rng(0)
+
+# Letters of the einsum oracle for gemm: M dims, K dims, N dims, batch dims.
+M_DIMS, K_DIMS, N_DIMS, BATCH_DIMS = (2, 3), (4, 6), (5,), (7,)
+
+GEMM_CASES = [  # trans_a, trans_b, ndim, batch_ndim
+    (False, False, 1, 0),
+    (False, False, 1, 1),
+    (False, False, 2, 0),
+    (False, False, 2, 1),
+    (False, True, 1, 0),
+    (False, True, 1, 1),
+    (False, True, 2, 0),
+    (False, True, 2, 1),
+    (True, False, 1, 0),
+    (True, False, 1, 1),
+    (True, False, 2, 0),
+    (True, False, 2, 1),
+    (True, True, 1, 0),
+    (True, True, 1, 1),
+    (True, True, 2, 0),
+    (True, True, 2, 1),
+]
+
+
+def gemm_layout(trans_a, trans_b, ndim, batch_ndim):
+    """Einsum subscripts and shapes of A, B, C as DESIGN.md section 3 states them."""
+    m, k, n, b = "mp", "kq"[:ndim], "n", "b"[:batch_ndim]
+    sizes = dict(zip("mpkqnb", M_DIMS + K_DIMS + N_DIMS + BATCH_DIMS))
+    a_letters = (k + m if trans_a else m + k) + b
+    b_letters = (n + k if trans_b else k + n) + b
+    c_letters = m + n + b
+    shapes = [tuple(sizes[c] for c in letters) for letters in (a_letters, b_letters)]
+    return f"{a_letters},{b_letters}->{c_letters}", shapes
+
+
+@pytest.mark.parametrize("trans_a, trans_b, ndim, batch_ndim", GEMM_CASES)
+def test_gemm_shape_matches_einsum(trans_a, trans_b, ndim, batch_ndim):
+    subscripts, (a_shape, b_shape) = gemm_layout(trans_a, trans_b, ndim, batch_ndim)
+    g = LogicalGraph("gemm")
+    a, b = g.tensor(a_shape, "a"), g.tensor(b_shape, "b")
+    c = ops.gemm(a, b, "c", trans_a=trans_a, trans_b=trans_b, ndim=ndim,
+                 batch_ndim=batch_ndim)
+    expected = np.einsum(subscripts, RNG.random(a_shape), RNG.random(b_shape))
+    assert c.shape == expected.shape
+    assert c.dtype == "fp32"
+    # The same C accumulated into (beta=1) must pass the rule again.
+    ops.gemm(a, b, c, 1.0, 1.0, trans_a, trans_b, ndim, batch_ndim)
+    assert [op.attrs["beta"] for op in g.ops()] == [0.0, 1.0]
+
+
+def random_array(shape, dtype):
+    """A random NumPy array for a graph tensor; indices stay in [0, 4)."""
+    numpy_dtype = storage_dtype(dtype)
+    if numpy_dtype.kind in "iu":
+        return RNG.integers(0, 4, size=shape).astype(numpy_dtype)
+    return RNG.random(shape).astype(numpy_dtype)
+
+
+def logsumexp(x, axis):
+    return np.log(np.sum(np.exp(x), axis=axis))
+
+
+def softmax(x, axis):
+    return np.exp(x) / np.sum(np.exp(x), axis=axis, keepdims=True)
+
+
+def cross_entropy(logits, labels):
+    log_probs = np.log(softmax(logits, 0))
+    return -np.sum(np.take_along_axis(log_probs, labels[None], axis=0))
+
+
+F32 = "fp32"
+X345 = ([3, 4, 5], F32)
+X34 = ([3, 4], F32)
+SCALAR = ([], F32)
+STEP = ([], "int64")
+INDEX = ([6, 2], "int64")
+VOCAB = ([8, 10], F32)            # [embed_dim, vocab_size]
+LOGITS, LABELS = ([10, 6], F32), ([6], "int64")
+
+# id, operand (shape, dtype) list, builder(t) -> output(s), NumPy oracle(*arrays) -> array(s)
+RULE_CASES = [
+    ("gelu", [X34], lambda t: ops.gelu(t[0], "y"), lambda x: x * 0.5),
+    ("gelutanh", [X34], lambda t: ops.gelutanh(t[0], "y"), lambda x: np.tanh(x)),
+    ("relu", [X34], lambda t: ops.relu(t[0], "y"), lambda x: np.maximum(x, 0)),
+    ("silu", [X34], lambda t: ops.silu(t[0], "y"), lambda x: x / (1 + np.exp(-x))),
+    ("sqrt", [X34], lambda t: ops.sqrt(t[0], "y"), lambda x: np.sqrt(x)),
+    ("gelu_inplace", [X34], lambda t: ops.gelu_inplace(t[0]), lambda x: x),
+    ("relu_inplace", [X345], lambda t: ops.relu_inplace(t[0]), lambda x: np.maximum(x, 0)),
+    ("gelutanh_inplace", [X34], lambda t: ops.gelutanh_inplace(t[0]), np.tanh),
+    ("silu_inplace", [X34], lambda t: ops.silu_inplace(t[0]), lambda x: x / (1 + np.exp(-x))),
+    ("sqrt_inplace", [X34], lambda t: ops.sqrt_inplace(t[0]), np.sqrt),
+    ("relu_backward", [X34] * 3, lambda t: ops.relu_backward(*t), lambda x, dy, dx: dx + dy),
+    ("gelutanh_backward", [X34] * 3, lambda t: ops.gelutanh_backward(*t),
+     lambda x, dy, dx: dx + dy),
+    ("gelu_backward", [X34] * 3, lambda t: ops.gelu_backward(*t), lambda x, dy, dx: dx + dy),
+    ("silu_backward", [X345] * 3, lambda t: ops.silu_backward(*t), lambda x, dy, dx: x * dy),
+    ("sqrt_backward", [X34] * 3, lambda t: ops.sqrt_backward(*t), lambda x, dy, dx: dy / x),
+    ("add", [X345] * 2, lambda t: ops.add(1.0, t[0], 2.0, t[1], "z"), lambda x, y: x + 2 * y),
+    ("add_0d", [SCALAR] * 2, lambda t: ops.add(1.0, t[0], 1.0, t[1], "z"), np.add),
+    ("add_inplace", [X34] * 2, lambda t: ops.add_inplace(1.0, t[0], 0.5, t[1]), np.add),
+    ("multiply", [X34] * 2, lambda t: ops.multiply(t[0], t[1], "z"), np.multiply),
+    ("multiply_inplace", [X34] * 2, lambda t: ops.multiply_inplace(*t), np.multiply),
+    ("scale", [X345], lambda t: ops.scale(t[0], "y", 3.0), lambda x: 3 * x),
+    ("scale_inplace", [X345], lambda t: ops.scale_inplace(t[0], 3.0), lambda x: 3 * x),
+    ("sum", [X345], lambda t: ops.sum(t[0], "s"), lambda x: np.sum(x)),
+    ("sum_into", [X345, SCALAR], lambda t: ops.sum(t[0], t[1], beta=1.0),
+     lambda x, s: np.sum(x) + s),
+    ("sum_fiber_axis0", [X345], lambda t: ops.sum_fiber(t[0], "y", axis=0),
+     lambda x: np.sum(x, axis=(1, 2))),
+    ("sum_fiber_axis1", [X345], lambda t: ops.sum_fiber(t[0], "y", axis=1),
+     lambda x: np.sum(x, axis=(0, 2))),
+    ("sum_fiber_axis2", [X345], lambda t: ops.sum_fiber(t[0], "y", axis=2),
+     lambda x: np.sum(x, axis=(0, 1))),
+    ("sum_fiber_axis0_batch1", [X345], lambda t: ops.sum_fiber(t[0], "y", 0, 1),
+     lambda x: np.sum(x, axis=1)),
+    ("sum_fiber_axis1_batch1", [X345], lambda t: ops.sum_fiber(t[0], "y", 1, 1),
+     lambda x: np.sum(x, axis=0)),
+    ("sum_fiber_axis0_batch2", [X345], lambda t: ops.sum_fiber(t[0], "y", 0, 2), lambda x: x),
+    ("add_fiber_axis1", [([4], F32), X345], lambda t: ops.add_fiber(1.0, t[0], 1.0, t[1], "z", 1),
+     lambda f, x: x + f[None, :, None]),
+    ("add_fiber_axis0_batch1", [([3, 5], F32), X345],
+     lambda t: ops.add_fiber(1.0, t[0], 1.0, t[1], "z", axis=0, batch_ndim=1),
+     lambda f, x: x + f[:, None, :]),
+    ("add_fiber_inplace", [([5], F32), X345],
+     lambda t: ops.add_fiber_inplace(1.0, t[0], 1.0, t[1], axis=2),
+     lambda f, x: x + f[None, None, :]),
+    ("softmax_axis0", [X345], lambda t: ops.softmax(t[0], "y", 0), lambda x: softmax(x, 0)),
+    ("softmax_axis2", [X345], lambda t: ops.softmax(t[0], "y", 2), lambda x: softmax(x, 2)),
+    ("logsumexp_axis1", [X345], lambda t: ops.logsumexp(t[0], "y", 1),
+     lambda x: logsumexp(x, 1)),
+    ("maxsumexp_axis1", [X345], lambda t: ops.maxsumexp(t[0], "y", 1),
+     lambda x: np.stack([x.max(axis=1), np.sum(np.exp(x), axis=1)])),
+    ("maxsumexp_axis0_1d", [([9], F32)], lambda t: ops.maxsumexp(t[0], "y", 0),
+     lambda x: np.stack([x.max(axis=0), np.sum(np.exp(x), axis=0)])),
+    ("transpose_ndim1", [X345], lambda t: ops.transpose(t[0], "y", ndim=1),
+     lambda x: np.transpose(x, (1, 2, 0))),
+    ("transpose_ndim2", [X345], lambda t: ops.transpose(t[0], "y", ndim=2),
+     lambda x: np.transpose(x, (2, 0, 1))),
+    ("transpose_ndim0", [X34], lambda t: ops.transpose(t[0], "y", ndim=0), lambda x: x),
+    ("cast_fp64", [X34], lambda t: ops.cast(t[0], "fp64", "y"), lambda x: x.astype(np.float64)),
+    ("cast_int32", [X34], lambda t: ops.cast(t[0], "int32", "y"), lambda x: x.astype(np.int32)),
+    ("cast_bool_to_fp16", [([3], "bool")], lambda t: ops.cast(t[0], "fp16", "y"),
+     lambda x: x.astype(np.float16)),
+    ("copy_new", [X345], lambda t: ops.copy(t[0], "y"), np.copy),
+    ("copy_into", [X34] * 2, lambda t: ops.copy(t[0], t[1]), lambda x, y: x.copy()),
+    ("copy_int64", [INDEX], lambda t: ops.copy(t[0], "y"), np.copy),
+    ("clear", [X345], lambda t: ops.clear(t[0]), np.zeros_like),
+    ("clear_int64", [INDEX], lambda t: ops.clear(t[0]), np.zeros_like),
+    ("fill", [X34], lambda t: ops.fill(t[0], 2.5), lambda x: np.full_like(x, 2.5)),
+    ("add_scalar", [STEP], lambda t: ops.add_scalar(t[0]), lambda s: s + 1),
+    ("embedding_axis0", [INDEX, VOCAB], lambda t: ops.embedding(*t, "e", axis=0),
+     lambda index, vocab: vocab[:, index]),
+    ("embedding_axis1", [INDEX, VOCAB], lambda t: ops.embedding(*t, "e", axis=1),
+     lambda index, vocab: np.moveaxis(vocab[:, index], 0, 1)),
+    ("embedding_axis2", [INDEX, VOCAB], lambda t: ops.embedding(*t, "e", axis=2),
+     lambda index, vocab: np.moveaxis(vocab[:, index], 0, 2)),
+    ("embedding_backward", [INDEX, ([8, 6, 2], F32), VOCAB],
+     lambda t: ops.embedding_backward(*t), lambda index, dy, dvocab: dvocab),
+    ("cross_entropy", [LOGITS, LABELS], lambda t: ops.cross_entropy_loss(*t, "loss"),
+     cross_entropy),
+    ("cross_entropy_backward", [LOGITS, LABELS, SCALAR, LOGITS],
+     lambda t: ops.cross_entropy_loss_backward(*t), lambda logits, *rest: softmax(logits, 0)),
+    ("mse", [X345] * 2, lambda t: ops.mse_loss(*t, "loss"), lambda x, y: np.sum((x - y) ** 2)),
+    ("mse_backward", [X345, X345, SCALAR, X345], lambda t: ops.mse_loss_backward(*t),
+     lambda x, y, dl, dx: dx + 2 * dl * (x - y)),
+    ("sgd_step", [STEP, X34, X34, X34], lambda t: ops.sgd_step(*t),
+     lambda step, grad, param, velocity: (param - grad, velocity)),
+    ("adam_step", [STEP, X345, X345, X345, X345], lambda t: ops.adam_step(*t),
+     lambda step, grad, param, m, v: (param - grad, m + grad, v + grad ** 2)),
+    ("adamw_step", [STEP, X34, X34, X34, X34], lambda t: ops.adamw_step(*t, lr=0.1),
+     lambda step, grad, param, m, v: (param - grad, m + grad, v + grad ** 2)),
+]
+
+
+@pytest.mark.parametrize("case_id, operands, build, oracle", RULE_CASES,
+                         ids=[case[0] for case in RULE_CASES])
+def test_rule_matches_numpy(case_id, operands, build, oracle):
+    g = LogicalGraph(case_id)
+    tensors = [g.tensor(shape, f"t{i}", dtype) for i, (shape, dtype) in enumerate(operands)]
+    arrays = [random_array(tuple(shape), dtype) for shape, dtype in operands]
+    with np.errstate(all="ignore"):
+        expected = oracle(*arrays)
+    outputs = build(tensors)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    assert [out.shape for out in outputs] == [np.shape(want) for want in expected]
+    assert [storage_dtype(out.dtype) for out in outputs] == \
+        [np.asarray(want).dtype for want in expected]
+    assert g.num_operations() == 1
+    assert g.ops()[0].outputs == outputs
+
+
+def test_every_registered_op_has_a_rule_case():
+    covered = {g_op for case in RULE_CASES for g_op in built_op_types(case)} | {"gemm"}
+    assert set(REGISTRY) - covered == set()
+
+
+def built_op_types(case):
+    """Op types the builder of one RULE_CASES line adds."""
+    case_id, operands, build, _ = case
+    g = LogicalGraph(case_id)
+    build([g.tensor(shape, f"t{i}", dtype) for i, (shape, dtype) in enumerate(operands)])
+    return [op.op_type for op in g.ops()]
