@@ -1,7 +1,16 @@
-"""nntile_spmd: train neural networks on tiled tensors spread over MPI ranks (SPMD)."""
+"""nntile_spmd: train neural networks on tiled tensors spread over MPI ranks (SPMD).
 
-from .graph import LogicalGraph, OpNode, TensorNode
-from .graph import ops
+Every rank builds the same LogicalGraph, derives the same plan (tiling, owners,
+per-rank programs) and runs only its own program; see DESIGN in docs/.
+"""
 
-__all__ = ["LogicalGraph", "OpNode", "TensorNode", "ops"]
+from .graph import LogicalGraph, OpNode, TensorNode, ops
+from .plan import (REPLICATED, DevicePerformanceProfile, DimensionTiling, Plan, PlanError,
+                   Preset, TileDistribution, TilingSpec, TilingStrategy, build_plan)
+from .runtime import CompiledGraph, SimulatedWorld, compile
+
+__all__ = ["LogicalGraph", "OpNode", "TensorNode", "ops", "REPLICATED",
+           "DevicePerformanceProfile", "DimensionTiling", "Plan", "PlanError", "Preset",
+           "TileDistribution", "TilingSpec", "TilingStrategy", "build_plan", "CompiledGraph",
+           "SimulatedWorld", "compile"]
 __version__ = "0.1.0"

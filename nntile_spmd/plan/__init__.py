@@ -1,0 +1,13 @@
+"""Plan layer: tiling, distribution, lowering to per-rank programs, exact analysis.
+
+Imports the graph layer only; no runtime, no MPI, no kernels.
+"""
+
+from .builder import PlanError
+from .distribution import REPLICATED, TileDistribution
+from .plan import Plan, build_plan
+from .presets import Preset
+from .tiling import DevicePerformanceProfile, DimensionTiling, TilingSpec, TilingStrategy
+
+__all__ = ["PlanError", "REPLICATED", "TileDistribution", "Plan", "build_plan", "Preset",
+           "DevicePerformanceProfile", "DimensionTiling", "TilingSpec", "TilingStrategy"]

@@ -1,0 +1,46 @@
+"""Plan layer: the human-readable plan report (dump_plan)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .distribution import REPLICATED
+
+
+def human_bytes(count: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(count) < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return str(count)
+
+
+def tensor_lines(plan):
+    lines = ["tensors:"]
+    for tensor in plan.graph.tensors():
+        spec = plan.tilings[tensor.name]
+        owners = Counter(int(o) for o in plan.owners[tensor.name].reshape(-1))
+        where = ("replicated" if set(owners) == {REPLICATED} else
+                 " ".join(f"r{r}:{n}" for r, n in sorted(owners.items())))
+        lines.append(f"  {tensor.describe():40s} {tensor.role:9s} tiles {list(spec.grid)} "
+                     f"{spec!r} {plan.distributions[tensor.name]!r} -> {where}")
+    return lines
+
+
+def rank_lines(plan, phases):
+    lines = ["ranks:  persistent   transient-peak   peak   sent   flops   instructions"]
+    for rank in range(plan.nranks):
+        persistent = plan.persistent_bytes(rank)
+        peak = plan.peak_bytes(rank, phases)
+        lines.append(f"  r{rank}: {human_bytes(persistent):>10s} {human_bytes(peak - persistent):>12s}"
+                     f" {human_bytes(peak):>10s} {human_bytes(plan.bytes_sent(rank, phases)):>10s}"
+                     f" {plan.flops(rank, phases):>12d} {len(plan.program(rank, phases)):>8d}")
+    return lines
+
+
+def dump_plan(plan, phases=None) -> str:
+    """Per tensor: tiling, distribution, owners; per rank: memory, traffic, FLOPs."""
+    header = (f"plan of graph {plan.graph.name!r} on {plan.nranks} rank(s), receive window "
+              f"{plan.window}, fingerprint {plan.fingerprint()}")
+    total = f"total bytes sent per execute: {human_bytes(plan.bytes_sent(None, phases))}"
+    return "\n".join([header, *tensor_lines(plan), *rank_lines(plan, phases), total])

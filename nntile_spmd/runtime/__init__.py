@@ -1,0 +1,9 @@
+"""Runtime layer: executes rank programs (MPI or simulated), tile storage, devices.
+
+Imports mpi4py only when a real MPI world is used; never imports CuPy on the CPU path.
+"""
+
+from .compiled import CompiledGraph, compile
+from .simulated import SimulatedWorld
+
+__all__ = ["CompiledGraph", "compile", "SimulatedWorld"]

@@ -1,0 +1,106 @@
+"""Runtime layer: moving whole tensors in and out of a CompiledGraph's tiles."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph.dtypes import storage_dtype
+
+
+class BindingMixin:
+    """bind_data / bind_tiles / get_output for CompiledGraph."""
+
+    def _bindable(self, name):
+        if not self.graph.has_tensor(name):
+            raise KeyError(f"bind: graph {self.graph.name!r} has no tensor {name!r}")
+        tensor = self.graph.get_tensor(name)
+        if not tensor.keeps_storage:
+            raise ValueError(f"bind: {tensor.describe()} is an intermediate; mark_input() "
+                             "it or make it persistent/external to bind data")
+        return tensor
+
+    def _check_array(self, tensor, array, expected_shape, what):
+        array = np.asarray(array)
+        want = storage_dtype(tensor.dtype)
+        if array.dtype != want:
+            raise TypeError(f"bind {what}: got dtype {array.dtype}, expected {want} "
+                            f"for {tensor.describe()} (no implicit casts)")
+        if array.shape != tuple(expected_shape):
+            raise ValueError(f"bind {what}: got shape {list(array.shape)}, expected "
+                             f"{list(expected_shape)} for {tensor.describe()}")
+        return array
+
+    def bind_data(self, name: str, array):
+        """Every rank passes the whole tensor; each keeps the tiles it holds."""
+        tensor = self._bindable(name)
+        array = self._check_array(tensor, array, tensor.shape, name)
+        spec = self.plan.tilings[name]
+        for rank, store in self.stores.items():
+            for coord in spec.coords():
+                key = (name, coord)
+                if key in self.plan.permanent[rank]:
+                    self.device.copy_in(store[key], array[spec.tile_slices(coord)])
+        self.bound.add(name)
+
+    def bind_tiles(self, name: str, tiles: dict, rank=None):
+        """Pass only this rank's tiles {tile_coord: array} (all it holds must be given)."""
+        tensor = self._bindable(name)
+        rank = self.world.rank if rank is None else rank
+        spec = self.plan.tilings[name]
+        local = {coord for coord in spec.coords() if (name, coord) in self.plan.permanent[rank]}
+        given = {tuple(coord) for coord in tiles}
+        if given != local:
+            raise ValueError(f"bind_tiles {name} on rank {rank}: got tiles {sorted(given)}, "
+                             f"this rank holds {sorted(local)}")
+        for coord, array in tiles.items():
+            coord = tuple(coord)
+            array = self._check_array(tensor, array, spec.tile_shape(coord), f"{name}{coord}")
+            self.device.copy_in(self.stores[rank][(name, coord)], array)
+        if all(self.world.agree(True)):
+            self.bound.add(name)
+
+    def local_tiles(self, name: str, rank=None) -> list:
+        """Tile coordinates of `name` this rank holds (what bind_tiles expects)."""
+        rank = self.world.rank if rank is None else rank
+        return [coord for coord in self.plan.tilings[name].coords()
+                if (name, coord) in self.plan.permanent[rank]]
+
+    def get_output(self, name: str, root=None):
+        """The whole tensor on every rank, or on `root` only (None elsewhere)."""
+        if not self.graph.has_tensor(name):
+            raise KeyError(f"get_output: graph {self.graph.name!r} has no tensor {name!r}")
+        tensor = self.graph.get_tensor(name)
+        if not tensor.keeps_storage:
+            raise ValueError(f"get_output: {tensor.describe()} is not kept after execute(); "
+                             "mark_output() it before compiling")
+        spec = self.plan.tilings[name]
+        dtype = storage_dtype(tensor.dtype)
+        here = root is None or root == self.world.rank
+        result = np.empty(tensor.shape, dtype=dtype, order="F") if here else None
+        for coord in spec.coords():
+            owner = int(self.plan.owners[name][coord])
+            tile = self.world.fetch_tile(self.host_stores(), (name, coord), owner, root,
+                                         (spec.tile_shape(coord), dtype))
+            if here:
+                result[spec.tile_slices(coord)] = tile
+        return result
+
+    def host_stores(self):
+        """Stores as NumPy views for gathering (CuPy tiles are copied to the host)."""
+        return {rank: HostView(store, self.device) for rank, store in self.stores.items()}
+
+    def check_inputs_bound(self):
+        missing = [t.name for t in self.graph.tensors()
+                   if (t.is_input or t.external or t.role == "parameter")
+                   and t.name not in self.bound]
+        if missing:
+            raise RuntimeError(f"execute: bind_data() these tensors first: {missing} "
+                               "(inputs, constants and parameters have no default value)")
+
+
+class HostView:
+    def __init__(self, store, device):
+        self.store, self.device = store, device
+
+    def __getitem__(self, key):
+        return self.device.to_host(self.store[key])

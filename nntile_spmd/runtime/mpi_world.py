@@ -1,0 +1,87 @@
+"""Runtime layer: MPIWorld, one real rank of an MPI job, and its transport.
+
+Library traffic runs on a duplicated communicator so user messages never match
+ours. Tiles travel as raw bytes of their Fortran-ordered storage (both sides
+hold the same shape and order), never pickled.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mpi4py import MPI
+
+from .executor import wait_with_deadline
+
+
+def byte_view(array):
+    """The tile's storage as a flat uint8 view (F-contiguous -> no copy)."""
+    return array.reshape(-1, order="F").view(np.uint8)
+
+
+class MPITransport:
+    def __init__(self, comm, timeout):
+        self.comm, self.timeout = comm, timeout
+
+    def post_send(self, peer, tag, array):
+        return self.comm.Isend([byte_view(array), MPI.BYTE], dest=peer, tag=tag)
+
+    def wait_send(self, request):
+        request.Wait()
+
+    def post_recv(self, peer, tag, buffer):
+        return self.comm.Irecv([byte_view(buffer), MPI.BYTE], source=peer, tag=tag)
+
+    def test_recv(self, request):
+        return request.Test()
+
+    def wait_recv(self, request, describe):
+        wait_with_deadline(request.Test, self.timeout, describe)
+
+    def finish_recv(self, request, buffer):
+        return buffer
+
+
+class MPIWorld:
+    """This process's rank of `comm` (default MPI.COMM_WORLD)."""
+
+    def __init__(self, comm=None, recv_timeout=300.0):
+        base = MPI.COMM_WORLD if comm is None else comm
+        self.comm = base.Dup()
+        self.size, self.rank = self.comm.Get_size(), self.comm.Get_rank()
+        self.recv_timeout = recv_timeout
+
+    def __repr__(self) -> str:
+        return f"MPIWorld(rank {self.rank} of {self.size})"
+
+    def local_ranks(self):
+        return (self.rank,)
+
+    def transport(self, rank):
+        return MPITransport(self.comm, self.recv_timeout)
+
+    def run(self, executors: dict):
+        executors[self.rank].run(blocking=True)
+
+    def fetch_tile(self, stores, key, owner, root, tile_shape_dtype):
+        """The tile on every rank (root=None) or on `root` only (None elsewhere)."""
+        if owner < 0:
+            return stores[self.rank][key]
+        shape, dtype = tile_shape_dtype
+        mine = stores[self.rank][key] if owner == self.rank else \
+            np.empty(shape, dtype=dtype, order="F")
+        if root is None:
+            self.comm.Bcast([byte_view(mine), MPI.BYTE], root=owner)
+            return mine
+        if owner != root:
+            if self.rank == owner:
+                self.comm.Send([byte_view(mine), MPI.BYTE], dest=root, tag=0)
+            elif self.rank == root:
+                self.comm.Recv([byte_view(mine), MPI.BYTE], source=owner, tag=0)
+        return mine if self.rank == root else None
+
+    def agree(self, value):
+        """All ranks' values (an allgather of small picklable objects)."""
+        return self.comm.allgather(value)
+
+    def all_true(self, flag: bool) -> bool:
+        return bool(self.comm.allreduce(int(bool(flag)), op=MPI.MIN))

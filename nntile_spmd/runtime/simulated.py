@@ -1,0 +1,86 @@
+"""Runtime layer: SimulatedWorld runs every rank's program inside one process,
+with in-memory messages and the same semantics as MPI (tests, planning at scale).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+import numpy as np
+
+
+class SimulatedTransport:
+    """Messages of one simulated rank, matched by (source, target, tag) in order."""
+
+    def __init__(self, rank, mailbox):
+        self.rank, self.mailbox = rank, mailbox
+
+    def post_send(self, peer, tag, array):
+        self.mailbox[(self.rank, peer, tag)].append(np.array(array, order="F", copy=True))
+
+    def wait_send(self, handle):
+        pass
+
+    def post_recv(self, peer, tag, buffer):
+        return (peer, self.rank, tag)
+
+    def test_recv(self, handle):
+        return bool(self.mailbox.get(handle))
+
+    def wait_recv(self, handle, describe):
+        if not self.test_recv(handle):
+            raise RuntimeError(f"simulated deadlock: {describe()}")
+
+    def finish_recv(self, handle, buffer):
+        buffer[...] = self.mailbox[handle].popleft()
+        return buffer
+
+
+class SimulatedWorld:
+    """n ranks in one process; pass as `comm=` to nt.compile."""
+
+    def __init__(self, size: int):
+        if size < 1:
+            raise ValueError(f"a simulated world needs at least one rank, got {size}")
+        self.size = size
+        self.rank = 0                 # the rank whose view get_stats() reports by default
+        self.mailbox = defaultdict(deque)
+
+    def __repr__(self) -> str:
+        return f"SimulatedWorld({self.size})"
+
+    def local_ranks(self):
+        return range(self.size)
+
+    def transport(self, rank):
+        return SimulatedTransport(rank, self.mailbox)
+
+    def run(self, executors: dict):
+        """Round-robin over ranks until all finish; no progress in a round is a deadlock."""
+        unfinished = dict(executors)
+        while unfinished:
+            progressed = False
+            for rank, executor in list(unfinished.items()):
+                before = executor.pc
+                if executor.run(blocking=False):
+                    del unfinished[rank]
+                    progressed = True
+                progressed |= executor.pc != before
+            if not progressed:
+                waiting = "; ".join(executor.describe_wait(executor.program[executor.pc])
+                                    for executor in unfinished.values())
+                raise RuntimeError(f"simulated deadlock (a plan bug): {waiting}")
+        leftover = {k: len(v) for k, v in self.mailbox.items() if v}
+        assert not leftover, f"messages sent but never received: {leftover}"
+
+    def fetch_tile(self, stores, key, owner, root, tile_shape_dtype):
+        """The tile's array as seen by every rank (from its owner's store)."""
+        source = 0 if owner < 0 else owner
+        return stores[source][key]
+
+    def agree(self, value):
+        """Every rank holds the same value here by construction."""
+        return [value] * self.size
+
+    def all_true(self, flag: bool) -> bool:
+        return bool(flag)

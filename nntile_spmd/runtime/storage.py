@@ -1,0 +1,49 @@
+"""Runtime layer: one rank's tile storage with byte accounting.
+
+Every array the executor holds goes through here, so `peak` is what the rank
+really held; the plan's memory analysis must predict exactly this number.
+"""
+
+from __future__ import annotations
+
+
+class TileStore:
+    """key -> tile array, plus posted receive buffers, with current and peak bytes."""
+
+    def __init__(self, array_module, storage_dtype):
+        self.xp = array_module              # numpy or cupy
+        self.storage_dtype = storage_dtype  # graph dtype name -> array dtype
+        self.tiles = {}
+        self.nbytes = 0
+        self.peak = 0
+
+    def new_buffer(self, meta, zero=False):
+        """An uninitialized (or zeroed) Fortran-ordered tile, counted in the bytes held."""
+        make = self.xp.zeros if zero else self.xp.empty
+        array = make(meta.shape, dtype=self.storage_dtype(meta.dtype), order="F")
+        self.nbytes += meta.nbytes
+        self.peak = max(self.peak, self.nbytes)
+        return array
+
+    def allocate(self, key, meta, zero=False):
+        self.tiles[key] = self.new_buffer(meta, zero)
+        return self.tiles[key]
+
+    def install(self, key, buffer, meta):
+        """Make a received buffer the tile; an older copy is released."""
+        if key in self.tiles:
+            self.nbytes -= meta.nbytes
+        self.tiles[key] = buffer
+
+    def free(self, key, meta):
+        del self.tiles[key]
+        self.nbytes -= meta.nbytes
+
+    def reset_peak(self):
+        self.peak = self.nbytes
+
+    def __contains__(self, key):
+        return key in self.tiles
+
+    def __getitem__(self, key):
+        return self.tiles[key]

@@ -1,0 +1,326 @@
+"""Every fast backend against the NumPy reference, one table line per case.
+
+Backends: cpu (numba/BLAS), cuda (CuPy on a GPU; skipped without one) and
+cuda-on-numpy (kernels/cuda.py run with NumPy standing in for CuPy, whose API it
+mirrors, so the CuPy code paths are exercised on machines without a GPU).
+"""
+
+import functools
+import importlib.util
+import inspect
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy
+import scipy.special
+
+import kernels
+from kernels import cpu, reference
+
+
+@dataclass(frozen=True)
+class Arg:
+    """How to build one positional kernel array."""
+
+    shape: tuple = ()
+    kind: str = "normal"  # normal | positive | zeros | garbage | index | step | same
+    low: int = 0  # index: lowest value; same: position of the aliased argument
+    high: int = 0  # index: one past the highest value; step: the step number
+    dtype: str | None = None  # None: the dtype the case runs with
+
+
+def A(*shape):
+    """Normal random floats."""
+    return Arg(shape)
+
+
+def Pos(*shape):
+    """Positive floats in [0.5, 2) (sqrt, Adam's second moment)."""
+    return Arg(shape, "positive")
+
+
+def Zeros(*shape):
+    """Exact zeros (relu'(0) = 0)."""
+    return Arg(shape, "zeros")
+
+
+def Nan(*shape, dtype=None):
+    """An output whose old contents must not be read: filled with NaN."""
+    return Arg(shape, "garbage", dtype=dtype)
+
+
+def Idx(shape, low, high):
+    """int64 indices in [low, high)."""
+    return Arg(shape, "index", low, high, "int64")
+
+
+def Step(number):
+    """A 0-d int64 step counter."""
+    return Arg((), "step", high=number, dtype="int64")
+
+
+def Same(position):
+    """The very same array object as argument `position` (in-place aliasing)."""
+    return Arg(kind="same", low=position)
+
+
+def case(name, args, **params):
+    """One table line: kernel name, its positional arrays, its keyword params."""
+    return pytest.param(name, tuple(args), params, id=name)
+
+
+CASES = [
+    case("gemm", [A(5, 3), A(3, 4), A(5, 4)], alpha=1.0, beta=0.0),
+    case("gemm", [A(5, 3), A(3, 4), A(5, 4)], alpha=0.5, beta=-1.5),
+    case("gemm", [A(3, 5), A(3, 4), A(5, 4)], alpha=1.0, beta=1.0, trans_a=True),
+    case("gemm", [A(5, 3), A(4, 3), Nan(5, 4)], alpha=2.0, beta=0.0, trans_b=True),
+    case("gemm", [A(3, 5), A(4, 3), A(5, 4)], alpha=1.0, beta=0.5, trans_a=True, trans_b=True),
+    case("gemm", [A(2, 3, 4, 2), A(4, 2, 5), Nan(2, 3, 5)], alpha=1.0, beta=0.0, ndim=2),
+    case("gemm", [A(3, 4, 2), A(4, 5, 2), A(3, 5, 2)], alpha=1.0, beta=1.0, batch_ndim=1),
+    case("gemm", [A(2, 3, 4, 2), A(5, 2, 3, 2), Nan(4, 5, 2)], alpha=-1.0, beta=0.0, trans_a=True, trans_b=True, ndim=2, batch_ndim=1),
+    case("gemm", [A(7), A(7, 3), A(3)], alpha=1.0, beta=2.0),
+    case("gemm", [A(5), A(4), Nan(5, 4)], alpha=1.0, beta=0.0, ndim=0),
+    case("transpose", [A(5, 3), Nan(3, 5)], alpha=1.0, ndim=1),
+    case("transpose", [A(3, 4, 2), Nan(2, 3, 4)], alpha=0.5, ndim=2),
+    case("transpose", [A(40, 33), Nan(33, 40)], alpha=-2.0, ndim=1),
+    case("transpose", [A(7), Nan(7)], alpha=1.0, ndim=1),
+    case("add", [A(5, 3), A(5, 3), A(5, 3)], alpha=0.5, beta=-2.0),
+    case("add", [A(7), A(7), Same(1)], alpha=1.5, beta=1.0),
+    case("add", [A(5, 3), A(5, 3), Same(0)], alpha=2.0, beta=0.5),
+    case("add", [A(3, 4, 2), Nan(3, 4, 2), Nan(3, 4, 2)], alpha=2.0, beta=0.0),
+    case("add", [A(), A(), A()], alpha=1.0, beta=1.0),
+    case("multiply", [A(5, 3), A(5, 3), Nan(5, 3)]),
+    case("multiply", [A(7), A(7), Same(1)], alpha=-0.5),
+    case("multiply", [A(), A(), A()], alpha=2.0),
+    case("scale", [A(3, 4, 2), Nan(3, 4, 2)], alpha=0.5),
+    case("scale", [A(7), Same(0)], alpha=3.0),
+    case("add_scalar", [A(5, 3)], value=0.25),
+    case("add_scalar", [Step(3)], value=1),
+    case("fill", [Nan(5, 3)], value=1.5),
+    case("clear", [Nan(3, 4, 2)]),
+    case("copy", [A(5, 3), Nan(5, 3)]),
+    case("cast", [A(5, 3), Nan(5, 3, dtype="float64")]),
+    case("cast", [A(7), Nan(7, dtype="float32")]),
+    case("cast", [Idx((4,), -3, 9), Nan(4)]),
+    case("gelu", [A(5, 3), Nan(5, 3)]),
+    case("gelu", [A(7), Same(0)]),
+    case("gelu", [A(), Nan()]),
+    case("gelutanh", [A(5, 3), Nan(5, 3)]),
+    case("gelutanh", [A(3, 4, 2), Same(0)]),
+    case("relu", [A(5, 3), Nan(5, 3)]),
+    case("relu", [A(7), Same(0)]),
+    case("silu", [A(5, 3), Nan(5, 3)]),
+    case("silu", [A(7), Same(0)]),
+    case("sqrt", [Pos(5, 3), Nan(5, 3)]),
+    case("sqrt", [Pos(7), Same(0)]),
+    case("gelu_backward", [A(5, 3), A(5, 3), A(5, 3)]),
+    case("gelu_backward", [A(3, 4, 2), A(3, 4, 2), Same(1)]),
+    case("gelutanh_backward", [A(5, 3), A(5, 3), A(5, 3)]),
+    case("gelutanh_backward", [A(7), A(7), Same(1)]),
+    case("relu_backward", [A(5, 3), A(5, 3), A(5, 3)]),
+    case("relu_backward", [Zeros(7), A(7), A(7)]),
+    case("silu_backward", [A(5, 3), A(5, 3), A(5, 3)]),
+    case("silu_backward", [A(), A(), A()]),
+    case("sqrt_backward", [Pos(5, 3), A(5, 3), A(5, 3)]),
+    case("sqrt_backward", [Pos(7), A(7), Same(1)]),
+    case("sum", [A(5, 3), Nan()], alpha=1.0, beta=0.0),
+    case("sum", [A(3, 4, 2), A()], alpha=0.5, beta=2.0),
+    case("sum", [A(), A()], alpha=1.0, beta=1.0),
+    case("sum_fiber", [A(5, 3), Nan(3)], axis=1),
+    case("sum_fiber", [A(3, 4, 2), A(4)], axis=1, alpha=0.5, beta=1.5),
+    case("sum_fiber", [A(3, 4, 2), Nan(3, 2)], axis=0, batch_ndim=1),
+    case("sum_fiber", [A(2, 3, 4, 5), Nan(3, 4, 5)], axis=1, batch_ndim=2),
+    case("sum_fiber", [A(7), Nan(7)], axis=0),
+    case("add_fiber", [A(3), A(3, 5), Same(1)], axis=0, alpha=1.0, beta=1.0),
+    case("add_fiber", [A(4), Nan(3, 4, 2), Nan(3, 4, 2)], axis=1, beta=0.0),
+    case("add_fiber", [A(3, 2), A(3, 4, 2), A(3, 4, 2)], axis=0, batch_ndim=1, alpha=0.5, beta=-1.0),
+    case("add_fiber", [A(7), A(7), A(7)], axis=0, alpha=2.0, beta=1.0),
+    case("softmax", [A(5, 3), Nan(5, 3)], axis=0),
+    case("softmax", [A(3, 4, 2), Nan(3, 4, 2)], axis=1),
+    case("softmax", [A(3, 4, 2), Same(0)], axis=2),
+    case("softmax", [A(7), Same(0)], axis=0),
+    case("logsumexp", [A(5, 3), Nan(3)], axis=0),
+    case("logsumexp", [A(3, 4, 2), Nan(3, 2)], axis=1),
+    case("logsumexp", [A(7), Nan()], axis=0),
+    case("maxsumexp", [A(5, 3), Nan(2, 3)], axis=0),
+    case("maxsumexp", [A(3, 4, 2), Nan(2, 3, 4)], axis=2),
+    case("cross_entropy", [A(5, 3), Idx((3,), 0, 5), Nan()], alpha=1.0, beta=0.0),
+    case("cross_entropy", [A(4, 3, 2), Idx((3, 2), 0, 4), A()], alpha=0.5, beta=1.0),
+    case("cross_entropy", [A(6), Idx((), 0, 6), Nan()]),
+    case("cross_entropy_backward", [A(5, 3), Idx((3,), 0, 5), A(), A(5, 3)], alpha=1.0),
+    case("cross_entropy_backward", [A(4, 3, 2), Idx((3, 2), 0, 4), A(), A(4, 3, 2)], alpha=0.5),
+    case("mse", [A(5, 3), A(5, 3), Nan()], alpha=1.0, beta=0.0),
+    case("mse", [A(7), A(7), A()], alpha=0.5, beta=2.0),
+    case("mse_backward", [A(5, 3), A(5, 3), A(), A(5, 3)], alpha=1.0),
+    case("mse_backward", [A(3, 4, 2), A(3, 4, 2), A(), A(3, 4, 2)], alpha=0.5),
+    case("embedding", [Idx((5,), 0, 9), A(3, 4), Nan(3, 5)], axis=0, vocab_offset=2),
+    case("embedding", [Idx((2, 3), 0, 6), A(4, 6), Nan(2, 4, 3)], axis=1),
+    case("embedding", [Idx((2, 3), 0, 9), A(4, 3), A(2, 3, 4)], axis=2, vocab_offset=3, beta=1.0),
+    case("embedding_backward", [Idx((5,), 0, 9), A(3, 5), Nan(3, 4)], axis=0, vocab_offset=2),
+    case("embedding_backward", [Idx((2, 3), 0, 4), A(2, 5, 3), A(5, 4)], axis=1, beta=1.0),
+    case("embedding_backward", [Idx((2, 3), 0, 9), A(2, 3, 4), A(4, 3)], axis=2, vocab_offset=3, beta=0.5),
+    case("sgd_step", [Step(1), A(5, 3), A(5, 3), Nan(5, 3)], lr=0.1, momentum=0.9),
+    case("sgd_step", [Step(4), A(7), A(7), A(7)], lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01, nesterov=True),
+    case("sgd_step", [Step(2), A(5, 3), A(5, 3), A(5, 3)], lr=0.1, weight_decay=0.1),
+    case("sgd_step", [Step(3), A(), A(), A()], lr=0.5, momentum=0.5),
+    case("adam_step", [Step(1), A(5, 3), A(5, 3), Nan(5, 3), Nan(5, 3)], lr=1e-3),
+    case("adam_step", [Step(5), A(7), A(7), A(7), Pos(7)], lr=0.01, weight_decay=0.1),
+    case("adamw_step", [Step(1), A(3, 4, 2), A(3, 4, 2), Nan(3, 4, 2), Nan(3, 4, 2)], lr=1e-3, weight_decay=0.01),
+    case("adamw_step", [Step(7), A(7), A(7), A(7), Pos(7)], lr=0.01, beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.1),
+]
+
+DTYPES = ("float32", "float64", "float16")
+# (rtol, atol) of a backend against the reference; fp16 backends may compute in fp32.
+TOLERANCE = {"float16": (2e-2, 2e-2), "float32": (2e-5, 2e-5), "float64": (1e-12, 1e-12)}
+
+
+def make_arrays(args, dtype, seed=0):
+    """Fresh F-ordered arrays for a case; `same` entries are the aliased objects themselves."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for arg in args:
+        if arg.kind == "same":
+            arrays.append(arrays[arg.low])
+            continue
+        values = {
+            "normal": lambda a: rng.standard_normal(a.shape),
+            "positive": lambda a: rng.uniform(0.5, 2.0, a.shape),
+            "zeros": lambda a: np.zeros(a.shape),
+            "garbage": lambda a: np.full(a.shape, np.nan),
+            "index": lambda a: rng.integers(a.low, a.high, a.shape),
+            "step": lambda a: np.array(a.high),
+        }[arg.kind](arg)
+        # np.array keeps 0-d arrays 0-d (np.asfortranarray would make them 1-d).
+        arrays.append(np.array(values, dtype=arg.dtype or dtype, order="F"))
+    return arrays
+
+
+def distinct(arrays):
+    """Positions of the first occurrence of each array object."""
+    seen, positions = set(), []
+    for position, array in enumerate(arrays):
+        if id(array) not in seen:
+            seen.add(id(array))
+            positions.append(position)
+    return positions
+
+
+def run_reference(name, args, params, dtype):
+    """The reference's arrays after the call."""
+    arrays = make_arrays(args, dtype)
+    assert reference.KERNELS[name](*arrays, **params) is None
+    return arrays
+
+
+# ---------------------------------------------------------------- backends
+
+
+@functools.cache
+def _load_cuda_on_numpy():
+    """kernels/cuda.py executed with NumPy and SciPy standing in for CuPy and cupyx."""
+    cupyx = types.ModuleType("cupyx")
+    stand_ins = {"cupy": np, "cupyx": cupyx, "cupyx.scipy": scipy, "cupyx.scipy.special": scipy.special}
+    path = Path(kernels.__file__).with_name("cuda.py")
+    spec = importlib.util.spec_from_file_location("kernels._cuda_on_numpy", path)
+    module = importlib.util.module_from_spec(spec)
+    with pytest.MonkeyPatch.context() as patch:
+        for name, stand_in in stand_ins.items():
+            patch.setitem(sys.modules, name, stand_in)
+        spec.loader.exec_module(module)
+    return module.KERNELS
+
+
+def _cuda_backend():
+    """(KERNELS, to_device, to_host) of the real CuPy backend, or skip."""
+    cupy = pytest.importorskip("cupy")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() == 0:
+            pytest.skip("no CUDA device")
+    except cupy.cuda.runtime.CUDARuntimeError as error:
+        pytest.skip(f"no usable CUDA device: {error}")
+    from kernels import cuda
+
+    return cuda.KERNELS, lambda a: cupy.array(a, order="F"), cupy.asnumpy
+
+
+def _identity(array):
+    return array
+
+
+@pytest.fixture(scope="module", params=["cpu", "cuda", "cuda-on-numpy"])
+def backend(request):
+    """(KERNELS, to_device, to_host) of each backend under test."""
+    if request.param == "cpu":
+        return cpu.KERNELS, _identity, _identity
+    if request.param == "cuda":
+        return _cuda_backend()
+    return _load_cuda_on_numpy(), _identity, _identity
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("name", "args", "params"), CASES)
+def test_backend_matches_reference(backend, name, args, params, dtype):
+    """Same arrays in, same arrays out (inputs untouched, outputs written, aliases kept)."""
+    table, to_device, to_host = backend
+    expected = run_reference(name, args, params, dtype)
+    host = make_arrays(args, dtype)
+    device = {id(a): to_device(a) for a in host}
+    arrays = [device[id(a)] for a in host]
+    assert table[name](*arrays, **params) is None
+    rtol, atol = TOLERANCE[dtype]
+    for position in distinct(host):
+        got = to_host(arrays[position])
+        assert got.dtype == expected[position].dtype, f"argument {position}"
+        np.testing.assert_allclose(
+            got, expected[position], rtol=rtol, atol=atol, equal_nan=False,
+            err_msg=f"{name}: argument {position}",
+        )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(
+    ("name", "args", "params"), [c for c in CASES if any(a.kind == "same" for a in c.values[1])]
+)
+def test_reference_aliasing_equals_separate_buffers(name, args, params, dtype):
+    """An aliased output ends as it would in a separate buffer that started as a copy."""
+    aliased = run_reference(name, args, params, dtype)
+    separate = make_arrays(args, dtype)
+    separate = [a.copy(order="F") if arg.kind == "same" else a for a, arg in zip(separate, args)]
+    reference.KERNELS[name](*separate, **params)
+    for position, arg in enumerate(args):
+        if arg.kind == "same":
+            np.testing.assert_array_equal(aliased[position], separate[position])
+
+
+# ---------------------------------------------------------------- table-wide contracts
+
+
+def test_every_kernel_has_cases():
+    """Each kernel of the contract appears in the table above."""
+    assert {c.values[0] for c in CASES} == set(kernels.KERNEL_NAMES)
+
+
+def test_backend_tables_have_the_same_keys():
+    """cpu, reference and the package's name list agree (cuda below, where importable)."""
+    assert set(cpu.KERNELS) == set(reference.KERNELS) == set(kernels.KERNEL_NAMES)
+    assert set(_load_cuda_on_numpy()) == set(kernels.KERNEL_NAMES)
+
+
+@pytest.mark.parametrize("name", kernels.KERNEL_NAMES)
+def test_signatures_match_reference(name):
+    """Same parameter names, kinds and defaults on every backend: callers pass **params."""
+    expected = inspect.signature(reference.KERNELS[name])
+    assert inspect.signature(cpu.KERNELS[name]) == expected
+    assert inspect.signature(_load_cuda_on_numpy()[name]) == expected
+
+
+def test_cuda_table_has_the_same_keys():
+    """The real CuPy table (where CuPy is installed) has every kernel."""
+    pytest.importorskip("cupy")
+    from kernels import cuda
+
+    assert set(cuda.KERNELS) == set(kernels.KERNEL_NAMES)
