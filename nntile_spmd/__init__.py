@@ -4,12 +4,12 @@ Every rank builds the same LogicalGraph, derives the same plan (tiling, owners,
 per-rank programs) and runs only its own program; see DESIGN in docs/.
 """
 
-from .graph import LogicalGraph, OpNode, TensorNode, ops
+from .graph import LogicalGraph, OpNode, TensorNode, grad, ops
 from .plan import (REPLICATED, DevicePerformanceProfile, DimensionTiling, Plan, PlanError,
                    Preset, TileDistribution, TilingSpec, TilingStrategy, build_plan)
 from .runtime import CompiledGraph, SimulatedWorld, compile
 
-__all__ = ["LogicalGraph", "OpNode", "TensorNode", "ops", "REPLICATED",
+__all__ = ["grad", "LogicalGraph", "OpNode", "TensorNode", "ops", "REPLICATED",
            "DevicePerformanceProfile", "DimensionTiling", "Plan", "PlanError", "Preset",
            "TileDistribution", "TilingSpec", "TilingStrategy", "build_plan", "CompiledGraph",
            "SimulatedWorld", "compile"]

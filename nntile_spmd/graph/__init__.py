@@ -2,8 +2,9 @@
 
 from . import (rules_elementwise, rules_linalg, rules_reduce, rules_train,  # noqa: F401
                rules_util)
+from .autodiff import BACKWARD_RULES, grad
 from .logical_graph import PHASES, LogicalGraph, OpNode
 from .registry import REGISTRY, OpSpec, get_spec
 from .tensor import TensorNode
 
-__all__ = ["LogicalGraph", "OpNode", "TensorNode", "OpSpec", "REGISTRY", "get_spec", "PHASES"]
+__all__ = ["grad", "BACKWARD_RULES", "LogicalGraph", "OpNode", "TensorNode", "OpSpec", "REGISTRY", "get_spec", "PHASES"]

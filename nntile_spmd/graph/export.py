@@ -125,25 +125,40 @@ def to_json(graph: LogicalGraph) -> dict:
 
 def from_json(data: dict, graph_type: type) -> LogicalGraph:
     """Rebuild a graph of class `graph_type`; ops are replayed through add_op."""
+    check_header(data)
+    try:
+        graph = graph_type(data["name"])
+        for entry in data["tensors"]:
+            declare_tensor(graph, entry)
+        for entry in data["ops"]:
+            graph.add_op(entry["type"], [graph.get_tensor(name) for name in entry["inputs"]],
+                         [graph.get_tensor(name) for name in entry["outputs"]],
+                         entry["attrs"], entry["name"], entry["phase"])
+    except KeyError as error:  # a missing field, or an op naming an unknown tensor
+        raise ValueError(f"malformed {FORMAT} document: {error}") from error
+    return graph
+
+
+def check_header(data) -> None:
+    """Reject documents of another format or version."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"not a {FORMAT} document")
     if data.get("version") != VERSION:
         raise ValueError(f"{FORMAT} version {data.get('version')!r} is not supported "
                          f"(this code reads version {VERSION})")
-    graph = graph_type(data["name"])
-    for entry in data["tensors"]:
-        tensor = graph.tensor(entry["shape"], entry["name"], entry["dtype"],
-                              entry["requires_grad"], entry["persistent"], entry["external"])
-        tensor.is_input, tensor.is_output = entry["is_input"], entry["is_output"]
-        tensor.grad_of = entry["grad_of"]
-        if "role" in entry and entry["role"] != tensor.role:
-            raise ValueError(f"tensor {tensor.name}: stored role {entry['role']!r} "
-                             f"disagrees with its flags ({tensor.role!r})")
-    for entry in data["ops"]:
-        graph.add_op(entry["type"], [graph.get_tensor(name) for name in entry["inputs"]],
-                     [graph.get_tensor(name) for name in entry["outputs"]],
-                     entry["attrs"], entry["name"], entry["phase"])
-    return graph
+
+
+def declare_tensor(graph: LogicalGraph, entry: dict) -> TensorNode:
+    """Declare one tensor of a document with all its flags."""
+    tensor = graph.tensor(entry["shape"], entry["name"], entry["dtype"],
+                          entry["requires_grad"], entry["persistent"], entry["external"])
+    tensor.is_input, tensor.is_output = entry["is_input"], entry["is_output"]
+    tensor.grad_of = entry["grad_of"]
+    # The role is derived from the flags; a disagreeing one means an edited file.
+    if "role" in entry and entry["role"] != tensor.role:
+        raise ValueError(f"tensor {tensor.name}: stored role {entry['role']!r} "
+                         f"disagrees with its flags ({tensor.role!r})")
+    return tensor
 
 
 def save(graph: LogicalGraph, path) -> None:
@@ -162,10 +177,7 @@ def read(path) -> dict:
 
 def load(path, graph_type: type) -> LogicalGraph:
     """Read a graph written by save(); malformed documents raise ValueError."""
-    try:
-        return from_json(read(path), graph_type)
-    except (KeyError, AttributeError) as error:
-        raise ValueError(f"{os.fspath(path)}: malformed graph document ({error})") from error
+    return from_json(read(path), graph_type)
 
 
 def atomic_write(path, payload: bytes) -> None:

@@ -27,7 +27,7 @@ class Arg:
     """How to build one positional kernel array."""
 
     shape: tuple = ()
-    kind: str = "normal"  # normal | positive | zeros | garbage | index | step | same
+    kind: str = "normal"  # normal | positive | zeros | garbage | unread | index | step | same
     low: int = 0  # index: lowest value; same: position of the aliased argument
     high: int = 0  # index: one past the highest value; step: the step number
     dtype: str | None = None  # None: the dtype the case runs with
@@ -51,6 +51,11 @@ def Zeros(*shape):
 def Nan(*shape, dtype=None):
     """An output whose old contents must not be read: filled with NaN."""
     return Arg(shape, "garbage", dtype=dtype)
+
+
+def Unread(*shape):
+    """An input that must not be read (y of add with beta == 0): NaN, and stays NaN."""
+    return Arg(shape, "unread")
 
 
 def Idx(shape, low, high):
@@ -91,7 +96,7 @@ CASES = [
     case("add", [A(5, 3), A(5, 3), A(5, 3)], alpha=0.5, beta=-2.0),
     case("add", [A(7), A(7), Same(1)], alpha=1.5, beta=1.0),
     case("add", [A(5, 3), A(5, 3), Same(0)], alpha=2.0, beta=0.5),
-    case("add", [A(3, 4, 2), Nan(3, 4, 2), Nan(3, 4, 2)], alpha=2.0, beta=0.0),
+    case("add", [A(3, 4, 2), Unread(3, 4, 2), Nan(3, 4, 2)], alpha=2.0, beta=0.0),
     case("add", [A(), A(), A()], alpha=1.0, beta=1.0),
     case("multiply", [A(5, 3), A(5, 3), Nan(5, 3)]),
     case("multiply", [A(7), A(7), Same(1)], alpha=-0.5),
@@ -136,7 +141,7 @@ CASES = [
     case("sum_fiber", [A(2, 3, 4, 5), Nan(3, 4, 5)], axis=1, batch_ndim=2),
     case("sum_fiber", [A(7), Nan(7)], axis=0),
     case("add_fiber", [A(3), A(3, 5), Same(1)], axis=0, alpha=1.0, beta=1.0),
-    case("add_fiber", [A(4), Nan(3, 4, 2), Nan(3, 4, 2)], axis=1, beta=0.0),
+    case("add_fiber", [A(4), Unread(3, 4, 2), Nan(3, 4, 2)], axis=1, beta=0.0),
     case("add_fiber", [A(3, 2), A(3, 4, 2), A(3, 4, 2)], axis=0, batch_ndim=1, alpha=0.5, beta=-1.0),
     case("add_fiber", [A(7), A(7), A(7)], axis=0, alpha=2.0, beta=1.0),
     case("softmax", [A(5, 3), Nan(5, 3)], axis=0),
@@ -191,6 +196,7 @@ def make_arrays(args, dtype, seed=0):
             "positive": lambda a: rng.uniform(0.5, 2.0, a.shape),
             "zeros": lambda a: np.zeros(a.shape),
             "garbage": lambda a: np.full(a.shape, np.nan),
+            "unread": lambda a: np.full(a.shape, np.nan),
             "index": lambda a: rng.integers(a.low, a.high, a.shape),
             "step": lambda a: np.array(a.high),
         }[arg.kind](arg)
@@ -275,8 +281,11 @@ def test_backend_matches_reference(backend, name, args, params, dtype):
     for position in distinct(host):
         got = to_host(arrays[position])
         assert got.dtype == expected[position].dtype, f"argument {position}"
+        # NaN anywhere but in an unread input means some garbage was read.
+        garbage_allowed = args[position].kind == "unread"
+        assert garbage_allowed or not np.isnan(expected[position]).any(), f"reference {position}"
         np.testing.assert_allclose(
-            got, expected[position], rtol=rtol, atol=atol, equal_nan=False,
+            got, expected[position], rtol=rtol, atol=atol, equal_nan=garbage_allowed,
             err_msg=f"{name}: argument {position}",
         )
 

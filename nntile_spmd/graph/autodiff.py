@@ -1,0 +1,215 @@
+"""Graph layer: reverse-mode autodiff that emits ordinary backward ops into the graph.
+
+BACKWARD_RULES maps an op type to a rule(op, ctx) that adds ops accumulating into
+ctx.grad(input) from ctx.grad(output). Gradients of `wrt` are persistent tensors
+that accumulate (+=) across executes, so micro-batch accumulation works; clear
+them after the optimizer step (train.optim does).
+"""
+
+from __future__ import annotations
+
+from . import ops
+
+
+class GradContext:
+    """Creates gradient tensors on first use (cleared, then accumulated into)."""
+
+    def __init__(self, graph, needed, wrt_grads):
+        self.graph, self.needed, self.grads = graph, needed, dict(wrt_grads)
+
+    def needs(self, tensor) -> bool:
+        return tensor.name in self.needed
+
+    def grad(self, tensor):
+        if tensor.name not in self.grads:
+            grad = self.graph.tensor(tensor.shape, unique_name(self.graph, tensor.name + "_grad"),
+                                     tensor.dtype)
+            grad.grad_of = tensor.name
+            ops.clear(grad)
+            self.grads[tensor.name] = grad
+        return self.grads[tensor.name]
+
+    def has_grad(self, tensor) -> bool:
+        return tensor.name in self.grads
+
+    def temp(self, like_name):
+        return unique_name(self.graph, like_name)
+
+
+def unique_name(graph, base: str) -> str:
+    name, index = base, 1
+    while graph.has_tensor(name):
+        name, index = f"{base}{index}", index + 1
+    return name
+
+
+def grad(graph, loss, wrt, accumulate: bool = True):
+    """Add backward ops for d(sum of loss)/d(wrt); return the gradient tensors.
+
+    The gradients are persistent outputs (role "gradient") added to on every
+    execute; with accumulate=False they are cleared at the start of backward.
+    """
+    wrt = list(wrt)
+    forward_ops = graph.ops()
+    needed = reaching(forward_ops, {t.name for t in wrt}, forward=True) & \
+        reaching(forward_ops, {loss.name}, forward=False)
+    with graph.phase("backward"):
+        wrt_grads = {}
+        for tensor in wrt:
+            grad_tensor = graph.tensor(tensor.shape, unique_name(graph, tensor.name + "_grad"),
+                                       tensor.dtype, persistent=True)
+            grad_tensor.grad_of = tensor.name
+            grad_tensor.mark_output()
+            if not accumulate:
+                ops.clear(grad_tensor)
+            wrt_grads[tensor.name] = grad_tensor
+        context = GradContext(graph, needed, wrt_grads)
+        seed = graph.tensor(loss.shape, unique_name(graph, loss.name + "_grad"), loss.dtype)
+        ops.fill(seed, 1.0)
+        context.grads[loss.name] = seed
+        for op in reversed(forward_ops):
+            if any(context.has_grad(t) for t in op.outputs) and \
+                    any(context.needs(t) for t in op.inputs):
+                rule = BACKWARD_RULES.get(op.op_type)
+                if rule is None:
+                    raise NotImplementedError(f"grad: op {op.name} ({op.op_type}) has no "
+                                              "backward rule")
+                rule(op, context)
+    return [wrt_grads[t.name] for t in wrt]
+
+
+def reaching(op_list, start: set, forward: bool) -> set:
+    """Tensor names reachable from `start` along ops (forward or backward)."""
+    reached = set(start)
+    for op in (op_list if forward else reversed(op_list)):
+        sources, targets = (op.inputs, op.outputs) if forward else (op.outputs, op.inputs)
+        if any(t.name in reached for t in sources):
+            reached.update(t.name for t in targets)
+    return reached
+
+
+# -- rules -------------------------------------------------------------------------
+def unary_rule(op, ctx):
+    (x,), (y,) = op.inputs, op.outputs
+    if ctx.needs(x):
+        ops.apply(f"{op.op_type}_backward", [x, ctx.grad(y)], [ctx.grad(x)])
+
+
+def add_rule(op, ctx):
+    x, y = op.inputs
+    dz = ctx.grad(op.outputs[0])
+    for tensor, coefficient in ((x, op.attrs["alpha"]), (y, op.attrs["beta"])):
+        if ctx.needs(tensor) and coefficient != 0:
+            ops.add_inplace(coefficient, dz, 1.0, ctx.grad(tensor))
+
+
+def multiply_rule(op, ctx):
+    x, y = op.inputs
+    dz = ctx.grad(op.outputs[0])
+    for tensor, other in ((x, y), (y, x)):
+        if ctx.needs(tensor):
+            product = ops.multiply(dz, other, ctx.temp(f"{tensor.name}_dprod"),
+                                   alpha=op.attrs["alpha"])
+            ops.add_inplace(1.0, product, 1.0, ctx.grad(tensor))
+
+
+def scale_rule(op, ctx):
+    (x,), (y,) = op.inputs, op.outputs
+    if ctx.needs(x):
+        ops.add_inplace(op.attrs["alpha"], ctx.grad(y), 1.0, ctx.grad(x))
+
+
+def gemm_rule(op, ctx):
+    a, b = op.inputs
+    c = op.outputs[0]
+    attrs = op.attrs
+    if attrs["beta"] != 0 and ctx.needs(c) and c.name in ctx.needed:
+        raise NotImplementedError(f"grad: {op.name} accumulates into {c.name} (beta != 0); "
+                                  "use the new-output gemm form in differentiated code")
+    dc, alpha = ctx.grad(c), attrs["alpha"]
+    trans_a, trans_b, batch_ndim = attrs["trans_a"], attrs["trans_b"], attrs["batch_ndim"]
+    m_count = a.ndim - attrs["ndim"] - batch_ndim
+    n_count = b.ndim - attrs["ndim"] - batch_ndim
+    if ctx.needs(a):
+        if trans_a:   # dA[K, M] = op(B)[K, N] . dC^T
+            ops.gemm(b, dc, ctx.grad(a), alpha, 1.0, trans_b, True, n_count, batch_ndim)
+        else:         # dA[M, K] = dC[M, N] . op(B)^T
+            ops.gemm(dc, b, ctx.grad(a), alpha, 1.0, False, not trans_b, n_count, batch_ndim)
+    if ctx.needs(b):
+        if trans_b:   # dB[N, K] = dC^T . op(A)[M, K]
+            ops.gemm(dc, a, ctx.grad(b), alpha, 1.0, True, trans_a, m_count, batch_ndim)
+        else:         # dB[K, N] = op(A)^T . dC[M, N]
+            ops.gemm(a, dc, ctx.grad(b), alpha, 1.0, not trans_a, False, m_count, batch_ndim)
+
+
+def sum_fiber_rule(op, ctx):
+    (x,), (y,) = op.inputs, op.outputs
+    if ctx.needs(x):
+        ops.add_fiber_inplace(op.attrs["alpha"], ctx.grad(y), 1.0, ctx.grad(x),
+                              op.attrs["axis"], op.attrs["batch_ndim"])
+
+
+def add_fiber_rule(op, ctx):
+    fiber, full = op.inputs
+    dz = ctx.grad(op.outputs[0])
+    if ctx.needs(full) and op.attrs["beta"] != 0:
+        ops.add_inplace(op.attrs["beta"], dz, 1.0, ctx.grad(full))
+    if ctx.needs(fiber):
+        ops.sum_fiber(dz, ctx.grad(fiber), op.attrs["axis"], op.attrs["batch_ndim"],
+                      alpha=op.attrs["alpha"], beta=1.0)
+
+
+def transpose_rule(op, ctx):
+    (x,), (y,) = op.inputs, op.outputs
+    if ctx.needs(x):
+        back = ops.transpose(ctx.grad(y), ctx.temp(f"{x.name}_dtransposed"),
+                             op.attrs["alpha"], y.ndim - op.attrs["ndim"])
+        ops.add_inplace(1.0, back, 1.0, ctx.grad(x))
+
+
+def copy_rule(op, ctx):
+    (x,), (y,) = op.inputs, op.outputs
+    if ctx.needs(x):
+        source = ctx.grad(y)
+        if op.op_type == "cast":
+            source = ops.cast(source, x.dtype, ctx.temp(f"{x.name}_dcast"))
+        ops.add_inplace(1.0, source, 1.0, ctx.grad(x))
+
+
+def embedding_rule(op, ctx):
+    index, vocab = op.inputs
+    if ctx.needs(vocab):
+        ops.embedding_backward(index, ctx.grad(op.outputs[0]), ctx.grad(vocab),
+                               op.attrs["axis"])
+
+
+def cross_entropy_rule(op, ctx):
+    logits, labels = op.inputs
+    if ctx.needs(logits):
+        ops.cross_entropy_loss_backward(logits, labels, ctx.grad(op.outputs[0]),
+                                        ctx.grad(logits), op.attrs["alpha"])
+
+
+def mse_rule(op, ctx):
+    x, y = op.inputs
+    dloss = ctx.grad(op.outputs[0])
+    for tensor, other in ((x, y), (y, x)):
+        if ctx.needs(tensor):   # d/dx sum((x - y)^2) = 2 (x - y), symmetric in sign
+            ops.mse_loss_backward(tensor, other, dloss, ctx.grad(tensor), op.attrs["alpha"])
+
+
+BACKWARD_RULES = {
+    **{name: unary_rule for name in ("gelu", "gelutanh", "relu", "silu", "sqrt")},
+    "add": add_rule,
+    "multiply": multiply_rule,
+    "scale": scale_rule,
+    "gemm": gemm_rule,
+    "sum_fiber": sum_fiber_rule,
+    "add_fiber": add_fiber_rule,
+    "transpose": transpose_rule,
+    "copy": copy_rule,
+    "cast": copy_rule,
+    "embedding": embedding_rule,
+    "cross_entropy_loss": cross_entropy_rule,
+    "mse_loss": mse_rule,
+}
