@@ -7,4 +7,5 @@ from .logical_graph import PHASES, LogicalGraph, OpNode
 from .registry import REGISTRY, OpSpec, get_spec
 from .tensor import TensorNode
 
-__all__ = ["grad", "BACKWARD_RULES", "LogicalGraph", "OpNode", "TensorNode", "OpSpec", "REGISTRY", "get_spec", "PHASES"]
+__all__ = ["grad", "BACKWARD_RULES", "LogicalGraph", "OpNode", "TensorNode", "OpSpec",
+           "REGISTRY", "get_spec", "PHASES"]

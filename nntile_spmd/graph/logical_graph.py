@@ -111,7 +111,7 @@ class LogicalGraph:
         spec = get_spec(op_type)
         attrs = spec.normalize_attrs(dict(attrs or {}))
         inputs, outputs = tuple(inputs), tuple(outputs)
-        self._check_operands(spec, inputs, outputs)
+        self.check_operands(spec, inputs, outputs)
         expected = spec.infer(op_type, attrs, inputs)
         for output, want in zip(outputs, expected):
             if want is not None and (output.shape, output.dtype) != tuple(want):
@@ -130,8 +130,12 @@ class LogicalGraph:
         self._op_names.add(name)
         return op
 
-    def _check_operands(self, spec, inputs, outputs):
-        if len(inputs) != spec.num_inputs or len(outputs) != spec.num_outputs:
+    def check_operands(self, spec, inputs, outputs, partial_outputs=False):
+        """Operand count, types and graph ownership (before anything is created)."""
+        inputs, outputs = tuple(inputs), tuple(outputs)
+        count_ok = len(outputs) <= spec.num_outputs if partial_outputs else \
+            len(outputs) == spec.num_outputs
+        if len(inputs) != spec.num_inputs or not count_ok:
             raise TypeError(f"{spec.name}: takes {spec.num_inputs} input(s) and "
                             f"{spec.num_outputs} output(s), got {len(inputs)} and "
                             f"{len(outputs)}")
@@ -146,11 +150,11 @@ class LogicalGraph:
                              f"({describe_all(outputs)})")
 
     # -- copies, composition, symbols -------------------------------------------
-    def clone(self, name: str | None = None) -> "LogicalGraph":
+    def clone(self, name: str | None = None) -> LogicalGraph:
         """An independent copy with the same tensors, flags and ops."""
         return self._replay(name or self.name, {})
 
-    def bind(self, symbols: dict) -> "LogicalGraph":
+    def bind(self, symbols: dict) -> LogicalGraph:
         """A concrete copy with symbolic dimensions replaced by sizes."""
         for symbol, size in symbols.items():
             if not isinstance(size, int) or size <= 0:
@@ -162,7 +166,7 @@ class LogicalGraph:
         """Names of the symbolic dimensions still unbound."""
         return {dim for t in self._tensor_list for dim in t.shape if isinstance(dim, str)}
 
-    def _replay(self, name, symbols) -> "LogicalGraph":
+    def _replay(self, name, symbols) -> LogicalGraph:
         graph = LogicalGraph(name)
         for tensor in self._tensor_list:
             copy_tensor_into(graph, tensor, tensor.name, symbols)
@@ -172,7 +176,7 @@ class LogicalGraph:
                          op.name, op.phase)
         return graph
 
-    def embed(self, subgraph: "LogicalGraph", input_bindings: dict, prefix: str) -> dict:
+    def embed(self, subgraph: LogicalGraph, input_bindings: dict, prefix: str) -> dict:
         """Copy `subgraph` in, its tensors renamed prefix+name, with some bound to ours.
 
         input_bindings maps subgraph tensor names to tensors of this graph; returns

@@ -15,7 +15,16 @@ def apply(op_type: str, inputs, outputs, **attrs):
     inputs = tuple(inputs)
     graph = owner_graph(op_type, inputs, outputs)
     spec = get_spec(op_type)
-    expected = spec.infer(op_type, spec.normalize_attrs(attrs), inputs)
+    graph.check_operands(spec, inputs, [t for t in outputs if not isinstance(t, str)],
+                         partial_outputs=True)
+    normalized = spec.normalize_attrs(attrs)
+    if spec.beta_attr and normalized[spec.beta_attr] != 0 and \
+            any(isinstance(output, str) for output in outputs):
+        names = [repr(output) for output in outputs if isinstance(output, str)]
+        raise op_error(op_type, f"{spec.beta_attr}={normalized[spec.beta_attr]} needs an "
+                       f"existing output to accumulate into, not a new tensor {names[0]}",
+                       inputs)
+    expected = spec.infer(op_type, normalized, inputs)
     created = []
     for output, want in zip(outputs, expected):
         if isinstance(output, str):
@@ -92,9 +101,6 @@ def scale_inplace(x, alpha=1.0):
 def gemm(a, b, c_or_name, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1,
          batch_ndim=0):
     """C = alpha*op(A)op(B) (new tensor named c_or_name) or, given C, + beta*C."""
-    if isinstance(c_or_name, str) and beta != 0.0:
-        raise op_error("gemm", f"beta={beta} needs an existing C, not a new tensor "
-                       f"{c_or_name!r}", (a, b))
     return apply("gemm", [a, b], [c_or_name], alpha=alpha, beta=beta, trans_a=trans_a,
                  trans_b=trans_b, ndim=ndim, batch_ndim=batch_ndim)
 

@@ -9,7 +9,7 @@ by the same names. No numba, cupy or mpi4py here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Callable
 
 REQUIRED = object()  # marks an attribute without a default
 

@@ -45,7 +45,7 @@ def check_shape(shape) -> tuple:
 class TensorNode:
     """A logical tensor; its role follows from its attributes (seed design 10.1)."""
 
-    graph: "LogicalGraph" = field(repr=False)
+    graph: LogicalGraph = field(repr=False)
     id: int
     name: str
     shape: tuple
@@ -99,12 +99,12 @@ class TensorNode:
             return "state"
         return "buffer"
 
-    def mark_input(self, flag: bool = True) -> "TensorNode":
+    def mark_input(self, flag: bool = True) -> TensorNode:
         """Mark as provided by bind_data(); inputs are never freed during execute()."""
         self.is_input = bool(flag)
         return self
 
-    def mark_output(self, flag: bool = True) -> "TensorNode":
+    def mark_output(self, flag: bool = True) -> TensorNode:
         """Mark as retrieved by get_output(); outputs are never freed during execute()."""
         self.is_output = bool(flag)
         return self

@@ -24,37 +24,37 @@ class TileDistribution:
     function: object = field(default=None, compare=False)
 
     @classmethod
-    def round_robin(cls, offset: int = 0) -> "TileDistribution":
+    def round_robin(cls, offset: int = 0) -> TileDistribution:
         """Tile number t (column-major order) goes to rank (t + offset) % nranks."""
         return cls("round_robin", offset=offset)
 
     @classmethod
-    def block(cls) -> "TileDistribution":
+    def block(cls) -> TileDistribution:
         """Tiles in column-major order cut into nranks contiguous runs."""
         return cls("block")
 
     @classmethod
-    def block_along_dim(cls, dim: int) -> "TileDistribution":
+    def block_along_dim(cls, dim: int) -> TileDistribution:
         """Tile rows along `dim` cut into nranks contiguous blocks (other dims ignored)."""
         return cls("block_along_dim", dim=dim)
 
     @classmethod
-    def custom(cls, function) -> "TileDistribution":
+    def custom(cls, function) -> TileDistribution:
         """function(tile_coord, grid_shape, nranks) -> rank (or REPLICATED)."""
         return cls("custom", function=function)
 
     @classmethod
-    def replicated(cls) -> "TileDistribution":
+    def replicated(cls) -> TileDistribution:
         """Every rank holds and computes every tile."""
         return cls("replicated")
 
     @classmethod
-    def on_rank(cls, rank: int) -> "TileDistribution":
+    def on_rank(cls, rank: int) -> TileDistribution:
         """Every tile on one rank."""
         return cls("on_rank", rank=rank)
 
     @classmethod
-    def load_balanced(cls, weights) -> "TileDistribution":
+    def load_balanced(cls, weights) -> TileDistribution:
         """Like block, but rank r gets a share of tiles proportional to weights[r]."""
         return cls("load_balanced", weights=tuple(float(w) for w in weights))
 

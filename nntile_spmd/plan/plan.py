@@ -25,7 +25,7 @@ DEFAULT_WINDOW = 8
 
 
 def build_plan(graph, nranks: int, tiling=None, distribution="single",
-               window: int = DEFAULT_WINDOW) -> "Plan":
+               window: int = DEFAULT_WINDOW) -> Plan:
     """Tile and distribute every tensor of `graph` over `nranks` ranks."""
     if graph.symbols():
         raise PlanError(f"graph {graph.name!r} has unbound symbolic dims "

@@ -32,7 +32,8 @@ def rank_lines(plan, phases):
     for rank in range(plan.nranks):
         persistent = plan.persistent_bytes(rank)
         peak = plan.peak_bytes(rank, phases)
-        lines.append(f"  r{rank}: {human_bytes(persistent):>10s} {human_bytes(peak - persistent):>12s}"
+        transient = human_bytes(peak - persistent)
+        lines.append(f"  r{rank}: {human_bytes(persistent):>10s} {transient:>12s}"
                      f" {human_bytes(peak):>10s} {human_bytes(plan.bytes_sent(rank, phases)):>10s}"
                      f" {plan.flops(rank, phases):>12d} {len(plan.program(rank, phases)):>8d}")
     return lines

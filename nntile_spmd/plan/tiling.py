@@ -23,19 +23,19 @@ class DimensionTiling:
             raise ValueError(f"bad tile boundaries {list(bounds)}: need 0 = b0 < b1 < ...")
 
     @classmethod
-    def uniform(cls, size: int, tile: int) -> "DimensionTiling":
+    def uniform(cls, size: int, tile: int) -> DimensionTiling:
         """Tiles of `tile` elements; the last one may be shorter."""
         if tile <= 0:
             raise ValueError(f"tile size must be positive, got {tile}")
         return cls(tuple(range(0, size, tile)) + (size,))
 
     @classmethod
-    def explicit(cls, boundaries) -> "DimensionTiling":
+    def explicit(cls, boundaries) -> DimensionTiling:
         """Tiles between the given boundaries (0 first, the axis size last)."""
         return cls(tuple(int(b) for b in boundaries))
 
     @classmethod
-    def proportional(cls, size: int, weights) -> "DimensionTiling":
+    def proportional(cls, size: int, weights) -> DimensionTiling:
         """One tile per weight, sizes proportional to the weights (at least 1 each)."""
         if size < len(weights):
             raise ValueError(f"cannot cut {size} elements into {len(weights)} tiles")

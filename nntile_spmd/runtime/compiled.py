@@ -40,7 +40,7 @@ class CompiledGraph(BindingMixin):
     @classmethod
     def compile(cls, graph, comm=None, tiling=None, distribution="single",
                 shape_bindings=None, device="auto", window=8, recv_timeout=300.0,
-                threads=None) -> "CompiledGraph":
+                threads=None) -> CompiledGraph:
         """Plan `graph` on the ranks of `comm` (MPI.COMM_WORLD by default)."""
         if shape_bindings:
             graph = graph.bind(shape_bindings)

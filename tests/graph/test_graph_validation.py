@@ -157,8 +157,6 @@ def test_missing_required_attribute():
         spec.normalize_attrs({"alpha": 2.0})
 
 
-@pytest.mark.xfail(strict=True, reason="ops.apply declares a new output before add_op "
-                   "rejects the operands, so the failed op leaves its name taken")
 def test_failed_builder_leaves_no_tensor():
     g, t = fresh()
     with pytest.raises(ValueError):

@@ -1,0 +1,69 @@
+"""Per-call cost of the cpu kernels on small tiles and BLAS throughput of cpu gemm.
+
+Run: python benchmarks/bench_kernels.py [--gemm-size 1024]
+Prints µs per call for a 32x32 fp32 gelu tile (numba kernel vs NumPy reference, plus
+the bare numba dispatch cost) and fp32 gemm GFLOP/s of kernels.cpu vs `a @ b`.
+"""
+
+import argparse
+import sys
+import timeit
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from kernels import cpu, cpu_elementwise, reference  # noqa: E402 - needs the path above
+
+
+def per_call_us(function, repeat=5, target_seconds=0.2):
+    """Best-of-`repeat` time of one call, in microseconds."""
+    number = max(1, int(target_seconds / max(timeit.timeit(function, number=3) / 3, 1e-9)))
+    return min(timeit.repeat(function, number=number, repeat=repeat)) / number * 1e6
+
+
+def bench_small_tile(size=32):
+    """gelu on one size x size fp32 tile: numba, NumPy, and numba's own dispatch floor."""
+    rng = np.random.default_rng(0)
+    x = np.asfortranarray(rng.standard_normal((size, size), dtype=np.float32))
+    y = np.empty_like(x, order="F")
+    one = np.zeros(1, np.float32)
+    cpu.KERNELS["gelu"](x, y)  # compile (or load from the numba cache) outside the timing
+    cpu_elementwise._scale(one, one, 1.0)
+    rows = [
+        ("cpu gelu", per_call_us(lambda: cpu.KERNELS["gelu"](x, y))),
+        ("reference gelu", per_call_us(lambda: reference.KERNELS["gelu"](x, y))),
+        ("numba dispatch (1-element scale)", per_call_us(lambda: cpu_elementwise._scale(one, one, 1.0))),
+    ]
+    print(f"{size}x{size} fp32 tile, µs per call:")
+    for label, microseconds in rows:
+        print(f"  {label:34s} {microseconds:8.2f}")
+
+
+def bench_gemm(n):
+    """fp32 n^3 gemm through cpu.KERNELS['gemm'] (BLAS in place) vs NumPy's a @ b."""
+    rng = np.random.default_rng(0)
+    a, b = (np.asfortranarray(rng.standard_normal((n, n), dtype=np.float32)) for _ in range(2))
+    c = np.empty((n, n), np.float32, order="F")
+    flops = 2.0 * n**3
+    kernel_s = per_call_us(lambda: cpu.KERNELS["gemm"](a, b, c), repeat=3, target_seconds=1.0) / 1e6
+    numpy_s = per_call_us(lambda: a @ b, repeat=3, target_seconds=1.0) / 1e6
+    print(f"gemm {n}^3 fp32, GFLOP/s:")
+    print(f"  {'cpu gemm kernel':34s} {flops / kernel_s / 1e9:8.1f}")
+    print(f"  {'numpy a @ b':34s} {flops / numpy_s / 1e9:8.1f}")
+    print(f"  {'ratio kernel / numpy':34s} {numpy_s / kernel_s:8.2f}")
+
+
+def main():
+    """Parse the sizes and print both benchmarks."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tile", type=int, default=32, help="edge of the small square tile")
+    parser.add_argument("--gemm-size", type=int, default=1024, help="m = n = k of the gemm")
+    options = parser.parse_args()
+    bench_small_tile(options.tile)
+    bench_gemm(options.gemm_size)
+
+
+if __name__ == "__main__":
+    main()
