@@ -17,10 +17,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from kernels import cpu, cpu_elementwise, reference  # noqa: E402 - needs the path above
 
 
-def per_call_us(function, repeat=5, target_seconds=0.2):
-    """Best-of-`repeat` time of one call, in microseconds."""
-    number = max(1, int(target_seconds / max(timeit.timeit(function, number=3) / 3, 1e-9)))
-    return min(timeit.repeat(function, number=number, repeat=repeat)) / number * 1e6
+def per_call_us(functions, repeat=5, target_seconds=0.2):
+    """Best-of-`repeat` µs per call of each function, the functions timed in turn.
+
+    Interleaving the repeats keeps load from other processes from favouring one.
+    """
+    numbers = [
+        max(1, int(target_seconds / max(timeit.timeit(f, number=3) / 3, 1e-9))) for f in functions
+    ]
+    best = [float("inf")] * len(functions)
+    for _ in range(repeat):
+        for index, (function, number) in enumerate(zip(functions, numbers)):
+            seconds = timeit.timeit(function, number=number) / number
+            best[index] = min(best[index], seconds * 1e6)
+    return best
 
 
 def bench_small_tile(size=32):
@@ -31,13 +41,16 @@ def bench_small_tile(size=32):
     one = np.zeros(1, np.float32)
     cpu.KERNELS["gelu"](x, y)  # compile (or load from the numba cache) outside the timing
     cpu_elementwise._scale(one, one, 1.0)
-    rows = [
-        ("cpu gelu", per_call_us(lambda: cpu.KERNELS["gelu"](x, y))),
-        ("reference gelu", per_call_us(lambda: reference.KERNELS["gelu"](x, y))),
-        ("numba dispatch (1-element scale)", per_call_us(lambda: cpu_elementwise._scale(one, one, 1.0))),
-    ]
+    labels = ("cpu gelu", "reference gelu", "numba dispatch (1-element scale)")
+    timings = per_call_us(
+        [
+            lambda: cpu.KERNELS["gelu"](x, y),
+            lambda: reference.KERNELS["gelu"](x, y),
+            lambda: cpu_elementwise._scale(one, one, 1.0),
+        ]
+    )
     print(f"{size}x{size} fp32 tile, µs per call:")
-    for label, microseconds in rows:
+    for label, microseconds in zip(labels, timings):
         print(f"  {label:34s} {microseconds:8.2f}")
 
 
@@ -47,8 +60,10 @@ def bench_gemm(n):
     a, b = (np.asfortranarray(rng.standard_normal((n, n), dtype=np.float32)) for _ in range(2))
     c = np.empty((n, n), np.float32, order="F")
     flops = 2.0 * n**3
-    kernel_s = per_call_us(lambda: cpu.KERNELS["gemm"](a, b, c), repeat=3, target_seconds=1.0) / 1e6
-    numpy_s = per_call_us(lambda: a @ b, repeat=3, target_seconds=1.0) / 1e6
+    kernel_us, numpy_us = per_call_us(
+        [lambda: cpu.KERNELS["gemm"](a, b, c), lambda: a @ b], repeat=5, target_seconds=0.5
+    )
+    kernel_s, numpy_s = kernel_us / 1e6, numpy_us / 1e6
     print(f"gemm {n}^3 fp32, GFLOP/s:")
     print(f"  {'cpu gemm kernel':34s} {flops / kernel_s / 1e9:8.1f}")
     print(f"  {'numpy a @ b':34s} {flops / numpy_s / 1e9:8.1f}")

@@ -19,10 +19,18 @@ def gemm(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1, 
     routine = _GEMM.get(c.dtype)
     if routine is None:
         return reference.gemm(
-            a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, ndim=ndim,
+            a,
+            b,
+            c,
+            alpha=alpha,
+            beta=beta,
+            trans_a=trans_a,
+            trans_b=trans_b,
+            ndim=ndim,
             batch_ndim=batch_ndim,
         )
-    if not c.flags.f_contiguous:  # a folded copy of C would silently drop the result
+    # A non-F-contiguous C would fold into a copy and silently drop the result.
+    if not c.flags.f_contiguous:
         raise ValueError(f"gemm: output tile must be F-contiguous, got strides {c.strides}")
     a3, b3, c3 = gemm_folds(a.shape, b.shape, trans_a, trans_b, ndim, batch_ndim)
     a_view, b_view = a.reshape(a3, order="F"), b.reshape(b3, order="F")
@@ -31,8 +39,15 @@ def gemm(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1, 
         c_mat = c_view[:, :, index]
         # BLAS does not read C when beta == 0, so garbage (NaN) in C is harmless.
         result = routine(
-            alpha, a_view[:, :, index], b_view[:, :, index], beta, c_mat,
-            trans_a=trans_a, trans_b=trans_b, overwrite_c=True,
+            alpha,
+            a_view[:, :, index],
+            b_view[:, :, index],
+            beta,
+            c_mat,
+            trans_a=trans_a,
+            trans_b=trans_b,
+            overwrite_c=True,
         )
-        if result is not c_mat:  # f2py copied (e.g. misaligned C): write the result back
+        # f2py hands back a copy when it could not write C in place (e.g. misaligned).
+        if result is not c_mat:
             c_mat[...] = result

@@ -35,7 +35,8 @@ def _adam(grad, param, m, v, first, step_size, beta1, beta2, eps, bias2_sqrt, l2
     for i in range(param.size):
         p = param[i]
         g = grad[i] + l2_ * p
-        if first:  # PyTorch's moments start at zero: don't read possibly uninitialized ones
+        # PyTorch's moments start at zero: at step 1 don't read possibly uninitialized ones.
+        if first:
             mi = (one - b1) * g
             vi = (one - b2) * g * g
         else:
@@ -46,17 +47,41 @@ def _adam(grad, param, m, v, first, step_size, beta1, beta2, eps, bias2_sqrt, l2
         param[i] = p * decay_ - size * mi / (math.sqrt(vi) * rb2 + eps_)
 
 
-def sgd_step(step, grad, param, velocity, *, lr, momentum=0.0, weight_decay=0.0,
-             dampening=0.0, nesterov=False):
+def sgd_step(
+    step,
+    grad,
+    param,
+    velocity,
+    *,
+    lr,
+    momentum=0.0,
+    weight_decay=0.0,
+    dampening=0.0,
+    nesterov=False,
+):
     """PyTorch SGD; `step` (0-d int64) is the 1-based step, velocity is not read at step 1."""
     if param.dtype is F16:
         return reference.sgd_step(
-            step, grad, param, velocity, lr=lr, momentum=momentum, weight_decay=weight_decay,
-            dampening=dampening, nesterov=nesterov,
+            step,
+            grad,
+            param,
+            velocity,
+            lr=lr,
+            momentum=momentum,
+            weight_decay=weight_decay,
+            dampening=dampening,
+            nesterov=nesterov,
         )
     _sgd(
-        grad.ravel("K"), param.ravel("K"), velocity.ravel("K"), bool(step[()] == 1), float(lr),
-        float(momentum), float(weight_decay), float(dampening), bool(nesterov),
+        grad.ravel("K"),
+        param.ravel("K"),
+        velocity.ravel("K"),
+        bool(step[()] == 1),
+        float(lr),
+        float(momentum),
+        float(weight_decay),
+        float(dampening),
+        bool(nesterov),
     )
 
 
@@ -66,8 +91,18 @@ def _adam_step(step, grad, param, m, v, lr, beta1, beta2, eps, l2, decay):
     step_size = lr / (1.0 - beta1**t)
     bias2_sqrt = math.sqrt(1.0 - beta2**t)
     _adam(
-        grad.ravel("K"), param.ravel("K"), m.ravel("K"), v.ravel("K"), t == 1, float(step_size),
-        float(beta1), float(beta2), float(eps), float(bias2_sqrt), float(l2), float(decay),
+        grad.ravel("K"),
+        param.ravel("K"),
+        m.ravel("K"),
+        v.ravel("K"),
+        t == 1,
+        float(step_size),
+        float(beta1),
+        float(beta2),
+        float(eps),
+        float(bias2_sqrt),
+        float(l2),
+        float(decay),
     )
 
 
@@ -75,7 +110,15 @@ def adam_step(step, grad, param, m, v, *, lr, beta1=0.9, beta2=0.999, eps=1e-8, 
     """PyTorch Adam with L2 weight decay added to the gradient."""
     if param.dtype is F16:
         return reference.adam_step(
-            step, grad, param, m, v, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
+            step,
+            grad,
+            param,
+            m,
+            v,
+            lr=lr,
+            beta1=beta1,
+            beta2=beta2,
+            eps=eps,
             weight_decay=weight_decay,
         )
     _adam_step(step, grad, param, m, v, lr, beta1, beta2, eps, weight_decay, 1.0)
@@ -85,7 +128,15 @@ def adamw_step(step, grad, param, m, v, *, lr, beta1=0.9, beta2=0.999, eps=1e-8,
     """PyTorch AdamW: param *= 1 - lr*weight_decay, then the Adam update without L2."""
     if param.dtype is F16:
         return reference.adamw_step(
-            step, grad, param, m, v, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
+            step,
+            grad,
+            param,
+            m,
+            v,
+            lr=lr,
+            beta1=beta1,
+            beta2=beta2,
+            eps=eps,
             weight_decay=weight_decay,
         )
     _adam_step(step, grad, param, m, v, lr, beta1, beta2, eps, 0.0, 1.0 - lr * weight_decay)

@@ -67,7 +67,8 @@ def _transpose(x, y, alpha):
                     y[j, i] = a * x[i, j]
 
 
-def sum(x, y, *, alpha=1.0, beta=0.0):  # shadows the builtin on purpose: the kernel's name
+# Shadows the builtin on purpose: `sum` is the kernel's name in every table.
+def sum(x, y, *, alpha=1.0, beta=0.0):
     """y (0-d) = alpha*sum(x) + beta*y."""
     if x.dtype is F16:
         return reference.sum(x, y, alpha=alpha, beta=beta)
@@ -80,19 +81,26 @@ def sum_fiber(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
         return reference.sum_fiber(x, y, axis=axis, batch_ndim=batch_ndim, alpha=alpha, beta=beta)
     m, n, k, batch = fiber_folds(x.shape, axis, batch_ndim)
     _sum_fiber(
-        x.reshape((m, n, k, batch), order="F"), y.reshape((n, batch), order="F"),
-        float(alpha), float(beta),
+        x.reshape((m, n, k, batch), order="F"),
+        y.reshape((n, batch), order="F"),
+        float(alpha),
+        float(beta),
     )
 
 
 def add_fiber(x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     """z = alpha*x (broadcast along all dims but `axis` and the batch dims) + beta*y."""
     if x.dtype is F16:
-        return reference.add_fiber(x, y, z, axis=axis, batch_ndim=batch_ndim, alpha=alpha, beta=beta)
+        return reference.add_fiber(
+            x, y, z, axis=axis, batch_ndim=batch_ndim, alpha=alpha, beta=beta
+        )
     shape4 = fiber_folds(z.shape, axis, batch_ndim)
     _add_fiber(
-        x.reshape((shape4[1], shape4[3]), order="F"), y.reshape(shape4, order="F"),
-        z.reshape(shape4, order="F"), float(alpha), float(beta),
+        x.reshape((shape4[1], shape4[3]), order="F"),
+        y.reshape(shape4, order="F"),
+        z.reshape(shape4, order="F"),
+        float(alpha),
+        float(beta),
     )
 
 

@@ -10,7 +10,7 @@ import math
 try:
     import cupy as cp
     from cupyx.scipy.special import erf, expit
-except ImportError as error:  # the package imports without CuPy; only this backend needs it
+except ImportError as error:  # only this backend needs CuPy
     raise ImportError(
         "kernels.cuda needs CuPy with a working CUDA install (e.g. `pip install cupy-cuda12x`); "
         "use kernels.get_kernels('cpu') on machines without an NVIDIA GPU"
@@ -161,7 +161,8 @@ def sqrt_backward(x, dy, dx):
 # ---------------------------------------------------------------- reductions
 
 
-def sum(x, y, *, alpha=1.0, beta=0.0):  # shadows the builtin on purpose: the kernel's name
+# Shadows the builtin on purpose: `sum` is the kernel's name in every table.
+def sum(x, y, *, alpha=1.0, beta=0.0):
     """y (0-d) = alpha*sum(x) + beta*y."""
     _store(y, alpha * x.sum(dtype=cp.float64), beta, y)
 
@@ -254,8 +255,9 @@ def embedding_backward(index, dy, dvocab, *, axis, vocab_offset=0, beta=0.0):
     """dvocab = beta*dvocab + scatter-add of dy's E-vectors into columns index - vocab_offset."""
     local = index - vocab_offset
     hit = (local >= 0) & (local < dvocab.shape[1])
-    vectors = cp.where(hit, cp.moveaxis(dy, axis, 0), 0)  # (E,) + index.shape, misses zeroed
-    rows = cp.zeros(dvocab.shape[::-1], _wide(dvocab.dtype))  # (Vt, E): one row per column
+    # (E,) + index.shape with the misses zeroed, and (Vt, E): one row per vocab column.
+    vectors = cp.where(hit, cp.moveaxis(dy, axis, 0), 0)
+    rows = cp.zeros(dvocab.shape[::-1], _wide(dvocab.dtype))
     # Misses add zeros into row 0; both flattenings below are C order, so they pair up.
     cp.add.at(rows, cp.where(hit, local, 0).ravel(), vectors.reshape(dvocab.shape[0], -1).T)
     _store(dvocab, rows.T, beta, dvocab)
@@ -264,8 +266,18 @@ def embedding_backward(index, dy, dvocab, *, axis, vocab_offset=0, beta=0.0):
 # ---------------------------------------------------------------- optimizers
 
 
-def sgd_step(step, grad, param, velocity, *, lr, momentum=0.0, weight_decay=0.0,
-             dampening=0.0, nesterov=False):
+def sgd_step(
+    step,
+    grad,
+    param,
+    velocity,
+    *,
+    lr,
+    momentum=0.0,
+    weight_decay=0.0,
+    dampening=0.0,
+    nesterov=False,
+):
     """PyTorch SGD; `step` (0-d int64) is the 1-based step, velocity is not read at step 1."""
     g = grad + weight_decay * param
     if momentum != 0.0:

@@ -155,7 +155,8 @@ def sqrt_backward(x, dy, dx):
 # ---------------------------------------------------------------- reductions
 
 
-def sum(x, y, *, alpha=1.0, beta=0.0):  # shadows the builtin on purpose: the kernel's name
+# Shadows the builtin on purpose: `sum` is the kernel's name in every table.
+def sum(x, y, *, alpha=1.0, beta=0.0):
     """y (0-d) = alpha*sum(x) + beta*y."""
     _store(y, alpha * x.sum(dtype=np.float64), beta, y)
 
@@ -244,7 +245,8 @@ def embedding_backward(index, dy, dvocab, *, axis, vocab_offset=0, beta=0.0):
     local = index - vocab_offset
     hit = (local >= 0) & (local < dvocab.shape[1])
     vectors = np.moveaxis(dy, axis, 0)[:, hit]  # (E, number of hits)
-    rows = np.zeros(dvocab.shape[::-1], _wide(dvocab.dtype))  # (Vt, E): one row per column
+    # (Vt, E): one row per vocab column of the tile.
+    rows = np.zeros(dvocab.shape[::-1], _wide(dvocab.dtype))
     np.add.at(rows, local[hit], vectors.T)
     _store(dvocab, rows.T, beta, dvocab)
 
@@ -252,8 +254,18 @@ def embedding_backward(index, dy, dvocab, *, axis, vocab_offset=0, beta=0.0):
 # ---------------------------------------------------------------- optimizers
 
 
-def sgd_step(step, grad, param, velocity, *, lr, momentum=0.0, weight_decay=0.0,
-             dampening=0.0, nesterov=False):
+def sgd_step(
+    step,
+    grad,
+    param,
+    velocity,
+    *,
+    lr,
+    momentum=0.0,
+    weight_decay=0.0,
+    dampening=0.0,
+    nesterov=False,
+):
     """PyTorch SGD; `step` (0-d int64) is the 1-based step, velocity is not read at step 1."""
     g = grad + weight_decay * param
     if momentum != 0.0:
@@ -270,7 +282,8 @@ def _adam(step, grad, param, m, v, lr, beta1, beta2, eps, l2, decay):
     t = int(step[()])
     g = grad + l2 * param
     param *= decay
-    if t == 1:  # PyTorch starts from zero moments: don't read possibly uninitialized ones
+    # PyTorch's moments start at zero: at step 1 don't read possibly uninitialized ones.
+    if t == 1:
         m[...] = (1.0 - beta1) * g
         v[...] = (1.0 - beta2) * g * g
     else:

@@ -39,8 +39,17 @@ def test_gemm_matches_einsum(trans_a, trans_b, ndim, batch_ndim):
     c_sub = m + n + z
     a, b, c = (randn(*(sizes[s] for s in sub)) for sub in (a_sub, b_sub, c_sub))
     expected = 0.5 * np.einsum(f"{a_sub},{b_sub}->{c_sub}", a, b) - 2.0 * c
-    ref.gemm(a, b, c, alpha=0.5, beta=-2.0, trans_a=trans_a, trans_b=trans_b, ndim=ndim,
-             batch_ndim=batch_ndim)
+    ref.gemm(
+        a,
+        b,
+        c,
+        alpha=0.5,
+        beta=-2.0,
+        trans_a=trans_a,
+        trans_b=trans_b,
+        ndim=ndim,
+        batch_ndim=batch_ndim,
+    )
     np.testing.assert_allclose(c, expected, rtol=1e-12, atol=1e-12)
 
 
@@ -51,7 +60,9 @@ def test_gemm_beta_zero_ignores_garbage():
     np.testing.assert_allclose(c, a @ b, rtol=1e-12)
 
 
-@pytest.mark.parametrize(("shape", "ndim", "axes"), [((3, 4, 2), 1, (1, 2, 0)), ((3, 4, 2), 2, (2, 0, 1))])
+@pytest.mark.parametrize(
+    ("shape", "ndim", "axes"), [((3, 4, 2), 1, (1, 2, 0)), ((3, 4, 2), 2, (2, 0, 1))]
+)
 def test_transpose_moves_leading_dims_to_the_end(shape, ndim, axes):
     """y[j..., i...] = alpha*x[i..., j...]."""
     x, y = randn(*shape), garbage(*(shape[a] for a in axes))
@@ -62,7 +73,9 @@ def test_transpose_moves_leading_dims_to_the_end(shape, ndim, axes):
 
 UNARY = {
     "gelu": lambda v: 0.5 * v * (1.0 + math.erf(v / math.sqrt(2.0))),
-    "gelutanh": lambda v: 0.5 * v * (1.0 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3))),
+    "gelutanh": lambda v: (
+        0.5 * v * (1.0 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
+    ),
     "relu": lambda v: max(v, 0.0),
     "silu": lambda v: v / (1.0 + math.exp(-v)),
     "sqrt": math.sqrt,
@@ -132,7 +145,7 @@ def test_softmax_family_matches_scipy(axis):
     y = garbage(3, 4, 2)
     ref.softmax(x, y, axis=axis)
     np.testing.assert_allclose(y, scipy.special.softmax(x, axis=axis), rtol=1e-12, atol=1e-300)
-    dropped = x.shape[:axis] + x.shape[axis + 1:]
+    dropped = x.shape[:axis] + x.shape[axis + 1 :]
     y = garbage(*dropped)
     ref.logsumexp(x, y, axis=axis)
     np.testing.assert_allclose(y, scipy.special.logsumexp(x, axis=axis), rtol=1e-12)
@@ -192,8 +205,14 @@ def test_embedding_over_vocab_tiles_is_the_full_lookup():
     vocab, index = randn(4, 10), RNG.integers(0, 10, (2, 3))
     y = garbage(2, 3, 4)  # E at axis 2
     for start, stop in ((0, 3), (3, 7), (7, 10)):
-        ref.embedding(index, np.asfortranarray(vocab[:, start:stop]), y, axis=2,
-                      vocab_offset=start, beta=0.0 if start == 0 else 1.0)
+        ref.embedding(
+            index,
+            np.asfortranarray(vocab[:, start:stop]),
+            y,
+            axis=2,
+            vocab_offset=start,
+            beta=0.0 if start == 0 else 1.0,
+        )
     for i, j in np.ndindex(2, 3):
         np.testing.assert_array_equal(y[i, j, :], vocab[:, index[i, j]])
 
@@ -225,7 +244,12 @@ def torch_sgd(param, grads, lr, momentum, dampening, weight_decay, nesterov):
 
 @pytest.mark.parametrize(
     ("momentum", "dampening", "weight_decay", "nesterov"),
-    [(0.0, 0.0, 0.0, False), (0.9, 0.0, 0.01, False), (0.9, 0.1, 0.0, False), (0.8, 0.0, 0.1, True)],
+    [
+        (0.0, 0.0, 0.0, False),
+        (0.9, 0.0, 0.01, False),
+        (0.9, 0.1, 0.0, False),
+        (0.8, 0.0, 0.1, True),
+    ],
 )
 def test_sgd_matches_torch_algorithm(momentum, dampening, weight_decay, nesterov):
     """Four steps from an uninitialized velocity."""
@@ -234,8 +258,17 @@ def test_sgd_matches_torch_algorithm(momentum, dampening, weight_decay, nesterov
     velocity, step = garbage(5), np.array(0)
     for g in grads:
         step += 1
-        ref.sgd_step(step, g, param, velocity, lr=0.1, momentum=momentum,
-                     weight_decay=weight_decay, dampening=dampening, nesterov=nesterov)
+        ref.sgd_step(
+            step,
+            g,
+            param,
+            velocity,
+            lr=0.1,
+            momentum=momentum,
+            weight_decay=weight_decay,
+            dampening=dampening,
+            nesterov=nesterov,
+        )
     np.testing.assert_allclose(param, expected, rtol=1e-12)
 
 

@@ -78,6 +78,7 @@ def case(name, args, **params):
     return pytest.param(name, tuple(args), params, id=name)
 
 
+# fmt: off
 CASES = [
     case("gemm", [A(5, 3), A(3, 4), A(5, 4)], alpha=1.0, beta=0.0),
     case("gemm", [A(5, 3), A(3, 4), A(5, 4)], alpha=0.5, beta=-1.5),
@@ -177,6 +178,7 @@ CASES = [
     case("adamw_step", [Step(1), A(3, 4, 2), A(3, 4, 2), Nan(3, 4, 2), Nan(3, 4, 2)], lr=1e-3, weight_decay=0.01),
     case("adamw_step", [Step(7), A(7), A(7), A(7), Pos(7)], lr=0.01, beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.1),
 ]
+# fmt: on
 
 DTYPES = ("float32", "float64", "float16")
 # (rtol, atol) of a backend against the reference; fp16 backends may compute in fp32.
@@ -229,7 +231,12 @@ def run_reference(name, args, params, dtype):
 def _load_cuda_on_numpy():
     """kernels/cuda.py executed with NumPy and SciPy standing in for CuPy and cupyx."""
     cupyx = types.ModuleType("cupyx")
-    stand_ins = {"cupy": np, "cupyx": cupyx, "cupyx.scipy": scipy, "cupyx.scipy.special": scipy.special}
+    stand_ins = {
+        "cupy": np,
+        "cupyx": cupyx,
+        "cupyx.scipy": scipy,
+        "cupyx.scipy.special": scipy.special,
+    }
     path = Path(kernels.__file__).with_name("cuda.py")
     spec = importlib.util.spec_from_file_location("kernels._cuda_on_numpy", path)
     module = importlib.util.module_from_spec(spec)
@@ -285,7 +292,11 @@ def test_backend_matches_reference(backend, name, args, params, dtype):
         garbage_allowed = args[position].kind == "unread"
         assert garbage_allowed or not np.isnan(expected[position]).any(), f"reference {position}"
         np.testing.assert_allclose(
-            got, expected[position], rtol=rtol, atol=atol, equal_nan=garbage_allowed,
+            got,
+            expected[position],
+            rtol=rtol,
+            atol=atol,
+            equal_nan=garbage_allowed,
             err_msg=f"{name}: argument {position}",
         )
 
