@@ -67,8 +67,7 @@ def _transpose(x, y, alpha):
                     y[j, i] = a * x[i, j]
 
 
-# Shadows the builtin on purpose: `sum` is the kernel's name in every table.
-def sum(x, y, *, alpha=1.0, beta=0.0):
+def sum(x, y, *, alpha=1.0, beta=0.0):  # noqa: A001 - the kernel's name in every table
     """y (0-d) = alpha*sum(x) + beta*y."""
     if x.dtype is F16:
         return reference.sum(x, y, alpha=alpha, beta=beta)

@@ -5,6 +5,8 @@ cuda-on-numpy (kernels/cuda.py run with NumPy standing in for CuPy, whose API it
 mirrors, so the CuPy code paths are exercised on machines without a GPU).
 """
 
+# ruff: noqa: E501 - the case table keeps one case per line, however long
+
 import functools
 import importlib.util
 import inspect
@@ -264,7 +266,9 @@ def _identity(array):
     return array
 
 
-@pytest.fixture(scope="module", params=["cpu", "cuda", "cuda-on-numpy"])
+@pytest.fixture(
+    scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu), "cuda-on-numpy"]
+)
 def backend(request):
     """(KERNELS, to_device, to_host) of each backend under test."""
     if request.param == "cpu":
