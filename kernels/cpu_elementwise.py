@@ -11,9 +11,8 @@ import numpy as np
 from numba import njit
 
 from . import reference
+from .cpu_fp16 import F16
 
-# Builtin dtypes are singletons, so `is` is the cheapest fp16 test (tiny tiles are common).
-F16 = np.dtype(np.float16)
 _RSQRT2 = 1.0 / math.sqrt(2.0)
 _RSQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from . import reference
-from .cpu_elementwise import F16
+from .cpu_fp16 import F16
 from .layout import fiber_folds, fold
 
 

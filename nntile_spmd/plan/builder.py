@@ -89,22 +89,66 @@ class ProgramBuilder:
                 self.held[rank][key] = self.version[key]
                 self.ready_at[rank][key] = len(self.programs[rank])
 
-    # -- lowering of one task group ----------------------------------------------
-    def add_group(self, group):
+    # -- lowering of one op ------------------------------------------------------
+    def add_op(self, groups):
+        """Lower all task groups of one op (owner computes, or partial sums op-wide)."""
+        for group, choice in zip(groups, self.partial_choices(groups)):
+            self.add_group(group, choice)
+
+    def add_group(self, group, choice=None):
         out_key = group.outputs[0]
         owner = self.owner_of(out_key)
-        exec_ranks = list(self.ranks_of(out_key))
-        for other in group.outputs[1:]:
-            if self.owner_of(other) != owner:
-                raise PlanError(f"{group.op.name}: outputs {key_str(out_key)} and "
-                                f"{key_str(other)} must have the same owner (distribute "
-                                f"them alike)")
-        if len(group.steps) > 1:
-            choice = self.partial_plan(group, owner, exec_ranks)
-            if choice is not None:
-                return self.run_partial(group, owner, *choice)
+        if choice is not None:
+            return self.run_partial(group, owner, *choice)
         for index, step in enumerate(group.steps):
-            self.run_step(exec_ranks, group, step, index, step.keys)
+            self.run_step(list(self.ranks_of(out_key)), group, step, index, step.keys)
+
+    def partial_choices(self, groups):
+        """Per group (step ranks, tree order) when partial sums send fewer bytes, else None.
+
+        FIX (plan stage 2 tests): this was decided group by group with no look-ahead,
+        so `C = A @ B` with A on rank 0, B on rank 1, C on rank 0 moved all of A plus
+        the partial C tiles instead of just B (a tile the owner fetches for one group
+        stays cached for the op's later groups). Now the group-by-group choice is
+        costed over the whole op, counting each (rank, tile) fetch once, and compared
+        with the owner computing every group; the cheaper of the two is used.
+        """
+        fetched, owner_fetch, greedy_cost, choices = set(), set(), 0, []
+        for group in groups:
+            choices.append(None)
+            out_key = group.outputs[0]
+            owner = self.owner_of(out_key)
+            exec_ranks = list(self.ranks_of(out_key))
+            for other in group.outputs[1:]:
+                if self.owner_of(other) != owner:
+                    raise PlanError(f"{group.op.name}: outputs {key_str(out_key)} and "
+                                    f"{key_str(other)} must have the same owner "
+                                    f"(distribute them alike)")
+            n_inputs = len(group.op.inputs)
+            inputs = {key for step in group.steps for key in step.keys[:n_inputs]}
+            missing = {(rank, key) for rank in exec_ranks for key in inputs
+                       if not self.is_current(rank, key)}
+            owner_fetch |= missing
+            owner_new = missing - fetched
+            owner_cost = self.fetch_bytes(owner_new)
+            if len(group.steps) > 1 and owner_cost > 0:
+                step_ranks, order, messages = self.partial_plan(group, owner, exec_ranks)
+                partial_new = {(rank, key) for step, rank in zip(group.steps, step_ranks)
+                               for key in step.keys[:n_inputs]
+                               if not self.is_current(rank, key)} - fetched
+                partial_cost = (self.fetch_bytes(partial_new)
+                                + messages * self.meta[out_key].nbytes)
+                if partial_cost < owner_cost:
+                    choices[-1] = (step_ranks, order)
+                    owner_new, owner_cost = partial_new, partial_cost
+            fetched |= owner_new
+            greedy_cost += owner_cost
+        if greedy_cost < self.fetch_bytes(owner_fetch):
+            return choices
+        return [None] * len(groups)
+
+    def fetch_bytes(self, fetches):
+        return sum(self.meta[key].nbytes for _, key in fetches)
 
     def run_step(self, ranks, group, step, index, keys, zero_beta=False):
         """Step `index` of the steps one rank runs into one output tile."""
@@ -119,31 +163,17 @@ class ProgramBuilder:
         reads = tuple(dict.fromkeys(keys[:n_inputs] + (outputs if reads_output else ())))
         self.run_task(ranks, op.spec.kernel, keys, reads, outputs, params, step.flops, op.name)
 
-    def missing_bytes(self, rank, keys):
-        return sum(self.meta[k].nbytes for k in set(keys) if not self.is_current(rank, k))
-
     def partial_plan(self, group, owner, exec_ranks):
-        """(step ranks, tree order) if partial sums send fewer bytes, else None."""
+        """Step ranks (each step next to most of its input bytes), tree order, messages."""
         n_inputs = len(group.op.inputs)
-        owner_cost = sum(self.missing_bytes(rank, [k for s in group.steps
-                                                   for k in s.keys[:n_inputs]])
-                         for rank in exec_ranks)
-        if owner_cost == 0:
-            return None
         step_ranks = [self.best_rank(step.keys[:n_inputs], exec_ranks) for step in group.steps]
-        by_rank = defaultdict(list)
-        for step, rank in zip(group.steps, step_ranks):
-            by_rank[rank].extend(step.keys[:n_inputs])
         if owner == REPLICATED:
-            order = sorted(by_rank)
+            order = sorted(set(step_ranks))
             messages = len(order) - 1 + self.nranks - 1
         else:
-            order = [owner] + sorted(set(by_rank) - {owner})
+            order = [owner] + sorted(set(step_ranks) - {owner})
             messages = len(order) - 1
-        out_bytes = self.meta[group.outputs[0]].nbytes
-        cost = sum(self.missing_bytes(r, keys) for r, keys in by_rank.items())
-        cost += messages * out_bytes
-        return (step_ranks, order) if cost < owner_cost else None
+        return step_ranks, order, messages
 
     def best_rank(self, keys, preferred):
         score = defaultdict(int)

@@ -110,8 +110,7 @@ class Plan:
         builder = ProgramBuilder(self.nranks, self.meta, self.owner_of, holders)
         for op in self.graph.ops():
             if op.phase in phase_key:
-                for group in lower_op(op, self.tilings):
-                    builder.add_group(group)
+                builder.add_op(lower_op(op, self.tilings))
         return [insert_frees(program, self.permanent[rank])
                 for rank, program in enumerate(builder.finish())]
 

@@ -12,6 +12,7 @@ from .device import select_device
 from .executor import RankExecutor
 from .failure import install_abort_on_error
 from .simulated import SimulatedWorld
+from .staging import wrap_transport
 from .storage import TileStore
 
 
@@ -61,9 +62,10 @@ class CompiledGraph(BindingMixin):
         executors = {}
         for rank, store in self.stores.items():
             store.reset_peak()
+            transport = wrap_transport(self.world.transport(rank), self.device,
+                                       isinstance(self.world, SimulatedWorld))
             executors[rank] = RankExecutor(rank, programs[rank], self.plan.meta, store,
-                                           self.world.transport(rank),
-                                           self.device.kernels, self.plan.window)
+                                           transport, self.device.kernels, self.plan.window)
         start = time.perf_counter()
         self.world.run(executors)
         self.device.synchronize()

@@ -1,0 +1,64 @@
+"""Runtime layer: moving GPU tiles through a transport that only takes host memory.
+
+The pip MPI wheels are not CUDA-aware, so a CuPy tile is copied to a host buffer
+before its send (the copy synchronizes the stream, so the kernel that wrote the
+tile has finished) and a receive lands in a host buffer that is uploaded when the
+RECV completes. NNTILE_SPMD_CUDA_AWARE=1 (with a CUDA-aware MPI) skips staging.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+
+class HostStagedTransport:
+    """Wraps a transport; handles carry the host buffer alongside the request."""
+
+    def __init__(self, inner, device):
+        self.inner, self.device = inner, device
+
+    def post_send(self, peer, tag, array):
+        host = self.device.to_host(array)
+        return self.inner.post_send(peer, tag, host), host
+
+    def wait_send(self, handle):
+        self.inner.wait_send(handle[0])
+
+    def post_recv(self, peer, tag, buffer):
+        host = np.empty(buffer.shape, dtype=buffer.dtype, order="F")
+        return self.inner.post_recv(peer, tag, host), host
+
+    def test_recv(self, handle):
+        return self.inner.test_recv(handle[0])
+
+    def wait_recv(self, handle, describe):
+        self.inner.wait_recv(handle[0], describe)
+
+    def finish_recv(self, handle, buffer):
+        buffer[...] = self.device.xp.asarray(handle[1])
+        return buffer
+
+
+class DeviceSyncTransport:
+    """CUDA-aware MPI: pass device buffers, but only after their kernels finished."""
+
+    def __init__(self, inner, device):
+        self.inner, self.device = inner, device
+
+    def post_send(self, peer, tag, array):
+        self.device.synchronize()
+        return self.inner.post_send(peer, tag, array)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def wrap_transport(transport, device, simulated: bool):
+    """The transport to use for tiles on `device`."""
+    if device.xp is np:
+        return transport
+    if not simulated and os.environ.get("NNTILE_SPMD_CUDA_AWARE") == "1":
+        return DeviceSyncTransport(transport, device)
+    return HostStagedTransport(transport, device)
