@@ -8,27 +8,16 @@ call that writes C in place. fp16 falls back to the NumPy reference.
 import numpy as np
 from scipy.linalg import blas
 
-from . import reference
+from .cpu_common import fp16_uses_reference
 from .layout import gemm_folds
 
 _GEMM = {np.dtype(np.float32): blas.sgemm, np.dtype(np.float64): blas.dgemm}
 
 
+@fp16_uses_reference(position=2)
 def gemm(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1, batch_ndim=0):
     """c = alpha*op(a)·op(b) + beta*c with NNTile's multi-dim and batch rules."""
-    routine = _GEMM.get(c.dtype)
-    if routine is None:
-        return reference.gemm(
-            a,
-            b,
-            c,
-            alpha=alpha,
-            beta=beta,
-            trans_a=trans_a,
-            trans_b=trans_b,
-            ndim=ndim,
-            batch_ndim=batch_ndim,
-        )
+    routine = _GEMM[c.dtype]
     # A non-F-contiguous C would fold into a copy and silently drop the result.
     if not c.flags.f_contiguous:
         raise ValueError(f"gemm: output tile must be F-contiguous, got strides {c.strides}")
@@ -38,16 +27,8 @@ def gemm(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1, 
     for index in range(c3[2]):
         c_mat = c_view[:, :, index]
         # BLAS does not read C when beta == 0, so garbage (NaN) in C is harmless.
-        result = routine(
-            alpha,
-            a_view[:, :, index],
-            b_view[:, :, index],
-            beta,
-            c_mat,
-            trans_a=trans_a,
-            trans_b=trans_b,
-            overwrite_c=True,
-        )
+        a_mat, b_mat = a_view[:, :, index], b_view[:, :, index]
+        result = routine(alpha, a_mat, b_mat, beta, c_mat, trans_a, trans_b, overwrite_c=True)
         # f2py hands back a copy when it could not write C in place (e.g. misaligned).
         if result is not c_mat:
             c_mat[...] = result

@@ -7,11 +7,10 @@ one compiled specialization per dtype. fp16 falls back to the NumPy reference.
 
 import math
 
-import numpy as np
 from numba import njit
 
 from . import reference
-from .cpu_fp16 import F16
+from .cpu_common import F16
 
 _RSQRT2 = 1.0 / math.sqrt(2.0)
 _RSQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)

@@ -1,7 +1,8 @@
 """Numba losses (cross-entropy, MSE) and embedding lookups of the cpu table.
 
-Arrays only: never imports nntile_spmd, mpi4py or cupy. Loss sums accumulate in
-float64; fp16 falls back to the NumPy reference.
+Arrays only: never imports nntile_spmd, mpi4py or cupy. Multi-dim tiles reach numba
+as C-ordered transposed views (cpu_common.folded_t), indexed backwards. Loss sums
+accumulate in float64; fp16 falls back to the NumPy reference.
 """
 
 import math
@@ -10,19 +11,19 @@ import numpy as np
 from numba import njit
 
 from . import reference
-from .cpu_fp16 import F16
+from .cpu_common import F16, folded_t
 from .layout import fold
 
 
 @njit(cache=True)
-def _column_max_logsum(logits, b):
-    """(max, log(sum(exp(logits[:, b] - max)))) of one column."""
+def _column_max_logsum(logits_t, b):
+    """(max, log(sum(exp(column - max)))) of the logits column of batch element b."""
     top = -np.inf
-    for c in range(logits.shape[0]):
-        top = max(top, logits[c, b])
+    for c in range(logits_t.shape[1]):
+        top = max(top, logits_t[b, c])
     total = 0.0
-    for c in range(logits.shape[0]):
-        total += math.exp(logits[c, b] - top)
+    for c in range(logits_t.shape[1]):
+        total += math.exp(logits_t[b, c] - top)
     return top, math.log(total)
 
 
@@ -34,27 +35,27 @@ def _check_label(label, n_classes):
 
 
 @njit(cache=True)
-def _cross_entropy(logits, labels, loss, alpha, beta):
-    n_classes, batch = logits.shape
+def _cross_entropy(logits_t, labels, loss, alpha, beta):
+    batch, n_classes = logits_t.shape  # logits are (classes, batch)
     total = 0.0
     for b in range(batch):
         _check_label(labels[b], n_classes)
-        top, log_total = _column_max_logsum(logits, b)
-        total += top + log_total - logits[labels[b], b]
+        top, log_total = _column_max_logsum(logits_t, b)
+        total += top + log_total - logits_t[b, labels[b]]
     loss[0] = alpha * total if beta == 0.0 else alpha * total + beta * loss[0]
 
 
 @njit(cache=True)
-def _cross_entropy_backward(logits, labels, dloss, dlogits, alpha):
-    n_classes, batch = logits.shape
+def _cross_entropy_backward(logits_t, labels, dloss, dlogits_t, alpha):
+    batch, n_classes = logits_t.shape
     scale = alpha * dloss[0]
     for b in range(batch):
         label = labels[b]
         _check_label(label, n_classes)
-        top, log_total = _column_max_logsum(logits, b)
+        top, log_total = _column_max_logsum(logits_t, b)
         for c in range(n_classes):
-            prob = math.exp(logits[c, b] - top - log_total)
-            dlogits[c, b] += scale * (prob - 1.0 if c == label else prob)
+            prob = math.exp(logits_t[b, c] - top - log_total)
+            dlogits_t[b, c] += scale * (prob - 1.0 if c == label else prob)
 
 
 @njit(cache=True)
@@ -73,26 +74,25 @@ def _mse_backward(x, y, dloss, dx, alpha):
         dx[i] += scale * (x[i] - y[i])
 
 
-def _columns(logits, labels):
-    """logits as (classes, batch) and labels as a flat (batch,) view."""
-    return logits.reshape((logits.shape[0], labels.size), order="F"), labels.ravel("K")
+def _columns_t(logits, labels):
+    """logits folded to (classes, batch) and transposed, and labels as a flat view."""
+    return folded_t(logits, (logits.shape[0], labels.size)), labels.ravel("K")
 
 
 def cross_entropy(logits, labels, loss, *, alpha=1.0, beta=0.0):
     """loss = alpha*sum_b(logsumexp(logits[:, b]) - logits[labels[b], b]) + beta*loss."""
     if logits.dtype is F16:
         return reference.cross_entropy(logits, labels, loss, alpha=alpha, beta=beta)
-    _cross_entropy(*_columns(logits, labels), loss.ravel("K"), float(alpha), float(beta))
+    _cross_entropy(*_columns_t(logits, labels), loss.ravel("K"), float(alpha), float(beta))
 
 
 def cross_entropy_backward(logits, labels, dloss, dlogits, *, alpha=1.0):
     """dlogits += alpha*dloss*(softmax(logits, axis 0) - onehot(labels))."""
     if logits.dtype is F16:
         return reference.cross_entropy_backward(logits, labels, dloss, dlogits, alpha=alpha)
-    logits2, labels1 = _columns(logits, labels)
-    _cross_entropy_backward(
-        logits2, labels1, dloss.ravel("K"), dlogits.reshape(logits2.shape, order="F"), float(alpha)
-    )
+    logits_t, labels1 = _columns_t(logits, labels)
+    dlogits_t = folded_t(dlogits, logits_t.shape[::-1])
+    _cross_entropy_backward(logits_t, labels1, dloss.ravel("K"), dlogits_t, float(alpha))
 
 
 def mse(x, y, loss, *, alpha=1.0, beta=0.0):
@@ -111,53 +111,53 @@ def mse_backward(x, y, dloss, dx, *, alpha=1.0):
 
 # ---------------------------------------------------------------- embedding
 # index is folded to (m, k) around `axis` and y to (m, E, k): the E-vector of index
-# position (i, p) is y[i, :, p].
+# position (i, p) is y[i, :, p], that is yt[p, :, i] in the transposed views.
 
 
 @njit(cache=True)
-def _embedding(index, vocab, y, offset, beta):
-    m, k = index.shape
-    width, n_local = vocab.shape
-    c = y.dtype.type(beta)
-    zero = y.dtype.type(0.0)
+def _embedding(index_t, vocab_t, yt, offset, beta):
+    k, m = index_t.shape
+    n_local, width = vocab_t.shape  # vocab is (E, Vt)
+    c = yt.dtype.type(beta)
+    zero = yt.dtype.type(0.0)
     for p in range(k):
         for i in range(m):
-            column = index[i, p] - offset
+            column = index_t[p, i] - offset
             hit = 0 <= column < n_local  # other vocab tiles supply the rest
             for e in range(width):
-                value = vocab[e, column] if hit else zero
-                y[i, e, p] = value if beta == 0.0 else value + c * y[i, e, p]
+                value = vocab_t[column, e] if hit else zero
+                yt[p, e, i] = value if beta == 0.0 else value + c * yt[p, e, i]
 
 
 @njit(cache=True)
-def _embedding_backward(index, dy, dvocab, offset, beta):
-    m, k = index.shape
-    width, n_local = dvocab.shape
-    c = dvocab.dtype.type(beta)
+def _embedding_backward(index_t, dy_t, dvocab_t, offset, beta):
+    k, m = index_t.shape
+    n_local, width = dvocab_t.shape
+    c = dvocab_t.dtype.type(beta)
     for column in range(n_local):
         for e in range(width):
             # beta == 0: don't read dvocab, it may be uninitialized.
-            dvocab[e, column] = 0.0 if beta == 0.0 else c * dvocab[e, column]
+            dvocab_t[column, e] = 0.0 if beta == 0.0 else c * dvocab_t[column, e]
     for p in range(k):
         for i in range(m):
-            column = index[i, p] - offset
+            column = index_t[p, i] - offset
             if 0 <= column < n_local:
                 for e in range(width):
-                    dvocab[e, column] += dy[i, e, p]
+                    dvocab_t[column, e] += dy_t[p, e, i]
 
 
 def _embedding_views(index, vectors, axis):
-    """index as (m, k) around `axis` and the E-vector tile as (m, E, k)."""
+    """Transposed views of index as (m, k) around `axis` and of the E-vector tile as (m, E, k)."""
     m, k = fold(index.shape, (axis,))
-    return index.reshape((m, k), order="F"), vectors.reshape((m, vectors.shape[axis], k), order="F")
+    return folded_t(index, (m, k)), folded_t(vectors, (m, vectors.shape[axis], k))
 
 
 def embedding(index, vocab, y, *, axis, vocab_offset=0, beta=0.0):
     """y = beta*y + vocab columns of the in-range indices, the E axis at position `axis`."""
     if vocab.dtype is F16:
         return reference.embedding(index, vocab, y, axis=axis, vocab_offset=vocab_offset, beta=beta)
-    index2, y3 = _embedding_views(index, y, axis)
-    _embedding(index2, vocab, y3, int(vocab_offset), float(beta))
+    index_t, yt = _embedding_views(index, y, axis)
+    _embedding(index_t, folded_t(vocab, vocab.shape), yt, int(vocab_offset), float(beta))
 
 
 def embedding_backward(index, dy, dvocab, *, axis, vocab_offset=0, beta=0.0):
@@ -166,5 +166,6 @@ def embedding_backward(index, dy, dvocab, *, axis, vocab_offset=0, beta=0.0):
         return reference.embedding_backward(
             index, dy, dvocab, axis=axis, vocab_offset=vocab_offset, beta=beta
         )
-    index2, dy3 = _embedding_views(index, dy, axis)
-    _embedding_backward(index2, dy3, dvocab, int(vocab_offset), float(beta))
+    index_t, dy_t = _embedding_views(index, dy, axis)
+    dvocab_t = folded_t(dvocab, dvocab.shape)
+    _embedding_backward(index_t, dy_t, dvocab_t, int(vocab_offset), float(beta))

@@ -9,8 +9,7 @@ import math
 
 from numba import njit
 
-from . import reference
-from .cpu_elementwise import F16
+from .cpu_common import fp16_uses_reference
 
 
 @njit(cache=True)
@@ -28,7 +27,8 @@ def _sgd(grad, param, velocity, first, lr, momentum, weight_decay, dampening, ne
 
 
 @njit(cache=True)
-def _adam(grad, param, m, v, first, step_size, beta1, beta2, eps, bias2_sqrt, l2, decay):
+def _adam(grad, param, m, v, first, hyper):
+    step_size, beta1, beta2, eps, bias2_sqrt, l2, decay = hyper
     t = param.dtype.type
     b1, b2, one = t(beta1), t(beta2), t(1.0)
     l2_, decay_, size, eps_, rb2 = t(l2), t(decay), t(step_size), t(eps), t(1.0 / bias2_sqrt)
@@ -47,6 +47,7 @@ def _adam(grad, param, m, v, first, step_size, beta1, beta2, eps, bias2_sqrt, l2
         param[i] = p * decay_ - size * mi / (math.sqrt(vi) * rb2 + eps_)
 
 
+@fp16_uses_reference(position=2)
 def sgd_step(
     step,
     grad,
@@ -60,29 +61,9 @@ def sgd_step(
     nesterov=False,
 ):
     """PyTorch SGD; `step` (0-d int64) is the 1-based step, velocity is not read at step 1."""
-    if param.dtype is F16:
-        return reference.sgd_step(
-            step,
-            grad,
-            param,
-            velocity,
-            lr=lr,
-            momentum=momentum,
-            weight_decay=weight_decay,
-            dampening=dampening,
-            nesterov=nesterov,
-        )
-    _sgd(
-        grad.ravel("K"),
-        param.ravel("K"),
-        velocity.ravel("K"),
-        bool(step[()] == 1),
-        float(lr),
-        float(momentum),
-        float(weight_decay),
-        float(dampening),
-        bool(nesterov),
-    )
+    first = bool(step[()] == 1)
+    hyper = float(lr), float(momentum), float(weight_decay), float(dampening), bool(nesterov)
+    _sgd(grad.ravel("K"), param.ravel("K"), velocity.ravel("K"), first, *hyper)
 
 
 def _adam_step(step, grad, param, m, v, lr, beta1, beta2, eps, l2, decay):
@@ -90,53 +71,17 @@ def _adam_step(step, grad, param, m, v, lr, beta1, beta2, eps, l2, decay):
     t = int(step[()])
     step_size = lr / (1.0 - beta1**t)
     bias2_sqrt = math.sqrt(1.0 - beta2**t)
-    _adam(
-        grad.ravel("K"),
-        param.ravel("K"),
-        m.ravel("K"),
-        v.ravel("K"),
-        t == 1,
-        float(step_size),
-        float(beta1),
-        float(beta2),
-        float(eps),
-        float(bias2_sqrt),
-        float(l2),
-        float(decay),
-    )
+    hyper = tuple(float(h) for h in (step_size, beta1, beta2, eps, bias2_sqrt, l2, decay))
+    _adam(grad.ravel("K"), param.ravel("K"), m.ravel("K"), v.ravel("K"), t == 1, hyper)
 
 
+@fp16_uses_reference(position=2)
 def adam_step(step, grad, param, m, v, *, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0):
     """PyTorch Adam with L2 weight decay added to the gradient."""
-    if param.dtype is F16:
-        return reference.adam_step(
-            step,
-            grad,
-            param,
-            m,
-            v,
-            lr=lr,
-            beta1=beta1,
-            beta2=beta2,
-            eps=eps,
-            weight_decay=weight_decay,
-        )
     _adam_step(step, grad, param, m, v, lr, beta1, beta2, eps, weight_decay, 1.0)
 
 
+@fp16_uses_reference(position=2)
 def adamw_step(step, grad, param, m, v, *, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0):
     """PyTorch AdamW: param *= 1 - lr*weight_decay, then the Adam update without L2."""
-    if param.dtype is F16:
-        return reference.adamw_step(
-            step,
-            grad,
-            param,
-            m,
-            v,
-            lr=lr,
-            beta1=beta1,
-            beta2=beta2,
-            eps=eps,
-            weight_decay=weight_decay,
-        )
     _adam_step(step, grad, param, m, v, lr, beta1, beta2, eps, 0.0, 1.0 - lr * weight_decay)

@@ -1,9 +1,9 @@
 """Numba reductions, fiber broadcasts and transposes of the cpu table.
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Each wrapper folds its tile
-into a fixed-rank F-order view (free for F-contiguous tiles) so one compiled
-specialization per dtype serves every tile rank. Sums accumulate in float64.
-fp16 falls back to the NumPy reference.
+to a fixed rank and hands numba the C-ordered transpose (cpu_common.folded_t), so one
+compiled specialization per dtype serves every tile shape; kernels index backwards.
+Sums accumulate in float64. fp16 falls back to the NumPy reference.
 """
 
 import math
@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from . import reference
-from .cpu_fp16 import F16
+from .cpu_common import F16, folded_t
 from .layout import fiber_folds, fold
 
 
@@ -25,8 +25,8 @@ def _sum(x, y, alpha, beta):
 
 
 @njit(cache=True)
-def _sum_fiber(x, y, alpha, beta):
-    m, n, k, batch = x.shape
+def _sum_fiber(xt, yt, alpha, beta):
+    batch, k, n, m = xt.shape  # x is (m, n, k, batch), y is (n, batch)
     total = np.empty(n)
     for b in range(batch):
         total[:] = 0.0
@@ -34,37 +34,37 @@ def _sum_fiber(x, y, alpha, beta):
         for p in range(k):
             for j in range(n):
                 for i in range(m):
-                    total[j] += x[i, j, p, b]
+                    total[j] += xt[b, p, j, i]
         for j in range(n):
-            y[j, b] = alpha * total[j] if beta == 0.0 else alpha * total[j] + beta * y[j, b]
+            yt[b, j] = alpha * total[j] if beta == 0.0 else alpha * total[j] + beta * yt[b, j]
 
 
 @njit(cache=True)
-def _add_fiber(x, y, z, alpha, beta):
-    m, n, k, batch = z.shape
-    a, c = z.dtype.type(alpha), z.dtype.type(beta)
+def _add_fiber(xt, yt, zt, alpha, beta):
+    batch, k, n, m = zt.shape  # x is (n, batch), y and z are (m, n, k, batch)
+    a, c = zt.dtype.type(alpha), zt.dtype.type(beta)
     for b in range(batch):
         for p in range(k):
             for j in range(n):
-                value = a * x[j, b]
+                value = a * xt[b, j]
                 if beta == 0.0:  # y may be garbage (or z itself)
                     for i in range(m):
-                        z[i, j, p, b] = value
+                        zt[b, p, j, i] = value
                 else:
                     for i in range(m):
-                        z[i, j, p, b] = value + c * y[i, j, p, b]
+                        zt[b, p, j, i] = value + c * yt[b, p, j, i]
 
 
 @njit(cache=True)
-def _transpose(x, y, alpha):
-    m, n = x.shape
-    a = y.dtype.type(alpha)
-    block = 32  # cache blocking: x is read with stride m, y written contiguously
-    for i0 in range(0, m, block):
-        for j0 in range(0, n, block):
-            for i in range(i0, min(i0 + block, m)):
-                for j in range(j0, min(j0 + block, n)):
-                    y[j, i] = a * x[i, j]
+def _transpose(xt, yt, alpha):
+    n, m = xt.shape  # x is (m, n), y is (n, m)
+    a = yt.dtype.type(alpha)
+    block = 32  # cache blocking: one side is always read or written with a stride
+    for j0 in range(0, n, block):
+        for i0 in range(0, m, block):
+            for j in range(j0, min(j0 + block, n)):
+                for i in range(i0, min(i0 + block, m)):
+                    yt[i, j] = a * xt[j, i]
 
 
 def sum(x, y, *, alpha=1.0, beta=0.0):  # noqa: A001 - the kernel's name in every table
@@ -79,12 +79,8 @@ def sum_fiber(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     if x.dtype is F16:
         return reference.sum_fiber(x, y, axis=axis, batch_ndim=batch_ndim, alpha=alpha, beta=beta)
     m, n, k, batch = fiber_folds(x.shape, axis, batch_ndim)
-    _sum_fiber(
-        x.reshape((m, n, k, batch), order="F"),
-        y.reshape((n, batch), order="F"),
-        float(alpha),
-        float(beta),
-    )
+    xt, yt = folded_t(x, (m, n, k, batch)), folded_t(y, (n, batch))
+    _sum_fiber(xt, yt, float(alpha), float(beta))
 
 
 def add_fiber(x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
@@ -94,13 +90,8 @@ def add_fiber(x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
             x, y, z, axis=axis, batch_ndim=batch_ndim, alpha=alpha, beta=beta
         )
     shape4 = fiber_folds(z.shape, axis, batch_ndim)
-    _add_fiber(
-        x.reshape((shape4[1], shape4[3]), order="F"),
-        y.reshape(shape4, order="F"),
-        z.reshape(shape4, order="F"),
-        float(alpha),
-        float(beta),
-    )
+    xt = folded_t(x, (shape4[1], shape4[3]))
+    _add_fiber(xt, folded_t(y, shape4), folded_t(z, shape4), float(alpha), float(beta))
 
 
 def transpose(x, y, *, alpha=1.0, ndim):
@@ -108,7 +99,7 @@ def transpose(x, y, *, alpha=1.0, ndim):
     if x.dtype is F16:
         return reference.transpose(x, y, alpha=alpha, ndim=ndim)
     m, n = fold(x.shape, (ndim,))
-    _transpose(x.reshape((m, n), order="F"), y.reshape((n, m), order="F"), float(alpha))
+    _transpose(folded_t(x, (m, n)), folded_t(y, (n, m)), float(alpha))
 
 
 # ---------------------------------------------------------------- softmax family
@@ -117,58 +108,58 @@ def transpose(x, y, *, alpha=1.0, ndim):
 
 
 @njit(cache=True)
-def _slab_max(x, p, top):
+def _slab_max(xt, p, top):
     top[:] = -np.inf
-    for j in range(x.shape[1]):
-        for i in range(x.shape[0]):
-            top[i] = max(top[i], x[i, j, p])
+    for j in range(xt.shape[1]):
+        for i in range(xt.shape[2]):
+            top[i] = max(top[i], xt[p, j, i])
 
 
 @njit(cache=True)
-def _slab_max_sumexp(x, p, top, total):
-    _slab_max(x, p, top)
+def _slab_max_sumexp(xt, p, top, total):
+    _slab_max(xt, p, top)
     total[:] = 0.0
-    for j in range(x.shape[1]):
-        for i in range(x.shape[0]):
-            total[i] += math.exp(x[i, j, p] - top[i])
+    for j in range(xt.shape[1]):
+        for i in range(xt.shape[2]):
+            total[i] += math.exp(xt[p, j, i] - top[i])
 
 
 @njit(cache=True)
-def _softmax(x, y):
-    m, n, k = x.shape
+def _softmax(xt, yt):
+    k, n, m = xt.shape
     top, total = np.empty(m), np.empty(m)
     for p in range(k):
-        _slab_max(x, p, top)
+        _slab_max(xt, p, top)
         total[:] = 0.0
         for j in range(n):
             for i in range(m):
-                e = math.exp(x[i, j, p] - top[i])
-                y[i, j, p] = e  # when y is x, x[i, j, p] is never read again
+                e = math.exp(xt[p, j, i] - top[i])
+                yt[p, j, i] = e  # when y is x, x[i, j, p] is never read again
                 total[i] += e
         for j in range(n):
             for i in range(m):
-                y[i, j, p] /= total[i]
+                yt[p, j, i] /= total[i]
 
 
 @njit(cache=True)
-def _logsumexp(x, y):
-    m, k = x.shape[0], x.shape[2]
+def _logsumexp(xt, yt):
+    k, m = xt.shape[0], xt.shape[2]  # y is (m, k)
     top, total = np.empty(m), np.empty(m)
     for p in range(k):
-        _slab_max_sumexp(x, p, top, total)
+        _slab_max_sumexp(xt, p, top, total)
         for i in range(m):
-            y[i, p] = top[i] + math.log(total[i])
+            yt[p, i] = top[i] + math.log(total[i])
 
 
 @njit(cache=True)
-def _maxsumexp(x, y):
-    m, k = x.shape[0], x.shape[2]
+def _maxsumexp(xt, yt):
+    k, m = xt.shape[0], xt.shape[2]  # y is (2, m, k)
     top, total = np.empty(m), np.empty(m)
     for p in range(k):
-        _slab_max_sumexp(x, p, top, total)
+        _slab_max_sumexp(xt, p, top, total)
         for i in range(m):
-            y[0, i, p] = top[i]
-            y[1, i, p] = total[i]
+            yt[p, i, 0] = top[i]
+            yt[p, i, 1] = total[i]
 
 
 def softmax(x, y, *, axis):
@@ -176,7 +167,7 @@ def softmax(x, y, *, axis):
     if x.dtype is F16:
         return reference.softmax(x, y, axis=axis)
     shape3 = fold(x.shape, (axis, axis + 1))
-    _softmax(x.reshape(shape3, order="F"), y.reshape(shape3, order="F"))
+    _softmax(folded_t(x, shape3), folded_t(y, shape3))
 
 
 def logsumexp(x, y, *, axis):
@@ -184,7 +175,7 @@ def logsumexp(x, y, *, axis):
     if x.dtype is F16:
         return reference.logsumexp(x, y, axis=axis)
     m, n, k = fold(x.shape, (axis, axis + 1))
-    _logsumexp(x.reshape((m, n, k), order="F"), y.reshape((m, k), order="F"))
+    _logsumexp(folded_t(x, (m, n, k)), folded_t(y, (m, k)))
 
 
 def maxsumexp(x, y, *, axis):
@@ -192,4 +183,4 @@ def maxsumexp(x, y, *, axis):
     if x.dtype is F16:
         return reference.maxsumexp(x, y, axis=axis)
     m, n, k = fold(x.shape, (axis, axis + 1))
-    _maxsumexp(x.reshape((m, n, k), order="F"), y.reshape((2, m, k), order="F"))
+    _maxsumexp(folded_t(x, (m, n, k)), folded_t(y, (2, m, k)))

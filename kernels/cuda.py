@@ -290,8 +290,8 @@ def _adam(step, grad, param, m, v, lr, beta1, beta2, eps, l2, decay):
     """Adam moments and update after param *= decay; m and v are not read at step 1."""
     t = step.astype(cp.float64)
     first = step == 1
-    g = grad + l2 * param
-    if decay != 1.0:  # AdamW only; spares Adam a pass over param
+    g = grad + l2 * param if l2 != 0.0 else grad  # each skipped term saves a tile pass
+    if decay != 1.0:
         param *= decay
     m[...] = cp.where(first, (1.0 - beta1) * g, beta1 * m + (1.0 - beta1) * g)
     v[...] = cp.where(first, (1.0 - beta2) * g * g, beta2 * v + (1.0 - beta2) * g * g)

@@ -23,11 +23,12 @@ class PlanError(ValueError):
 
 
 class ProgramBuilder:
-    def __init__(self, nranks, meta, owner_of, permanent_holders):
+    def __init__(self, nranks, meta, owner_table, permanent_holders):
         self.nranks = nranks
         self.meta = meta                    # key -> TileMeta
-        self.tensor_owner = owner_of        # key -> rank or REPLICATED
-        self.temp_owner = {}                # partial-sum tiles -> the rank computing them
+        # key -> rank or REPLICATED; partial-sum tiles are added with the rank computing
+        # them (PERF: one dict lookup instead of a callback into numpy per query)
+        self.owner = dict(owner_table)
         self.programs = [[] for _ in range(nranks)]
         self.inserts = [defaultdict(list) for _ in range(nranks)]
         self.version = {}
@@ -42,8 +43,7 @@ class ProgramBuilder:
 
     # -- primitives ------------------------------------------------------------
     def owner_of(self, key):
-        owner = self.temp_owner.get(key)
-        return self.tensor_owner(key) if owner is None else owner
+        return self.owner[key]
 
     def ranks_of(self, key):
         owner = self.owner_of(key)
@@ -72,7 +72,7 @@ class ProgramBuilder:
         self.ready_at[target][key] = len(self.programs[target])
 
     def ensure_local(self, rank, key, consumer):
-        if not self.is_current(rank, key):
+        if self.held[rank].get(key, -1) != self.version.get(key):   # inlined is_current
             self.transfer(key, self.source_of(key, consumer), rank, consumer)
 
     def run_task(self, ranks, kernel, keys, reads, writes, params, flops, op_name):
@@ -143,7 +143,7 @@ class ProgramBuilder:
                     owner_new, owner_cost = partial_new, partial_cost
             fetched |= owner_new
             greedy_cost += owner_cost
-        if greedy_cost < self.fetch_bytes(owner_fetch):
+        if greedy_cost <= self.fetch_bytes(owner_fetch):   # a tie keeps the greedy choice
             return choices
         return [None] * len(groups)
 
@@ -239,7 +239,7 @@ class ProgramBuilder:
         key = (f"{name}~{op.name}~r{rank}", coord)
         if key not in self.meta:
             self.meta[key] = self.meta[out_key]
-            self.temp_owner[key] = rank
+            self.owner[key] = rank
         return key
 
     # -- results -------------------------------------------------------------------

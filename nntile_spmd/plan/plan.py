@@ -6,9 +6,9 @@ A Plan is a plain value; runtime/ executes it, nothing here talks to other ranks
 from __future__ import annotations
 
 import hashlib
+import math
 from functools import cached_property
 
-import numpy as np
 
 from ..graph.dtypes import ITEMSIZE
 from ..graph.logical_graph import PHASES
@@ -54,21 +54,25 @@ class Plan:
         self.graph, self.nranks, self.window = graph, nranks, window
         self.classes, self.class_of = classes, class_of
         self.tilings, self.distributions, self.owners = tilings, distributions, owners
-        self.meta = {}
+        # PERF (plan-speed tests): math.prod and a plain dict of owners instead of
+        # np.prod and numpy scalar indexing per tile; planning 64 ranks calls these a lot.
+        self.meta, self.owner_table = {}, {}
         for tensor in graph.tensors():
             spec = tilings[tensor.name]
-            for coord in spec.coords():
+            owner_list = owners[tensor.name].reshape(-1, order="F").tolist()
+            itemsize = ITEMSIZE[tensor.dtype]
+            for coord, owner in zip(spec.coords(), owner_list):
                 shape = spec.tile_shape(coord)
-                size = int(np.prod(shape, dtype=np.int64))
-                self.meta[(tensor.name, coord)] = TileMeta(shape, tensor.dtype, size,
-                                                           size * ITEMSIZE[tensor.dtype])
+                size = math.prod(shape)
+                key = (tensor.name, coord)
+                self.meta[key] = TileMeta(shape, tensor.dtype, size, size * itemsize)
+                self.owner_table[key] = owner
         self._programs = {}
 
     # -- ownership ------------------------------------------------------------------
     def owner_of(self, key) -> int:
         """Owner rank of a tensor tile, or REPLICATED (-1)."""
-        name, coord = key
-        return int(self.owners[name][coord])
+        return self.owner_table[key]
 
     def holds_permanently(self, rank: int, key) -> bool:
         """Does `rank` keep this tile across executes (owned tile of a kept tensor)?"""
@@ -107,7 +111,7 @@ class Plan:
         for rank, keys in enumerate(self.permanent):
             for key in keys:
                 holders.setdefault(key, []).append(rank)
-        builder = ProgramBuilder(self.nranks, self.meta, self.owner_of, holders)
+        builder = ProgramBuilder(self.nranks, self.meta, self.owner_table, holders)
         for op in self.graph.ops():
             if op.phase in phase_key:
                 builder.add_op(lower_op(op, self.tilings))

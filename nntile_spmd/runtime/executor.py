@@ -1,13 +1,22 @@
 """Runtime layer: the loop that runs one rank's program. It dispatches each
 instruction through a table and never decides to talk: every message is in the plan.
+
+Hot-loop notes (benchmarks/bench_executor.py measures the cost per task):
+the handlers are closures over the store's dict, the kernel table and the tile
+metadata (no `self.` look-ups per instruction); receives are posted only at the
+start and after each RECV, the only points where the plan's window moves
+(`plan.memory.posts_before` with first_pending = RECVs done), so programs
+without RECVs pay nothing for the window.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from collections import deque
 
 from ..plan.instructions import Exec, Free, Recv, Send, key_str
-from ..plan.memory import posts_before, recv_positions
+from ..plan.memory import recv_positions
 
 
 class RecvTimeout(RuntimeError):
@@ -23,22 +32,26 @@ class RankExecutor:
         self.store, self.transport, self.kernels = store, transport, kernels
         self.window = window
         self.positions = recv_positions(program)
-        self.pc = self.posted = 0
-        self.pending_recvs = {}     # program position -> (handle, buffer)
+        self.pc = 0
+        self.posted = 0             # RECVs posted so far (in program order)
+        self.received = 0           # RECVs completed so far
+        self.pending_recvs = deque()  # (handle, buffer) of posted, unfinished RECVs
         self.pending_sends = {}     # key -> [handles]
         self.bytes_sent = self.flops = 0
-        self.dispatch = {Recv: self.do_recv, Send: self.do_send, Exec: self.do_exec,
-                         Free: self.do_free}
+        self.dispatch = {Recv: self.do_recv, Send: self.make_send(), Exec: self.make_exec(),
+                         Free: self.make_free()}
 
     def run(self, blocking=True) -> bool:
         """Advance; True once the whole program ran and all sends completed."""
         program, dispatch = self.program, self.dispatch
-        while self.pc < len(program):
+        if self.posted < len(self.positions):
             self.post_receives()
-            instruction = program[self.pc]
+        for pc in range(self.pc, len(program)):
+            instruction = program[pc]
             if dispatch[type(instruction)](instruction, blocking) is False:
+                self.pc = pc
                 return False
-            self.pc += 1
+        self.pc = len(program)
         for handles in self.pending_sends.values():
             for handle in handles:
                 self.transport.wait_send(handle)
@@ -46,62 +59,112 @@ class RankExecutor:
         return True
 
     def post_receives(self):
-        target = posts_before(self.positions, self.pc, self.posted, self.window)
+        """Post RECVs up to `window` ahead of the first unfinished one (plan.memory rule)."""
+        target = min(len(self.positions), self.received + self.window)
+        if target <= self.posted:
+            return
+        program, meta, store, transport = self.program, self.meta, self.store, self.transport
         for position in self.positions[self.posted:target]:
-            instruction = self.program[position]
-            buffer = self.store.new_buffer(self.meta[instruction.key])
-            handle = self.transport.post_recv(instruction.peer, instruction.tag, buffer)
-            self.pending_recvs[position] = (handle, buffer)
+            instruction = program[position]
+            buffer = store.new_buffer(meta[instruction.key])
+            handle = transport.post_recv(instruction.peer, instruction.tag, buffer)
+            self.pending_recvs.append((handle, buffer))
         self.posted = target
 
+    # -- handlers: return False only to suspend (non-blocking receive not arrived) --------
     def do_recv(self, instruction, blocking):
-        handle, buffer = self.pending_recvs[self.pc]
-        if not blocking and not self.transport.test_recv(handle):
-            return False
-        if blocking:
-            self.transport.wait_recv(handle, lambda: self.describe_wait(instruction))
-        buffer = self.transport.finish_recv(handle, buffer)
-        del self.pending_recvs[self.pc]
-        self.wait_sends(instruction.key)
-        self.store.install(instruction.key, buffer, self.meta[instruction.key])
+        handle, buffer = self.pending_recvs[0]
+        transport = self.transport
+        if not blocking:
+            if not transport.test_recv(handle):
+                return False
+        else:
+            transport.wait_recv(handle, lambda: self.describe_wait(instruction))
+        buffer = transport.finish_recv(handle, buffer)
+        self.pending_recvs.popleft()
+        self.received += 1
+        key = instruction.key
+        if self.pending_sends:
+            self.wait_sends(key)
+        self.store.install(key, buffer, self.meta[key])
+        if self.posted < len(self.positions):
+            self.post_receives()    # the window moves only here
 
-    def do_send(self, instruction, blocking):
-        handle = self.transport.post_send(instruction.peer, instruction.tag,
-                                          self.store[instruction.key])
-        self.pending_sends.setdefault(instruction.key, []).append(handle)
-        self.bytes_sent += instruction.nbytes
+    def make_send(self):
+        tiles, pending_sends = self.store.tiles, self.pending_sends
+        post_send = self.transport.post_send
 
-    def do_exec(self, instruction, blocking):
-        store = self.store
-        for key in instruction.writes:
-            if key in self.pending_sends:
-                self.wait_sends(key)     # an in-flight send still reads the old version
-            if key not in store:
-                store.allocate(key, self.meta[key])
-        arrays = [store[key] for key in instruction.keys]
-        self.kernels[instruction.kernel](*arrays, **instruction.params)
-        self.flops += instruction.flops
+        def do_send(instruction, blocking):
+            key, peer, tag, nbytes = instruction
+            handle = post_send(peer, tag, tiles[key])
+            handles = pending_sends.get(key)
+            if handles is None:
+                pending_sends[key] = [handle]
+            else:
+                handles.append(handle)
+            self.bytes_sent += nbytes
+        return do_send
 
-    def do_free(self, instruction, blocking):
-        self.wait_sends(instruction.key)
-        self.store.free(instruction.key, self.meta[instruction.key])
+    def make_exec(self):
+        tiles, kernels, meta = self.store.tiles, self.kernels, self.meta
+        get_tile, allocate = tiles.__getitem__, self.store.allocate
+        pending_sends, wait_sends = self.pending_sends, self.wait_sends
+
+        def do_exec(instruction, blocking):
+            kernel, keys, _, writes, params, flops, _ = instruction
+            for key in writes:
+                if pending_sends and key in pending_sends:
+                    wait_sends(key)     # an in-flight send still reads the old version
+                if key not in tiles:
+                    allocate(key, meta[key])
+            kernels[kernel](*map(get_tile, keys), **params)
+            self.flops += flops
+        return do_exec
+
+    def make_free(self):
+        free, meta = self.store.free, self.meta
+        pending_sends, wait_sends = self.pending_sends, self.wait_sends
+
+        def do_free(instruction, blocking):
+            key = instruction[0]
+            if pending_sends:
+                wait_sends(key)
+            free(key, meta[key])
+        return do_free
 
     def wait_sends(self, key):
         for handle in self.pending_sends.pop(key, ()):
             self.transport.wait_send(handle)
 
     def describe_wait(self, instruction) -> str:
+        pc = self.positions[self.received] if self.received < len(self.positions) else self.pc
         return (f"rank {self.rank} waits for tile {key_str(instruction.key)} from rank "
                 f"{instruction.peer} (tag {instruction.tag}) needed by op "
-                f"{instruction.consumer}, instruction {self.pc} of {len(self.program)}")
+                f"{instruction.consumer}, instruction {pc} of {len(self.program)}")
+
+
+# Polling budget before a waiting receive starts to sleep. MPI moves a message only
+# inside calls such as Test (the receiver copies it, e.g. by CMA), and one
+# time.sleep costs at least ~50 us of timer slack, which halved the throughput of
+# 64 KiB tiles (benchmarks/bench_exchange.py); sched_yield keeps the spin polite
+# to ranks that share the core.
+SPIN_SECONDS = 0.02
 
 
 def wait_with_deadline(test, timeout, describe):
     """Poll `test` until it is true; past `timeout` seconds raise RecvTimeout."""
-    start = time.perf_counter()
+    if test():
+        return
+    clock, spin_yield = time.perf_counter, os.sched_yield
+    start = clock()
+    spin_until = start + SPIN_SECONDS
     pause = 0.0
     while not test():
-        if time.perf_counter() - start > timeout:
+        now = clock()
+        if now < spin_until:
+            spin_yield()
+            continue
+        if now - start > timeout:
             raise RecvTimeout(f"receive timed out after {timeout:.0f} s: {describe()}")
         time.sleep(pause)
-        pause = min(pause * 2 + 1e-6, 1e-3)   # spin first: most tiles arrive in microseconds
+        pause = min(pause * 2 + 1e-6, 1e-3)   # then back off: a long wait is a slow peer

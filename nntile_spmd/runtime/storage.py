@@ -13,21 +13,26 @@ class TileStore:
     def __init__(self, array_module, storage_dtype):
         self.xp = array_module              # numpy or cupy
         self.storage_dtype = storage_dtype  # graph dtype name -> array dtype
-        self.tiles = {}
+        self.tiles = {}                     # never rebound: the executor binds to it
         self.nbytes = 0
         self.peak = 0
+        self._dtypes = {}                   # graph dtype name -> array dtype (cache)
+        self._empty, self._zeros = array_module.empty, array_module.zeros
 
     def new_buffer(self, meta, zero=False):
         """An uninitialized (or zeroed) Fortran-ordered tile, counted in the bytes held."""
-        make = self.xp.zeros if zero else self.xp.empty
-        array = make(meta.shape, dtype=self.storage_dtype(meta.dtype), order="F")
+        dtype = self._dtypes.get(meta.dtype)
+        if dtype is None:
+            dtype = self._dtypes[meta.dtype] = self.storage_dtype(meta.dtype)
+        array = (self._zeros if zero else self._empty)(meta.shape, dtype, order="F")
         self.nbytes += meta.nbytes
-        self.peak = max(self.peak, self.nbytes)
+        if self.nbytes > self.peak:
+            self.peak = self.nbytes
         return array
 
     def allocate(self, key, meta, zero=False):
-        self.tiles[key] = self.new_buffer(meta, zero)
-        return self.tiles[key]
+        array = self.tiles[key] = self.new_buffer(meta, zero)
+        return array
 
     def install(self, key, buffer, meta):
         """Make a received buffer the tile; an older copy is released."""

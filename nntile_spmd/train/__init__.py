@@ -1,0 +1,17 @@
+"""Train layer: losses, optimizers, the training loop, checkpoints (docs/training.md).
+
+Sits below graph/, plan/ and runtime/ and uses their public API; imports no mpi4py
+(collectives go through CompiledGraph.world).
+"""
+
+from .checkpoint import (CheckpointError, export_safetensors, import_safetensors,
+                         load_checkpoint, save_checkpoint)
+from .data import BatchView, batch_indices, bind_local, epoch_permutation
+from .loop import Trainer
+from .losses import accuracy, add_loss, cross_entropy_numpy
+from .optim import OptimizerInfo, add_optimizer
+
+__all__ = ["CheckpointError", "export_safetensors", "import_safetensors", "load_checkpoint",
+           "save_checkpoint", "BatchView", "batch_indices", "bind_local", "epoch_permutation",
+           "Trainer", "accuracy", "add_loss", "cross_entropy_numpy", "OptimizerInfo",
+           "add_optimizer"]

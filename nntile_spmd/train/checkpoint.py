@@ -1,0 +1,321 @@
+"""Train layer: sharded atomic checkpoints, and safetensors export/import by tensor name.
+
+A checkpoint directory holds one safetensors shard per rank (the tiles of persistent
+tensors it owns; replicated tiles come from rank 0) and manifest.json, written last
+by rank 0, which alone makes a checkpoint visible. Loading re-tiles into any rank
+count or preset. Collectives go through cg.world (no mpi4py import here).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+from safetensors import safe_open
+from safetensors.numpy import save as safetensors_bytes
+
+from ..graph.dtypes import storage_dtype
+from ..plan import REPLICATED, DimensionTiling
+
+FORMAT = "nntile_spmd-checkpoint-1"
+MANIFEST = "manifest.json"
+SHARD_PATTERN = re.compile(r"^ckpt-[\w-]+\.rank\d{5}-of-\d{5}\.safetensors$")
+TEMP_PATTERN = re.compile(r"^\.(manifest\.json|ckpt-[\w.-]+)\.[^.]+\.tmp$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be written or read (missing, incomplete, corrupted)."""
+
+
+def write_atomic(path, data: bytes):
+    """Replace `path` with `data` all at once: temp file in the same dir, fsync, rename."""
+    path = Path(path)
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+    fsync_directory(path.parent)
+
+
+def fsync_directory(directory):
+    """Make a rename durable (a no-op where directories cannot be opened, e.g. Windows)."""
+    try:
+        handle = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+def tile_key(name: str, coord) -> str:
+    return f"{name}@{','.join(str(int(c)) for c in coord)}"
+
+
+def checksum(array) -> str:
+    """sha256 of the tile's bytes in C order (the layout safetensors stores)."""
+    return hashlib.sha256(np.array(array, order="C", copy=True).tobytes()).hexdigest()
+
+
+def gather(world, local_value) -> list:
+    """Every rank's value; a simulated world holds all ranks here, so its local list is all."""
+    values = world.agree(local_value)
+    return [local_value] if len(world.local_ranks()) == world.size else values
+
+
+def raise_if_any(world, error, what):
+    """Collective verdict: every rank raises if any rank failed (never a hang)."""
+    errors = [e for e in gather(world, error) if e]
+    if errors:
+        raise CheckpointError(f"{what}: " + "; ".join(errors))
+
+
+# -- save ------------------------------------------------------------------------------------
+def save_checkpoint(cg, directory, step=None, extra=None) -> Path:
+    """Write the persistent tensors of `cg` (parameters, gradients, optimizer state) to
+    `directory`; collective. The previous checkpoint there stays valid until the new
+    manifest replaces it. Returns the manifest path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    world = cg.world
+    label = f"step{int(step):08d}-" if step is not None else ""
+    token = world.agree(f"ckpt-{label}{uuid.uuid4().hex[:12]}")[0]   # rank 0's name for all
+    names = [t.name for t in cg.graph.tensors() if t.persistent]
+    records, error = [], None
+    try:
+        for rank in world.local_ranks():
+            records += write_shard(cg, directory, token, names, rank)
+    except Exception as exc:   # reported collectively below, so no rank hangs
+        error = f"rank {getattr(world, 'rank', 0)} could not write its shard ({exc!r})"
+    gathered = gather(world, (records, error))
+    raise_if_any(world, next((e for _, e in gathered if e), None),
+                 "save_checkpoint failed, the previous checkpoint is kept")
+    records = [record for part, _ in gathered for record in part]
+    manifest_path, error = directory / MANIFEST, None
+    if getattr(world, "rank", 0) == 0:
+        try:
+            manifest = build_manifest(cg, names, records, step, extra)
+            write_atomic(manifest_path, json.dumps(manifest, indent=1).encode())
+            remove_stale(directory, set(manifest["files"]))
+        except Exception as exc:
+            error = f"rank 0 could not commit the manifest ({exc!r})"
+    raise_if_any(world, error, "save_checkpoint failed, the previous checkpoint is kept")
+    return manifest_path
+
+
+def write_shard(cg, directory, token, names, rank) -> list:
+    """Write the tiles `rank` owns (replicated ones on rank 0) as one safetensors file."""
+    plan, stores = cg.plan, cg.host_stores()
+    filename = f"{token}.rank{rank:05d}-of-{plan.nranks:05d}.safetensors"
+    arrays, records = {}, []
+    for name in names:
+        for coord in plan.tilings[name].coords():
+            owner = plan.owner_of((name, coord))
+            if owner == rank or (owner == REPLICATED and rank == 0):
+                tile = np.array(stores[rank][(name, coord)], order="C", copy=True)
+                key = tile_key(name, coord)
+                arrays[key] = tile
+                records.append({"tensor": name, "coord": [int(c) for c in coord],
+                                "file": filename, "key": key, "sha256": checksum(tile)})
+    if arrays:
+        write_atomic(directory / filename, safetensors_bytes(arrays, {"format": FORMAT}))
+    return records
+
+
+def build_manifest(cg, names, records, step, extra) -> dict:
+    plan, tensors = cg.plan, {}
+    for name in names:
+        tensor = cg.graph.get_tensor(name)
+        tensors[name] = {"shape": list(tensor.shape), "dtype": tensor.dtype, "role": tensor.role,
+                         "tiling": [list(d.boundaries) for d in plan.tilings[name].dims],
+                         "distribution": repr(plan.distributions[name]),
+                         "owners": plan.owners[name].tolist()}
+    return {"format": FORMAT, "step": None if step is None else int(step),
+            "world_size": plan.nranks, "graph": cg.graph.name,
+            "fingerprint": plan.fingerprint(), "created": time.time(),
+            "extra": dict(extra or {}), "tensors": tensors, "tiles": records,
+            "files": sorted({record["file"] for record in records})}
+
+
+def remove_stale(directory, keep):
+    """Delete shard files no manifest names and temp files of interrupted saves."""
+    for path in directory.iterdir():
+        stale_shard = SHARD_PATTERN.match(path.name) and path.name not in keep
+        if stale_shard or TEMP_PATTERN.match(path.name):
+            path.unlink(missing_ok=True)
+
+
+# -- load ------------------------------------------------------------------------------------
+def read_manifest(directory) -> dict:
+    path = Path(directory) / MANIFEST
+    if not path.exists():
+        raise CheckpointError(f"no checkpoint in {directory}: {MANIFEST} is missing")
+    manifest = json.loads(path.read_text())
+    if manifest.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+    return manifest
+
+
+def load_checkpoint(cg, directory, strict: bool = True) -> dict:
+    """Bind the persistent tensors of `cg` from a checkpoint written by save_checkpoint,
+    whatever rank count or preset wrote it; collective. Every tile read is checked
+    against its sha256. With strict=False, tensors the checkpoint lacks are left as
+    they are. Nothing is bound unless every rank read everything. Returns the manifest."""
+    manifest = read_manifest(directory)
+    names = tensors_to_load(cg, manifest, strict)
+    reader, tiles, error = TileReader(Path(directory), manifest), {}, None
+    try:
+        for name in names:
+            for rank in cg.world.local_ranks():
+                tiles[(name, rank)] = {coord: reader.assemble(name, cg.plan.tilings[name], coord)
+                                       for coord in cg.local_tiles(name, rank)}
+    except (CheckpointError, OSError, ValueError) as exc:
+        error = f"rank {getattr(cg.world, 'rank', 0)}: {exc}"
+    finally:
+        reader.close()
+    raise_if_any(cg.world, error, f"load_checkpoint({directory})")
+    for name in names:
+        for rank in cg.world.local_ranks():
+            cg.bind_tiles(name, tiles[(name, rank)], rank=rank)
+    return manifest
+
+
+def tensors_to_load(cg, manifest, strict) -> list:
+    wanted = [t for t in cg.graph.tensors() if t.persistent]
+    missing = [t.name for t in wanted if t.name not in manifest["tensors"]]
+    if missing and strict:
+        raise CheckpointError(f"checkpoint lacks persistent tensor(s) {missing} of graph "
+                              f"{cg.graph.name!r} (pass strict=False to leave them as they are)")
+    for tensor in wanted:
+        saved = manifest["tensors"].get(tensor.name)
+        if saved and (tuple(saved["shape"]), saved["dtype"]) != (tensor.shape, tensor.dtype):
+            raise CheckpointError(f"checkpoint has {tensor.name}{saved['shape']}:{saved['dtype']}"
+                                  f", the graph has {tensor.describe()}")
+    return [t.name for t in wanted if t.name in manifest["tensors"]]
+
+
+class TileReader:
+    """Reads checkpoint tiles (each verified once) and cuts new tiles out of them."""
+
+    def __init__(self, directory, manifest):
+        self.directory, self.manifest = directory, manifest
+        self.records = {(r["tensor"], tuple(r["coord"])): r for r in manifest["tiles"]}
+        self.files, self.cache = {}, {}
+
+    def assemble(self, name, spec, coord) -> np.ndarray:
+        """Tile `coord` of the target tiling `spec`, from the saved tiles it overlaps."""
+        saved = [DimensionTiling.explicit(b) for b in self.manifest["tensors"][name]["tiling"]]
+        low, high = spec.tile_offset(coord), [s.stop for s in spec.tile_slices(coord)]
+        result = np.empty(spec.tile_shape(coord), dtype=self.dtype_of(name), order="F")
+        ranges = [range(d.tile_of(lo), d.tile_of(hi - 1) + 1) for d, lo, hi in
+                  zip(saved, low, high)]
+        for source in np.ndindex(*[len(r) for r in ranges]):
+            source = tuple(r[i] for r, i in zip(ranges, source))
+            start = [d.boundaries[i] for d, i in zip(saved, source)]
+            stop = [d.boundaries[i + 1] for d, i in zip(saved, source)]
+            cut_low = [max(a, b) for a, b in zip(low, start)]
+            cut_high = [min(a, b) for a, b in zip(high, stop)]
+            into = tuple(slice(a - o, b - o) for a, b, o in zip(cut_low, cut_high, low))
+            out_of = tuple(slice(a - o, b - o) for a, b, o in zip(cut_low, cut_high, start))
+            result[into] = self.tile(name, source)[out_of]
+        return result
+
+    def dtype_of(self, name):
+        return storage_dtype(self.manifest["tensors"][name]["dtype"])
+
+    def tile(self, name, coord) -> np.ndarray:
+        key = (name, tuple(coord))
+        if key not in self.cache:
+            record = self.records.get(key)
+            if record is None:
+                raise CheckpointError(f"checkpoint is incomplete: no record of tile "
+                                      f"{tile_key(name, coord)}")
+            array = self.open(record["file"]).get_tensor(record["key"])
+            if checksum(array) != record["sha256"]:
+                raise CheckpointError(f"checksum mismatch for tile {record['key']} in "
+                                      f"{self.directory / record['file']}: the file is corrupted")
+            self.cache[key] = array
+        return self.cache[key]
+
+    def open(self, filename):
+        if filename not in self.files:
+            path = self.directory / filename
+            if not path.exists():
+                raise CheckpointError(f"checkpoint shard {path} is missing")
+            try:
+                self.files[filename] = safe_open(str(path), framework="numpy")
+            except Exception as exc:   # safetensors raises its own error types
+                raise CheckpointError(f"checkpoint shard {path} is unreadable: {exc}") from exc
+        return self.files[filename]
+
+    def close(self):
+        self.files.clear()
+
+
+# -- safetensors export / import --------------------------------------------------------------
+def export_safetensors(cg, path, names=None, metadata=None) -> list:
+    """Write tensors `names` (default: the parameters) to one safetensors file under the
+    model's tensor names; rank 0 writes, atomically. A tensor [m, n] is stored as the
+    NumPy (m, n) array (row-major bytes, as safetensors requires). Collective."""
+    if names is None:
+        names = [t.name for t in cg.graph.tensors() if t.role == "parameter"]
+    arrays = {}
+    for name in names:
+        value = cg.get_output(name, root=0)
+        if value is not None:
+            arrays[name] = np.array(value, order="C", copy=True)
+    error = None
+    if getattr(cg.world, "rank", 0) == 0:
+        header = {"format": "nntile_spmd", "graph": cg.graph.name} | dict(metadata or {})
+        try:
+            write_atomic(path, safetensors_bytes(arrays, {k: str(v) for k, v in header.items()}))
+        except Exception as exc:
+            error = f"rank 0 could not write {path} ({exc!r})"
+    raise_if_any(cg.world, error, "export_safetensors failed")
+    return list(names)
+
+
+def import_safetensors(cg, path, names=None, strict: bool = True) -> list:
+    """Bind tensors from a safetensors file by name (default: all it holds); with strict,
+    every parameter of the graph must be in it. Every rank reads the file. Returns names."""
+    with safe_open(str(path), framework="numpy") as file:
+        available = list(file.keys())
+        names = available if names is None else list(names)
+        check_import(cg, path, names, available, strict)
+        for name in names:
+            tensor = cg.graph.get_tensor(name)
+            array = file.get_tensor(name)
+            if array.shape != tensor.shape:
+                raise CheckpointError(f"{path}: {name} has shape {list(array.shape)}, the graph "
+                                      f"has {tensor.describe()}")
+            cg.bind_data(name, array)
+    return names
+
+
+def check_import(cg, path, names, available, strict):
+    absent = [n for n in names if n not in available]
+    unknown = [n for n in names if not cg.graph.has_tensor(n)]
+    if absent or unknown:
+        raise CheckpointError(f"import_safetensors({path}): not in the file: {absent}; not in "
+                              f"graph {cg.graph.name!r}: {unknown}")
+    if strict:
+        params = [t.name for t in cg.graph.tensors() if t.role == "parameter"]
+        missing = [n for n in params if n not in names]
+        if missing:
+            raise CheckpointError(f"import_safetensors({path}): parameter(s) {missing} are not "
+                                  "in the file (pass strict=False to keep their values)")

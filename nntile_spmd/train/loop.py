@@ -1,0 +1,159 @@
+"""Train layer: Trainer, a compile-once training loop over a model graph.
+
+One optimizer step = k micro-batches of execute(phases=forward+backward), whose
+gradients add up in the persistent gradient tensors, then execute(phases=optimizer)
+(k = 1 runs everything in one execute). Imports graph, runtime public API; no mpi4py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+from ..runtime import compile as compile_graph
+from .checkpoint import load_checkpoint, save_checkpoint
+from .data import BatchView, batch_indices, bind_local
+from .losses import accuracy, cross_entropy_numpy
+from .optim import add_optimizer
+
+TRAIN_PHASES = ("forward", "backward")
+
+
+class Trainer:
+    """Adds an optimizer to `model.graph`, compiles it once and runs training steps.
+
+    `model` needs .graph, .params, .grads, .loss, .inputs, .batch, .micro_batch,
+    .accumulation and, for evaluate(), .forward_model(batch) and .logits (models.MLP).
+    `comm`, `tiling`, `distribution` and `compile_args` go to nt.compile unchanged.
+    """
+
+    def __init__(self, model, optimizer: str = "adam", comm=None, distribution="single",
+                 tiling=None, seed: int = 0, log_path=None, progress: bool = True,
+                 compile_args=None, **hyper):
+        self.model, self.seed, self.progress = model, seed, progress
+        self.comm, self.tiling, self.distribution = comm, tiling, distribution
+        self.compile_args = dict(compile_args or {})
+        self.optimizer = add_optimizer(model.graph, model.params, model.grads, optimizer,
+                                       **hyper)
+        self.cg = compile_graph(model.graph, comm=comm, tiling=tiling,
+                                distribution=distribution, **self.compile_args)
+        self.world = self.cg.world
+        self.rank = getattr(self.world, "rank", 0)
+        self.step = 0                  # optimizer steps done
+        self.history = []              # one record per step: step, loss, step_time_ms
+        self.log_file = open(log_path, "a") if log_path and self.rank == 0 else None
+        self._eval = {}                # eval batch size -> (forward-only model, its graph)
+
+    # -- parameters ----------------------------------------------------------------
+    def bind_params(self, params: dict):
+        """Bind initial values {name: full array} for every parameter (collective)."""
+        missing = set(self.model_param_names()) - set(params)
+        if missing:
+            raise KeyError(f"bind_params: no value for parameter(s) {sorted(missing)}")
+        for name in self.model_param_names():
+            self.cg.bind_data(name, params[name])
+
+    def model_param_names(self) -> list:
+        return [p.name for p in self.model.params]
+
+    def get_params(self) -> dict:
+        """The current parameters as whole NumPy arrays on every rank (collective)."""
+        return {name: self.cg.get_output(name) for name in self.model_param_names()}
+
+    # -- one step --------------------------------------------------------------------
+    def train_step(self, micro_batches) -> float:
+        """One optimizer step over `micro_batches` (a list of k dicts name -> array
+        indexable by tile slices); returns the loss of the whole batch."""
+        micro_batches = list(micro_batches)
+        if len(micro_batches) != self.model.accumulation:
+            raise ValueError(f"train_step: got {len(micro_batches)} micro-batches, the model "
+                             f"was built for accumulation={self.model.accumulation}")
+        start = time.perf_counter()
+        loss = 0.0
+        for batch in micro_batches:
+            for name in self.model.inputs:
+                bind_local(self.cg, name, batch[name])
+            if len(micro_batches) == 1:
+                self.cg.execute()
+            else:
+                self.cg.execute(phases=TRAIN_PHASES)
+            # the loss is a replicated 0-d tensor: reading it moves no data
+            loss += float(self.cg.get_output(self.model.loss.name))
+        if len(micro_batches) > 1:
+            self.cg.execute(phases="optimizer")
+        self.step += 1
+        self.record(loss, (time.perf_counter() - start) * 1e3)
+        return loss
+
+    def record(self, loss, step_time_ms):
+        entry = {"step": self.step, "loss": loss, "step_time_ms": round(step_time_ms, 3)}
+        self.history.append(entry)
+        if self.log_file is not None:
+            self.log_file.write(json.dumps(entry) + "\n")
+            self.log_file.flush()
+
+    def micro_batches(self, data: dict, step: int) -> list:
+        """The k micro-batches of global step `step`: seeded order, same on every rank."""
+        count = next(iter(data.values())).shape[-1]
+        indices = batch_indices(self.seed, step, self.model.batch, count)
+        micro = self.model.micro_batch
+        return [{name: BatchView(data[name], indices[i * micro:(i + 1) * micro])
+                 for name in self.model.inputs} for i in range(self.model.accumulation)]
+
+    def fit(self, data: dict, steps: int, log_every: int = 10) -> list:
+        """Run `steps` optimizer steps on `data` {input name: array, samples trailing};
+        returns the per-step losses. Resumes the data order from self.step."""
+        bar = tqdm(total=steps, desc=f"train[{self.distribution}]", leave=False,
+                   disable=not (self.progress and self.rank == 0))
+        losses = []
+        for _ in range(steps):
+            losses.append(self.train_step(self.micro_batches(data, self.step)))
+            if self.step % log_every == 0 or len(losses) == steps:
+                bar.set_postfix(loss=f"{losses[-1]:.4f}")
+            bar.update(1)
+        bar.close()
+        return losses
+
+    # -- evaluation ----------------------------------------------------------------------
+    def evaluate(self, x, y) -> dict:
+        """Accuracy and mean cross-entropy of the current parameters on (x, y), run by a
+        forward-only graph of batch len(y) under the same preset (collective)."""
+        count = int(np.asarray(y).shape[-1])
+        model, cg = self.eval_graph(count)
+        for name, value in self.get_params().items():
+            cg.bind_data(name, value)
+        bind_local(cg, model.x.name, np.asarray(x))
+        bind_local(cg, model.y.name, np.asarray(y))
+        cg.execute()
+        logits = cg.get_output(model.logits.name)
+        return {"accuracy": accuracy(logits, y),
+                "loss": cross_entropy_numpy(logits, y, 1.0 / count),
+                "logits": logits}
+
+    def eval_graph(self, count: int):
+        if count not in self._eval:
+            model = self.model.forward_model(count)
+            model.logits.mark_output()
+            cg = compile_graph(model.graph, comm=self.comm, tiling=self.tiling,
+                               distribution=self.distribution, **self.compile_args)
+            self._eval[count] = (model, cg)
+        return self._eval[count]
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def save(self, directory):
+        """Checkpoint parameters, optimizer state and the step (for the data order)."""
+        save_checkpoint(self.cg, directory, step=self.step, extra={"seed": self.seed})
+
+    def load(self, directory):
+        """Restore a checkpoint written by save() (any rank count or preset)."""
+        manifest = load_checkpoint(self.cg, directory)
+        self.step = int(manifest.get("step") or 0)
+        return manifest
+
+    def close(self):
+        if self.log_file is not None:
+            self.log_file.close()
+            self.log_file = None
