@@ -10,5 +10,6 @@ from .plan import Plan, build_plan
 from .presets import Preset
 from .tiling import DevicePerformanceProfile, DimensionTiling, TilingSpec, TilingStrategy
 
-__all__ = ["CostModel", "predict_step_time", "PlanError", "REPLICATED", "TileDistribution", "Plan", "build_plan", "Preset",
+__all__ = ["CostModel", "predict_step_time", "PlanError", "REPLICATED", "TileDistribution",
+           "Plan", "build_plan", "Preset",
            "DevicePerformanceProfile", "DimensionTiling", "TilingSpec", "TilingStrategy"]
