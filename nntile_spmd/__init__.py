@@ -8,6 +8,9 @@ from .graph import LogicalGraph, OpNode, TensorNode, grad, ops
 from .plan import (REPLICATED, DevicePerformanceProfile, DimensionTiling, Plan, PlanError,
                    Preset, TileDistribution, TilingSpec, TilingStrategy, build_plan)
 from .runtime import CompiledGraph, SimulatedWorld, compile
+from .runtime.failure import install_abort_on_error
+
+install_abort_on_error()   # only under an MPI launcher with > 1 rank; loads no mpi4py
 
 __all__ = ["grad", "LogicalGraph", "OpNode", "TensorNode", "ops", "REPLICATED",
            "DevicePerformanceProfile", "DimensionTiling", "Plan", "PlanError", "Preset",

@@ -21,7 +21,7 @@ def make_world(comm, recv_timeout):
         return comm
     from .mpi_world import MPIWorld   # only real MPI runs need mpi4py loaded
     world = MPIWorld(comm, recv_timeout)
-    install_abort_on_error(world)
+    install_abort_on_error(world.rank, world.size)
     return world
 
 

@@ -295,7 +295,7 @@ def import_safetensors(cg, path, names=None, strict: bool = True) -> list:
     every parameter of the graph must be in it. Every rank reads the file. Returns names."""
     with safe_open(str(path), framework="numpy") as file:
         available = list(file.keys())
-        names = available if names is None else list(names)
+        names = in_graph_order(cg.graph, available) if names is None else list(names)
         check_import(cg, path, names, available, strict)
         for name in names:
             tensor = cg.graph.get_tensor(name)
@@ -305,6 +305,12 @@ def import_safetensors(cg, path, names=None, strict: bool = True) -> list:
                                       f"has {tensor.describe()}")
             cg.bind_data(name, array)
     return names
+
+
+def in_graph_order(graph, names) -> list:
+    """`names` ordered like the graph's tensors (safetensors sorts its keys); unknown last."""
+    order = {t.name: t.id for t in graph.tensors()}
+    return sorted(names, key=lambda name: (name not in order, order.get(name, 0), name))
 
 
 def check_import(cg, path, names, available, strict):
