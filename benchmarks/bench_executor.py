@@ -27,12 +27,15 @@ With --profile the hot loop is run under cProfile and the top entries printed.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
 
 import nntile_spmd as nt
 from nntile_spmd.plan.instructions import Exec
+
+from _common import CpuLoad, wait_for_quiet
 
 CHAIN = ("relu", "scale", "add", "gelu", "multiply", "silu")
 
@@ -122,11 +125,21 @@ def main():
                         help="chain length (default: ~20000 tasks per run)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--no-wait", action="store_true",
+                        help="do not wait for the machine to be idle first")
     args = parser.parse_args()
+    import kernels
+    kernels.get_kernels("cpu")           # imports (numba, scipy) are not planning
+    warm = compile_graph(4, 1, len(CHAIN), nt.SimulatedWorld(1))[0]
+    warm.bind_data("x", np.ones((4, 4), dtype=np.float32))
+    warm.execute()                       # numba's first calls (cached compilations)
+    if not args.no_wait:
+        print(f"machine busy before start: {wait_for_quiet():.0%} of all cores")
 
     print(f"{'world':>12} {'tiles':>7} {'tasks':>6} {'instr':>6} {'plan ms':>8} "
           f"{'plan us/task':>12} {'exec us/task':>12} {'kernel us/task':>14} "
           f"{'overhead us/task':>16} {'peak==plan':>10}")
+    load = CpuLoad().__enter__()
     for tile in args.tile:
         size = args.grid * tile
         length = args.ops or max(1, 20000 // args.grid ** 2)
@@ -145,6 +158,9 @@ def main():
                 timed_execute(r["cg"])
                 profiler.disable()
                 pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
+    load.__exit__(None, None, None)
+    print(f"machine busy during the runs: {load.busy:.0%} of all cores (this benchmark "
+          f"alone: 1/{os.cpu_count()})")
     print(f"chain of {length} ops ({'/'.join(CHAIN)}/...) on a {args.grid}x{args.grid} grid "
           f"of fp32 tiles; best of "
           f"{args.repeat}; overhead = exec - kernel (goal < 10 us/task)")

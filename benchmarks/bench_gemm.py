@@ -1,14 +1,19 @@
 """Tiled fp32 GEMM through nntile_spmd (one rank) vs one NumPy matmul.
 
-C = A @ B with M = N = K = 4096 (fp32). Default tiling: C is cut into 128x128
-tiles = 1024 output tiles (32 x 32) = 1024 gemm tasks, each with the full K
-(A tiles 128x4096, B tiles 4096x128, 32 tiles each). `--tile-k 128` also cuts K
-(1024 tiles per matrix, 32768 tasks of 128^3, each accumulating with beta=1).
+C = A @ B with M = N = K = 4096 (fp32, 137 GFLOP). Headline tiling: C is cut
+into 128x128 tiles = 1024 output tiles (32 x 32) = 1024 gemm tasks, each with
+the full K (A tiles 128x4096, B tiles 4096x128, 32 tiles each). The second
+row uses 512x512 C tiles (64 tasks). `--tile-k 128` also cuts K (then every
+matrix has 1024 tiles of 128x128: 32768 tasks of 128^3 accumulating with beta=1).
 
-Both sides run under the same BLAS thread limit (threadpoolctl, applied to
-NumPy's and SciPy's OpenBLAS alike), tiled and NumPy runs alternate, each after
-warm-up, and the best of N is reported (the machine is shared: best-of-N
-filters other processes' noise the same way for both).
+Three timings per row, interleaved, best of N after a warm-up, all under the
+same BLAS thread limit (threadpoolctl on NumPy's and SciPy's OpenBLAS alike):
+  tiled  cg.execute() on nt.SimulatedWorld(1) (the executor's loop, one rank)
+  loop   the very same kernel calls on the same tile arrays, pre-bound, in a
+         bare Python loop: the cost of the tiling alone (BLAS on 128-wide tiles)
+  numpy  one np.matmul of the whole matrices
+tiled/numpy is the headline ratio (goal >= 0.95); tiled/loop isolates the
+framework's own cost.
 
 Command (from the repository root):
 
@@ -30,6 +35,9 @@ import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import nntile_spmd as nt
+from nntile_spmd.plan.instructions import Exec
+
+from _common import CpuLoad, wait_for_quiet
 
 
 def build(n, tile_mn, tile_k, threads):
@@ -57,62 +65,89 @@ def blas_summary():
     return rows
 
 
+def kernel_calls(cg):
+    """Every EXEC of rank 0's program as (kernel, tile arrays, params), pre-bound."""
+    kernels, tiles = cg.device.kernels, cg.stores[0].tiles
+    return [(kernels[i.kernel], tuple(tiles[k] for k in i.keys), i.params)
+            for i in cg.plan.program(0) if type(i) is Exec]
+
+
+def run_calls(calls):
+    for function, arrays, params in calls:
+        function(*arrays, **params)
+
+
+def measure(cg, A, B, C, threads, repeat):
+    """Best-of times of execute(), the bare kernel loop and NumPy, interleaved."""
+    calls = kernel_calls(cg)
+    times = {"tiled": [], "loop": [], "numpy": []}
+    with threadpool_limits(limits=threads, user_api="blas"):
+        for index in range(repeat + 1):          # run 0 is the warm-up
+            for name, function in (("tiled", cg.execute), ("loop", lambda: run_calls(calls)),
+                                   ("numpy", lambda: np.matmul(A, B, out=C))):
+                start = time.perf_counter()
+                function()
+                elapsed = time.perf_counter() - start
+                if index:
+                    times[name].append(elapsed)
+    return {name: min(values) for name, values in times.items()}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=4096)
-    parser.add_argument("--tile", type=int, default=128, help="tile size along M and N")
+    parser.add_argument("--tiles", type=int, nargs="+", default=[128, 512],
+                        help="C tile edge(s) along M and N; the first is the headline")
     parser.add_argument("--tile-k", type=int, default=None, help="tile size along K "
                         "(default: K untiled)")
-    parser.add_argument("--threads", type=int, nargs="+", default=[2, 1])
-    parser.add_argument("--repeat", type=int, default=5, help="timed runs of each (best-of)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--repeat", type=int, default=4, help="timed runs of each (best-of)")
+    parser.add_argument("--no-wait", action="store_true",
+                        help="do not wait for the machine to be idle first")
     args = parser.parse_args()
     n, tile_k = args.n, args.tile_k or args.n
     flops = 2.0 * n ** 3
+    import kernels
+    kernels.get_kernels("cpu")                  # imports (numba, scipy) are not planning
 
     rng = np.random.default_rng(0)
     A = np.asfortranarray(rng.standard_normal((n, n), dtype=np.float32))
     B = np.asfortranarray(rng.standard_normal((n, n), dtype=np.float32))
     C = np.empty((n, n), dtype=np.float32, order="F")
-
-    cg, plan_s = build(n, args.tile, tile_k, None)
-    cg.bind_data("A", A)
-    cg.bind_data("B", B)
-    tasks = sum(1 for i in cg.plan.program(0) if type(i).__name__ == "Exec")
-    grid = n // args.tile
-    print(f"C = A @ B, fp32, n={n}; C tiles {args.tile}x{args.tile} ({grid * grid} output "
-          f"tiles), K tile {tile_k}; {tasks} gemm tasks; planning {plan_s * 1e3:.0f} ms")
-    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '<unset>')} "
+    print(f"C = A @ B, fp32, n={n} ({flops / 1e9:.0f} GFLOP), one rank (SimulatedWorld(1)); "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '<unset>')} "
           f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '<unset>')}")
+    for row in blas_summary():
+        print("  BLAS:", row)
+    if not args.no_wait:
+        print(f"  machine busy before start: {wait_for_quiet():.0%} of all cores")
 
-    results = []
-    for threads in args.threads:
-        with threadpool_limits(limits=threads, user_api="blas"):
-            if threads == args.threads[0]:
-                for row in blas_summary():
-                    print("  BLAS:", row)
-            tiled, ref = [], []
-            for index in range(args.repeat + 1):          # run 0 is the warm-up
-                start = time.perf_counter()
-                cg.execute()
-                cg.wait()
-                t_tiled = time.perf_counter() - start
-                start = time.perf_counter()
-                np.matmul(A, B, out=C)
-                t_ref = time.perf_counter() - start
-                if index:
-                    tiled.append(t_tiled)
-                    ref.append(t_ref)
-            results.append((threads, min(tiled), min(ref)))
-    out = cg.get_output("C")
-    error = float(np.abs(out - C).max() / np.abs(C).max())
+    rows = []
+    with CpuLoad() as load:
+        for tile in args.tiles:
+            cg, plan_s = build(n, tile, tile_k, None)
+            cg.bind_data("A", A)
+            cg.bind_data("B", B)
+            tasks = sum(1 for i in cg.plan.program(0) if type(i) is Exec)
+            for threads in args.threads:
+                best = measure(cg, A, B, C, threads, args.repeat)
+                rows.append((tile, tasks, plan_s, threads, best))
+            error = float(np.abs(cg.get_output("C") - C).max() / np.abs(C).max())
+            if error > 1e-5:
+                raise SystemExit(f"tiled result differs from NumPy: max rel. error {error:.1e}")
+            del cg
 
-    print(f"{'threads':>7} {'tiled s':>8} {'tiled GF/s':>10} {'numpy s':>8} "
-          f"{'numpy GF/s':>10} {'ratio':>6}")
-    for threads, t_tiled, t_ref in results:
-        print(f"{threads:>7} {t_tiled:>8.3f} {flops / t_tiled / 1e9:>10.1f} {t_ref:>8.3f} "
-              f"{flops / t_ref / 1e9:>10.1f} {t_ref / t_tiled:>6.3f}")
-    print(f"best of {args.repeat} after 1 warm-up, alternating; max rel. error vs numpy "
-          f"{error:.1e}; ratio = numpy time / tiled time (goal >= 0.95)")
+    print(f"{'C tile':>9} {'tasks':>5} {'plan ms':>7} {'threads':>7} {'tiled GF/s':>10} "
+          f"{'loop GF/s':>9} {'numpy GF/s':>10} {'tiled/numpy':>11} {'tiled/loop':>10}")
+    for tile, tasks, plan_s, threads, best in rows:
+        gf = {name: flops / t / 1e9 for name, t in best.items()}
+        print(f"{tile:>4}x{tile:<4} {tasks:>5} {plan_s * 1e3:>7.0f} {threads:>7} "
+              f"{gf['tiled']:>10.1f} {gf['loop']:>9.1f} {gf['numpy']:>10.1f} "
+              f"{best['numpy'] / best['tiled']:>11.3f} {best['loop'] / best['tiled']:>10.3f}")
+    print(f"K untiled ({tile_k}) unless --tile-k; best of {args.repeat} interleaved runs after a "
+          f"warm-up; loop = the same BLAS calls on the same tiles without the framework; "
+          f"machine busy during the runs: {load.busy:.0%} (this benchmark alone: "
+          f"1/{os.cpu_count()} or 2/{os.cpu_count()} of the cores)")
 
 
 if __name__ == "__main__":

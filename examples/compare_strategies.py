@@ -136,8 +136,9 @@ EXPLANATION = """\
   over the batch (dW = dY·Xᵀ) is planned either as partial sums reduced in a fixed
   tree to the tile's owner (broadcast back down when the gradient is replicated: an
   all-reduce, 2Ψ(N-1)/N) or by sending the activation tiles to the owner, whichever
-  moves fewer bytes; with a small per-rank batch the activations are smaller than a
-  weight gradient, so DDP moves some activations instead and sends less than 2Ψ. (2)
+  moves fewer bytes; with a small per-rank batch the activations are often smaller
+  than a weight gradient, so DDP (and FSDP, for some layers) moves activations instead
+  (the split in parentheses) and sends less than the formula. (2)
   FSDP's parameter tiles are received once per step: a received tile stays cached
   until its last use, which here runs from forward into backward, so the paper's
   second all-gather (parameters again for backward) is not needed, and the first
@@ -191,6 +192,10 @@ def main(argv=None):
     if getattr(world, "rank", 0) == 0:
         print(f"{world.size} rank(s), {args.steps} steps, batch {args.batch}, fp64 Adam")
         print_table(results, world.size)
+        exact = all(r["planned_peak"] == r["measured_peak"] and
+                    r["planned_sent"] == r["measured_sent"] for r in results)
+        print("planned == measured (peak bytes per rank, bytes sent): "
+              f"{'yes, for every preset' if exact else 'NO: the plan analysis is off'}")
         print_zero_comparison(results, world.size)
         print(f"\nloss curves of all presets agree: max relative difference {worst:.1e} "
               f"(tolerance {TOLERANCE})")

@@ -93,6 +93,15 @@ def bytes_per_step(trainer) -> int:
         cg.estimate_communication(phases="optimizer")
 
 
+def peak_bytes(trainer, rank) -> int:
+    """Planned peak bytes of `rank` over the executes of one optimizer step."""
+    cg = trainer.cg
+    if trainer.model.accumulation == 1:
+        return cg.memory_on_rank(rank)
+    return max(cg.memory_on_rank(rank, phases=("forward", "backward")),
+               cg.memory_on_rank(rank, phases="optimizer"))
+
+
 def run(args) -> dict:
     comm = nt.SimulatedWorld(args.simulate) if args.simulate else None
     data = load_data(args.seed, np.float32 if args.dtype == "fp32" else np.float64)
@@ -107,7 +116,7 @@ def run(args) -> dict:
     return {"strategy": args.strategy, "ranks": cg.world.size,
             "final_loss": losses[-1], "test_accuracy": result["accuracy"],
             "step_time_ms": statistics.median(times),
-            "peak_bytes_per_rank": [cg.memory_on_rank(r) for r in range(cg.world.size)],
+            "peak_bytes_per_rank": [peak_bytes(trainer, r) for r in range(cg.world.size)],
             "bytes_sent_per_step": bytes_per_step(trainer),
             "first_loss": losses[0], "test_loss": result["loss"],
             "rank": getattr(cg.world, "rank", 0)}

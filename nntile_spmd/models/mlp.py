@@ -14,7 +14,7 @@ from scipy.special import erf
 
 from ..graph import LogicalGraph, grad, ops
 from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
-from ..train.losses import add_loss
+from ..train.losses import LOSSES, add_loss
 
 ACTIVATIONS = {"gelu": ops.gelu, "gelutanh": ops.gelutanh, "relu": ops.relu,
                "silu": ops.silu}
@@ -80,7 +80,7 @@ def build_mlp(layer_sizes, batch: int, dtype: str = "fp32", activation: str = "g
     in `dtype` for "mse".
     """
     sizes = tuple(int(s) for s in layer_sizes)
-    check_arguments(sizes, batch, dtype, activation, accumulation)
+    check_arguments(sizes, batch, dtype, activation, accumulation, loss)
     micro = batch // accumulation
     graph = LogicalGraph(name)
     model = MLP(graph, sizes, batch, micro, accumulation, dtype, activation, loss)
@@ -107,7 +107,7 @@ def build_mlp(layer_sizes, batch: int, dtype: str = "fp32", activation: str = "g
     return model
 
 
-def check_arguments(sizes, batch, dtype, activation, accumulation):
+def check_arguments(sizes, batch, dtype, activation, accumulation, loss):
     if len(sizes) < 2 or min(sizes) < 1:
         raise ValueError(f"build_mlp: layer_sizes {list(sizes)} needs >= 2 positive sizes")
     if dtype not in FLOAT_DTYPES:
@@ -115,6 +115,8 @@ def check_arguments(sizes, batch, dtype, activation, accumulation):
     if activation not in ACTIVATIONS:
         raise ValueError(f"build_mlp: unknown activation {activation!r}; expected one of "
                          f"{sorted(ACTIVATIONS)}")
+    if loss not in LOSSES:
+        raise ValueError(f"build_mlp: unknown loss {loss!r}; expected one of {sorted(LOSSES)}")
     if accumulation < 1 or batch % accumulation or batch < 1:
         raise ValueError(f"build_mlp: batch {batch} must be a positive multiple of "
                          f"accumulation {accumulation}")

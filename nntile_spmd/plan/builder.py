@@ -35,6 +35,7 @@ class ProgramBuilder:
         self.held = [dict() for _ in range(nranks)]
         self.ready_at = [dict() for _ in range(nranks)]   # key -> program position
         self.pair_count = defaultdict(int)
+        self.beta_params = {}
         for key, holders in permanent_holders.items():
             self.version[key] = 0
             for rank in holders:
@@ -77,17 +78,23 @@ class ProgramBuilder:
 
     def run_task(self, ranks, kernel, keys, reads, writes, params, flops, op_name):
         """Fetch what each rank lacks, then run the kernel there; writes bump versions."""
-        for rank in ranks:
+        held, version, programs, ready_at = self.held, self.version, self.programs, self.ready_at
+        for rank in ranks:   # PERF: ensure_local inlined (the planner's innermost loop)
+            held_here = held[rank]
             for key in reads:
-                self.ensure_local(rank, key, op_name)
-        for key in writes:
-            self.version[key] = self.version.get(key, -1) + 1
+                if held_here.get(key, -1) != version.get(key):
+                    self.transfer(key, self.source_of(key, op_name), rank, op_name)
+        new_versions = [(key, version.get(key, -1) + 1) for key in writes]
+        version.update(new_versions)
         instruction = Exec(kernel, keys, frozenset(reads), writes, params, flops, op_name)
         for rank in ranks:
-            self.programs[rank].append(instruction)
+            program = programs[rank]
+            program.append(instruction)
+            held[rank].update(new_versions)
+            position = len(program)
+            ready_here = ready_at[rank]
             for key in writes:
-                self.held[rank][key] = self.version[key]
-                self.ready_at[rank][key] = len(self.programs[rank])
+                ready_here[key] = position
 
     # -- lowering of one op ------------------------------------------------------
     def add_op(self, groups):
@@ -114,6 +121,7 @@ class ProgramBuilder:
         with the owner computing every group; the cheaper of the two is used.
         """
         fetched, owner_fetch, greedy_cost, choices = set(), set(), 0, []
+        held, version = self.held, self.version
         for group in groups:
             choices.append(None)
             out_key = group.outputs[0]
@@ -127,7 +135,7 @@ class ProgramBuilder:
             n_inputs = len(group.op.inputs)
             inputs = {key for step in group.steps for key in step.keys[:n_inputs]}
             missing = {(rank, key) for rank in exec_ranks for key in inputs
-                       if not self.is_current(rank, key)}
+                       if held[rank].get(key, -1) != version.get(key)}   # not is_current
             owner_fetch |= missing
             owner_new = missing - fetched
             owner_cost = self.fetch_bytes(owner_new)
@@ -153,15 +161,24 @@ class ProgramBuilder:
     def run_step(self, ranks, group, step, index, keys, zero_beta=False):
         """Step `index` of the steps one rank runs into one output tile."""
         op = group.op
+        spec = op.spec
         n_inputs = len(op.inputs)
         outputs = keys[n_inputs:]
         params, reads_output = step.params, group.reads_output_first
-        beta_attr = op.spec.beta_attr
+        beta_attr = spec.beta_attr
         if beta_attr is not None:
             beta = 0.0 if zero_beta else op.attrs[beta_attr] if index == 0 else 1.0
-            params, reads_output = dict(params, **{beta_attr: beta}), beta != 0
+            params, reads_output = self.with_beta(params, beta_attr, beta), beta != 0
         reads = tuple(dict.fromkeys(keys[:n_inputs] + (outputs if reads_output else ())))
-        self.run_task(ranks, op.spec.kernel, keys, reads, outputs, params, step.flops, op.name)
+        self.run_task(ranks, spec.kernel, keys, reads, outputs, params, step.flops, op.name)
+
+    def with_beta(self, params, beta_attr, beta):
+        """params with beta set; PERF: one shared dict per (params, beta), never mutated."""
+        cached = self.beta_params.get((id(params), beta))
+        if cached is None or cached[0] is not params:
+            cached = self.beta_params[(id(params), beta)] = (params,
+                                                            dict(params, **{beta_attr: beta}))
+        return cached[1]
 
     def partial_plan(self, group, owner, exec_ranks):
         """Step ranks (each step next to most of its input bytes), tree order, messages."""
@@ -176,11 +193,12 @@ class ProgramBuilder:
         return step_ranks, order, messages
 
     def best_rank(self, keys, preferred):
-        score = defaultdict(int)
+        score, held = defaultdict(int), self.held
         for key in set(keys):
+            current, nbytes = self.version.get(key), self.meta[key].nbytes
             for rank in self.ranks_of(key):
-                if self.is_current(rank, key):
-                    score[rank] += self.meta[key].nbytes
+                if held[rank].get(key, -1) == current:   # inlined is_current
+                    score[rank] += nbytes
         if not score:
             return preferred[0]
         top = max(score.values())
@@ -237,9 +255,9 @@ class ProgramBuilder:
     def temp_key(self, op, out_key, rank):
         name, coord = out_key
         key = (f"{name}~{op.name}~r{rank}", coord)
-        if key not in self.meta:
-            self.meta[key] = self.meta[out_key]
-            self.owner[key] = rank
+        # meta is shared by every program build of the plan; owners are per build
+        self.meta.setdefault(key, self.meta[out_key])
+        self.owner[key] = rank
         return key
 
     # -- results -------------------------------------------------------------------
@@ -248,9 +266,11 @@ class ProgramBuilder:
         programs = []
         for rank, program in enumerate(self.programs):
             inserts = self.inserts[rank]
-            flat = list(inserts.get(0, ()))
-            for position, instruction in enumerate(program, start=1):
-                flat.append(instruction)
-                flat.extend(inserts.get(position, ()))
+            flat, start = [], 0
+            for position in sorted(inserts):   # PERF: copy the runs between sends by slices
+                flat.extend(program[start:position])
+                flat.extend(inserts[position])
+                start = position
+            flat.extend(program[start:])
             programs.append(flat)
         return programs

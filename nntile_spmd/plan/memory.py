@@ -38,10 +38,12 @@ def insert_frees(program, permanent) -> list:
     for key, index in last_use.items():
         if key not in permanent:
             free_after.setdefault(index, []).append(key)
-    result = []
-    for index, instruction in enumerate(program):
-        result.append(instruction)
-        result.extend(Free(key) for key in free_after.get(index, ()))
+    result, start = [], 0
+    for index in sorted(free_after):   # PERF: copy the runs between FREEs by slices
+        result.extend(program[start:index + 1])
+        result.extend([Free(key) for key in free_after[index]])
+        start = index + 1
+    result.extend(program[start:])
     return result
 
 

@@ -18,18 +18,31 @@ def byte_view(array):
     return array.reshape(-1, order="F").view(np.uint8)
 
 
+def tile_message(array):
+    """[buffer, MPI.BYTE] spanning the tile's storage.
+
+    A NumPy tile of ndim >= 1 is passed as it is: mpi4py takes the storage of
+    any contiguous (C or Fortran) array as bytes and raises on a non-contiguous
+    one; this saves the ~1 us of byte_view per message. 0-d arrays would be
+    sent as 0 bytes that way, and other array types keep the explicit view.
+    """
+    if array.ndim and type(array) is np.ndarray:
+        return [array, MPI.BYTE]
+    return [byte_view(array), MPI.BYTE]
+
+
 class MPITransport:
     def __init__(self, comm, timeout):
         self.comm, self.timeout = comm, timeout
 
     def post_send(self, peer, tag, array):
-        return self.comm.Isend([byte_view(array), MPI.BYTE], dest=peer, tag=tag)
+        return self.comm.Isend(tile_message(array), dest=peer, tag=tag)
 
     def wait_send(self, request):
         request.Wait()
 
     def post_recv(self, peer, tag, buffer):
-        return self.comm.Irecv([byte_view(buffer), MPI.BYTE], source=peer, tag=tag)
+        return self.comm.Irecv(tile_message(buffer), source=peer, tag=tag)
 
     def test_recv(self, request):
         return request.Test()

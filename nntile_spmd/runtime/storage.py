@@ -31,7 +31,15 @@ class TileStore:
         return array
 
     def allocate(self, key, meta, zero=False):
-        array = self.tiles[key] = self.new_buffer(meta, zero)
+        """A new tile `key` (new_buffer inlined: the executor calls this per written tile)."""
+        dtype = self._dtypes.get(meta.dtype)
+        if dtype is None:
+            dtype = self._dtypes[meta.dtype] = self.storage_dtype(meta.dtype)
+        array = self.tiles[key] = (self._zeros if zero else self._empty)(meta.shape, dtype,
+                                                                         order="F")
+        self.nbytes += meta.nbytes
+        if self.nbytes > self.peak:
+            self.peak = self.nbytes
         return array
 
     def install(self, key, buffer, meta):

@@ -80,7 +80,7 @@ class Trainer:
                 self.cg.execute()
             else:
                 self.cg.execute(phases=TRAIN_PHASES)
-            # the loss is a replicated 0-d tensor: reading it moves no data
+            # a 0-d loss: replicated under ddp/fsdp/tp, so this read moves no data there
             loss += float(self.cg.get_output(self.model.loss.name))
         if len(micro_batches) > 1:
             self.cg.execute(phases="optimizer")

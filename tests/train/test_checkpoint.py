@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import make_trainer
+from train_helpers import make_trainer
 from safetensors.numpy import load_file
 
 from nntile_spmd.train import (CheckpointError, export_safetensors, import_safetensors,
@@ -65,7 +65,8 @@ def test_manifest_and_shards(tmp_path, data):
     keys = [(r["tensor"], tuple(r["coord"])) for r in manifest["tiles"]]
     assert len(keys) == len(set(keys))
     assert len(manifest["files"]) == 3
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(manifest["files"] + ["manifest.json"])
+    expected_files = sorted(manifest["files"] + ["manifest.json"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == expected_files
 
 
 def test_second_save_replaces_the_first(tmp_path, data):

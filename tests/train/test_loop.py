@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import SIZES, WORLDS, init_params, make_trainer
+from train_helpers import SIZES, WORLDS, init_params, make_trainer
 
 from nntile_spmd.train import BatchView, batch_indices, bind_local
 from nntile_spmd.train.losses import cross_entropy_numpy
@@ -127,8 +127,7 @@ def test_each_rank_binds_only_its_shard(data):
 
 def test_log_history_and_progress(tmp_path, data):
     log = tmp_path / "train.jsonl"
-    trainer = make_trainer(2, "fsdp")
-    trainer.log_file = open(log, "a")
+    trainer = make_trainer(2, "fsdp", log_path=log)
     losses = trainer.fit(data, 3)
     trainer.close()
     lines = [json.loads(line) for line in log.read_text().splitlines()]

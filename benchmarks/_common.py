@@ -1,0 +1,61 @@
+"""Helpers shared by the benchmark scripts (not a benchmark itself).
+
+The development machines are small (2 cores) and shared: a test suite started by
+someone else halves any number measured meanwhile. `wait_for_quiet` waits (a
+bounded time) until the other processes leave the cores idle, and `CpuLoad`
+reports how busy the machine was during a measurement, so that a contaminated
+table says so instead of passing as a result.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def _cpu_times():
+    """(busy, total) jiffies of all cores since boot, from /proc/stat."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)    # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_fraction(interval=0.5) -> float:
+    """Fraction of all cores busy during the next `interval` seconds (0..1)."""
+    if not os.path.exists("/proc/stat"):
+        return 0.0
+    busy0, total0 = _cpu_times()
+    time.sleep(interval)
+    busy1, total1 = _cpu_times()
+    return (busy1 - busy0) / max(1, total1 - total0)
+
+
+def wait_for_quiet(threshold=0.15, max_wait=120.0, interval=0.5) -> float:
+    """Wait until the machine is at most `threshold` busy (or `max_wait` passed).
+
+    Returns the last busy fraction seen (call it before measuring, while this
+    process itself is idle).
+    """
+    deadline = time.monotonic() + max_wait
+    busy = busy_fraction(interval)
+    while busy > threshold and time.monotonic() < deadline:
+        busy = busy_fraction(interval)
+    return busy
+
+
+class CpuLoad:
+    """with CpuLoad() as load: ...; load.busy = fraction of all cores busy meanwhile
+    (including this benchmark's own processes)."""
+
+    def __enter__(self):
+        self.start = _cpu_times() if os.path.exists("/proc/stat") else (0, 0)
+        return self
+
+    def __exit__(self, *exc):
+        if os.path.exists("/proc/stat"):
+            busy, total = _cpu_times()
+            self.busy = (busy - self.start[0]) / max(1, total - self.start[1])
+        else:
+            self.busy = float("nan")
+        return False

@@ -1,0 +1,154 @@
+"""The test oracle shared by the plan and runtime suites (single-process and MPI).
+
+`run_case` builds one small graph from a one-line case, runs it on a world (a
+SimulatedWorld, or real MPI ranks), and lists every way the run disagrees with
+NumPy or with the plan's own analysis. `collective_ok` turns one rank's verdict
+into the verdict of all ranks, so a failing rank never leaves the others waiting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from scipy.special import erf
+
+import nntile_spmd as nt
+
+# -- NumPy references of the kernels (float64) ---------------------------------------
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def relu(x):
+    return np.maximum(x, 0.0)
+
+
+def softmax(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def logsumexp(x, axis):
+    top = x.max(axis=axis, keepdims=True)
+    return np.squeeze(top, axis) + np.log(np.exp(x - top).sum(axis=axis))
+
+
+# -- one-line op cases ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpCase:
+    """inputs: "a:mk* b:kn" -- a name per tensor, one letter per dim (a drawn size);
+    '*' marks a parameter (persistent, requires_grad) instead of an input; an
+    upper-case letter is an axis that must stay in one tile (softmax's axis).
+    build(*tensors) adds the ops and returns the output tensor(s); reference(*arrays)
+    returns the expected array(s) in the same order."""
+
+    name: str
+    inputs: str
+    build: Callable
+    reference: Callable
+
+    def specs(self):
+        """[(tensor name, dim letters, is parameter)] in input order."""
+        result = []
+        for item in self.inputs.split():
+            name, dims = item.split(":")
+            result.append((name, dims.rstrip("*"), dims.endswith("*")))
+        return result
+
+    def letters(self) -> str:
+        """Distinct dim letters, lower case, in first-use order."""
+        return "".join(dict.fromkeys(c.lower() for _, dims, _ in self.specs() for c in dims))
+
+    def whole_letters(self) -> set:
+        return {c.lower() for _, dims, _ in self.specs() for c in dims if c.isupper()}
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def case_graph(case, sizes, dtype="fp64"):
+    """(graph, [output tensors]) of `case` with dim letter -> size `sizes`."""
+    graph = nt.LogicalGraph(case.name)
+    tensors = [graph.tensor([sizes[c.lower()] for c in dims], name, dtype=dtype,
+                            requires_grad=param, persistent=param, external=not param)
+               for name, dims, param in case.specs()]
+    outputs = case.build(*tensors)
+    outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
+    for tensor in outputs:
+        tensor.mark_output()
+    return graph, outputs
+
+
+def case_tiling(case, sizes, tiles=None, target_bytes=None):
+    """Manual tiling from letter -> tile size (whole axes kept whole), else auto."""
+    if tiles is None:
+        return nt.TilingStrategy.auto(target_tile_bytes=target_bytes or 1 << 20)
+    whole = case.whole_letters()
+    shapes = {}
+    for name, dims, _ in case.specs():
+        shapes[name] = [sizes[c.lower()] if c.lower() in whole else tiles[c.lower()]
+                        for c in dims]
+    return nt.TilingStrategy.manual(shapes)
+
+
+def case_arrays(case, sizes, seed):
+    rng = np.random.default_rng(seed)
+    # np.array, not np.asfortranarray: the latter turns a 0-d value into shape (1,)
+    return [np.array(rng.standard_normal([sizes[c.lower()] for c in dims]), order="F")
+            for _, dims, _ in case.specs()]
+
+
+def run_case(case, sizes, comm, distribution="single", tiles=None, target_bytes=None,
+             seed=0, rtol=1e-9):
+    """Run `case` on `comm`; return the list of problems (empty when all is well)."""
+    graph, outputs = case_graph(case, sizes)
+    cg = nt.compile(graph, comm=comm, tiling=case_tiling(case, sizes, tiles, target_bytes),
+                    distribution=distribution)
+    arrays = case_arrays(case, sizes, seed)
+    for (name, _, _), array in zip(case.specs(), arrays):
+        cg.bind_data(name, array)
+    expected = case.reference(*[array.copy() for array in arrays])
+    expected = list(expected) if isinstance(expected, tuple) else [expected]
+    cg.execute()
+    cg.wait()
+    problems = []
+    for tensor, want in zip(outputs, expected):
+        got = cg.get_output(tensor.name)
+        if got.shape != np.shape(want) or not np.allclose(got, want, rtol=rtol, atol=rtol):
+            error = np.max(np.abs(got - want)) if got.shape == np.shape(want) else "shape"
+            problems.append(f"{tensor.name}: differs from NumPy (max error {error})")
+    return problems + stat_problems(cg)
+
+
+def stat_problems(cg, phases=None):
+    """Measured bytes sent and peak bytes of this process's ranks vs the plan's."""
+    problems = []
+    ranks = list(cg.world.local_ranks())
+    for rank in ranks:
+        stats = cg.get_stats(rank)
+        planned = (cg.estimate_communication(rank, phases), cg.memory_on_rank(rank, phases))
+        measured = (stats["bytes_transferred"], stats["peak_bytes"])
+        if planned != measured:
+            problems.append(f"rank {rank}: planned (sent, peak) {planned}, measured {measured}")
+    if len(ranks) == cg.world.size:   # a simulated world: the total must agree as well
+        total = sum(cg.get_stats(rank)["bytes_transferred"] for rank in ranks)
+        if total != cg.estimate_communication(None, phases):
+            problems.append(f"all ranks sent {total} bytes, the plan says "
+                            f"{cg.estimate_communication(None, phases)}")
+    return problems
+
+
+def collective_ok(comm, ok) -> bool:
+    """True on every rank iff `ok` is true on every rank of `comm` (MPI.MIN)."""
+    from mpi4py import MPI
+    return comm.allreduce(int(bool(ok)), op=MPI.MIN) == 1

@@ -1,0 +1,69 @@
+"""The op cases the runtime suites run against NumPy, one line each (see helpers.OpCase).
+
+Used by test_runtime_ops.py (SimulatedWorld, hypothesis) and test_runtime_mpi.py
+(real MPI ranks, fixed tables).
+"""
+
+import numpy as np
+from helpers import OpCase, gelu, logsumexp, relu, silu, softmax
+from scipy.special import erf
+
+from nntile_spmd import ops
+
+E = np.einsum
+
+
+def gelu_grad(x):
+    return 0.5 * (1.0 + erf(x / np.sqrt(2.0))) + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi)
+
+
+def silu_grad(x):
+    s = 1.0 / (1.0 + np.exp(-x))
+    return s * (1.0 + x * (1.0 - s))
+
+
+GEMM_CASES = [
+    OpCase("gemm_nn", "a:mk b:kn", lambda a, b: ops.gemm(a, b, "c"), lambda a, b: a @ b),
+    OpCase("gemm_tn", "a:km b:kn", lambda a, b: ops.gemm(a, b, "c", trans_a=True), lambda a, b: a.T @ b),
+    OpCase("gemm_nt", "a:mk b:nk", lambda a, b: ops.gemm(a, b, "c", trans_b=True), lambda a, b: a @ b.T),
+    OpCase("gemm_tt", "a:km b:nk", lambda a, b: ops.gemm(a, b, "c", 2.0, trans_a=True, trans_b=True), lambda a, b: 2 * a.T @ b.T),
+    OpCase("gemm_m2", "a:mpk b:kn", lambda a, b: ops.gemm(a, b, "c"), lambda a, b: E("mpk,kn->mpn", a, b)),
+    OpCase("gemm_ndim2", "a:mkl b:kln", lambda a, b: ops.gemm(a, b, "c", ndim=2), lambda a, b: E("mkl,kln->mn", a, b)),
+    OpCase("gemm_ndim2_tt", "a:klm b:nkl", lambda a, b: ops.gemm(a, b, "c", trans_a=True, trans_b=True, ndim=2), lambda a, b: E("klm,nkl->mn", a, b)),
+    OpCase("gemm_batch", "a:mkb b:knb", lambda a, b: ops.gemm(a, b, "c", batch_ndim=1), lambda a, b: E("mkb,knb->mnb", a, b)),
+    OpCase("gemm_batch_tn", "a:kmb b:knb", lambda a, b: ops.gemm(a, b, "c", 0.5, trans_a=True, batch_ndim=1), lambda a, b: 0.5 * E("kmb,knb->mnb", a, b)),
+    OpCase("gemm_param", "w:mk* x:kn", lambda w, x: ops.gemm(w, x, "y", 0.5), lambda w, x: 0.5 * w @ x),
+    OpCase("gemm_accumulate", "a:mk b:kn c:mn", lambda a, b, c: ops.gemm(a, b, c, 0.5, 2.0), lambda a, b, c: 0.5 * a @ b + 2 * c),
+    OpCase("gemm_accumulate_nt_batch", "a:mkb b:nkb c:mnb", lambda a, b, c: ops.gemm(a, b, c, 1.0, -1.0, trans_b=True, batch_ndim=1), lambda a, b, c: E("mkb,nkb->mnb", a, b) - c),
+    OpCase("gemm_accumulate_param", "x:kn g:mk* w:mn*", lambda x, g, w: ops.gemm(g, x, w, -0.1, 1.0), lambda x, g, w: w - 0.1 * g @ x),
+]
+
+ELEMENTWISE_CASES = [
+    OpCase("gelu_multiply_relu", "x:mn y:mn", lambda x, y: ops.relu_inplace(ops.multiply(ops.gelu(x, "h"), y, "z")), lambda x, y: relu(gelu(x) * y)),
+    OpCase("silu_add_scale", "x:mn y:mn", lambda x, y: ops.scale_inplace(ops.add(2.0, ops.silu(x, "s"), -1.0, y, "z"), 0.5), lambda x, y: 0.5 * (2 * silu(x) - y)),
+    OpCase("inplace_on_param", "x:mn* y:mn", lambda x, y: (ops.add_inplace(0.5, y, 2.0, x), ops.gelu_inplace(x))[1], lambda x, y: gelu(0.5 * y + 2 * x)),
+    OpCase("scale_multiply_3d", "x:mnb y:mnb", lambda x, y: ops.multiply_inplace(ops.scale(x, "s", -1.5), y, 2.0), lambda x, y: 2.0 * (-1.5 * x) * y),
+    OpCase("relu_silu_chain", "x:mn", lambda x: ops.silu(ops.relu(ops.scale(x, "s", 3.0), "r"), "y"), lambda x: silu(relu(3 * x))),
+    OpCase("gelu_backward", "x:mn dy:mn dx:mn", lambda x, dy, dx: ops.gelu_backward(x, dy, dx), lambda x, dy, dx: dx + gelu_grad(x) * dy),
+    OpCase("silu_relu_backward", "x:mn dy:mn dx:mn", lambda x, dy, dx: (ops.silu_backward(x, dy, dx), ops.relu_backward(x, dy, dx))[1], lambda x, dy, dx: dx + silu_grad(x) * dy + (x > 0) * dy),
+]
+
+REDUCTION_CASES = [
+    OpCase("sum", "x:mn", lambda x: ops.sum(x, "s"), lambda x: np.array(x.sum())),
+    OpCase("sum_beta", "x:mnb s:", lambda x, s: ops.sum(x, s, 2.0, 0.5), lambda x, s: 2 * x.sum() + 0.5 * s),
+    OpCase("sum_fiber_axis0", "x:mnp", lambda x: ops.sum_fiber(x, "y", axis=0), lambda x: x.sum(axis=(1, 2))),
+    OpCase("sum_fiber_batch", "x:mnb", lambda x: ops.sum_fiber(x, "y", axis=1, batch_ndim=1, alpha=2.0), lambda x: 2 * x.sum(axis=0)),
+    OpCase("sum_fiber_beta", "x:mn y:m", lambda x, y: ops.sum_fiber(x, y, axis=0, beta=1.0), lambda x, y: y + x.sum(axis=1)),
+    OpCase("add_fiber", "f:m x:mn", lambda f, x: ops.add_fiber(0.5, f, 2.0, x, "z", axis=0), lambda f, x: 0.5 * f[:, None] + 2 * x),
+    OpCase("add_fiber_batch", "f:nb x:mnb", lambda f, x: ops.add_fiber(1.0, f, 1.0, x, "z", axis=1, batch_ndim=1), lambda f, x: f[None] + x),
+    OpCase("add_fiber_inplace_bias", "b:m* x:mn", lambda b, x: ops.add_fiber_inplace(1.0, b, 1.0, x, axis=0), lambda b, x: x + b[:, None]),
+    OpCase("softmax_axis0", "x:Mn", lambda x: ops.softmax(x, "y", axis=0), lambda x: softmax(x, 0)),
+    OpCase("softmax_axis1", "x:mNb", lambda x: ops.softmax(x, "y", axis=1), lambda x: softmax(x, 1)),
+    OpCase("logsumexp_axis0", "x:Mn", lambda x: ops.logsumexp(x, "y", axis=0), lambda x: logsumexp(x, 0)),
+    OpCase("logsumexp_axis1", "x:mNp", lambda x: ops.logsumexp(x, "y", axis=1), lambda x: logsumexp(x, 1)),
+    OpCase("transpose", "x:mn", lambda x: ops.transpose(x, "y"), lambda x: x.T.copy()),
+    OpCase("transpose_3d", "x:mnp", lambda x: ops.transpose(x, "y", 2.0, ndim=1), lambda x: 2 * np.transpose(x, (1, 2, 0))),
+    OpCase("transpose_ndim2", "x:mnp", lambda x: ops.transpose(x, "y", ndim=2), lambda x: np.transpose(x, (2, 0, 1))),
+]
+
+OP_CASES = GEMM_CASES + ELEMENTWISE_CASES + REDUCTION_CASES
