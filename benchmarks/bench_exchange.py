@@ -16,7 +16,8 @@ interleaved runs after a warm-up):
                (a no-op), so the time is the framework's exchange itself:
                planning-free RECV/SEND/FREE, buffer allocation, MPI, bookkeeping
   ratio        faster raw / exchange   (goal >= 0.95)
-  raw+copy     raw Send/Recv plus the same copy of each tile into y on rank 1
+  raw+copy     raw Isend/Irecv (windowed) plus the same copy of each tile into y
+               on rank 1 as soon as it arrived: the same work as execute()
   execute      nntile_spmd execute() end to end, real copy kernel
   e2e ratio    raw+copy / execute
 
@@ -34,6 +35,8 @@ import numpy as np
 from mpi4py import MPI
 
 import nntile_spmd as nt
+
+from _common import CpuLoad, wait_for_quiet
 
 KIB = 1024
 
@@ -66,12 +69,17 @@ def main():
     parser.add_argument("--total-mib", type=int, default=64,
                         help="bytes per execute (at least one tile)")
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--no-wait", action="store_true",
+                        help="do not wait for the machine to be idle first")
     args = parser.parse_args()
     world = MPI.COMM_WORLD
     if world.size != 2:
         raise SystemExit("run under: mpiexec -n 2 python benchmarks/bench_exchange.py")
     rank = world.rank
     comm = world.Dup()          # the raw reference's own communicator
+    busy_before = wait_for_quiet() if rank == 0 and not args.no_wait else 0.0
+    world.Barrier()
+    load = CpuLoad().__enter__()
     rows = []
     for size_kib in args.sizes_kib:
         tile_bytes = size_kib * KIB
@@ -109,13 +117,21 @@ def main():
                                                    source=0, tag=7))
 
         def raw_copy():
-            # the same work as execute(): receive each tile, then copy it into y
+            # the same work as execute(), with the faster raw pattern: windowed
+            # Irecvs, each tile copied into y as soon as it arrived
             if rank == 0:
-                raw()
+                MPI.Request.Waitall([comm.Isend([buf, MPI.BYTE], dest=1, tag=7)
+                                     for buf in bufs])
             else:
-                for index, buf in enumerate(bufs):
-                    comm.Recv([buf, MPI.BYTE], source=0, tag=7)
-                    copy(buf, y_ref[index * elems:(index + 1) * elems])
+                window = cg.plan.window
+                requests = [comm.Irecv([buf, MPI.BYTE], source=0, tag=7)
+                            for buf in bufs[:window]]
+                for index in range(count):
+                    requests[index].Wait()
+                    copy(bufs[index], y_ref[index * elems:(index + 1) * elems])
+                    if index + window < count:
+                        requests.append(comm.Irecv([bufs[index + window], MPI.BYTE],
+                                                   source=0, tag=7))
 
         kernels = cg.device.kernels
         copy, y_ref = kernels["copy"], np.empty(elems * count, dtype=np.float32)
@@ -149,7 +165,10 @@ def main():
                      total / best["raw_copy"] / 1e9, total / best["exec"] / 1e9,
                      best["raw_copy"] / best["exec"], ok and bool(plan_ok)))
         del cg
+    load.__exit__(None, None, None)
     if rank == 0:
+        print(f"machine busy: {busy_before:.0%} before, {load.busy:.0%} during the runs "
+              f"(2 ranks of this benchmark alone: up to 100%)")
         print(f"{'tile':>9} {'tiles':>5} {'Send/Recv':>9} {'Isend/Irecv':>11} "
               f"{'exchange':>8} {'ratio':>6} {'raw+copy':>8} {'execute':>8} "
               f"{'e2e ratio':>9} {'ok':>5}")

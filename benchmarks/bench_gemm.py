@@ -3,8 +3,9 @@
 C = A @ B with M = N = K = 4096 (fp32, 137 GFLOP). Headline tiling: C is cut
 into 128x128 tiles = 1024 output tiles (32 x 32) = 1024 gemm tasks, each with
 the full K (A tiles 128x4096, B tiles 4096x128, 32 tiles each). The second
-row uses 512x512 C tiles (64 tasks). `--tile-k 128` also cuts K (then every
-matrix has 1024 tiles of 128x128: 32768 tasks of 128^3 accumulating with beta=1).
+row uses 1024x1024 C tiles (16 tasks of 1024x4096x1024). `--tile-k 128` also
+cuts K (then every matrix has 1024 tiles of 128x128: 32768 tasks of 128^3
+accumulating with beta=1).
 
 Three timings per row, interleaved, best of N after a warm-up, all under the
 same BLAS thread limit (threadpoolctl on NumPy's and SciPy's OpenBLAS alike):
@@ -18,7 +19,7 @@ framework's own cost.
 Command (from the repository root):
 
     PYTHONPATH=. /work/venv/bin/python benchmarks/bench_gemm.py
-    PYTHONPATH=. /work/venv/bin/python benchmarks/bench_gemm.py --threads 1 2 --repeat 5
+    PYTHONPATH=. /work/venv/bin/python benchmarks/bench_gemm.py --tiles 128 --tile-k 128
 
 Only if OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are set in the environment, the
 documented comparison unsets both in this one command:
@@ -96,7 +97,7 @@ def measure(cg, A, B, C, threads, repeat):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=4096)
-    parser.add_argument("--tiles", type=int, nargs="+", default=[128, 512],
+    parser.add_argument("--tiles", type=int, nargs="+", default=[128, 1024],
                         help="C tile edge(s) along M and N; the first is the headline")
     parser.add_argument("--tile-k", type=int, default=None, help="tile size along K "
                         "(default: K untiled)")

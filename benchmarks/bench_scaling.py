@@ -80,13 +80,22 @@ def worker(args):
     if world.rank == 0:
         check = slice(0, 256)                    # a row block against NumPy
         error = float(np.abs(C[check] - A[check] @ B).max() / np.abs(C[check]).max())
-        print(json.dumps({"ranks": world.size, "threads": min(threads), "dist": args.dist,
+        print(json.dumps({"ranks": world.size, "threads": max(threads), "dist": args.dist,
                           "best_s": min(times), "times": times, "error": error,
                           "sent_mib": cg.estimate_communication() / 2 ** 20,
                           "plan_ok": bool(plan_ok)}))
 
 
-def launch(ranks, threads, dist, repeat):
+def launch(ranks, threads, dist, repeat, wait):
+    from _common import CpuLoad, wait_for_quiet
+    busy_before = wait_for_quiet() if wait else float("nan")
+    with CpuLoad() as load:
+        result = _launch(ranks, threads, dist, repeat)
+    result["busy_before"], result["busy"] = busy_before, load.busy
+    return result
+
+
+def _launch(ranks, threads, dist, repeat):
     here = os.path.dirname(os.path.abspath(__file__))
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     command = [mpiexec, "-n", str(ranks), sys.executable, os.path.join(here, "bench_scaling.py"),
@@ -103,6 +112,8 @@ def main():
     parser.add_argument("--dist", default="replicated-B", choices=["replicated-B", "sharded-B"])
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-wait", action="store_true",
+                        help="do not wait for the machine to be idle before each launch")
     args = parser.parse_args()
     if args.worker:
         return worker(args)
@@ -110,20 +121,22 @@ def main():
     print(f"C = A @ B fp32 {N}^3, {TILE}x{TILE} tiles ({(N // TILE) ** 3} tasks); "
           f"best of {args.repeat} after a warm-up; cores: {os.cpu_count()}")
     print(f"{'distribution':>13} {'ranks x threads':>15} {'time s':>7} {'GFLOP/s':>8} "
-          f"{'sent MiB':>8} {'speedup vs 1x1':>14} {'speedup vs 1x2':>14} {'ok':>4}")
+          f"{'sent MiB':>8} {'speedup vs 1x1':>14} {'speedup vs 1x2':>14} {'ok':>4} "
+          f"{'busy':>5}")
     for dist in ("replicated-B", "sharded-B"):
         # interleave the configurations so background load hits them alike
         results = {}
         for key in ((1, 2), (1, 1), (2, None)):
-            results[key] = launch(key[0], key[1], dist, args.repeat)
+            results[key] = launch(key[0], key[1], dist, args.repeat, not args.no_wait)
         one_one, one_two = results[(1, 1)]["best_s"], results[(1, 2)]["best_s"]
         for (ranks, _), r in results.items():
             ok = r["plan_ok"] and r["error"] < 1e-4
             print(f"{dist:>13} {ranks:>7} x {r['threads']:<5} {r['best_s']:>7.3f} "
                   f"{flops / r['best_s'] / 1e9:>8.1f} {r['sent_mib']:>8.1f} "
                   f"{one_one / r['best_s']:>14.2f} {one_two / r['best_s']:>14.2f} "
-                  f"{str(ok):>4}")
-    print("speedup = time(1 rank) / time; goal: 2 ranks >= 1.9x 1 rank x 1 thread")
+                  f"{str(ok):>4} {r['busy']:>5.0%}")
+    print("speedup = time(1 rank) / time; goal: 2 ranks >= 1.9x 1 rank x 1 thread; busy = "
+          "all cores' load during that launch (ranks x threads / 2 of it is the benchmark)")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ into the verdict of all ranks, so a failing rank never leaves the others waiting
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy.special import erf
@@ -109,11 +109,11 @@ def case_arrays(case, sizes, seed):
 
 
 def run_case(case, sizes, comm, distribution="single", tiles=None, target_bytes=None,
-             seed=0, rtol=1e-9):
+             seed=0, rtol=1e-9, **compile_options):
     """Run `case` on `comm`; return the list of problems (empty when all is well)."""
     graph, outputs = case_graph(case, sizes)
     cg = nt.compile(graph, comm=comm, tiling=case_tiling(case, sizes, tiles, target_bytes),
-                    distribution=distribution)
+                    distribution=distribution, **compile_options)
     arrays = case_arrays(case, sizes, seed)
     for (name, _, _), array in zip(case.specs(), arrays):
         cg.bind_data(name, array)

@@ -36,6 +36,8 @@ class ProgramBuilder:
         self.ready_at = [dict() for _ in range(nranks)]   # key -> program position
         self.pair_count = defaultdict(int)
         self.beta_params = {}
+        self.temp_names = {}
+        self.add_params = {}
         for key, holders in permanent_holders.items():
             self.version[key] = 0
             for rank in holders:
@@ -54,23 +56,27 @@ class ProgramBuilder:
         return self.held[rank].get(key, -1) == self.version.get(key)
 
     def source_of(self, key, op_name):
-        if key not in self.version:
+        current = self.version.get(key)
+        if current is None:
             raise PlanError(f"{op_name}: reads {key_str(key)} before anything writes it "
                             f"(bind it as an input, make it persistent, or write it first)")
+        held = self.held
         for rank in self.ranks_of(key):
-            if self.is_current(rank, key):
+            if held[rank].get(key, -1) == current:   # inlined is_current
                 return rank
         raise AssertionError(f"no rank holds the current {key_str(key)}")
 
     def transfer(self, key, source, target, consumer):
         pair = (source, target)
-        tag = self.pair_count[pair] % TAG_LIMIT
-        self.pair_count[pair] += 1
+        count = self.pair_count[pair]
+        self.pair_count[pair] = count + 1
+        tag = count % TAG_LIMIT
         nbytes = self.meta[key].nbytes
         self.inserts[source][self.ready_at[source][key]].append(Send(key, target, tag, nbytes))
-        self.programs[target].append(Recv(key, source, tag, nbytes, consumer))
+        program = self.programs[target]
+        program.append(Recv(key, source, tag, nbytes, consumer))
         self.held[target][key] = self.version[key]
-        self.ready_at[target][key] = len(self.programs[target])
+        self.ready_at[target][key] = len(program)
 
     def ensure_local(self, rank, key, consumer):
         if self.held[rank].get(key, -1) != self.version.get(key):   # inlined is_current
@@ -105,6 +111,11 @@ class ProgramBuilder:
     def add_group(self, group, choice=None):
         out_key = group.outputs[0]
         owner = self.owner_of(out_key)
+        for other in group.outputs[1:]:
+            if self.owner_of(other) != owner:
+                raise PlanError(f"{group.op.name}: outputs {key_str(out_key)} and "
+                                f"{key_str(other)} must have the same owner (distribute "
+                                f"them alike)")
         if choice is not None:
             return self.run_partial(group, owner, *choice)
         for index, step in enumerate(group.steps):
@@ -120,6 +131,8 @@ class ProgramBuilder:
         costed over the whole op, counting each (rank, tile) fetch once, and compared
         with the owner computing every group; the cheaper of the two is used.
         """
+        if all(len(group.steps) < 2 for group in groups):
+            return [None] * len(groups)   # no sum over tiles: nothing to choose
         fetched, owner_fetch, greedy_cost, choices = set(), set(), 0, []
         held, version = self.held, self.version
         for group in groups:
@@ -127,11 +140,6 @@ class ProgramBuilder:
             out_key = group.outputs[0]
             owner = self.owner_of(out_key)
             exec_ranks = list(self.ranks_of(out_key))
-            for other in group.outputs[1:]:
-                if self.owner_of(other) != owner:
-                    raise PlanError(f"{group.op.name}: outputs {key_str(out_key)} and "
-                                    f"{key_str(other)} must have the same owner "
-                                    f"(distribute them alike)")
             n_inputs = len(group.op.inputs)
             inputs = {key for step in group.steps for key in step.keys[:n_inputs]}
             missing = {(rank, key) for rank in exec_ranks for key in inputs
@@ -237,11 +245,13 @@ class ProgramBuilder:
             self.broadcast(out_key, root, op.name)
 
     def combine(self, rank, child_key, parent_key, beta, op_name):
-        self.ensure_local(rank, child_key, op_name)
         reads = (child_key, parent_key) if beta != 0 else (child_key,)
         flops = 3 * self.meta[parent_key].size
-        self.run_task([rank], "add", (child_key, parent_key, parent_key), reads,
-                      (parent_key,), {"alpha": 1.0, "beta": beta}, flops, op_name)
+        params = self.add_params.get(beta)   # PERF: shared, never mutated
+        if params is None:
+            params = self.add_params[beta] = {"alpha": 1.0, "beta": beta}
+        self.run_task((rank,), "add", (child_key, parent_key, parent_key), reads,
+                      (parent_key,), params, flops, op_name)
 
     def broadcast(self, key, root, op_name):
         order = [root] + [rank for rank in range(self.nranks) if rank != root]
@@ -254,7 +264,11 @@ class ProgramBuilder:
 
     def temp_key(self, op, out_key, rank):
         name, coord = out_key
-        key = (f"{name}~{op.name}~r{rank}", coord)
+        names = self.temp_names   # PERF: format each partial-sum tensor name once
+        temp_name = names.get((name, op.name, rank))
+        if temp_name is None:
+            temp_name = names[(name, op.name, rank)] = f"{name}~{op.name}~r{rank}"
+        key = (temp_name, coord)
         # meta is shared by every program build of the plan; owners are per build
         self.meta.setdefault(key, self.meta[out_key])
         self.owner[key] = rank

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 from typing import NamedTuple
 
-from .instructions import Exec, Free, Recv, Send
+from .instructions import Exec, Free, Recv
 
 
 class TileMeta(NamedTuple):
@@ -28,20 +28,21 @@ def insert_frees(program, permanent) -> list:
         if kind is Exec:
             for key in instruction.keys:
                 last_use[key] = index
-        elif kind is Send:
-            last_use[instruction.key] = index
         elif kind is Recv:
             key = instruction.key
-            if key in last_use and key not in permanent:
-                free_after.setdefault(last_use[key], []).append(key)
+            previous = last_use.get(key)
+            if previous is not None and key not in permanent:
+                free_after.setdefault(previous, []).append(key)
             last_use[key] = index
+        else:   # Send (no FREE exists yet)
+            last_use[instruction.key] = index
     for key, index in last_use.items():
         if key not in permanent:
             free_after.setdefault(index, []).append(key)
     result, start = [], 0
     for index in sorted(free_after):   # PERF: copy the runs between FREEs by slices
         result.extend(program[start:index + 1])
-        result.extend([Free(key) for key in free_after[index]])
+        result.extend(map(Free, free_after[index]))
         start = index + 1
     result.extend(program[start:])
     return result

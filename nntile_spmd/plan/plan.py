@@ -38,7 +38,7 @@ def build_plan(graph, nranks: int, tiling=None, distribution="single",
         return plan_graph(graph, nranks, tiling, distribution, window)
 
 
-def plan_graph(graph, nranks, tiling, distribution, window) -> "Plan":
+def plan_graph(graph, nranks, tiling, distribution, window) -> Plan:
     classes, class_of = axis_classes(graph)
     preset = as_preset(distribution)
     split = preset.split_class(graph, class_of, classes)

@@ -43,21 +43,38 @@ class BindingMixin:
         self.bound.add(name)
 
     def bind_tiles(self, name: str, tiles: dict, rank=None):
-        """Pass only this rank's tiles {tile_coord: array} (all it holds must be given)."""
+        """Pass only this rank's tiles {tile_coord: array} (all it holds must be given).
+
+        Collective under MPI: every rank calls it, with {} if it holds no tile of `name`.
+        """
         tensor = self._bindable(name)
         rank = self.world.rank if rank is None else rank
-        spec = self.plan.tilings[name]
+        # FIX (runtime stage 3 tests): check every tile first and agree on the outcome,
+        # so a rank given wrong tiles makes every rank raise (it used to raise alone and
+        # leave the others blocked in agree()), and no tile is copied from a bad call.
+        try:
+            arrays, error = self._checked_tiles(tensor, tiles, rank), None
+        except (ValueError, TypeError) as caught:
+            arrays, error = {}, caught
+        failed = [other for other, ok in enumerate(self.world.agree(error is None)) if not ok]
+        if error is not None:
+            raise error
+        if failed:
+            raise ValueError(f"bind_tiles {name}: rank(s) {failed} were given wrong tiles")
+        for coord, array in arrays.items():
+            self.device.copy_in(self.stores[rank][(name, coord)], array)
+        self.bound.add(name)
+
+    def _checked_tiles(self, tensor, tiles, rank):
+        name, spec = tensor.name, self.plan.tilings[tensor.name]
         local = {coord for coord in spec.coords() if (name, coord) in self.plan.permanent[rank]}
         given = {tuple(coord) for coord in tiles}
         if given != local:
             raise ValueError(f"bind_tiles {name} on rank {rank}: got tiles {sorted(given)}, "
                              f"this rank holds {sorted(local)}")
-        for coord, array in tiles.items():
-            coord = tuple(coord)
-            array = self._check_array(tensor, array, spec.tile_shape(coord), f"{name}{coord}")
-            self.device.copy_in(self.stores[rank][(name, coord)], array)
-        if all(self.world.agree(True)):
-            self.bound.add(name)
+        return {tuple(coord): self._check_array(tensor, array, spec.tile_shape(tuple(coord)),
+                                                f"{name}{tuple(coord)}")
+                for coord, array in tiles.items()}
 
     def local_tiles(self, name: str, rank=None) -> list:
         """Tile coordinates of `name` this rank holds (what bind_tiles expects)."""

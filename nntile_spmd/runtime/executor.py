@@ -38,7 +38,7 @@ class RankExecutor:
         self.pending_recvs = deque()  # (handle, buffer) of posted, unfinished RECVs
         self.pending_sends = {}     # key -> [handles]
         self.bytes_sent = self.flops = 0
-        self.dispatch = {Recv: self.do_recv, Send: self.make_send(), Exec: self.make_exec(),
+        self.dispatch = {Recv: self.make_recv(), Send: self.make_send(), Exec: self.make_exec(),
                          Free: self.make_free()}
 
     def run(self, blocking=True) -> bool:
@@ -72,23 +72,29 @@ class RankExecutor:
         self.posted = target
 
     # -- handlers: return False only to suspend (non-blocking receive not arrived) --------
-    def do_recv(self, instruction, blocking):
-        handle, buffer = self.pending_recvs[0]
-        transport = self.transport
-        if not blocking:
-            if not transport.test_recv(handle):
-                return False
-        else:
-            transport.wait_recv(handle, lambda: self.describe_wait(instruction))
-        buffer = transport.finish_recv(handle, buffer)
-        self.pending_recvs.popleft()
-        self.received += 1
-        key = instruction.key
-        if self.pending_sends:
-            self.wait_sends(key)
-        self.store.install(key, buffer, self.meta[key])
-        if self.posted < len(self.positions):
-            self.post_receives()    # the window moves only here
+    def make_recv(self):
+        transport, meta, install = self.transport, self.meta, self.store.install
+        test_recv, wait_recv, finish_recv = (transport.test_recv, transport.wait_recv,
+                                             transport.finish_recv)
+        pending_recvs, pending_sends = self.pending_recvs, self.pending_sends
+        wait_sends, total = self.wait_sends, len(self.positions)
+
+        def do_recv(instruction, blocking):
+            handle, buffer = pending_recvs[0]
+            if not test_recv(handle):
+                if not blocking:
+                    return False
+                wait_recv(handle, lambda: self.describe_wait(instruction))
+            buffer = finish_recv(handle, buffer)
+            pending_recvs.popleft()
+            self.received += 1
+            key = instruction[0]
+            if pending_sends:
+                wait_sends(key)
+            install(key, buffer, meta[key])
+            if self.posted < total:
+                self.post_receives()    # the window moves only here
+        return do_recv
 
     def make_send(self):
         tiles, pending_sends = self.store.tiles, self.pending_sends

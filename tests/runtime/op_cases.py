@@ -3,6 +3,7 @@
 Used by test_runtime_ops.py (SimulatedWorld, hypothesis) and test_runtime_mpi.py
 (real MPI ranks, fixed tables).
 """
+# ruff: noqa: E501 - the case table keeps one case per line, however long
 
 import numpy as np
 from helpers import OpCase, gelu, logsumexp, relu, silu, softmax
