@@ -45,17 +45,31 @@ def wait_for_quiet(threshold=0.15, max_wait=120.0, interval=0.5) -> float:
 
 
 class CpuLoad:
-    """with CpuLoad() as load: ...; load.busy = fraction of all cores busy meanwhile
-    (including this benchmark's own processes)."""
+    """with CpuLoad() as load: ...; then load.busy is the fraction of all cores busy
+    meanwhile (this benchmark included), load.own the CPU seconds this process used,
+    and load.others(own_seconds) the fraction used by everything else (pass the sum
+    of `own` over all processes of the benchmark, e.g. over MPI ranks)."""
 
     def __enter__(self):
-        self.start = _cpu_times() if os.path.exists("/proc/stat") else (0, 0)
+        self.proc = os.path.exists("/proc/stat")
+        self.start = _cpu_times() if self.proc else (0, 0)
+        self.own_start = time.process_time()
         return self
 
     def __exit__(self, *exc):
-        if os.path.exists("/proc/stat"):
+        self.own = time.process_time() - self.own_start
+        if self.proc:
             busy, total = _cpu_times()
-            self.busy = (busy - self.start[0]) / max(1, total - self.start[1])
+            self.busy_jiffies, self.total_jiffies = busy - self.start[0], total - self.start[1]
+            self.busy = self.busy_jiffies / max(1, self.total_jiffies)
         else:
             self.busy = float("nan")
         return False
+
+    def others(self, own_seconds=None) -> float:
+        """Fraction of all cores busy with other processes during the block."""
+        if not self.proc:
+            return float("nan")
+        own = self.own if own_seconds is None else own_seconds
+        hz = os.sysconf("SC_CLK_TCK")
+        return max(0.0, (self.busy_jiffies / hz - own) / max(1e-9, self.total_jiffies / hz))

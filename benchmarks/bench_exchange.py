@@ -62,6 +62,80 @@ def timed(comm, function):
     return comm.allreduce(elapsed, op=MPI.MAX)
 
 
+def windowed(comm, rank, bufs, window, after=None):
+    """Raw non-blocking exchange: rank 0 posts every Isend, rank 1 keeps `window`
+    Irecvs posted and completes them in order (calling after(index) on each)."""
+    if rank == 0:
+        MPI.Request.Waitall([comm.Isend([buf, MPI.BYTE], dest=1, tag=7) for buf in bufs])
+        return
+    requests = [comm.Irecv([buf, MPI.BYTE], source=0, tag=7) for buf in bufs[:window]]
+    for index in range(len(bufs)):
+        requests[index].Wait()
+        if after is not None:
+            after(index)
+        if index + window < len(bufs):
+            requests.append(comm.Irecv([bufs[index + window], MPI.BYTE], source=0, tag=7))
+
+
+def measure_size(world, comm, size_kib, total_mib, repeat):
+    """One row of the table: GB/s of every variant for tiles of `size_kib`."""
+    rank = world.rank
+    tile_bytes = size_kib * KIB
+    count = max(1, total_mib * 1024 // size_kib)
+    cg, elems = build(tile_bytes, count)
+    data = np.arange(elems * count, dtype=np.float32)
+    cg.bind_data("x", data)
+    bufs = [np.empty(elems, dtype=np.float32) for _ in range(count)]
+    if rank == 0:
+        for index in range(count):
+            bufs[index][:] = data[index * elems:(index + 1) * elems]
+    window = cg.plan.window
+    kernels = cg.device.kernels
+    copy, y_ref = kernels["copy"], np.empty(elems * count, dtype=np.float32)
+    stub = dict(kernels, copy=lambda x, y: None)     # this graph's copy only
+
+    def raw():
+        if rank == 0:
+            for buf in bufs:
+                comm.Send([buf, MPI.BYTE], dest=1, tag=7)
+        else:
+            for buf in bufs:
+                comm.Recv([buf, MPI.BYTE], source=0, tag=7)
+
+    def copy_tile(index):
+        copy(bufs[index], y_ref[index * elems:(index + 1) * elems])
+
+    def execute_stub():
+        cg.device.kernels = stub
+        try:
+            cg.execute()
+        finally:
+            cg.device.kernels = kernels
+
+    functions = {"raw": raw, "nb": lambda: windowed(comm, rank, bufs, window),
+                 "stub": execute_stub,
+                 "raw_copy": lambda: windowed(comm, rank, bufs, window, copy_tile),
+                 "exec": cg.execute}
+    times = {name: [] for name in functions}
+    for index in range(repeat + 1):          # interleaved; run 0 is a warm-up
+        for name, function in functions.items():
+            elapsed = timed(comm, function)
+            if index:
+                times[name].append(elapsed)
+    ok = bool(np.array_equal(cg.get_output("y"), data))    # the last run used `copy`
+    stats = cg.get_stats()
+    plan_ok = world.allreduce(int(stats["peak_bytes"] == cg.memory_on_rank(rank) and
+                                  stats["bytes_transferred"] ==
+                                  cg.estimate_communication(rank)), op=MPI.MIN)
+    total = tile_bytes * count
+    best = {name: min(values) for name, values in times.items()}
+    raw_s = min(best["raw"], best["nb"])           # the faster raw variant
+    return (size_kib, count, total / best["raw"] / 1e9, total / best["nb"] / 1e9,
+            total / best["stub"] / 1e9, raw_s / best["stub"],
+            total / best["raw_copy"] / 1e9, total / best["exec"] / 1e9,
+            best["raw_copy"] / best["exec"], ok and bool(plan_ok))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes-kib", type=int, nargs="+",
@@ -77,98 +151,16 @@ def main():
         raise SystemExit("run under: mpiexec -n 2 python benchmarks/bench_exchange.py")
     rank = world.rank
     comm = world.Dup()          # the raw reference's own communicator
-    busy_before = wait_for_quiet() if rank == 0 and not args.no_wait else 0.0
+    # every rank waits, sleeping (a rank spinning in a Barrier would keep a core busy)
+    busy_before = wait_for_quiet() if not args.no_wait else float("nan")
     world.Barrier()
-    load = CpuLoad().__enter__()
-    rows = []
-    for size_kib in args.sizes_kib:
-        tile_bytes = size_kib * KIB
-        count = max(1, args.total_mib * 1024 // size_kib)
-        cg, elems = build(tile_bytes, count)
-        data = np.arange(elems * count, dtype=np.float32)
-        cg.bind_data("x", data)
-        bufs = [np.empty(elems, dtype=np.float32) for _ in range(count)]
-        if rank == 0:
-            for index in range(count):
-                bufs[index][:] = data[index * elems:(index + 1) * elems]
-
-        def raw():
-            if rank == 0:
-                for buf in bufs:
-                    comm.Send([buf, MPI.BYTE], dest=1, tag=7)
-            else:
-                for buf in bufs:
-                    comm.Recv([buf, MPI.BYTE], source=0, tag=7)
-
-        def raw_nonblocking():
-            # what the executor does: every Isend posted at once, receives posted
-            # `window` ahead, completed in order (window = the plan's, 8)
-            if rank == 0:
-                MPI.Request.Waitall([comm.Isend([buf, MPI.BYTE], dest=1, tag=7)
-                                     for buf in bufs])
-            else:
-                window = cg.plan.window
-                requests = [comm.Irecv([buf, MPI.BYTE], source=0, tag=7)
-                            for buf in bufs[:window]]
-                for index in range(count):
-                    requests[index].Wait()
-                    if index + window < count:
-                        requests.append(comm.Irecv([bufs[index + window], MPI.BYTE],
-                                                   source=0, tag=7))
-
-        def raw_copy():
-            # the same work as execute(), with the faster raw pattern: windowed
-            # Irecvs, each tile copied into y as soon as it arrived
-            if rank == 0:
-                MPI.Request.Waitall([comm.Isend([buf, MPI.BYTE], dest=1, tag=7)
-                                     for buf in bufs])
-            else:
-                window = cg.plan.window
-                requests = [comm.Irecv([buf, MPI.BYTE], source=0, tag=7)
-                            for buf in bufs[:window]]
-                for index in range(count):
-                    requests[index].Wait()
-                    copy(bufs[index], y_ref[index * elems:(index + 1) * elems])
-                    if index + window < count:
-                        requests.append(comm.Irecv([bufs[index + window], MPI.BYTE],
-                                                   source=0, tag=7))
-
-        kernels = cg.device.kernels
-        copy, y_ref = kernels["copy"], np.empty(elems * count, dtype=np.float32)
-        stub = dict(kernels, copy=lambda x, y: None)     # this graph's copy only
-
-        def execute_stub():
-            cg.device.kernels = stub
-            try:
-                cg.execute()
-            finally:
-                cg.device.kernels = kernels
-
-        times = {name: [] for name in ("raw", "nb", "stub", "raw_copy", "exec")}
-        functions = {"raw": raw, "nb": raw_nonblocking, "stub": execute_stub,
-                     "raw_copy": raw_copy, "exec": cg.execute}
-        for index in range(args.repeat + 1):          # interleaved; run 0 is a warm-up
-            for name, function in functions.items():
-                elapsed = timed(comm, function)
-                if index:
-                    times[name].append(elapsed)
-        ok = bool(np.array_equal(cg.get_output("y"), data))    # the last run used `copy`
-        stats = cg.get_stats()
-        plan_ok = world.allreduce(int(stats["peak_bytes"] == cg.memory_on_rank(rank) and
-                                      stats["bytes_transferred"] ==
-                                      cg.estimate_communication(rank)), op=MPI.MIN)
-        total = tile_bytes * count
-        best = {name: min(values) for name, values in times.items()}
-        raw_s = min(best["raw"], best["nb"])           # the faster raw variant
-        rows.append((size_kib, count, total / best["raw"] / 1e9, total / best["nb"] / 1e9,
-                     total / best["stub"] / 1e9, raw_s / best["stub"],
-                     total / best["raw_copy"] / 1e9, total / best["exec"] / 1e9,
-                     best["raw_copy"] / best["exec"], ok and bool(plan_ok)))
-        del cg
-    load.__exit__(None, None, None)
+    with CpuLoad() as load:
+        rows = [measure_size(world, comm, size_kib, args.total_mib, args.repeat)
+                for size_kib in args.sizes_kib]
+    others = load.others(world.allreduce(load.own))
     if rank == 0:
-        print(f"machine busy: {busy_before:.0%} before, {load.busy:.0%} during the runs "
-              f"(2 ranks of this benchmark alone: up to 100%)")
+        print(f"machine busy before: {busy_before:.0%}; other processes during the runs: "
+              f"{others:.0%} of all cores")
         print(f"{'tile':>9} {'tiles':>5} {'Send/Recv':>9} {'Isend/Irecv':>11} "
               f"{'exchange':>8} {'ratio':>6} {'raw+copy':>8} {'execute':>8} "
               f"{'e2e ratio':>9} {'ok':>5}")

@@ -19,7 +19,7 @@ through nt.SimulatedWorld(1). Best of --repeat timed runs after a warm-up.
 Command (from the repository root):
 
     PYTHONPATH=. /work/venv/bin/python benchmarks/bench_executor.py
-    PYTHONPATH=. /work/venv/bin/python benchmarks/bench_executor.py --grid 32 --tile 4 1 --ops 20 --profile
+    PYTHONPATH=. /work/venv/bin/python benchmarks/bench_executor.py --tile 4 --profile
 
 With --profile the hot loop is run under cProfile and the top entries printed.
 """
@@ -27,7 +27,6 @@ With --profile the hot loop is run under cProfile and the top entries printed.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import numpy as np
@@ -159,8 +158,7 @@ def main():
                 profiler.disable()
                 pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
     load.__exit__(None, None, None)
-    print(f"machine busy during the runs: {load.busy:.0%} of all cores (this benchmark "
-          f"alone: 1/{os.cpu_count()})")
+    print(f"other processes during the runs: {load.others():.0%} of all cores")
     print(f"chain of {length} ops ({'/'.join(CHAIN)}/...) on a {args.grid}x{args.grid} grid "
           f"of fp32 tiles; best of "
           f"{args.repeat}; overhead = exec - kernel (goal < 10 us/task)")

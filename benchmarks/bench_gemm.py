@@ -147,8 +147,7 @@ def main():
               f"{best['numpy'] / best['tiled']:>11.3f} {best['loop'] / best['tiled']:>10.3f}")
     print(f"K untiled ({tile_k}) unless --tile-k; best of {args.repeat} interleaved runs after a "
           f"warm-up; loop = the same BLAS calls on the same tiles without the framework; "
-          f"machine busy during the runs: {load.busy:.0%} (this benchmark alone: "
-          f"1/{os.cpu_count()} or 2/{os.cpu_count()} of the cores)")
+          f"other processes during the runs: {load.others():.0%} of all cores")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ beta for the first step a rank runs into a tile, 1 after it.
 from __future__ import annotations
 
 import itertools
+from operator import getitem, itemgetter
 from typing import NamedTuple
 
 from .axes import op_axes
@@ -39,22 +40,25 @@ def lower_op(op, tilings):
         assert spec.beta_attr, f"{op.op_type} sums over tiles but its kernel has no beta"
     base_params = spec.kernel_params(op.attrs)
     reads_output = spec.reads_output(op.attrs)
-    # PERF (plan-speed tests): tile sizes per label and FLOPs memoized by the tile
-    # sizes of all labels, instead of tile_shape() + the FLOP rule for every step.
+    # PERF (plan-speed tests): each step's tile coordinates are one vector (output
+    # tile coordinate, then summed-label indices) from which per-array pickers take
+    # the keys, and FLOPs are memoized by the tile sizes of all labels, instead of
+    # dicts per step and tile_shape() + the FLOP rule for every step.
+    vector_labels = tuple(axes[n_inputs]) + tuple(summed)
     sizes = label_tile_sizes(arrays, axes, tilings)
-    all_labels = tuple(sizes)
+    size_tables = [sizes[label] for label in vector_labels]
+    assert set(sizes) <= set(vector_labels), f"{op.name}: a label is neither output nor summed"
+    pickers = [(t.name, picker([vector_labels.index(label) for label in labels]))
+               for t, labels in zip(arrays, axes)]
     flops_memo = {}
-    names_labels = [(t.name, labels) for t, labels in zip(arrays, axes)]
     groups = []
     summed_ranges = list(itertools.product(*[range(counts[label]) for label in summed]))
     for out_coord in tilings[op.outputs[0].name].coords():
-        fixed = dict(zip(axes[n_inputs], out_coord))
         steps = []
         for combo in summed_ranges:
-            coords = fixed | dict(zip(summed, combo))
-            keys = tuple((name, tuple([coords[label] for label in labels]))
-                         for name, labels in names_labels)
-            signature = tuple([sizes[label][coords[label]] for label in all_labels])
+            vector = out_coord + combo
+            keys = tuple([(name, pick(vector)) for name, pick in pickers])
+            signature = tuple(map(getitem, size_tables, vector))
             flops = flops_memo.get(signature)
             if flops is None:
                 flops = flops_memo[signature] = step_flops(op, keys, tilings)
@@ -63,6 +67,16 @@ def lower_op(op, tilings):
             steps.append(Step(keys, params, flops))
         groups.append(TaskGroup(op, keys[n_inputs:], tuple(steps), reads_output))
     return groups
+
+
+def picker(positions):
+    """A function vector -> tuple of the vector's items at `positions`."""
+    if not positions:
+        return lambda vector: ()
+    if len(positions) == 1:
+        position = positions[0]
+        return lambda vector: (vector[position],)
+    return itemgetter(*positions)
 
 
 def label_tile_counts(arrays, axes, tilings):

@@ -31,6 +31,7 @@ class RankExecutor:
         self.rank, self.program, self.meta = rank, program, meta
         self.store, self.transport, self.kernels = store, transport, kernels
         self.window = window
+        store.begin(program)
         self.positions = recv_positions(program)
         self.pc = 0
         self.posted = 0             # RECVs posted so far (in program order)
@@ -56,6 +57,7 @@ class RankExecutor:
             for handle in handles:
                 self.transport.wait_send(handle)
         self.pending_sends.clear()
+        self.store.end(program)     # spare buffers may serve the next execute of it
         return True
 
     def post_receives(self):
