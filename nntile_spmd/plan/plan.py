@@ -41,9 +41,8 @@ def build_plan(graph, nranks: int, tiling=None, distribution="single",
 def plan_graph(graph, nranks, tiling, distribution, window) -> Plan:
     classes, class_of = axis_classes(graph)
     preset = as_preset(distribution)
-    split = preset.split_class(graph, class_of, classes)
     request = TilingRequest(tuple(classes), class_of, graph, nranks,
-                            frozenset() if split is None else frozenset({split}))
+                            preset.split_classes(graph, class_of, classes))
     class_tilings = (tiling or TilingStrategy.auto()).resolve(request)
     tilings = {t.name: TilingSpec(tuple(class_tilings[class_of[(t.name, d)]]
                                         for d in range(t.ndim))) for t in graph.tensors()}

@@ -27,19 +27,20 @@ class Preset:
             raise ValueError(f"unknown distribution preset {self.name!r}; expected one of "
                              f"{PRESET_NAMES} or a dict of TileDistribution")
 
-    def split_class(self, graph, class_of, classes):
-        """The axis class this preset blocks over ranks (None for single)."""
+    def split_classes(self, graph, class_of, classes) -> frozenset:
+        """The axis classes this preset blocks over ranks (none for single)."""
         if self.name == "single":
-            return None
+            return frozenset()
         if self.axis is not None:
-            return class_of[tuple(self.axis)]
+            return frozenset({class_of[tuple(self.axis)]})
         if self.name == "tp":
-            return default_tp_class(graph, class_of, classes)
-        return default_batch_class(graph, class_of, classes)
+            return default_tp_classes(graph, class_of, classes)
+        batch = default_batch_class(graph, class_of, classes)
+        return frozenset() if batch is None else frozenset({batch})
 
     def assign(self, graph, class_of, classes, nranks) -> dict:
         """TileDistribution for every tensor name."""
-        split = self.split_class(graph, class_of, classes)
+        split = self.split_classes(graph, class_of, classes)
         result, offsets = {}, {}
         for tensor in graph.tensors():
             dims = [class_of[(tensor.name, d)] for d in range(tensor.ndim)]
@@ -52,8 +53,10 @@ class Preset:
     def tensor_rule(self, tensor, dims, split, offsets, nranks):
         if self.name == "single":
             return TileDistribution.on_rank(0)
-        if split in dims:
-            return TileDistribution.block_along_dim(dims.index(split))
+        blocked = [dim for dim, class_id in enumerate(dims) if class_id in split]
+        if blocked:
+            # (with several split axes, the innermost listed last wins)
+            return TileDistribution.block_along_dim(blocked[-1])
         if self.name == "fsdp" and tensor.role in SHARDED_ROLES and tensor.ndim > 0:
             # tensors on the same axes (a parameter, its gradient, its optimizer
             # state) share one offset so their tiles land together; the offsets
@@ -72,15 +75,35 @@ def default_batch_class(graph, class_of, classes):
     return candidates[0] if candidates else None
 
 
-def default_tp_class(graph, class_of, classes):
-    """The axis shared by most parameters (an MLP's hidden dim, attention heads)."""
-    votes = Counter()
+def default_tp_classes(graph, class_of, classes) -> frozenset:
+    """Megatron-style hidden axes: walking the weights in program order, a
+    weight none of whose axes is split yet gets its first axis split that no
+    input touches. An MLP's w1 [H, D] splits H (column-parallel), w2 [C, H] is then
+    row-parallel on H; the next pair splits its own inner axis, and axes shared with
+    the inputs (features, a residual stream) stay whole. Without such an axis: the
+    axis most parameters share.
+    """
+    input_classes = {class_of[(t.name, d)] for t in graph.tensors() if t.role == "input"
+                     for d in range(t.ndim)}
+    split, votes = set(), Counter()
     for tensor in graph.tensors():
-        if tensor.role == "parameter":
-            votes.update({class_of[(tensor.name, d)] for d in range(tensor.ndim)})
+        if tensor.role != "parameter":
+            continue
+        axes = [class_of[(tensor.name, d)] for d in range(tensor.ndim)]
+        votes.update(set(axes))
+        if tensor.ndim < 2:
+            continue   # biases and norms follow the weights they belong to
+        free = [c for c in axes if c not in input_classes and not classes[c].whole]
+        if free and not split.intersection(axes):
+            split.add(free[0])
+    if split:
+        return frozenset(split)
     ranked = sorted((c for c in votes if not classes[c].whole),
                     key=lambda c: (-votes[c], -classes[c].size, c))
-    return ranked[0] if ranked else default_batch_class(graph, class_of, classes)
+    if ranked:
+        return frozenset(ranked[:1])
+    batch = default_batch_class(graph, class_of, classes)
+    return frozenset() if batch is None else frozenset({batch})
 
 
 def as_preset(distribution) -> Preset:

@@ -40,7 +40,7 @@ class BindingMixin:
                 key = (name, coord)
                 if key in self.plan.permanent[rank]:
                     self.device.copy_in(store[key], array[spec.tile_slices(coord)])
-        self.bound.add(name)
+        self.bound.setdefault(name, set()).update(self.stores)
 
     def bind_tiles(self, name: str, tiles: dict, rank=None):
         """Pass only this rank's tiles {tile_coord: array} (all it holds must be given).
@@ -63,7 +63,8 @@ class BindingMixin:
             raise ValueError(f"bind_tiles {name}: rank(s) {failed} were given wrong tiles")
         for coord, array in arrays.items():
             self.device.copy_in(self.stores[rank][(name, coord)], array)
-        self.bound.add(name)
+        # per rank: in a simulated world each rank's tiles are bound by its own call
+        self.bound.setdefault(name, set()).add(rank)
 
     def _checked_tiles(self, tensor, tiles, rank):
         name, spec = tensor.name, self.plan.tilings[tensor.name]
@@ -109,7 +110,7 @@ class BindingMixin:
     def check_inputs_bound(self):
         missing = [t.name for t in self.graph.tensors()
                    if (t.is_input or t.external or t.role == "parameter")
-                   and t.name not in self.bound]
+                   and not set(self.stores) <= self.bound.get(t.name, set())]
         if missing:
             raise RuntimeError(f"execute: bind_data() these tensors first: {missing} "
                                "(inputs, constants and parameters have no default value)")

@@ -32,7 +32,7 @@ class CompiledGraph(BindingMixin):
         self.graph, self.world, self.plan, self.device = graph, world, plan, device
         self.stores = {rank: TileStore(device.xp, device.storage_dtype)
                        for rank in world.local_ranks()}
-        self.bound = set()
+        self.bound = {}   # tensor name -> local ranks whose tiles were bound
         self.stats = {rank: {} for rank in world.local_ranks()}
         for rank, store in self.stores.items():
             for key in sorted(plan.permanent[rank]):

@@ -173,6 +173,6 @@ def wait_with_deadline(test, timeout, describe):
             spin_yield()
             continue
         if now - start > timeout:
-            raise RecvTimeout(f"receive timed out after {timeout:.0f} s: {describe()}")
+            raise RecvTimeout(f"receive timed out after {timeout:g} s: {describe()}")
         time.sleep(pause)
         pause = min(pause * 2 + 1e-6, 1e-3)   # then back off: a long wait is a slow peer

@@ -160,3 +160,30 @@ def test_every_preset_runs_the_training_step(preset, nranks):
         results.append({name: cg.get_output(name) for name in ("w1_grad", "w2_grad")})
     for name in results[1]:
         np.testing.assert_allclose(results[0][name], results[1][name], rtol=1e-4, atol=1e-5)
+
+
+def residual_mlp(blocks=2, width=8, batch=6):
+    """x -> x + W_down gelu(W_up x), repeated: the model axis is shared by every block."""
+    g = nt.LogicalGraph("residual")
+    stream = g.tensor([width, batch], "x", dtype="fp64", external=True)
+    for block in range(blocks):
+        up = g.tensor([4 * width, width], f"up{block}", "fp64", requires_grad=True,
+                      persistent=True)
+        down = g.tensor([width, 4 * width], f"down{block}", "fp64", requires_grad=True,
+                        persistent=True)
+        inner = nt.ops.gelu(nt.ops.gemm(up, stream, f"h{block}"), f"a{block}")
+        stream = nt.ops.add(1.0, stream, 1.0, nt.ops.gemm(down, inner, f"y{block}"),
+                            f"x{block + 1}")
+    stream.mark_output()
+    return g
+
+
+def test_tp_splits_each_blocks_inner_axis_megatron_style():
+    plan = nt.build_plan(residual_mlp(), 2, nt.TilingStrategy.auto(256), "tp")
+    for block in range(2):
+        assert plan.distributions[f"up{block}"] == TileDistribution.block_along_dim(0)
+        assert plan.distributions[f"down{block}"] == TileDistribution.block_along_dim(1)
+        assert plan.distributions[f"a{block}"] == TileDistribution.block_along_dim(0)
+        # the residual stream stays whole on every rank (one all-reduce per block)
+        assert plan.distributions[f"x{block + 1}"] == TileDistribution.replicated()
+    assert plan.tilings["h0"].grid[0] >= 2

@@ -62,7 +62,22 @@ def test_bind_data_rejects_before_anything_moves(name, array, error, message):
         cg.bind_data(name, array)
     for rank, store in cg.stores.items():   # nothing was (partly) written
         assert all(np.array_equal(store[key], tile) for key, tile in before[rank].items())
-    assert cg.bound == {"x"}
+    assert set(cg.bound) == {"x"}
+
+
+def test_simulated_bind_tiles_must_cover_every_rank():
+    cg = compiled()
+    cg.bind_data("w", W)
+    spec = cg.plan.tilings["x"]
+    for rank in range(cg.world.size):
+        tiles = {coord: np.asfortranarray(X[spec.tile_slices(coord)])
+                 for coord in cg.local_tiles("x", rank)}
+        cg.bind_tiles("x", tiles, rank=rank)
+        if rank < cg.world.size - 1:   # some simulated ranks still lack their tiles of x
+            with pytest.raises(RuntimeError, match="'x'"):
+                cg.execute()
+    cg.execute()
+    assert np.allclose(cg.get_output("y"), W @ X)
 
 
 def test_get_output_of_an_intermediate_raises():
