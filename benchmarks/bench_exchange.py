@@ -2,7 +2,7 @@
 
 Graph: x [T*count] fp32 owned by rank 0 (external input), y = copy(x) owned by
 rank 1 (output). One execute() moves every tile of x from rank 0 to rank 1
-(SEND on rank 0; RECV into a new buffer, copy kernel, FREE on rank 1): `count`
+(SEND on rank 0; RECV into a store buffer, copy kernel, FREE on rank 1): `count`
 tiles of T bytes, 64 MiB per run by default. The references, in the same run,
 send the same bytes as the same number of messages with raw buffer-based mpi4py
 into preallocated buffers.

@@ -7,7 +7,8 @@ row uses 1024x1024 C tiles (16 tasks of 1024x4096x1024). `--tile-k 128` also
 cuts K (then every matrix has 1024 tiles of 128x128: 32768 tasks of 128^3
 accumulating with beta=1).
 
-Three timings per row, interleaved, best of N after a warm-up, all under the
+Three timings per row, interleaved (in rotating order), best of N after a
+warm-up, all under the
 same BLAS thread limit (threadpoolctl on NumPy's and SciPy's OpenBLAS alike):
   tiled  cg.execute() on nt.SimulatedWorld(1) (the executor's loop, one rank)
   loop   the very same kernel calls on the same tile arrays, pre-bound, in a
@@ -82,10 +83,12 @@ def measure(cg, A, B, C, threads, repeat):
     """Best-of times of execute(), the bare kernel loop and NumPy, interleaved."""
     calls = kernel_calls(cg)
     times = {"tiled": [], "loop": [], "numpy": []}
+    runs = [("tiled", cg.execute), ("loop", lambda: run_calls(calls)),
+            ("numpy", lambda: np.matmul(A, B, out=C))]
     with threadpool_limits(limits=threads, user_api="blas"):
         for index in range(repeat + 1):          # run 0 is the warm-up
-            for name, function in (("tiled", cg.execute), ("loop", lambda: run_calls(calls)),
-                                   ("numpy", lambda: np.matmul(A, B, out=C))):
+            # rotate the order: whichever runs after another inherits its warm caches
+            for name, function in runs[index % 3:] + runs[:index % 3]:
                 start = time.perf_counter()
                 function()
                 elapsed = time.perf_counter() - start
@@ -145,7 +148,8 @@ def main():
         print(f"{tile:>4}x{tile:<4} {tasks:>5} {plan_s * 1e3:>7.0f} {threads:>7} "
               f"{gf['tiled']:>10.1f} {gf['loop']:>9.1f} {gf['numpy']:>10.1f} "
               f"{best['numpy'] / best['tiled']:>11.3f} {best['loop'] / best['tiled']:>10.3f}")
-    print(f"K untiled ({tile_k}) unless --tile-k; best of {args.repeat} interleaved runs after a "
+    k_text = f"K tile {tile_k}" if args.tile_k else f"K untiled ({n})"
+    print(f"{k_text}; best of {args.repeat} interleaved runs after a "
           f"warm-up; loop = the same BLAS calls on the same tiles without the framework; "
           f"other processes during the runs: {load.others():.0%} of all cores")
 

@@ -15,7 +15,9 @@ set by nt.compile's configure_blas_threads, i.e. cores // ranks on the node, or
 Time = max over ranks of execute(), best of --repeat after a warm-up; the three
 launches take turns --rounds times and each configuration keeps its best.
 speedup = time(1 rank) / time(2 ranks); goal >= 1.9 against 1 rank x 1 thread
-(2.0 is the limit on two cores).
+(2.0 is the limit on two cores). For reference the script also times one NumPy
+matmul of the same matrices with 1 and 2 BLAS threads: what the two cores give
+a single well-threaded BLAS call.
 
 Command (from the repository root; it launches the mpiexec runs itself):
 
@@ -114,6 +116,29 @@ def _launch(ranks, threads, dist, repeat):
     return json.loads(output.strip().splitlines()[-1])
 
 
+def numpy_scaling(repeat):
+    """Best time of one np.matmul of 4096^3 fp32 with 1 and with 2 BLAS threads."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from _common import wait_for_quiet
+    rng = np.random.default_rng(0)
+    A = np.asfortranarray(rng.standard_normal((N, N), dtype=np.float32))
+    B = np.asfortranarray(rng.standard_normal((N, N), dtype=np.float32))
+    C = np.empty((N, N), dtype=np.float32, order="F")
+    wait_for_quiet(max_wait=60)
+    best = {1: float("inf"), 2: float("inf")}
+    for index in range(repeat + 1):
+        for threads in (1, 2):
+            with threadpool_limits(limits=threads, user_api="blas"):
+                start = time.perf_counter()
+                np.matmul(A, B, out=C)
+                elapsed = time.perf_counter() - start
+            if index:
+                best[threads] = min(best[threads], elapsed)
+    return best
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worker", action="store_true", help="run one configuration")
@@ -127,6 +152,7 @@ def main():
     if args.worker:
         return worker(args)
     flops = 2.0 * N ** 3
+    hardware = numpy_scaling(args.repeat)
     print(f"C = A @ B fp32 {N}^3, {TILE}x{TILE} tiles ({(N // TILE) ** 3} tasks); "
           f"best of {args.rounds} launches x {args.repeat} runs after a warm-up; "
           f"cores: {os.cpu_count()}")
@@ -149,6 +175,9 @@ def main():
                   f"{flops / r['best_s'] / 1e9:>8.1f} {r['sent_mib']:>8.1f} "
                   f"{one_one / r['best_s']:>14.2f} {one_two / r['best_s']:>14.2f} "
                   f"{str(ok):>4} {r['others']:>6.0%}")
+    print(f"hardware reference, one np.matmul of the same matrices: 1 thread "
+          f"{flops / hardware[1] / 1e9:.1f} GFLOP/s, 2 threads {flops / hardware[2] / 1e9:.1f} "
+          f"GFLOP/s, speedup {hardware[1] / hardware[2]:.2f}")
     print("speedup = time(1 rank) / time; goal: 2 ranks >= 1.9x 1 rank x 1 thread; "
           "others = share of all cores other processes used during that launch")
 
