@@ -15,7 +15,8 @@ from collections import defaultdict
 from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send, key_str
 
-TAG_LIMIT = 32000  # MPI guarantees tags up to 32767 only
+TAG_LIMIT = 32000
+new_tuple = tuple.__new__  # MPI guarantees tags up to 32767 only
 
 
 class PlanError(ValueError):
@@ -72,9 +73,11 @@ class ProgramBuilder:
         self.pair_count[pair] = count + 1
         tag = count % TAG_LIMIT
         nbytes = self.meta[key].nbytes
-        self.inserts[source][self.ready_at[source][key]].append(Send(key, target, tag, nbytes))
+        # PERF: tuple.__new__ skips the NamedTuple constructor's Python frame
+        self.inserts[source][self.ready_at[source][key]].append(
+            new_tuple(Send, (key, target, tag, nbytes)))
         program = self.programs[target]
-        program.append(Recv(key, source, tag, nbytes, consumer))
+        program.append(new_tuple(Recv, (key, source, tag, nbytes, consumer)))
         self.held[target][key] = self.version[key]
         self.ready_at[target][key] = len(program)
 
@@ -92,7 +95,7 @@ class ProgramBuilder:
                     self.transfer(key, self.source_of(key, op_name), rank, op_name)
         new_versions = [(key, version.get(key, -1) + 1) for key in writes]
         version.update(new_versions)
-        instruction = Exec(kernel, keys, frozenset(reads), writes, params, flops, op_name)
+        instruction = new_tuple(Exec, (kernel, keys, reads, writes, params, flops, op_name))
         for rank in ranks:
             program = programs[rank]
             program.append(instruction)

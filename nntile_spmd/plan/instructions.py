@@ -45,7 +45,7 @@ class Exec(NamedTuple):
 
     kernel: str
     keys: tuple
-    reads: frozenset
+    reads: tuple
     writes: tuple
     params: dict
     flops: int

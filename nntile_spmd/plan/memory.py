@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 from .instructions import Exec, Free, Recv
 
+new_tuple = tuple.__new__   # PERF: skips the NamedTuple constructor's Python frame
+
 
 class TileMeta(NamedTuple):
     shape: tuple
@@ -26,8 +28,7 @@ def insert_frees(program, permanent) -> list:
     for index, instruction in enumerate(program):
         kind = type(instruction)
         if kind is Exec:
-            for key in instruction.keys:
-                last_use[key] = index
+            last_use.update(dict.fromkeys(instruction.keys, index))   # PERF: C-level loop
         elif kind is Recv:
             key = instruction.key
             previous = last_use.get(key)
@@ -42,7 +43,7 @@ def insert_frees(program, permanent) -> list:
     result, start = [], 0
     for index in sorted(free_after):   # PERF: copy the runs between FREEs by slices
         result.extend(program[start:index + 1])
-        result.extend(map(Free, free_after[index]))
+        result.extend([new_tuple(Free, (key,)) for key in free_after[index]])
         start = index + 1
     result.extend(program[start:])
     return result
