@@ -38,6 +38,7 @@ KERNEL_NAMES = (
     "silu",
     "silu_backward",
     "softmax",
+    "softmax_backward",
     "sqrt",
     "sqrt_backward",
     "sum",

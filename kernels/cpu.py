@@ -32,6 +32,7 @@ KERNELS = {
     "sum_fiber": cpu_reduce.sum_fiber,
     "add_fiber": cpu_reduce.add_fiber,
     "softmax": cpu_reduce.softmax,
+    "softmax_backward": reference.softmax_backward,   # vectorised NumPy is enough here
     "logsumexp": cpu_reduce.logsumexp,
     "maxsumexp": cpu_reduce.maxsumexp,
     "cross_entropy": cpu_loss.cross_entropy,

@@ -189,6 +189,11 @@ def softmax(x, y, *, axis):
     y[...] = shifted / shifted.sum(axis=axis, keepdims=True)
 
 
+def softmax_backward(y, dy, dx, *, axis):
+    """dx += y * (dy - sum(y * dy along `axis`)), the backward of y = softmax(x)."""
+    dx += y * (dy - (y * dy).sum(axis=axis, keepdims=True))
+
+
 def logsumexp(x, y, *, axis):
     """y = log(sum(exp(x))) along `axis` (the axis is dropped), computed stably."""
     top = x.max(axis=axis, keepdims=True)

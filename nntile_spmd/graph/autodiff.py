@@ -142,6 +142,12 @@ def gemm_rule(op, ctx):
             ops.gemm(a, dc, ctx.grad(b), alpha, 1.0, not trans_a, False, m_count, batch_ndim)
 
 
+def softmax_rule(op, ctx):
+    (x,), (y,) = op.inputs, op.outputs
+    if ctx.needs(x):
+        ops.softmax_backward(y, ctx.grad(y), ctx.grad(x), op.attrs["axis"])
+
+
 def sum_fiber_rule(op, ctx):
     (x,), (y,) = op.inputs, op.outputs
     if ctx.needs(x):
@@ -204,6 +210,7 @@ BACKWARD_RULES = {
     "multiply": multiply_rule,
     "scale": scale_rule,
     "gemm": gemm_rule,
+    "softmax": softmax_rule,
     "sum_fiber": sum_fiber_rule,
     "add_fiber": add_fiber_rule,
     "transpose": transpose_rule,

@@ -139,6 +139,11 @@ def softmax(x, name, axis=0):
     return apply("softmax", [x], [name], axis=axis)
 
 
+def softmax_backward(y, grad_output, grad_x, axis=0):
+    """grad_x += y * (grad_output - sum(y * grad_output along axis)), y = softmax(x)."""
+    return apply("softmax_backward", [y, grad_output], [grad_x], axis=axis)
+
+
 def logsumexp(x, name, axis=0):
     """y = log(sum(exp(x))) along `axis` (that axis removed)."""
     return apply("logsumexp", [x], [name], axis=axis)

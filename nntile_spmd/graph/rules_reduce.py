@@ -93,6 +93,21 @@ def whole_axis(attrs, axes):
     return frozenset({f"d{attrs['axis']}", "pair"})
 
 
+def softmax_backward_infer(op, attrs, inputs):
+    y, grad_output = inputs
+    require_float(op, y, grad_output)
+    require_same_dtype(op, y, grad_output)
+    if y.shape != grad_output.shape:
+        raise op_error(op, "shapes differ", inputs)
+    require_axis(op, attrs["axis"], y.ndim, inputs)
+    return [(y.shape, y.dtype)]
+
+
+register(OpSpec("softmax_backward", "softmax_backward", 2, 1, softmax_backward_infer,
+                lambda attrs, i, o: (labels("d", len(i[0])),) * 3, attrs={"axis": 0},
+                whole=whole_axis, reads_output=lambda attrs: True,
+                flops=lambda attrs, i, o: 4 * numel(i[0]), differentiable=False))
+
 for axis_op, axis_kind in (("softmax", "same"), ("logsumexp", "drop"), ("maxsumexp", "pair")):
     register(OpSpec(axis_op, axis_op, 1, 1, along_axis_infer(axis_kind),
                     along_axis_axes(axis_kind), attrs={"axis": 0}, whole=whole_axis,

@@ -109,6 +109,8 @@ RULE_CASES = [
      lambda x, dy, dx: dx + dy),
     ("gelu_backward", [X34] * 3, lambda t: ops.gelu_backward(*t), lambda x, dy, dx: dx + dy),
     ("silu_backward", [X345] * 3, lambda t: ops.silu_backward(*t), lambda x, dy, dx: x * dy),
+    ("softmax_backward", [X345] * 3, lambda t: ops.softmax_backward(*t, axis=1),
+     lambda y, dy, dx: dx + y * dy),
     ("sqrt_backward", [X34] * 3, lambda t: ops.sqrt_backward(*t), lambda x, dy, dx: dy / x),
     ("add", [X345] * 2, lambda t: ops.add(1.0, t[0], 2.0, t[1], "z"), lambda x, y: x + 2 * y),
     ("add_0d", [SCALAR] * 2, lambda t: ops.add(1.0, t[0], 1.0, t[1], "z"), np.add),
