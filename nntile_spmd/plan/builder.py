@@ -81,14 +81,10 @@ class ProgramBuilder:
         self.held[target][key] = self.version[key]
         self.ready_at[target][key] = len(program)
 
-    def ensure_local(self, rank, key, consumer):
-        if self.held[rank].get(key, -1) != self.version.get(key):   # inlined is_current
-            self.transfer(key, self.source_of(key, consumer), rank, consumer)
-
     def run_task(self, ranks, kernel, keys, reads, writes, params, flops, op_name):
         """Fetch what each rank lacks, then run the kernel there; writes bump versions."""
         held, version, programs, ready_at = self.held, self.version, self.programs, self.ready_at
-        for rank in ranks:   # PERF: ensure_local inlined (the planner's innermost loop)
+        for rank in ranks:   # PERF: is_current inlined (the planner's innermost loop)
             held_here = held[rank]
             for key in reads:
                 if held_here.get(key, -1) != version.get(key):

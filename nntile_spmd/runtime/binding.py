@@ -10,14 +10,18 @@ from ..graph.dtypes import storage_dtype
 class BindingMixin:
     """bind_data / bind_tiles / get_output for CompiledGraph."""
 
-    def _bindable(self, name):
+    def _kept_tensor(self, name, caller, remedy):
+        """The tensor `name` if its tiles live between executes, else a clear error."""
         if not self.graph.has_tensor(name):
-            raise KeyError(f"bind: graph {self.graph.name!r} has no tensor {name!r}")
+            raise KeyError(f"{caller}: graph {self.graph.name!r} has no tensor {name!r}")
         tensor = self.graph.get_tensor(name)
         if not tensor.keeps_storage:
-            raise ValueError(f"bind: {tensor.describe()} is an intermediate; mark_input() "
-                             "it or make it persistent/external to bind data")
+            raise ValueError(f"{caller}: {tensor.describe()} is {remedy}")
         return tensor
+
+    def _bindable(self, name):
+        return self._kept_tensor(name, "bind", "an intermediate; mark_input() it or make "
+                                 "it persistent/external to bind data")
 
     def _check_array(self, tensor, array, expected_shape, what):
         array = np.asarray(array)
@@ -85,12 +89,8 @@ class BindingMixin:
 
     def get_output(self, name: str, root=None):
         """The whole tensor on every rank, or on `root` only (None elsewhere)."""
-        if not self.graph.has_tensor(name):
-            raise KeyError(f"get_output: graph {self.graph.name!r} has no tensor {name!r}")
-        tensor = self.graph.get_tensor(name)
-        if not tensor.keeps_storage:
-            raise ValueError(f"get_output: {tensor.describe()} is not kept after execute(); "
-                             "mark_output() it before compiling")
+        tensor = self._kept_tensor(name, "get_output", "not kept after execute(); "
+                                   "mark_output() it before compiling")
         spec = self.plan.tilings[name]
         dtype = storage_dtype(tensor.dtype)
         here = root is None or root == self.world.rank
