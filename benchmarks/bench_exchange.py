@@ -124,8 +124,8 @@ def measure_size(world, comm, size_kib, total_mib, repeat):
                 times[name].append(elapsed)
     ok = bool(np.array_equal(cg.get_output("y"), data))    # the last run used `copy`
     stats = cg.get_stats()
-    plan_ok = world.allreduce(int(stats["peak_bytes"] == cg.memory_on_rank(rank) and
-                                  stats["bytes_transferred"] ==
+    plan_ok = world.allreduce(int(stats.peak_bytes == cg.memory_on_rank(rank) and
+                                  stats.bytes_transferred ==
                                   cg.estimate_communication(rank)), op=MPI.MIN)
     total = tile_bytes * count
     best = {name: min(values) for name, values in times.items()}

@@ -109,7 +109,7 @@ def measure(size, tile, length, comm, repeat):
     for _ in range(repeat):                            # alternate: same noise for both
         t_exec.append(timed_execute(cg))
         t_kern.append(run_kernels(calls))
-    peak_ok = cg.get_stats(0)["peak_bytes"] == cg.memory_on_rank(0)
+    peak_ok = cg.get_stats(0).peak_bytes == cg.memory_on_rank(0)
     return dict(tasks=tasks, instructions=len(program), plan_s=plan_s,
                 exec_s=min(t_exec), kernel_s=min(t_kern), peak_ok=peak_ok, cg=cg)
 

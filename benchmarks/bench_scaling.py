@@ -75,8 +75,8 @@ def worker(args):
         if index:
             times.append(elapsed)
     stats = cg.get_stats()
-    plan_ok = world.allreduce(int(stats["peak_bytes"] == cg.memory_on_rank(world.rank) and
-                                  stats["bytes_transferred"] ==
+    plan_ok = world.allreduce(int(stats.peak_bytes == cg.memory_on_rank(world.rank) and
+                                  stats.bytes_transferred ==
                                   cg.estimate_communication(world.rank)), op=MPI.MIN)
     C = cg.get_output("C")
     threads = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]

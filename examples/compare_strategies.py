@@ -4,9 +4,12 @@
     python examples/compare_strategies.py --simulate 3        # 3 ranks in one process
 
 Trains the digits MLP of train_mlp.py in fp64 under each preset on the current
-world, prints planned vs measured peak memory per rank and bytes sent per step,
-step time and final loss, next to the ZeRO paper's formulas, writes a PNG of the
-loss curves and memory, and fails unless all loss curves agree to 1e-5 relative.
+world, prints planned vs measured peak memory per rank, bytes sent and received
+and FLOPs per step (measured: buffers handed to MPI, the tile store's tracking
+allocator, the executor's clock), the measured time per phase, final loss, next
+to the ZeRO paper's formulas, writes a PNG of the loss curves and memory, and
+fails unless all loss curves agree to 1e-5 relative and every measurement equals
+the plan.
 """
 
 from __future__ import annotations
@@ -62,17 +65,34 @@ def run_preset(preset, args, comm, data) -> dict:
     losses = trainer.fit({"x": data["x_train"], "y": data["y_train"]}, args.steps)
     cg, world = trainer.cg, trainer.world
     local = world.local_ranks()
-    stats = per_rank(world, {r: cg.get_stats(r) for r in local})   # of the last step
+    # of the last step: {field: (planned, measured)} and the measured stats, per rank
+    versus = per_rank(world, {r: cg.stats_vs_plan(r) for r in local})
+    stats = per_rank(world, {r: cg.get_stats(r) for r in local})
     plan = cg.plan
-    return {"preset": preset, "losses": losses,
-            "planned_peak": [cg.memory_on_rank(r) for r in range(world.size)],
-            "measured_peak": [s["peak_bytes"] for s in stats],
+
+    def both(name):   # (planned, measured) per rank
+        return [rank_versus[name] for rank_versus in versus]
+
+    return {"preset": preset, "losses": losses, "versus": versus,
+            "planned_peak": [p for p, _ in both("peak_bytes")],
+            "measured_peak": [m for _, m in both("peak_bytes")],
             "model_state": [model_state_bytes(plan, r) for r in range(world.size)],
-            "planned_sent": cg.estimate_communication(),
-            "measured_sent": sum(s["bytes_transferred"] for s in stats),
+            "planned_sent": sum(p for p, _ in both("bytes_transferred")),
+            "measured_sent": sum(m for _, m in both("bytes_transferred")),
+            "measured_received": sum(m for _, m in both("bytes_received")),
+            "planned_flops": sum(p for p, _ in both("flops_executed")),
+            "measured_flops": sum(m for _, m in both("flops_executed")),
+            "phase_ms": phase_times(stats),
             "step_ms": statistics.median(e["step_time_ms"] for e in trainer.history[1:]),
             "traffic": traffic_by_kind(plan),
             "params": plan.graph.num_parameters(), "world": world}
+
+
+def phase_times(stats) -> dict:
+    """Measured kernel + receive-wait ms per phase, slowest rank."""
+    phases = {phase for s in stats for phase in s.by_phase}
+    return {phase: max(s.by_phase[phase].kernel_ms + s.by_phase[phase].wait_ms
+                       for s in stats if phase in s.by_phase) for phase in sorted(phases)}
 
 
 def human(count) -> str:
@@ -80,16 +100,32 @@ def human(count) -> str:
 
 
 def print_table(results, ranks):
-    print(f"{'preset':7s} {'planned peak/rank':>22s} {'measured peak/rank':>22s} "
-          f"{'model state/rank':>22s} {'sent/step plan':>14s} {'measured':>9s} "
+    print("per step; plan = the plan's analysis, measured = buffers handed to MPI, the "
+          "tile store's allocator, the executor's clock")
+    print(f"{'preset':7s} {'peak/rank plan':>20s} {'measured':>20s} "
+          f"{'model state/rank':>20s} {'sent plan':>9s} {'measured':>9s} "
+          f"{'recv meas.':>10s} {'MFLOP plan':>10s} {'measured':>9s} "
           f"{'ms/step':>8s} {'final loss':>12s}")
     for r in results:
         peaks = " ".join(human(b) for b in r["planned_peak"])
         measured = " ".join(human(b) for b in r["measured_peak"])
         state = " ".join(human(b) for b in r["model_state"])
-        print(f"{r['preset']:7s} {peaks:>22s} {measured:>22s} {state:>22s} "
-              f"{human(r['planned_sent']):>14s} {human(r['measured_sent']):>9s} "
-              f"{r['step_ms']:8.2f} {r['losses'][-1]:12.8f}")
+        print(f"{r['preset']:7s} {peaks:>20s} {measured:>20s} {state:>20s} "
+              f"{human(r['planned_sent']):>9s} {human(r['measured_sent']):>9s} "
+              f"{human(r['measured_received']):>10s} {r['planned_flops'] / 1e6:10.2f} "
+              f"{r['measured_flops'] / 1e6:9.2f} {r['step_ms']:8.2f} "
+              f"{r['losses'][-1]:12.8f}")
+    print("measured ms per phase (kernels + waiting for tiles, slowest rank): "
+          + "; ".join(f"{r['preset']} " + ", ".join(f"{phase} {ms:.2f}" for phase, ms
+                                                   in r["phase_ms"].items())
+                      for r in results))
+
+
+def plan_mismatches(results) -> list:
+    """Every (preset, rank, field) whose measured value differs from the plan's."""
+    return [f"{r['preset']} rank {rank}: {name} planned {planned}, measured {measured}"
+            for r in results for rank, versus in enumerate(r["versus"])
+            for name, (planned, measured) in versus.items() if planned != measured]
 
 
 def traffic_by_kind(plan) -> dict:
@@ -192,15 +228,17 @@ def main(argv=None):
     if getattr(world, "rank", 0) == 0:
         print(f"{world.size} rank(s), {args.steps} steps, batch {args.batch}, fp64 Adam")
         print_table(results, world.size)
-        exact = all(r["planned_peak"] == r["measured_peak"] and
-                    r["planned_sent"] == r["measured_sent"] for r in results)
-        print("planned == measured (peak bytes per rank, bytes sent): "
-              f"{'yes, for every preset' if exact else 'NO: the plan analysis is off'}")
+        wrong = plan_mismatches(results)
+        print("planned == measured (peak bytes, bytes sent and received, FLOPs, per "
+              f"rank): {'yes, for every preset' if not wrong else 'NO'}")
         print_zero_comparison(results, world.size)
         print(f"\nloss curves of all presets agree: max relative difference {worst:.1e} "
               f"(tolerance {TOLERANCE})")
         plot(results, args.plot)
         print(f"plot written to {args.plot}")
+    wrong = plan_mismatches(results)   # every rank holds all ranks' comparisons
+    if wrong:
+        raise SystemExit("FAILED: measurements differ from the plan: " + "; ".join(wrong))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Arrays only: never imports nntile_spmd, mpi4py or cupy. Same keys, signatures an
 semantics as kernels.reference.
 """
 
-from . import cpu_blas, cpu_elementwise, cpu_loss, cpu_optim, cpu_reduce, reference
+from . import (cpu_blas, cpu_elementwise, cpu_loss, cpu_norm, cpu_optim, cpu_reduce, cpu_slice,
+               reference)
 
 KERNELS = {
     "gemm": cpu_blas.gemm,
@@ -31,12 +32,30 @@ KERNELS = {
     "sum": cpu_reduce.sum,
     "sum_fiber": cpu_reduce.sum_fiber,
     "add_fiber": cpu_reduce.add_fiber,
+    "mask_scalar": cpu_slice.mask_scalar,
+    "sumprod_slice": cpu_slice.sumprod_slice,
+    "sumprod_slice_backward": cpu_slice.sumprod_slice_backward,
+    "sum_slice": cpu_slice.sum_slice,
+    "add_slice": cpu_slice.add_slice,
+    "multiply_slice": cpu_slice.multiply_slice,
+    "multiply_fiber": cpu_norm.multiply_fiber,
+    "sumprod_fiber": cpu_norm.sumprod_fiber,
+    "sumprod_fiber_backward": cpu_norm.sumprod_fiber_backward,
+    "pow": reference.pow,                   # NumPy's ufunc beats a powf loop (cpu_norm)
+    "pow_backward": reference.pow_backward,
     "softmax": cpu_reduce.softmax,
     "softmax_backward": reference.softmax_backward,   # vectorised NumPy is enough here
+    "softmax_from_logsumexp": cpu_slice.softmax_from_logsumexp,
+    "softmax_from_logsumexp_backward": cpu_slice.softmax_from_logsumexp_backward,
     "logsumexp": cpu_reduce.logsumexp,
+    "logsumexp_merge": cpu_reduce.logsumexp_merge,
+    "logsumexp_backward": cpu_slice.logsumexp_backward,
     "maxsumexp": cpu_reduce.maxsumexp,
     "cross_entropy": cpu_loss.cross_entropy,
     "cross_entropy_backward": cpu_loss.cross_entropy_backward,
+    "cross_entropy_lse": cpu_loss.cross_entropy_lse,
+    "cross_entropy_lse_backward": cpu_loss.cross_entropy_lse_backward,
+    "valid_count": cpu_loss.valid_count,
     "mse": cpu_loss.mse,
     "mse_backward": cpu_loss.mse_backward,
     "embedding": cpu_loss.embedding,

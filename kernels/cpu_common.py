@@ -1,4 +1,5 @@
-"""Helpers shared by the cpu kernel modules: fp16 routing and the views numba is handed.
+"""Helpers shared by the cpu kernel modules: fp16 routing, the views numba is handed, and
+sums along a contiguous run that pipeline.
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy.
 """
@@ -6,6 +7,7 @@ Arrays only: never imports nntile_spmd, mpi4py or cupy.
 import functools
 
 import numpy as np
+from numba import njit
 
 from . import reference
 
@@ -41,3 +43,51 @@ def fp16_uses_reference(position):
         return dispatch
 
     return decorate
+
+
+# Sums along one contiguous run (a reduced axis that is innermost in storage) with 8
+# independent running sums: one running sum is a chain of dependent adds that neither
+# pipelines nor vectorizes (numba keeps IEEE order), 8 chains do both. The grouping is
+# fixed by position, so a tile's result does not depend on anything but its contents.
+
+
+@njit(cache=True)
+def row_sum(values):
+    """float64 sum of a 1-d array."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    n, j = values.size, 0
+    while j + 8 <= n:
+        s0 += values[j]
+        s1 += values[j + 1]
+        s2 += values[j + 2]
+        s3 += values[j + 3]
+        s4 += values[j + 4]
+        s5 += values[j + 5]
+        s6 += values[j + 6]
+        s7 += values[j + 7]
+        j += 8
+    total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    for rest in range(j, n):
+        total += values[rest]
+    return total
+
+
+@njit(cache=True)
+def row_dot(x, y):
+    """float64 sum of x*y over two 1-d arrays of one size (products in their dtype)."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    n, j = x.size, 0
+    while j + 8 <= n:
+        s0 += x[j] * y[j]
+        s1 += x[j + 1] * y[j + 1]
+        s2 += x[j + 2] * y[j + 2]
+        s3 += x[j + 3] * y[j + 3]
+        s4 += x[j + 4] * y[j + 4]
+        s5 += x[j + 5] * y[j + 5]
+        s6 += x[j + 6] * y[j + 6]
+        s7 += x[j + 7] * y[j + 7]
+        j += 8
+    total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    for rest in range(j, n):
+        total += x[rest] * y[rest]
+    return total

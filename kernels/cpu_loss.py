@@ -12,6 +12,7 @@ from numba import njit
 
 from . import reference
 from .cpu_common import F16, folded_t
+from .errors import label_error, vocab_error
 from .layout import fold
 
 
@@ -58,6 +59,52 @@ def _cross_entropy_backward(logits_t, labels, dloss, dlogits_t, alpha):
             dlogits_t[b, c] += scale * (prob - 1.0 if c == label else prob)
 
 
+# cross_entropy_lse: the class tile starting at `offset` of logits folded to (classes,
+# positions); class tile 0 checks the labels (numba does no bounds checks, and every
+# position meets class tile 0 exactly once). A bad label returns its position for the
+# wrapper to raise. error_model="numpy": a count of 0 (every label ignored) gives nan.
+
+
+@njit(cache=True, error_model="numpy")
+def _cross_entropy_lse(logits_t, lse, labels, count, loss, ignore, n_classes, offset, beta):
+    n_positions, n_local = logits_t.shape
+    first = offset == 0
+    total = 0.0
+    for b in range(n_positions):
+        label = labels[b]
+        if label == ignore:
+            continue
+        if first and (label < 0 or label >= n_classes):
+            return b
+        local = label - offset
+        if 0 <= local < n_local:
+            total -= logits_t[b, local]
+        if first:
+            total += lse[b]
+    value = total / count[0]
+    loss[0] = value if beta == 0.0 else value + beta * loss[0]
+    return -1
+
+
+@njit(cache=True, error_model="numpy")
+def _cross_entropy_lse_backward(logits_t, lse, labels, count, dloss, dlogits_t, ignore,
+                                n_classes, offset):
+    n_positions, n_local = logits_t.shape
+    first = offset == 0
+    scale = dloss[0] / count[0]
+    for b in range(n_positions):
+        label = labels[b]
+        if label == ignore:
+            continue
+        if first and (label < 0 or label >= n_classes):
+            return b
+        local = label - offset
+        for c in range(n_local):
+            prob = math.exp(logits_t[b, c] - lse[b])
+            dlogits_t[b, c] += scale * (prob - 1.0 if c == local else prob)
+    return -1
+
+
 @njit(cache=True)
 def _mse(x, y, loss, alpha, beta):
     total = 0.0
@@ -93,6 +140,44 @@ def cross_entropy_backward(logits, labels, dloss, dlogits, *, alpha=1.0):
     logits_t, labels1 = _columns_t(logits, labels)
     dlogits_t = folded_t(dlogits, logits_t.shape[::-1])
     _cross_entropy_backward(logits_t, labels1, dloss.ravel("K"), dlogits_t, float(alpha))
+
+
+def valid_count(labels, count, *, ignore_index=-100, beta=0.0):
+    """count (0-d) = number of labels != ignore_index + beta*count."""
+    # vectorised NumPy (count_nonzero of a comparison) is as fast as a numba loop here
+    reference.valid_count(labels, count, ignore_index=ignore_index, beta=beta)
+
+
+def cross_entropy_lse(logits, lse, labels, count, loss, *, ignore_index=-100, num_classes,
+                      class_offset=0, beta=0.0):
+    """loss = sum over labels != ignore_index of (lse - logits[label]) / count + beta*loss,
+    for the class tile starting at `class_offset` (tile 0 adds lse, checks the labels)."""
+    if logits.dtype is F16:
+        return reference.cross_entropy_lse(logits, lse, labels, count, loss,
+                                           ignore_index=ignore_index, num_classes=num_classes,
+                                           class_offset=class_offset, beta=beta)
+    logits_t, labels1 = _columns_t(logits, labels)
+    bad = _cross_entropy_lse(logits_t, lse.ravel("K"), labels1, count.ravel("K"),
+                             loss.ravel("K"), int(ignore_index), int(num_classes),
+                             int(class_offset), float(beta))
+    if bad >= 0:
+        raise label_error("cross_entropy_lse", labels1[bad], num_classes, ignore_index)
+
+
+def cross_entropy_lse_backward(logits, lse, labels, count, dloss, dlogits, *,
+                               ignore_index=-100, num_classes, class_offset=0):
+    """dlogits += dloss/count * (exp(logits - lse) - onehot(label)) at labels != ignore_index."""
+    if logits.dtype is F16:
+        return reference.cross_entropy_lse_backward(
+            logits, lse, labels, count, dloss, dlogits, ignore_index=ignore_index,
+            num_classes=num_classes, class_offset=class_offset)
+    logits_t, labels1 = _columns_t(logits, labels)
+    dlogits_t = folded_t(dlogits, logits_t.shape[::-1])
+    bad = _cross_entropy_lse_backward(logits_t, lse.ravel("K"), labels1, count.ravel("K"),
+                                      dloss.ravel("K"), dlogits_t, int(ignore_index),
+                                      int(num_classes), int(class_offset))
+    if bad >= 0:
+        raise label_error("cross_entropy_lse_backward", labels1[bad], num_classes, ignore_index)
 
 
 def mse(x, y, loss, *, alpha=1.0, beta=0.0):
@@ -146,26 +231,47 @@ def _embedding_backward(index_t, dy_t, dvocab_t, offset, beta):
                     dvocab_t[column, e] += dy_t[p, e, i]
 
 
+@njit(cache=True)
+def _first_bad_id(index, vocab_size):
+    """Position of the first id outside [0, vocab_size), or -1 (numba cannot format it)."""
+    for i in range(index.size):
+        if index[i] < 0 or index[i] >= vocab_size:
+            return i
+    return -1
+
+
+def _check_ids(kernel, index, vocab_size):
+    """An id outside the whole vocabulary is a user error: a vocab tile alone would skip it."""
+    flat = index.ravel("K")
+    position = _first_bad_id(flat, int(vocab_size))
+    if position >= 0:
+        raise vocab_error(kernel, flat[position], vocab_size)
+
+
 def _embedding_views(index, vectors, axis):
     """Transposed views of index as (m, k) around `axis` and of the E-vector tile as (m, E, k)."""
     m, k = fold(index.shape, (axis,))
     return folded_t(index, (m, k)), folded_t(vectors, (m, vectors.shape[axis], k))
 
 
-def embedding(index, vocab, y, *, axis, vocab_offset=0, beta=0.0):
-    """y = beta*y + vocab columns of the in-range indices, the E axis at position `axis`."""
+def embedding(index, vocab, y, *, axis, vocab_size, vocab_offset=0, beta=0.0):
+    """y = beta*y + vocab columns of the in-range indices, the E axis at position `axis`;
+    ids outside the vocabulary [0, vocab_size) raise."""
     if vocab.dtype is F16:
-        return reference.embedding(index, vocab, y, axis=axis, vocab_offset=vocab_offset, beta=beta)
+        return reference.embedding(index, vocab, y, axis=axis, vocab_size=vocab_size,
+                                   vocab_offset=vocab_offset, beta=beta)
+    _check_ids("embedding", index, vocab_size)
     index_t, yt = _embedding_views(index, y, axis)
     _embedding(index_t, folded_t(vocab, vocab.shape), yt, int(vocab_offset), float(beta))
 
 
-def embedding_backward(index, dy, dvocab, *, axis, vocab_offset=0, beta=0.0):
-    """dvocab = beta*dvocab + scatter-add of dy's E-vectors into columns index - vocab_offset."""
+def embedding_backward(index, dy, dvocab, *, axis, vocab_size, vocab_offset=0, beta=0.0):
+    """dvocab = beta*dvocab + scatter-add of dy's E-vectors into columns index - vocab_offset;
+    ids outside the vocabulary [0, vocab_size) raise."""
     if dvocab.dtype is F16:
-        return reference.embedding_backward(
-            index, dy, dvocab, axis=axis, vocab_offset=vocab_offset, beta=beta
-        )
+        return reference.embedding_backward(index, dy, dvocab, axis=axis, vocab_size=vocab_size,
+                                            vocab_offset=vocab_offset, beta=beta)
+    _check_ids("embedding_backward", index, vocab_size)
     index_t, dy_t = _embedding_views(index, dy, axis)
     dvocab_t = folded_t(dvocab, dvocab.shape)
     _embedding_backward(index_t, dy_t, dvocab_t, int(vocab_offset), float(beta))

@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from . import reference
-from .cpu_common import F16, folded_t
+from .cpu_common import F16, folded_t, row_sum
 from .layout import fiber_folds, fold
 
 
@@ -32,9 +32,12 @@ def _sum_fiber(xt, yt, alpha, beta):
         total[:] = 0.0
         # Visit x in storage order; one running sum per fiber element.
         for p in range(k):
+            if m == 1:   # PERF: axis 0: loop over j, not over a length-1 i (vectorizes)
+                for j in range(n):
+                    total[j] += xt[b, p, j, 0]
+                continue
             for j in range(n):
-                for i in range(m):
-                    total[j] += xt[b, p, j, i]
+                total[j] += row_sum(xt[b, p, j])
         for j in range(n):
             yt[b, j] = alpha * total[j] if beta == 0.0 else alpha * total[j] + beta * yt[b, j]
 
@@ -45,6 +48,14 @@ def _add_fiber(xt, yt, zt, alpha, beta):
     a, c = zt.dtype.type(alpha), zt.dtype.type(beta)
     for b in range(batch):
         for p in range(k):
+            if m == 1:   # PERF: axis 0 (a bias along LayerNorm's C): loop over j (vectorizes)
+                if beta == 0.0:  # y may be garbage (or z itself)
+                    for j in range(n):
+                        zt[b, p, j, 0] = a * xt[b, j]
+                else:
+                    for j in range(n):
+                        zt[b, p, j, 0] = a * xt[b, j] + c * yt[b, p, j, 0]
+                continue
             for j in range(n):
                 value = a * xt[b, j]
                 if beta == 0.0:  # y may be garbage (or z itself)
@@ -142,13 +153,30 @@ def _softmax(xt, yt):
 
 
 @njit(cache=True)
-def _logsumexp(xt, yt):
+def _log_add(a, b):
+    """log(exp(a) + exp(b)); two -inf give -inf (never nan), +inf wins."""
+    top = max(a, b)
+    if math.isinf(top):
+        return top
+    return top + math.log1p(math.exp(min(a, b) - top))
+
+
+@njit(cache=True)
+def _logsumexp(xt, yt, beta, log_beta):
     k, m = xt.shape[0], xt.shape[2]  # y is (m, k)
     top, total = np.empty(m), np.empty(m)
     for p in range(k):
-        _slab_max_sumexp(xt, p, top, total)
+        _slab_max_sumexp(xt, p, top, total)  # total is nan where top is infinite
         for i in range(m):
-            yt[p, i] = top[i] + math.log(total[i])
+            value = top[i] if math.isinf(top[i]) else top[i] + math.log(total[i])
+            yt[p, i] = value if beta == 0.0 else _log_add(value, yt[p, i] + log_beta)
+
+
+@njit(cache=True)
+def _logsumexp_merge(x, y, z, log_alpha, beta, log_beta):
+    for i in range(z.size):
+        value = x[i] + log_alpha
+        z[i] = value if beta == 0.0 else _log_add(value, y[i] + log_beta)
 
 
 @njit(cache=True)
@@ -170,12 +198,25 @@ def softmax(x, y, *, axis):
     _softmax(folded_t(x, shape3), folded_t(y, shape3))
 
 
-def logsumexp(x, y, *, axis):
-    """y = log(sum(exp(x))) along `axis` (the axis is dropped), computed stably."""
+def _log(coefficient):
+    return math.log(coefficient) if coefficient > 0 else -math.inf
+
+
+def logsumexp(x, y, *, axis, beta=0.0):
+    """y = log(exp(lse) + beta*exp(y)), lse = log(sum(exp(x))) along `axis` (dropped);
+    a slice of all -inf gives -inf."""
     if x.dtype is F16:
-        return reference.logsumexp(x, y, axis=axis)
+        return reference.logsumexp(x, y, axis=axis, beta=beta)
     m, n, k = fold(x.shape, (axis, axis + 1))
-    _logsumexp(folded_t(x, (m, n, k)), folded_t(y, (m, k)))
+    _logsumexp(folded_t(x, (m, n, k)), folded_t(y, (m, k)), float(beta), _log(beta))
+
+
+def logsumexp_merge(x, y, z, *, alpha=1.0, beta=1.0):
+    """z = log(alpha*exp(x) + beta*exp(y)), merging two partial logsumexps."""
+    if x.dtype is F16:
+        return reference.logsumexp_merge(x, y, z, alpha=alpha, beta=beta)
+    _logsumexp_merge(x.ravel("K"), y.ravel("K"), z.ravel("K"), _log(alpha), float(beta),
+                     _log(beta))
 
 
 def maxsumexp(x, y, *, axis):

@@ -1,8 +1,8 @@
 """The cuda kernel table: CuPy array expressions mirroring kernels.reference on GPU tiles.
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
-here synchronizes the stream: scalars that live in tiles (step counters, dloss) stay
-on the device and enter the expressions as 0-d arrays.
+here synchronizes the stream but the embedding id check (see there): scalars that live
+in tiles (step counters, dloss) stay on the device and enter the expressions as 0-d arrays.
 """
 
 import math
@@ -17,6 +17,14 @@ except ImportError as error:  # only this backend needs CuPy
     ) from error
 
 from . import KERNEL_NAMES
+from .cuda_norm import (multiply_fiber, pow, pow_backward, sumprod_fiber,  # noqa: F401
+                        sumprod_fiber_backward)  # in KERNELS
+from .cuda_slice import (add_slice, cross_entropy_lse, cross_entropy_lse_backward,  # noqa: F401
+                         logsumexp, logsumexp_backward, logsumexp_merge, mask_scalar,
+                         multiply_slice, softmax_from_logsumexp, softmax_from_logsumexp_backward,
+                         sum_slice, sumprod_slice, sumprod_slice_backward,
+                         valid_count)  # in KERNELS
+from .errors import vocab_error
 from .layout import gemm_folds
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -194,13 +202,6 @@ def softmax_backward(y, dy, dx, *, axis):
     dx += y * (dy - (y * dy).sum(axis=axis, keepdims=True))
 
 
-def logsumexp(x, y, *, axis):
-    """y = log(sum(exp(x))) along `axis` (the axis is dropped), computed stably."""
-    top = x.max(axis=axis, keepdims=True)
-    total = cp.exp(x - top).sum(axis=axis, keepdims=True)
-    y[...] = cp.squeeze(top + cp.log(total), axis=axis)
-
-
 def maxsumexp(x, y, *, axis):
     """y[0] = max along `axis`, y[1] = sum(exp(x - max)) along `axis`."""
     top = x.max(axis=axis, keepdims=True)
@@ -243,20 +244,32 @@ def mse_backward(x, y, dloss, dx, *, alpha=1.0):
 
 
 # ---------------------------------------------------------------- embedding
-# Out-of-range indices are masked with where() rather than boolean indexing, which
-# would need the hit count on the host (a stream synchronization).
+# Ids of other vocab tiles are masked with where() rather than boolean indexing, which
+# would need the hit count on the host (a stream synchronization). Ids outside the whole
+# vocabulary must stop the run, so _check_ids does synchronize, once per index tile: the
+# one deliberate sync in this module (the alternative is training on zero vectors).
 
 
-def embedding(index, vocab, y, *, axis, vocab_offset=0, beta=0.0):
-    """y = beta*y + vocab columns of the in-range indices, the E axis at position `axis`."""
+def _check_ids(kernel, index, vocab_size):
+    bad = (index < 0) | (index >= vocab_size)
+    if bad.any():   # host sync
+        raise vocab_error(kernel, index[bad].ravel()[0], vocab_size)
+
+
+def embedding(index, vocab, y, *, axis, vocab_size, vocab_offset=0, beta=0.0):
+    """y = beta*y + vocab columns of the in-range indices, the E axis at position `axis`;
+    ids outside the vocabulary [0, vocab_size) raise."""
+    _check_ids("embedding", index, vocab_size)
     local = index - vocab_offset
     hit = (local >= 0) & (local < vocab.shape[1])
     rows = cp.where(hit, vocab[:, cp.where(hit, local, 0)], 0)  # (E,) + index.shape
     _store(y, cp.moveaxis(rows, 0, axis), beta, y)
 
 
-def embedding_backward(index, dy, dvocab, *, axis, vocab_offset=0, beta=0.0):
-    """dvocab = beta*dvocab + scatter-add of dy's E-vectors into columns index - vocab_offset."""
+def embedding_backward(index, dy, dvocab, *, axis, vocab_size, vocab_offset=0, beta=0.0):
+    """dvocab = beta*dvocab + scatter-add of dy's E-vectors into columns index - vocab_offset;
+    ids outside the vocabulary [0, vocab_size) raise."""
+    _check_ids("embedding_backward", index, vocab_size)
     local = index - vocab_offset
     hit = (local >= 0) & (local < dvocab.shape[1])
     # (E,) + index.shape with the misses zeroed, and (Vt, E): one row per vocab column.

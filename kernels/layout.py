@@ -32,3 +32,4 @@ def gemm_folds(a_shape, b_shape, trans_a, trans_b, ndim, batch_ndim):
 def fiber_folds(shape, axis, batch_ndim):
     """(m, n, k, batch) of a tensor seen as [before axis, axis, after axis, batch dims]."""
     return fold(shape, (axis, axis + 1, len(shape) - batch_ndim))
+

@@ -10,7 +10,14 @@ import numpy as np
 from scipy.special import erf, expit
 
 from . import KERNEL_NAMES
+from .errors import label_error, vocab_error
 from .layout import gemm_folds
+from .reference_norm import (multiply_fiber, pow, pow_backward,  # noqa: F401 - in KERNELS
+                             sumprod_fiber, sumprod_fiber_backward)
+from .reference_slice import (add_slice, logsumexp, logsumexp_backward,  # noqa: F401
+                              logsumexp_merge, mask_scalar, multiply_slice,  # (all in KERNELS)
+                              softmax_from_logsumexp, softmax_from_logsumexp_backward,
+                              sum_slice, sumprod_slice, sumprod_slice_backward)
 
 _SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
 _GELU_TANH_CUBIC = 0.044715
@@ -188,13 +195,6 @@ def softmax_backward(y, dy, dx, *, axis):
     dx += y * (dy - (y * dy).sum(axis=axis, keepdims=True))
 
 
-def logsumexp(x, y, *, axis):
-    """y = log(sum(exp(x))) along `axis` (the axis is dropped), computed stably."""
-    top = x.max(axis=axis, keepdims=True)
-    total = np.exp(x - top).sum(axis=axis, keepdims=True)
-    y[...] = np.squeeze(top + np.log(total), axis=axis)
-
-
 def maxsumexp(x, y, *, axis):
     """y[0] = max along `axis`, y[1] = sum(exp(x - max)) along `axis`."""
     top = x.max(axis=axis, keepdims=True)
@@ -222,6 +222,49 @@ def cross_entropy_backward(logits, labels, dloss, dlogits, *, alpha=1.0):
     dlogits += alpha * dloss[()] * (probs - (classes == labels))
 
 
+def valid_count(labels, count, *, ignore_index=-100, beta=0.0):
+    """count (0-d) = number of labels != ignore_index + beta*count."""
+    _store(count, np.count_nonzero(labels != ignore_index), beta, count)
+
+
+def _check_labels(kernel, labels, valid, num_classes, ignore_index):
+    bad = valid & ((labels < 0) | (labels >= num_classes))
+    if bad.any():
+        raise label_error(kernel, labels[bad].flat[0], num_classes, ignore_index)
+
+
+def cross_entropy_lse(logits, lse, labels, count, loss, *, ignore_index=-100, num_classes,
+                      class_offset=0, beta=0.0):
+    """loss = sum over labels != ignore_index of (lse - logits[label]) / count + beta*loss,
+    for the class tile of logits starting at class `class_offset`: tile 0 adds the lse
+    terms and checks the labels, each tile subtracts the logits of the labels it holds."""
+    valid = labels != ignore_index
+    if class_offset == 0:
+        _check_labels("cross_entropy_lse", labels, valid, num_classes, ignore_index)
+    local = labels - class_offset
+    hit = valid & (local >= 0) & (local < logits.shape[0])
+    picked = np.take_along_axis(logits, np.where(hit, local, 0)[np.newaxis], axis=0)[0]
+    total = -np.where(hit, picked, 0).sum(dtype=np.float64)
+    if class_offset == 0:
+        total += np.where(valid, lse, 0).sum(dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):  # count 0: all ignored, nan
+        _store(loss, total / count[()], beta, loss)
+
+
+def cross_entropy_lse_backward(logits, lse, labels, count, dloss, dlogits, *,
+                               ignore_index=-100, num_classes, class_offset=0):
+    """dlogits += dloss/count * (exp(logits - lse) - onehot(label)) at labels != ignore_index,
+    for the class tile starting at `class_offset`."""
+    valid = labels != ignore_index
+    if class_offset == 0:
+        _check_labels("cross_entropy_lse_backward", labels, valid, num_classes, ignore_index)
+    classes = np.arange(class_offset, class_offset + logits.shape[0])
+    onehot = classes.reshape((-1,) + (1,) * labels.ndim) == labels
+    with np.errstate(invalid="ignore", divide="ignore"):  # count 0: nothing is valid
+        scale = np.where(valid, dloss[()] / count[()], 0)
+    dlogits += scale * (np.exp(logits - lse) - onehot)
+
+
 def mse(x, y, loss, *, alpha=1.0, beta=0.0):
     """loss (0-d) = alpha*sum((x - y)^2) + beta*loss."""
     diff = x.astype(np.float64) - y
@@ -236,16 +279,30 @@ def mse_backward(x, y, dloss, dx, *, alpha=1.0):
 # ---------------------------------------------------------------- embedding
 
 
-def embedding(index, vocab, y, *, axis, vocab_offset=0, beta=0.0):
-    """y = beta*y + vocab columns of the in-range indices, the E axis at position `axis`."""
+def _check_ids(kernel, index, vocab_size):
+    """An id outside the whole vocabulary is a user error: a vocab tile alone would skip it."""
+    bad = (index < 0) | (index >= vocab_size)
+    if bad.any():
+        raise vocab_error(kernel, index[bad].flat[0], vocab_size)
+
+
+def embedding(index, vocab, y, *, axis, vocab_size, vocab_offset=0, beta=0.0):
+    """y = beta*y + vocab columns of the in-range indices, the E axis at position `axis`.
+
+    This tile holds columns [vocab_offset, vocab_offset + vocab.shape[1]) of a vocabulary of
+    vocab_size: ids of other tiles contribute zeros, ids outside the vocabulary raise.
+    """
+    _check_ids("embedding", index, vocab_size)
     local = index - vocab_offset
     hit = (local >= 0) & (local < vocab.shape[1])
     rows = np.where(hit, vocab[:, np.where(hit, local, 0)], 0)  # (E,) + index.shape
     _store(y, np.moveaxis(rows, 0, axis), beta, y)
 
 
-def embedding_backward(index, dy, dvocab, *, axis, vocab_offset=0, beta=0.0):
-    """dvocab = beta*dvocab + scatter-add of dy's E-vectors into columns index - vocab_offset."""
+def embedding_backward(index, dy, dvocab, *, axis, vocab_size, vocab_offset=0, beta=0.0):
+    """dvocab = beta*dvocab + scatter-add of dy's E-vectors into columns index - vocab_offset;
+    ids outside the vocabulary [0, vocab_size) raise."""
+    _check_ids("embedding_backward", index, vocab_size)
     local = index - vocab_offset
     hit = (local >= 0) & (local < dvocab.shape[1])
     vectors = np.moveaxis(dy, axis, 0)[:, hit]  # (E, number of hits)

@@ -15,6 +15,7 @@ import numpy as np
 from scipy.special import erf
 
 import nntile_spmd as nt
+from nntile_spmd.runtime.stats import mismatches
 
 # -- NumPy references of the kernels (float64) ---------------------------------------
 
@@ -41,14 +42,38 @@ def logsumexp(x, axis):
     return np.squeeze(top, axis) + np.log(np.exp(x - top).sum(axis=axis))
 
 
+def layer_norm(x, gamma, beta, axis, eps=1e-5):
+    """torch.nn.LayerNorm along `axis`: biased variance, eps inside the square root."""
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    mean = x.mean(axis=axis, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axis, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma.reshape(shape) + beta.reshape(shape)
+
+
+def layer_norm_grads(x, gamma, dy, axis, eps=1e-5):
+    """(dx, dgamma, dbeta) of layer_norm for output gradient dy, by the textbook formula."""
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    others = tuple(i for i in range(x.ndim) if i != axis)
+    mean = x.mean(axis=axis, keepdims=True)
+    rstd = 1.0 / np.sqrt(((x - mean) ** 2).mean(axis=axis, keepdims=True) + eps)
+    normalized = (x - mean) * rstd
+    dnormalized = dy * gamma.reshape(shape)
+    dx = rstd * (dnormalized - dnormalized.mean(axis=axis, keepdims=True)
+                 - normalized * (dnormalized * normalized).mean(axis=axis, keepdims=True))
+    return dx, (dy * normalized).sum(axis=others), dy.sum(axis=others)
+
+
 # -- one-line op cases ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class OpCase:
     """inputs: "a:mk* b:kn" -- a name per tensor, one letter per dim (a drawn size);
-    '*' marks a parameter (persistent, requires_grad) instead of an input; an
-    upper-case letter is an axis that must stay in one tile (softmax's axis).
+    '*' marks a parameter (persistent, requires_grad) instead of an input, '?' a bool
+    input (a random mask, about 70% True); an upper-case letter is an axis that must
+    stay in one tile (softmax's axis).
     build(*tensors) adds the ops and returns the output tensor(s); reference(*arrays)
     returns the expected array(s) in the same order."""
 
@@ -62,8 +87,11 @@ class OpCase:
         result = []
         for item in self.inputs.split():
             name, dims = item.split(":")
-            result.append((name, dims.rstrip("*"), dims.endswith("*")))
+            result.append((name, dims.rstrip("*?"), dims.endswith("*")))
         return result
+
+    def bool_inputs(self) -> set:
+        return {item.split(":")[0] for item in self.inputs.split() if item.endswith("?")}
 
     def letters(self) -> str:
         """Distinct dim letters, lower case, in first-use order."""
@@ -79,7 +107,9 @@ class OpCase:
 def case_graph(case, sizes, dtype="fp64"):
     """(graph, [output tensors]) of `case` with dim letter -> size `sizes`."""
     graph = nt.LogicalGraph(case.name)
-    tensors = [graph.tensor([sizes[c.lower()] for c in dims], name, dtype=dtype,
+    masks = case.bool_inputs()
+    tensors = [graph.tensor([sizes[c.lower()] for c in dims], name,
+                            dtype="bool" if name in masks else dtype,
                             requires_grad=param, persistent=param, external=not param)
                for name, dims, param in case.specs()]
     outputs = case.build(*tensors)
@@ -103,9 +133,12 @@ def case_tiling(case, sizes, tiles=None, target_bytes=None):
 
 def case_arrays(case, sizes, seed):
     rng = np.random.default_rng(seed)
+    masks = case.bool_inputs()
     # np.array, not np.asfortranarray: the latter turns a 0-d value into shape (1,)
-    return [np.array(rng.standard_normal([sizes[c.lower()] for c in dims]), order="F")
-            for _, dims, _ in case.specs()]
+    return [np.array(rng.random(shape) < 0.7 if name in masks else rng.standard_normal(shape),
+                     order="F")
+            for name, shape in ((name, [sizes[c.lower()] for c in dims])
+                                for name, dims, _ in case.specs())]
 
 
 def run_case(case, sizes, comm, distribution="single", tiles=None, target_bytes=None,
@@ -131,17 +164,14 @@ def run_case(case, sizes, comm, distribution="single", tiles=None, target_bytes=
 
 
 def stat_problems(cg, phases=None):
-    """Measured bytes sent and peak bytes of this process's ranks vs the plan's."""
+    """Measured bytes sent and received, FLOPs and peak bytes of this process's ranks
+    vs the plan's for the phases the last execute ran."""
     problems = []
     ranks = list(cg.world.local_ranks())
     for rank in ranks:
-        stats = cg.get_stats(rank)
-        planned = (cg.estimate_communication(rank, phases), cg.memory_on_rank(rank, phases))
-        measured = (stats["bytes_transferred"], stats["peak_bytes"])
-        if planned != measured:
-            problems.append(f"rank {rank}: planned (sent, peak) {planned}, measured {measured}")
+        problems += mismatches(cg.stats_vs_plan(rank), rank)
     if len(ranks) == cg.world.size:   # a simulated world: the total must agree as well
-        total = sum(cg.get_stats(rank)["bytes_transferred"] for rank in ranks)
+        total = sum(cg.get_stats(rank).bytes_transferred for rank in ranks)
         if total != cg.estimate_communication(None, phases):
             problems.append(f"all ranks sent {total} bytes, the plan says "
                             f"{cg.estimate_communication(None, phases)}")

@@ -84,13 +84,18 @@ def estimate_flops(graph: LogicalGraph) -> int:
     return sum(op_flops(op) for op in graph.ops())
 
 
-def dead_ops(graph: LogicalGraph) -> list[OpNode]:
-    """Ops whose results reach no output and no persistent tensor, in program order."""
+def dead_ops(graph: LogicalGraph, ops=None, observed=None) -> list[OpNode]:
+    """Ops whose results reach no output and no persistent tensor, in program order.
+
+    `ops` (default: all) is the op sequence one execute runs; `observed` (default:
+    outputs and persistent tensors) the ids of tensors whose final values count.
+    """
     # Ids of tensors whose current value (at this point of the backward sweep) is
     # still observed: at the end of execute() that is outputs and kept state.
-    needed = {tensor.id for tensor in graph.tensors() if tensor.is_output or tensor.persistent}
+    needed = set(observed) if observed is not None else \
+        {tensor.id for tensor in graph.tensors() if tensor.is_output or tensor.persistent}
     dead = []
-    for op in reversed(graph.ops()):
+    for op in reversed(graph.ops() if ops is None else ops):
         if not any(tensor.id in needed for tensor in op.outputs):
             dead.append(op)
             continue

@@ -9,6 +9,7 @@ them after the optimizer step (train.optim does).
 from __future__ import annotations
 
 from . import ops
+from .backward_norm import NORM_BACKWARD_RULES
 
 
 class GradContext:
@@ -148,6 +149,61 @@ def softmax_rule(op, ctx):
         ops.softmax_backward(y, ctx.grad(y), ctx.grad(x), op.attrs["axis"])
 
 
+def sumprod_slice_rule(op, ctx):
+    x, y = op.inputs
+    attrs = op.attrs
+    z = op.outputs[0]
+    if attrs["beta"] != 0 and z.name in ctx.needed:
+        raise NotImplementedError(f"grad: {op.name} accumulates into {z.name} (beta != 0); "
+                                  "use the new-output sumprod_slice form in differentiated code")
+    dz = ctx.grad(z)
+    for tensor, other in ((x, y), (y, x)):   # x is y (a sum of squares) gets both terms
+        if ctx.needs(tensor):
+            ops.sumprod_slice_backward(dz, other, ctx.grad(tensor), attrs["axis"],
+                                       attrs["alpha"])
+
+
+def logsumexp_rule(op, ctx):
+    (x,), (y,) = op.inputs, op.outputs
+    if op.attrs["beta"] != 0 and y.name in ctx.needed:
+        raise NotImplementedError(f"grad: {op.name} accumulates into {y.name} (beta != 0); "
+                                  "use the new-output logsumexp form in differentiated code")
+    if ctx.needs(x):
+        ops.logsumexp_backward(x, y, ctx.grad(y), ctx.grad(x), op.attrs["axis"])
+
+
+def mask_scalar_rule(op, ctx):
+    """Zero the masked entries of grad(A), in place.
+
+    mask_scalar works in place and gradients are keyed by tensor name, so ctx.grad(A)
+    stands both for d/d(A after masking) and d/d(A before masking). Rules run in
+    reverse program order: when this one runs, every reader of the masked A has
+    already accumulated into ctx.grad(A), and the op that produced A before masking
+    runs its rule afterwards and reads ctx.grad(A). The masked entries were
+    overwritten by val and no longer depend on the old A, the kept ones are passed
+    through unchanged, so zeroing the masked entries turns the first gradient into
+    exactly the second.
+    """
+    mask, a = op.inputs
+    if ctx.needs(a):
+        ops.mask_scalar(mask, 0.0, ctx.grad(a), op.attrs["batch_ndim"])
+
+
+def softmax_from_logsumexp_rule(op, ctx):
+    """dx += y * (dy - sum over axis of y*dy): softmax's total derivative.
+
+    The input lse is logsumexp(x) by contract, so lse gets no gradient: its path,
+    -y * sum(y*dy), is already the second term here. The sum runs over the axis's
+    tiles (sumprod_slice), so the axis may stay split.
+    """
+    lse, x = op.inputs
+    (y,) = op.outputs
+    if ctx.needs(x):
+        axis, dy = op.attrs["axis"], ctx.grad(y)
+        dot = ops.sumprod_slice(y, dy, ctx.temp(f"{y.name}_dot_grad"), axis)
+        ops.softmax_from_logsumexp_backward(y, dy, dot, ctx.grad(x), axis)
+
+
 def sum_fiber_rule(op, ctx):
     (x,), (y,) = op.inputs, op.outputs
     if ctx.needs(x):
@@ -196,6 +252,22 @@ def cross_entropy_rule(op, ctx):
                                         ctx.grad(logits), op.attrs["alpha"])
 
 
+def cross_entropy_lse_rule(op, ctx):
+    """dlogits += dloss/count * valid * (softmax(logits) - onehot(label)).
+
+    lse gets no gradient on purpose: this is the total derivative of
+    lse(logits) - logits[label], the path through lse = logsumexp(logits) included
+    (its d lse / d logits is the softmax term).
+    """
+    logits, lse, labels, count = op.inputs
+    loss = op.outputs[0]
+    if op.attrs["beta"] != 0 and loss.name in ctx.needed:
+        raise NotImplementedError(f"grad: {op.name} accumulates into {loss.name} (beta != 0)")
+    if ctx.needs(logits):
+        ops.cross_entropy_lse_backward(logits, lse, labels, count, ctx.grad(loss),
+                                       ctx.grad(logits), op.attrs["ignore_index"])
+
+
 def mse_rule(op, ctx):
     x, y = op.inputs
     dloss = ctx.grad(op.outputs[0])
@@ -205,6 +277,7 @@ def mse_rule(op, ctx):
 
 
 BACKWARD_RULES = {
+    **NORM_BACKWARD_RULES,   # slice and fiber ops, pow (backward_norm.py)
     **{name: unary_rule for name in ("gelu", "gelutanh", "relu", "silu", "sqrt")},
     "add": add_rule,
     "multiply": multiply_rule,
@@ -212,11 +285,16 @@ BACKWARD_RULES = {
     "gemm": gemm_rule,
     "softmax": softmax_rule,
     "sum_fiber": sum_fiber_rule,
+    "sumprod_slice": sumprod_slice_rule,
+    "logsumexp": logsumexp_rule,
+    "mask_scalar": mask_scalar_rule,
+    "softmax_from_logsumexp": softmax_from_logsumexp_rule,
     "add_fiber": add_fiber_rule,
     "transpose": transpose_rule,
     "copy": copy_rule,
     "cast": copy_rule,
     "embedding": embedding_rule,
     "cross_entropy_loss": cross_entropy_rule,
+    "cross_entropy_lse": cross_entropy_lse_rule,
     "mse_loss": mse_rule,
 }

@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 from typing import TYPE_CHECKING
 
+from .scalars import Scalar
 from .tensor import ROLE_COLORS
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ FORMAT = "nntile_spmd.graph"
 VERSION = 1
 OP_COLOR = "#ffffcc"
 TENSOR_FLAGS = ("requires_grad", "persistent", "external", "is_input", "is_output",
-                "grad_of")
+                "grad_of", "parallel_dim")
 PLAIN_TYPES = (bool, int, float, str)
 
 
@@ -103,6 +104,8 @@ def plain_value(op: OpNode, key: str, value):
     """An attribute as a JSON-able Python scalar (NumPy scalars are unwrapped)."""
     if value is None or type(value) in PLAIN_TYPES:
         return value
+    if isinstance(value, Scalar):
+        return {"scalar": value.name, "default": value.default, "factor": value.factor}
     if callable(getattr(value, "item", None)) and getattr(value, "ndim", None) == 0:
         return plain_value(op, key, value.item())
     raise TypeError(f"{op.name}: attribute {key}={value!r} is not a bool, int, float "
@@ -133,10 +136,16 @@ def from_json(data: dict, graph_type: type) -> LogicalGraph:
         for entry in data["ops"]:
             graph.add_op(entry["type"], [graph.get_tensor(name) for name in entry["inputs"]],
                          [graph.get_tensor(name) for name in entry["outputs"]],
-                         entry["attrs"], entry["name"], entry["phase"])
+                         read_attrs(entry["attrs"]), entry["name"], entry["phase"])
     except KeyError as error:  # a missing field, or an op naming an unknown tensor
         raise ValueError(f"malformed {FORMAT} document: {error}") from error
     return graph
+
+
+def read_attrs(attrs: dict) -> dict:
+    """Attributes of a document; a {"scalar": ...} entry becomes the runtime Scalar."""
+    return {key: Scalar(value["scalar"], value["default"], value["factor"])
+            if isinstance(value, dict) else value for key, value in attrs.items()}
 
 
 def check_header(data) -> None:
@@ -154,6 +163,7 @@ def declare_tensor(graph: LogicalGraph, entry: dict) -> TensorNode:
                           entry["requires_grad"], entry["persistent"], entry["external"])
     tensor.is_input, tensor.is_output = entry["is_input"], entry["is_output"]
     tensor.grad_of = entry["grad_of"]
+    tensor.parallel_dim = entry.get("parallel_dim")   # absent in older documents
     # The role is derived from the flags; a disagreeing one means an edited file.
     if "role" in entry and entry["role"] != tensor.role:
         raise ValueError(f"tensor {tensor.name}: stored role {entry['role']!r} "

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from . import analysis, export
 from .registry import OpSpec, describe_all, get_spec, op_error
+from .scalars import check_scalar_attrs
 from .tensor import TensorNode
 
 PHASES = ("forward", "backward", "optimizer")
@@ -110,6 +111,7 @@ class LogicalGraph:
         """Validate and append one op; the single entry point of every builder."""
         spec = get_spec(op_type)
         attrs = spec.normalize_attrs(dict(attrs or {}))
+        check_scalar_attrs(spec, attrs)
         inputs, outputs = tuple(inputs), tuple(outputs)
         self.check_operands(spec, inputs, outputs)
         expected = spec.infer(op_type, attrs, inputs)
@@ -276,4 +278,5 @@ def copy_tensor_into(graph, tensor, name, symbols) -> TensorNode:
                         tensor.persistent, tensor.external)
     copy.is_input, copy.is_output, copy.grad_of = (tensor.is_input, tensor.is_output,
                                                    tensor.grad_of)
+    copy.parallel_dim = tensor.parallel_dim
     return copy

@@ -6,41 +6,15 @@ LogicalGraph.add_op, which validates. Exposed to users as `nntile_spmd.ops`.
 
 from __future__ import annotations
 
-from .registry import get_spec, op_error
-from .tensor import TensorNode
-
-
-def apply(op_type: str, inputs, outputs, **attrs):
-    """Add op `op_type`; an output given as a str is created with that name."""
-    inputs = tuple(inputs)
-    graph = owner_graph(op_type, inputs, outputs)
-    spec = get_spec(op_type)
-    graph.check_operands(spec, inputs, [t for t in outputs if not isinstance(t, str)],
-                         partial_outputs=True)
-    normalized = spec.normalize_attrs(attrs)
-    if spec.beta_attr and normalized[spec.beta_attr] != 0 and \
-            any(isinstance(output, str) for output in outputs):
-        names = [repr(output) for output in outputs if isinstance(output, str)]
-        raise op_error(op_type, f"{spec.beta_attr}={normalized[spec.beta_attr]} needs an "
-                       f"existing output to accumulate into, not a new tensor {names[0]}",
-                       inputs)
-    expected = spec.infer(op_type, normalized, inputs)
-    created = []
-    for output, want in zip(outputs, expected):
-        if isinstance(output, str):
-            if want is None:
-                raise op_error(op_type, f"output {output!r} must be an existing tensor")
-            output = graph.tensor(want[0], output, want[1])
-        created.append(output)
-    graph.add_op(op_type, inputs, created, attrs)
-    return created[0] if len(created) == 1 else tuple(created)
-
-
-def owner_graph(op_type, inputs, outputs):
-    for tensor in (*inputs, *outputs):
-        if isinstance(tensor, TensorNode):
-            return tensor.graph
-    raise op_error(op_type, "needs at least one TensorNode operand", (), TypeError)
+from .apply import apply, owner_graph  # noqa: F401 - ops.apply is the generic builder
+from .ops_attention import mask_scalar, scaled_dot_product_attention  # noqa: F401
+from .ops_loss import (cross_entropy, cross_entropy_lse, cross_entropy_lse_backward,  # noqa: F401
+                       valid_count)
+from .ops_norm import (layer_norm, multiply_fiber, pow, pow_backward,  # noqa: F401
+                       pow_inplace, sumprod_fiber, sumprod_fiber_backward)
+from .ops_slice import (add_slice, add_slice_inplace, logsumexp, logsumexp_backward,  # noqa: F401
+                        multiply_slice, softmax_from_logsumexp, softmax_from_logsumexp_backward,
+                        sum_slice, sumprod_slice, sumprod_slice_backward)
 
 
 # -- elementwise ---------------------------------------------------------------
@@ -142,11 +116,6 @@ def softmax(x, name, axis=0):
 def softmax_backward(y, grad_output, grad_x, axis=0):
     """grad_x += y * (grad_output - sum(y * grad_output along axis)), y = softmax(x)."""
     return apply("softmax_backward", [y, grad_output], [grad_x], axis=axis)
-
-
-def logsumexp(x, name, axis=0):
-    """y = log(sum(exp(x))) along `axis` (that axis removed)."""
-    return apply("logsumexp", [x], [name], axis=axis)
 
 
 def maxsumexp(x, name, axis=0):

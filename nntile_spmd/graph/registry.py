@@ -49,6 +49,10 @@ class OpSpec:
     labels absent from every output are summed tile by tile (the op's kernel must
     then take `beta`, named by beta_attr); labels in whole(attrs, axes) must
     stay in one tile (softmax's axis).
+    combine names the kernel that merges two partial results of such a sum when
+    they were computed on different ranks: called as combine(child, parent, parent,
+    alpha=1, beta) like "add"; an op whose partials are not added (logsumexp's are
+    merged by logaddexp) names its own.
     """
 
     name: str
@@ -60,9 +64,14 @@ class OpSpec:
     attrs: dict = field(default_factory=dict)
     reads_output: Callable = never          # does the kernel read the old output?
     beta_attr: str | None = None
+    combine: str = "add"                     # kernel merging partial results across ranks
     whole: Callable = lambda attrs, axes: frozenset()
     flops: Callable = lambda attrs, in_shapes, out_shapes: 0
     tile_params: Callable | None = None      # (attrs, tile_offsets) -> extra kernel params
+    # (attrs, in_shapes, out_shapes) of the whole tensors -> extra kernel params shared by
+    # every tile (cross_entropy_lse's class count; embedding's vocab_size, as a vocab tile
+    # alone cannot tell an id outside the vocabulary): shapes are concrete once planned
+    shape_params: Callable | None = None
     kernel_attrs: tuple | None = None        # attrs passed to the kernel (default: all)
     differentiable: bool = True
 

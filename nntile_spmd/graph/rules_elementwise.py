@@ -1,7 +1,8 @@
-"""Graph layer: rules of elementwise ops (unary, their backward forms, binary)."""
+"""Graph layer: rules of elementwise ops (unary, their backward forms, binary, pow,
+mask_scalar)."""
 
-from .registry import OpSpec, always, register
-from .rules_common import elementwise_axes, elementwise_flops, elementwise_infer
+from .registry import REQUIRED, OpSpec, always, labels, op_error, register
+from .rules_common import elementwise_axes, elementwise_flops, elementwise_infer, require_float
 
 # op -> (FLOPs per element of forward, FLOPs per element of backward)
 UNARY_COSTS = {"gelu": (8, 12), "gelutanh": (10, 14), "relu": (1, 2),
@@ -35,3 +36,39 @@ register(OpSpec("scale", "scale", 1, 1, elementwise_infer, elementwise_axes,
                 attrs={"alpha": 1.0}, flops=elementwise_flops(1)))
 register(OpSpec("scale_inplace", "scale", 1, 1, elementwise_infer, elementwise_axes,
                 attrs={"alpha": 1.0}, flops=elementwise_flops(1)))
+
+# pow (NNTile's y = alpha * x**exp), its in-place form, and dx += alpha*exp*x**(exp-1)*dy
+POW_ATTRS = {"alpha": 1.0, "exp": 1.0}
+for pow_name in ("pow", "pow_inplace"):
+    register(OpSpec(pow_name, "pow", 1, 1, elementwise_infer, elementwise_axes,
+                    attrs=POW_ATTRS, flops=elementwise_flops(2)))
+register(OpSpec("pow_backward", "pow_backward", 2, 1, elementwise_infer, elementwise_axes,
+                attrs=POW_ATTRS, reads_output=always, flops=elementwise_flops(4),
+                differentiable=False))
+
+
+# -- mask_scalar: A = val where mask is False, in place ---------------------------------
+def mask_scalar_infer(op, attrs, inputs):
+    mask, a = inputs
+    batch_ndim = attrs["batch_ndim"]
+    if not isinstance(batch_ndim, int) or not 0 <= batch_ndim <= a.ndim:
+        raise op_error(op, f"batch_ndim={batch_ndim!r} out of range for {a.ndim} dims", inputs)
+    if mask.dtype != "bool":
+        raise op_error(op, f"{mask.name} must be a bool tensor", inputs, TypeError)
+    require_float(op, a)
+    expected = a.shape[:a.ndim - batch_ndim]
+    if mask.shape != expected:
+        raise op_error(op, f"{mask.name} must have shape {list(expected)} (the leading "
+                       f"dims of {a.name} before its {batch_ndim} batch dims)", inputs)
+    return [(a.shape, a.dtype)]
+
+
+def mask_scalar_axes(attrs, in_shapes, out_shapes):
+    """The mask's axes are A's leading axes: its tiles follow A's tiling."""
+    a = labels("d", len(in_shapes[1]))
+    return a[:len(a) - attrs["batch_ndim"]], a, a
+
+
+# inputs (mask, A), output A itself: the kernel is y = where(mask, x, val) on aliased x, y
+register(OpSpec("mask_scalar", "mask_scalar", 2, 1, mask_scalar_infer, mask_scalar_axes,
+                attrs={"val": REQUIRED, "batch_ndim": 0}, flops=elementwise_flops(1)))

@@ -69,13 +69,13 @@ for add_fiber_name in ("add_fiber", "add_fiber_inplace"):
 
 
 def along_axis_infer(kind):
-    """Shape rule of softmax (same shape), logsumexp (axis dropped), maxsumexp ([2] + dropped)."""
+    """Shape rule of softmax (same shape) and maxsumexp ([2] + the axis dropped)."""
     def infer(op, attrs, inputs):
         (x,) = inputs
         require_float(op, x)
         require_axis(op, attrs["axis"], x.ndim, inputs)
         dropped = x.shape[:attrs["axis"]] + x.shape[attrs["axis"] + 1:]
-        shape = {"same": x.shape, "drop": dropped, "pair": (2,) + dropped}[kind]
+        shape = {"same": x.shape, "pair": (2,) + dropped}[kind]
         return [(shape, x.dtype)]
     return infer
 
@@ -84,7 +84,7 @@ def along_axis_axes(kind):
     def axes(attrs, in_shapes, out_shapes):
         x = labels("d", len(in_shapes[0]))
         dropped = x[:attrs["axis"]] + x[attrs["axis"] + 1:]
-        return x, {"same": x, "drop": dropped, "pair": ("pair",) + dropped}[kind]
+        return x, {"same": x, "pair": ("pair",) + dropped}[kind]
     return axes
 
 
@@ -108,7 +108,8 @@ register(OpSpec("softmax_backward", "softmax_backward", 2, 1, softmax_backward_i
                 whole=whole_axis, reads_output=lambda attrs: True,
                 flops=lambda attrs, i, o: 4 * numel(i[0]), differentiable=False))
 
-for axis_op, axis_kind in (("softmax", "same"), ("logsumexp", "drop"), ("maxsumexp", "pair")):
+# (logsumexp, whose axis may be split, is registered in rules_slice.py)
+for axis_op, axis_kind in (("softmax", "same"), ("maxsumexp", "pair")):
     register(OpSpec(axis_op, axis_op, 1, 1, along_axis_infer(axis_kind),
                     along_axis_axes(axis_kind), attrs={"axis": 0}, whole=whole_axis,
                     flops=lambda attrs, i, o: 4 * numel(i[0]),

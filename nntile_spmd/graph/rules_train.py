@@ -26,6 +26,7 @@ register(OpSpec("embedding", "embedding", 2, 1, embedding_infer, embedding_axes,
                 attrs={"axis": 0, "beta": 0.0}, beta_attr="beta",
                 reads_output=lambda attrs: attrs["beta"] != 0,
                 tile_params=lambda attrs, offsets: {"vocab_offset": offsets[1][1]},
+                shape_params=lambda attrs, i, o: {"vocab_size": i[1][1]},
                 flops=lambda attrs, i, o: numel(o[0])))
 
 
@@ -45,6 +46,7 @@ register(OpSpec("embedding_backward", "embedding_backward", 2, 1, embedding_back
                 embedding_backward_axes, attrs={"axis": 0, "beta": 1.0}, beta_attr="beta",
                 reads_output=lambda attrs: attrs["beta"] != 0,
                 tile_params=lambda attrs, offsets: {"vocab_offset": offsets[2][1]},
+                shape_params=lambda attrs, i, o: {"vocab_size": o[0][1]},
                 flops=lambda attrs, i, o: numel(i[1]), differentiable=False))
 
 

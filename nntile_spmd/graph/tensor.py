@@ -56,6 +56,10 @@ class TensorNode:
     is_input: bool = False
     is_output: bool = False
     grad_of: str | None = None   # name of the tensor this one is the gradient of
+    # The dim the "tp" preset splits over ranks, set by models that lay out
+    # Megatron-style tensor parallelism themselves (heads, MLP inner dim, vocab);
+    # None leaves the choice to the preset's own rule.
+    parallel_dim: int | None = None
 
     def __post_init__(self):
         self.shape = check_shape(self.shape)
@@ -102,6 +106,13 @@ class TensorNode:
     def mark_input(self, flag: bool = True) -> TensorNode:
         """Mark as provided by bind_data(); inputs are never freed during execute()."""
         self.is_input = bool(flag)
+        return self
+
+    def split_for_tp(self, dim: int) -> TensorNode:
+        """Ask the "tp" preset to split this tensor's axis `dim` over ranks."""
+        if not isinstance(dim, int) or not 0 <= dim < self.ndim:
+            raise ValueError(f"split_for_tp: dim {dim!r} out of range for {self.describe()}")
+        self.parallel_dim = dim
         return self
 
     def mark_output(self, flag: bool = True) -> TensorNode:

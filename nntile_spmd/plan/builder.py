@@ -75,7 +75,7 @@ class ProgramBuilder:
         nbytes = self.meta[key].nbytes
         # PERF: tuple.__new__ skips the NamedTuple constructor's Python frame
         self.inserts[source][self.ready_at[source][key]].append(
-            new_tuple(Send, (key, target, tag, nbytes)))
+            new_tuple(Send, (key, target, tag, nbytes, consumer)))
         program = self.programs[target]
         program.append(new_tuple(Recv, (key, source, tag, nbytes, consumer)))
         self.held[target][key] = self.version[key]
@@ -238,19 +238,21 @@ class ProgramBuilder:
                 if parent == root and not root_has_value:
                     beta, root_has_value = op.attrs.get(op.spec.beta_attr, 0.0), True
                     beta = beta if group.reads_output_first else 0.0
-                self.combine(parent, accumulators[child], parent_key, beta, op.name)
+                self.combine(parent, accumulators[child], parent_key, beta, op)
             stride *= 2
         if owner == REPLICATED:
             self.broadcast(out_key, root, op.name)
 
-    def combine(self, rank, child_key, parent_key, beta, op_name):
+    def combine(self, rank, child_key, parent_key, beta, op):
+        """parent = merge(child, parent) on `rank` with the op's combine kernel (add, or
+        e.g. logaddexp for logsumexp's partial results); beta == 0: parent = child."""
         reads = (child_key, parent_key) if beta != 0 else (child_key,)
         flops = 3 * self.meta[parent_key].size
         params = self.add_params.get(beta)   # PERF: shared, never mutated
         if params is None:
             params = self.add_params[beta] = {"alpha": 1.0, "beta": beta}
-        self.run_task((rank,), "add", (child_key, parent_key, parent_key), reads,
-                      (parent_key,), params, flops, op_name)
+        self.run_task((rank,), op.spec.combine, (child_key, parent_key, parent_key), reads,
+                      (parent_key,), params, flops, op.name)
 
     def broadcast(self, key, root, op_name):
         order = [root] + [rank for rank in range(self.nranks) if rank != root]

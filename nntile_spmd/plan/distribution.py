@@ -22,6 +22,7 @@ class TileDistribution:
     weights: tuple | None = None
     offset: int = 0
     function: object = field(default=None, compare=False)
+    owner_list: tuple | None = None    # custom(owners): ranks in column-major tile order
 
     @classmethod
     def round_robin(cls, offset: int = 0) -> TileDistribution:
@@ -39,9 +40,24 @@ class TileDistribution:
         return cls("block_along_dim", dim=dim)
 
     @classmethod
-    def custom(cls, function) -> TileDistribution:
-        """function(tile_coord, grid_shape, nranks) -> rank (or REPLICATED)."""
-        return cls("custom", function=function)
+    def custom(cls, owners) -> TileDistribution:
+        """The owner rank of every tile in column-major tile order (seed 003's
+        `std::vector<int> owners`; REPLICATED = -1 allowed), or a function
+        (tile_coord, grid_shape, nranks) -> rank (or REPLICATED)."""
+        if callable(owners):
+            return cls("custom", function=owners)
+        if isinstance(owners, np.ndarray):
+            owners = owners.reshape(-1, order="F").tolist()
+        try:
+            ranks = tuple(int(owner) for owner in owners)
+            exact = all(rank == owner for rank, owner in zip(ranks, owners))
+        except (TypeError, ValueError):
+            ranks, exact = (), False
+        if not exact or isinstance(owners, (str, bytes)) or \
+                any(isinstance(owner, bool) for owner in owners):
+            raise TypeError(f"TileDistribution.custom: expected a function or a list of "
+                            f"integer ranks, got {owners!r}")
+        return cls("custom", owner_list=ranks)
 
     @classmethod
     def replicated(cls) -> TileDistribution:
@@ -62,7 +78,7 @@ class TileDistribution:
         detail = {"round_robin": f"offset={self.offset}" if self.offset else "",
                   "block_along_dim": f"dim={self.dim}", "on_rank": f"{self.rank}",
                   "load_balanced": f"{list(self.weights or ())}",
-                  "custom": getattr(self.function, "__name__", "fn")}.get(self.kind, "")
+                  "custom": custom_detail(self)}.get(self.kind, "")
         return f"{self.kind}({detail})"
 
     def owners(self, grid: tuple, nranks: int) -> np.ndarray:
@@ -99,7 +115,19 @@ def _load_balanced(spec, linear, grid, nranks):
     return np.searchsorted(edges, linear + 0.5)
 
 
+def custom_detail(spec) -> str:
+    if spec.owner_list is None:
+        return getattr(spec.function, "__name__", "fn")
+    shown = list(spec.owner_list[:8])
+    return f"{shown}"[:-1] + (", ...]" if len(spec.owner_list) > 8 else "]")
+
+
 def _custom(spec, linear, grid, nranks):
+    if spec.owner_list is not None:
+        if len(spec.owner_list) != linear.size:
+            raise ValueError(f"custom distribution lists {len(spec.owner_list)} owners for "
+                             f"a grid of {list(grid)} = {linear.size} tiles")
+        return np.array(spec.owner_list, dtype=np.int64)[linear]
     result = np.empty(grid, dtype=np.int64)
     for coord in itertools.product(*(range(n) for n in grid)):
         result[coord] = spec.function(coord, grid, nranks)

@@ -35,6 +35,7 @@ class Send(NamedTuple):
     peer: int
     tag: int
     nbytes: int
+    consumer: str       # the op the receiver needs it for (stats attribute bytes to it)
 
     def __str__(self) -> str:
         return f"SEND {key_str(self.key)}->{self.peer}"

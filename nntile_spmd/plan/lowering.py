@@ -39,6 +39,9 @@ def lower_op(op, tilings):
     if any(counts[label] > 1 for label in summed):
         assert spec.beta_attr, f"{op.op_type} sums over tiles but its kernel has no beta"
     base_params = spec.kernel_params(op.attrs)
+    if spec.shape_params is not None:
+        base_params |= spec.shape_params(op.attrs, [t.shape for t in op.inputs],
+                                         [t.shape for t in op.outputs])
     reads_output = spec.reads_output(op.attrs)
     # PERF (plan-speed tests): each step's tile coordinates are one vector (output
     # tile coordinate, then summed-label indices) from which per-array pickers take

@@ -12,12 +12,13 @@ import math
 from functools import cached_property
 
 
+from ..graph.analysis import dead_ops
 from ..graph.dtypes import ITEMSIZE
 from ..graph.logical_graph import PHASES
 from .axes import axis_classes
 from .builder import PlanError, ProgramBuilder
 from .distribution import REPLICATED
-from .instructions import Exec, Send
+from .instructions import Exec, Recv, Send
 from .lowering import lower_op
 from .memory import TileMeta, insert_frees, simulate_memory
 from .presets import as_preset
@@ -47,9 +48,17 @@ def plan_graph(graph, nranks, tiling, distribution, window) -> Plan:
     tilings = {t.name: TilingSpec(tuple(class_tilings[class_of[(t.name, d)]]
                                         for d in range(t.ndim))) for t in graph.tensors()}
     distributions = preset.assign(graph, class_of, classes, nranks)
-    owners = {name: distributions[name].owners(spec.grid, nranks)
+    owners = {name: tensor_owners(name, distributions[name], spec.grid, nranks)
               for name, spec in tilings.items()}
     return Plan(graph, nranks, window, classes, class_of, tilings, distributions, owners)
+
+
+def tensor_owners(name, distribution, grid, nranks):
+    """The owners array of one tensor; a bad distribution's error names the tensor."""
+    try:
+        return distribution.owners(grid, nranks)
+    except ValueError as error:
+        raise ValueError(f"tensor {name!r}: {error}") from None
 
 
 class Plan:
@@ -119,11 +128,32 @@ class Plan:
             for key in keys:
                 holders.setdefault(key, []).append(rank)
         builder = ProgramBuilder(self.nranks, self.meta, self.owner_table, holders)
-        for op in self.graph.ops():
-            if op.phase in phase_key:
-                builder.add_op(lower_op(op, self.tilings))
+        for op in self.live_ops(phase_key):
+            builder.add_op(lower_op(op, self.tilings))
         return [insert_frees(program, self.permanent[rank])
                 for rank, program in enumerate(builder.finish())]
+
+    def live_ops(self, phases=None) -> list:
+        """The ops of `phases` that an execute runs: dead ops are left out.
+
+        Dead: no value the op writes reaches, through later ops of the same
+        execute, a tensor whose tiles outlive it (input, output, persistent,
+        external), so nobody could observe it (graph.analysis.dead_ops).
+        """
+        phase_key = normalize_phases(phases)
+        ops = [op for op in self.graph.ops() if op.phase in phase_key]
+        dead = {op.name for op in dead_ops(self.graph, ops, self.kept_ids)}
+        return [op for op in ops if op.name not in dead]
+
+    def dead_ops(self, phases=None) -> list:
+        """Names of the ops of `phases` left out of the programs as dead."""
+        live = {op.name for op in self.live_ops(phases)}
+        return [op.name for op in self.graph.ops()
+                if op.phase in normalize_phases(phases) and op.name not in live]
+
+    @cached_property
+    def kept_ids(self) -> frozenset:
+        return frozenset(t.id for t in self.graph.tensors() if t.keeps_storage)
 
     def program(self, rank: int, phases=None) -> list:
         return self.programs(phases)[rank]
@@ -138,6 +168,11 @@ class Plan:
         """Tile payload bytes sent during one execute by `rank` (None: all ranks)."""
         ranks = range(self.nranks) if rank is None else (rank,)
         return sum(i.nbytes for r in ranks for i in self.program(r, phases) if type(i) is Send)
+
+    def bytes_received(self, rank=None, phases=None) -> int:
+        """Tile payload bytes received during one execute by `rank` (None: all ranks)."""
+        ranks = range(self.nranks) if rank is None else (rank,)
+        return sum(i.nbytes for r in ranks for i in self.program(r, phases) if type(i) is Recv)
 
     def flops(self, rank=None, phases=None) -> int:
         """FLOPs executed during one execute by `rank` (None: all ranks)."""

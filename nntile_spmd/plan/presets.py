@@ -76,13 +76,18 @@ def default_batch_class(graph, class_of, classes):
 
 
 def default_tp_classes(graph, class_of, classes) -> frozenset:
-    """Megatron-style hidden axes: walking the weights in program order, a
+    """The axes of the dims a model marked with `tensor.split_for_tp(dim)`, if any;
+    else Megatron-style hidden axes: walking the weights in program order, a
     weight none of whose axes is split yet gets its first axis split that no
     input touches. An MLP's w1 [H, D] splits H (column-parallel), w2 [C, H] is then
     row-parallel on H; the next pair splits its own inner axis, and axes shared with
     the inputs (features, a residual stream) stay whole. Without such an axis: the
     axis most parameters share.
     """
+    marked = {class_of[(t.name, t.parallel_dim)] for t in graph.tensors()
+              if t.parallel_dim is not None}
+    if marked:
+        return frozenset(marked)
     input_classes = {class_of[(t.name, d)] for t in graph.tensors() if t.role == "input"
                      for d in range(t.ndim)}
     split, votes = set(), Counter()

@@ -44,4 +44,6 @@ def dump_plan(plan, phases=None) -> str:
     header = (f"plan of graph {plan.graph.name!r} on {plan.nranks} rank(s), receive window "
               f"{plan.window}, fingerprint {plan.fingerprint()}")
     total = f"total bytes sent per execute: {human_bytes(plan.bytes_sent(None, phases))}"
-    return "\n".join([header, *tensor_lines(plan), *rank_lines(plan, phases), total])
+    dead = plan.dead_ops(phases)
+    removed = f"dead ops left out: {', '.join(dead) if dead else 'none'}"
+    return "\n".join([header, *tensor_lines(plan), *rank_lines(plan, phases), total, removed])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from dataclasses import dataclass
+from numbers import Integral
 
 from ..graph.dtypes import ITEMSIZE
 
@@ -156,13 +157,22 @@ class TilingStrategy:
                    min_tile=min_tile, max_tile=max_tile)
 
     @classmethod
+    def explicit(cls, boundaries: dict, target_tile_bytes: int = 1 << 20, min_tile: int = 1,
+                 max_tile=None):
+        """Exact tile boundaries per named tensor, {name: [dim 0, dim 1, ...]}, each dim
+        a boundary list [0, b1, ..., size], a tile size, or None; the axes left free
+        are chosen as by auto, so every preset still splits its axes over the ranks."""
+        return cls("explicit", manual=boundaries, target_tile_bytes=target_tile_bytes,
+                   min_tile=min_tile, max_tile=max_tile)
+
+    @classmethod
     def load_balanced(cls, profile: DevicePerformanceProfile, target_tile_bytes=1 << 20):
         """Axes a preset splits get one tile per rank sized by rank speed; others auto."""
         return cls("load_balanced", target_tile_bytes=target_tile_bytes, profile=profile)
 
     def __repr__(self) -> str:
-        if self.kind == "manual":
-            return f"TilingStrategy.manual({self.manual_shapes})"
+        if self.kind in ("manual", "explicit"):
+            return f"TilingStrategy.{self.kind}({self.manual_shapes})"
         return f"TilingStrategy.{self.kind}(target_tile_bytes={self.target_tile_bytes})"
 
     def resolve(self, request: TilingRequest) -> dict:
@@ -183,7 +193,8 @@ class TilingStrategy:
 
 
 def manual_tilings(request, tile_shapes) -> dict:
-    """Tilings from user tile shapes; two requests for one axis must agree."""
+    """Tilings from user tile shapes (per dim a tile size, a boundary list, or None
+    for a free axis); two requests for one axis must agree."""
     chosen, source = {}, {}
     for name, tile_shape in tile_shapes.items():
         tensor = request.graph.get_tensor(name)
@@ -191,8 +202,10 @@ def manual_tilings(request, tile_shapes) -> dict:
             raise ValueError(f"tiling of {tensor.describe()}: tile shape {list(tile_shape)} "
                              f"has {len(tile_shape)} dims")
         for dim, tile in enumerate(tile_shape):
+            if tile is None:
+                continue
             axis_class = request.classes[request.class_of[(name, dim)]]
-            tiling = DimensionTiling.uniform(axis_class.size, min(int(tile), axis_class.size))
+            tiling = requested_tiling(tensor, dim, tile, axis_class.size)
             if axis_class.whole and tiling.num_tiles > 1:
                 raise ValueError(f"tiling of {name} dim {dim}: this axis must stay whole "
                                  f"(an op reduces over it in one piece)")
@@ -203,6 +216,20 @@ def manual_tilings(request, tile_shapes) -> dict:
                                  f"{other_dim} asks {previous}, {name} dim {dim} asks {tiling}")
             chosen[axis_class.id], source[axis_class.id] = tiling, (name, dim)
     return chosen
+
+
+def requested_tiling(tensor, dim, tile, size) -> DimensionTiling:
+    """One dim's request: a tile size (uniform tiles) or explicit boundaries."""
+    if isinstance(tile, Integral):
+        return DimensionTiling.uniform(size, min(int(tile), size))
+    try:
+        tiling = DimensionTiling.explicit(tile)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"tiling of {tensor.describe()} dim {dim}: {error}") from None
+    if tiling.size != size:
+        raise ValueError(f"tiling of {tensor.describe()} dim {dim}: boundaries "
+                         f"{list(tiling.boundaries)} must end at the axis size {size}")
+    return tiling
 
 
 def auto_tilings(request, chosen, strategy):

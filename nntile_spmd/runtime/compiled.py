@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import time
 
-from ..plan.plan import build_plan
+from ..plan.plan import build_plan, normalize_phases
 from .binding import BindingMixin
-from .device import select_device
+from .device import check_storage, select_device
 from .executor import RankExecutor
 from .failure import install_abort_on_error
+from .scalars import ResolvedProgram, ScalarTable
 from .simulated import SimulatedWorld
+from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
 from .staging import wrap_transport
 from .storage import TileStore
 
@@ -33,7 +35,10 @@ class CompiledGraph(BindingMixin):
         self.stores = {rank: TileStore(device.xp, device.storage_dtype)
                        for rank in world.local_ranks()}
         self.bound = {}   # tensor name -> local ranks whose tiles were bound
-        self.stats = {rank: {} for rank in world.local_ranks()}
+        self.stats = {}      # rank -> ExecutionStats of its last execute
+        self.ops_by_name = {op.name: op for op in graph.ops()}
+        self.scalars = ScalarTable(graph)
+        self.resolved = {}   # (phases, rank) -> ResolvedProgram
         for rank, store in self.stores.items():
             for key in sorted(plan.permanent[rank]):
                 store.allocate(key, plan.meta[key], zero=True)
@@ -52,29 +57,32 @@ class CompiledGraph(BindingMixin):
         # cannot be planned (a tensor read before anything writes it) raises
         # PlanError from compile() on every rank, not from the first execute().
         plan.programs()
-        local_rank = getattr(world, "rank", 0)
         # Select the device first: it imports the kernel backend and so loads its
         # BLAS (scipy's OpenBLAS), which threadpoolctl can only limit once loaded.
         # The other order left the gemm kernels' BLAS at all cores on every rank.
-        selected = select_device(device, local_rank)
-        if not isinstance(world, SimulatedWorld):
-            from .threads import configure_blas_threads
-            configure_blas_threads(world.comm, threads)
+        # GPUs are numbered per node, so the GPU follows the node-local rank: with
+        # the global rank, 2 nodes x 4 ranks x 4 GPUs put node 1's ranks 4..7 on
+        # GPUs 0..3 only by luck of the modulo (and 3 ranks per node on 2 GPUs not at all).
+        if isinstance(world, SimulatedWorld):
+            selected = select_device(device, 0)
+        else:
+            from . import threads as node_threads
+            selected = select_device(device, node_threads.local_rank(world.comm))
+            node_threads.configure_blas_threads(world.comm, threads)
+        check_storage(graph, selected)
         return cls(graph, world, plan, selected)
 
     # -- execution -------------------------------------------------------------------
     def execute(self, phases=None):
         """Run one step of the ops in `phases` (default all) on every rank."""
         self.check_inputs_bound()
-        programs = self.plan.programs(phases)
         executors = {}
         for rank, store in self.stores.items():
-            store.reset_peak()
             transport = wrap_transport(self.world.transport(rank), self.device,
                                        isinstance(self.world, SimulatedWorld))
-            executors[rank] = RankExecutor(rank, programs[rank], self.plan.meta, store,
+            program = self.resolved_program(phases, rank)
+            executors[rank] = RankExecutor(rank, program, self.plan.meta, store,
                                            transport, self.device.kernels, self.plan.window)
-        start = time.perf_counter()
         try:
             self.world.run(executors)
         except BaseException:
@@ -82,22 +90,63 @@ class CompiledGraph(BindingMixin):
             for rank, store in self.stores.items():
                 store.drop_transient(self.plan.permanent[rank], self.plan.meta)
             raise
-        self.device.synchronize()
-        elapsed_ms = (time.perf_counter() - start) * 1e3
+        start = time.perf_counter()
+        self.device.synchronize()    # queued GPU kernels belong to this execute's time
+        sync_s = time.perf_counter() - start
+        ran = normalize_phases(phases)
         for rank, executor in executors.items():
-            self.stats[rank] = {"bytes_transferred": executor.bytes_sent,
-                                "flops_executed": executor.flops,
-                                "execution_time_ms": elapsed_ms,
-                                "peak_bytes": self.stores[rank].peak}
+            staging = getattr(executor.transport, "staging", None)
+            self.stats[rank] = build_stats(rank, ran, self.ops_by_name, executor,
+                                           self.stores[rank], staging,
+                                           executor.busy_s + sync_s)
+
+    def resolved_program(self, phases, rank):
+        """`rank`'s program with the runtime scalars' current values filled in."""
+        key = (normalize_phases(phases), rank)
+        resolved = self.resolved.get(key)
+        if resolved is None:
+            resolved = self.resolved[key] = ResolvedProgram(self.plan.program(rank, phases))
+        return resolved.current(self.scalars)
+
+    # -- runtime scalars -----------------------------------------------------------------
+    def set_scalar(self, name: str, value) -> None:
+        """Set runtime scalar `name` (e.g. "lr") for the following executes; no recompile.
+
+        Like every input, all ranks must set the same value.
+        """
+        self.scalars.set(name, value)
+
+    def get_scalar(self, name: str) -> float:
+        """The current value of runtime scalar `name`."""
+        return self.scalars.get(name)
+
+    def scalar_names(self) -> list:
+        """Names of the graph's runtime scalars (see train.add_optimizer)."""
+        return sorted(self.scalars.values)
 
     def wait(self):
         """execute() returns when this rank's program is done; kept for API symmetry."""
         self.device.synchronize()
 
-    def get_stats(self, rank=None) -> dict:
+    def get_stats(self, rank=None) -> ExecutionStats:
         """What this rank (or a simulated `rank`) measured in the last execute()."""
         rank = self.world.rank if rank is None else rank
-        return dict(self.stats[rank])
+        if rank not in self.stats:
+            raise RuntimeError(f"get_stats: rank {rank} has not run an execute() yet")
+        return self.stats[rank]
+
+    def stats_vs_plan(self, rank=None) -> dict:
+        """{field: (planned, measured)} of the last execute for bytes sent and
+        received, FLOPs and peak bytes; the two agree unless something is wrong."""
+        return compare_with_plan(self, self.get_stats(rank))
+
+    def check_stats(self, rank=None) -> None:
+        """Raise RuntimeError naming every field where measurement and plan differ."""
+        stats = self.get_stats(rank)
+        problems = mismatches(compare_with_plan(self, stats), stats.rank)
+        if problems:
+            raise RuntimeError("measured statistics differ from the plan: "
+                               + "; ".join(problems))
 
     # -- plan analysis -----------------------------------------------------------------
     def memory_on_rank(self, rank: int, phases=None) -> int:
@@ -107,6 +156,10 @@ class CompiledGraph(BindingMixin):
     def estimate_communication(self, rank=None, phases=None) -> int:
         """Planned tile payload bytes sent in one execute (all ranks, or one)."""
         return self.plan.bytes_sent(rank, phases)
+
+    def estimate_received(self, rank=None, phases=None) -> int:
+        """Planned tile payload bytes received in one execute (all ranks, or one)."""
+        return self.plan.bytes_received(rank, phases)
 
     def estimate_flops(self, rank=None, phases=None) -> int:
         return self.plan.flops(rank, phases)

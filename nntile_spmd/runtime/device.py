@@ -53,3 +53,24 @@ def select_device(device: str, local_rank: int) -> Device:
         cupy.cuda.Device(local_rank % cupy.cuda.runtime.getDeviceCount()).use()
         return Device("cuda", cupy, kernels.get_kernels("cuda"))
     raise ValueError(f"unknown device {device!r}; expected 'auto', 'cpu' or 'cuda'")
+
+
+def check_storage(graph, device: Device) -> None:
+    """Raise at compile, naming the tensors, if some dtype has no storage on `device`.
+
+    Not at declaration: a graph with such a dtype (bf16) can still be planned
+    (nt.build_plan: memory, traffic) — only running it needs tiles.
+    """
+    missing = []
+    for tensor in graph.tensors():
+        try:
+            device.storage_dtype(tensor.dtype)
+        except TypeError:
+            missing.append(tensor.describe())
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5
+                                          else "")
+        raise TypeError(f"compile: no {device.name} storage for the dtype of {shown}; such "
+                        "a graph can be planned (nt.build_plan) but not executed; cast it "
+                        "to a stored dtype (fp32, fp16, ...)")
+

@@ -17,6 +17,7 @@ from collections import deque
 
 from ..plan.instructions import Exec, Free, Recv, Send, key_str
 from ..plan.memory import recv_positions
+from .stats import FLOPS, KERNEL_S, RECEIVED, SENT, TASKS, WAIT_S, new_totals
 
 
 class RecvTimeout(RuntimeError):
@@ -38,12 +39,22 @@ class RankExecutor:
         self.received = 0           # RECVs completed so far
         self.pending_recvs = deque()  # (handle, buffer) of posted, unfinished RECVs
         self.pending_sends = {}     # key -> [handles]
-        self.bytes_sent = self.flops = 0
+        self.flops = 0
+        self.traffic = transport.traffic   # counted where buffers meet MPI
+        self.per_op = {}            # op name -> totals list (stats.TASKS, ...)
+        self.busy_s = 0.0           # executor clock: time inside run()
         self.dispatch = {Recv: self.make_recv(), Send: self.make_send(), Exec: self.make_exec(),
                          Free: self.make_free()}
 
     def run(self, blocking=True) -> bool:
         """Advance; True once the whole program ran and all sends completed."""
+        start = time.perf_counter()
+        try:
+            return self.advance(blocking)
+        finally:
+            self.busy_s += time.perf_counter() - start
+
+    def advance(self, blocking):
         program, dispatch = self.program, self.dispatch
         if self.posted < len(self.positions):
             self.post_receives()
@@ -73,6 +84,13 @@ class RankExecutor:
             self.pending_recvs.append((handle, buffer))
         self.posted = target
 
+    def totals(self, op_name):
+        """The accumulator of `op_name` (created on its first instruction)."""
+        totals = self.per_op.get(op_name)
+        if totals is None:
+            totals = self.per_op[op_name] = new_totals()
+        return totals
+
     # -- handlers: return False only to suspend (non-blocking receive not arrived) --------
     def make_recv(self):
         transport, meta, install = self.transport, self.meta, self.store.install
@@ -80,14 +98,20 @@ class RankExecutor:
                                              transport.finish_recv)
         pending_recvs, pending_sends = self.pending_recvs, self.pending_sends
         wait_sends, total = self.wait_sends, len(self.positions)
+        traffic, totals, clock = self.traffic, self.totals, time.perf_counter
 
         def do_recv(instruction, blocking):
             handle, buffer = pending_recvs[0]
+            op_totals = totals(instruction[4])   # the consumer op
             if not test_recv(handle):
                 if not blocking:
                     return False
+                start = clock()
                 wait_recv(handle, lambda: self.describe_wait(instruction))
+                op_totals[WAIT_S] += clock() - start
+            before = traffic.received_bytes
             buffer = finish_recv(handle, buffer)
+            op_totals[RECEIVED] += traffic.received_bytes - before
             pending_recvs.popleft()
             self.received += 1
             key = instruction[0]
@@ -100,32 +124,46 @@ class RankExecutor:
 
     def make_send(self):
         tiles, pending_sends = self.store.tiles, self.pending_sends
-        post_send = self.transport.post_send
+        post_send, traffic, totals = self.transport.post_send, self.traffic, self.totals
 
         def do_send(instruction, blocking):
-            key, peer, tag, nbytes = instruction
+            key, peer, tag, _, consumer = instruction
+            before = traffic.sent_bytes
             handle = post_send(peer, tag, tiles[key])
+            totals(consumer)[SENT] += traffic.sent_bytes - before
             handles = pending_sends.get(key)
             if handles is None:
                 pending_sends[key] = [handle]
             else:
                 handles.append(handle)
-            self.bytes_sent += nbytes
         return do_send
 
     def make_exec(self):
         tiles, kernels, meta = self.store.tiles, self.kernels, self.meta
         get_tile, allocate = tiles.__getitem__, self.store.allocate
         pending_sends, wait_sends = self.pending_sends, self.wait_sends
+        per_op, clock = self.per_op, time.perf_counter
 
         def do_exec(instruction, blocking):
-            kernel, keys, _, writes, params, flops, _ = instruction
+            kernel, keys, _, writes, params, flops, op_name = instruction
             for key in writes:
                 if pending_sends and key in pending_sends:
                     wait_sends(key)     # an in-flight send still reads the old version
                 if key not in tiles:
                     allocate(key, meta[key])
-            kernels[kernel](*map(get_tile, keys), **params)
+            start = clock()
+            try:
+                kernels[kernel](*map(get_tile, keys), **params)
+            except Exception as error:
+                # a note keeps the kernel's own exception type (callers catch it)
+                if hasattr(error, "add_note"):   # Python >= 3.11
+                    error.add_note(self.describe_exec(instruction))
+                raise
+            elapsed = clock() - start
+            totals = per_op.get(op_name) or self.totals(op_name)
+            totals[KERNEL_S] += elapsed
+            totals[TASKS] += 1
+            totals[FLOPS] += flops
             self.flops += flops
         return do_exec
 
@@ -143,6 +181,13 @@ class RankExecutor:
     def wait_sends(self, key):
         for handle in self.pending_sends.pop(key, ()):
             self.transport.wait_send(handle)
+
+    def describe_exec(self, instruction) -> str:
+        kernel, keys, _, writes, _, _, op_name = instruction
+        inputs = [key_str(key) for key in keys[:len(keys) - len(writes)]]
+        return (f"in op {op_name} (kernel {kernel}) computing tile "
+                f"{', '.join(key_str(key) for key in writes)} from "
+                f"{', '.join(inputs) or 'no inputs'} on rank {self.rank}")
 
     def describe_wait(self, instruction) -> str:
         pc = self.positions[self.received] if self.received < len(self.positions) else self.pc

@@ -11,6 +11,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .executor import wait_with_deadline
+from .stats import Traffic
 
 
 def byte_view(array):
@@ -32,23 +33,38 @@ def tile_message(array):
 
 
 class MPITransport:
-    # test_recv / wait_send are mpi4py's own methods: no Python frame per message.
-    test_recv = staticmethod(MPI.Request.Test)
-    wait_send = staticmethod(MPI.Request.Wait)
+    """Isend/Irecv of tile storage; counts the bytes of every buffer handed to MPI
+    and, on the receive side, the bytes MPI says arrived (the Status count)."""
+
+    wait_send = staticmethod(MPI.Request.Wait)   # mpi4py's own: no Python frame
 
     def __init__(self, comm, timeout):
         self.comm, self.timeout = comm, timeout
+        self.traffic = Traffic()
+        self.status = MPI.Status()   # of the receive that completed last
 
     def post_send(self, peer, tag, array):
-        return self.comm.Isend(tile_message(array), dest=peer, tag=tag)
+        message = tile_message(array)
+        traffic = self.traffic
+        traffic.sent_bytes += message[0].nbytes
+        traffic.sent_messages += 1
+        return self.comm.Isend(message, dest=peer, tag=tag)
 
     def post_recv(self, peer, tag, buffer):
         return self.comm.Irecv(tile_message(buffer), source=peer, tag=tag)
 
+    def test_recv(self, request):
+        return request.Test(self.status)
+
     def wait_recv(self, request, describe):
-        wait_with_deadline(request.Test, self.timeout, describe)
+        wait_with_deadline(lambda: request.Test(self.status), self.timeout, describe)
 
     def finish_recv(self, request, buffer):
+        # receives complete in program order and each is finished right after the
+        # Test that completed it, so self.status is this message's
+        traffic = self.traffic
+        traffic.received_bytes += self.status.Get_count(MPI.BYTE)
+        traffic.received_messages += 1
         return buffer
 
 

@@ -8,15 +8,26 @@ from collections import defaultdict, deque
 
 import numpy as np
 
+from .stats import Traffic
+
 
 class SimulatedTransport:
-    """Messages of one simulated rank, matched by (source, target, tag) in order."""
+    """Messages of one simulated rank, matched by (source, target, tag) in order.
+
+    Like MPI it moves the bytes of the buffers: a message shorter than the posted
+    buffer fills its start, a longer one is a truncation error; both sides count
+    the bytes of the buffers they handed over and received.
+    """
 
     def __init__(self, rank, mailbox):
         self.rank, self.mailbox = rank, mailbox
+        self.traffic = Traffic()
 
     def post_send(self, peer, tag, array):
-        self.mailbox[(self.rank, peer, tag)].append(np.array(array, order="F", copy=True))
+        message = np.array(array, order="F", copy=True)
+        self.traffic.sent_bytes += message.nbytes
+        self.traffic.sent_messages += 1
+        self.mailbox[(self.rank, peer, tag)].append(message)
 
     def wait_send(self, handle):
         pass
@@ -32,8 +43,21 @@ class SimulatedTransport:
             raise RuntimeError(f"simulated deadlock: {describe()}")
 
     def finish_recv(self, handle, buffer):
-        buffer[...] = self.mailbox[handle].popleft()
+        message = storage_bytes(self.mailbox[handle].popleft())
+        target = storage_bytes(buffer)
+        if message.nbytes > target.nbytes:
+            raise RuntimeError(f"message truncated: {message.nbytes} bytes from rank "
+                               f"{handle[0]} (tag {handle[2]}) into a {target.nbytes}-byte "
+                               f"buffer on rank {handle[1]}")
+        target[:message.nbytes] = message
+        self.traffic.received_bytes += message.nbytes
+        self.traffic.received_messages += 1
         return buffer
+
+
+def storage_bytes(array):
+    """The Fortran-ordered storage of a tile as flat bytes (a view)."""
+    return array.reshape(-1, order="F").view(np.uint8)
 
 
 class SimulatedWorld:

@@ -13,21 +13,40 @@ import os
 import numpy as np
 
 
+class StagingMeter:
+    """Bytes of host staging buffers alive now, and their peak (a tracking allocator)."""
+
+    def __init__(self):
+        self.held = self.peak = 0
+
+    def take(self, array):
+        self.held += array.nbytes
+        if self.held > self.peak:
+            self.peak = self.held
+        return array
+
+    def give_back(self, array):
+        self.held -= array.nbytes
+
+
 class HostStagedTransport:
     """Wraps a transport; handles carry the host buffer alongside the request."""
 
     def __init__(self, inner, device):
         self.inner, self.device = inner, device
+        self.traffic = inner.traffic    # MPI sees the host buffers: the inner one counts
+        self.staging = StagingMeter()
 
     def post_send(self, peer, tag, array):
-        host = self.device.to_host(array)
+        host = self.staging.take(self.device.to_host(array))
         return self.inner.post_send(peer, tag, host), host
 
     def wait_send(self, handle):
         self.inner.wait_send(handle[0])
+        self.staging.give_back(handle[1])
 
     def post_recv(self, peer, tag, buffer):
-        host = np.empty(buffer.shape, dtype=buffer.dtype, order="F")
+        host = self.staging.take(np.empty(buffer.shape, dtype=buffer.dtype, order="F"))
         return self.inner.post_recv(peer, tag, host), host
 
     def test_recv(self, handle):
@@ -37,7 +56,8 @@ class HostStagedTransport:
         self.inner.wait_recv(handle[0], describe)
 
     def finish_recv(self, handle, buffer):
-        buffer[...] = self.device.xp.asarray(handle[1])
+        buffer[...] = self.device.xp.asarray(self.inner.finish_recv(handle[0], handle[1]))
+        self.staging.give_back(handle[1])
         return buffer
 
 

@@ -1,19 +1,20 @@
-"""Runtime layer: one rank's tile storage with byte accounting.
+"""Runtime layer: one rank's tile storage, a tracking allocator over its buffers.
 
-Every array the executor holds goes through here, so `peak` is what the rank
-really held; the plan's memory analysis must predict exactly this number.
+Every array the executor holds (tiles, posted receive buffers, spare buffers) is
+allocated and released here, and the bytes are counted from the arrays
+themselves (`array.nbytes`), never from the plan's tile sizes: `peak` is what
+the rank really held, so comparing it with the plan's memory analysis is a check
+that can fail (a tile of the wrong size shows up here).
 
-Spare buffers: a large tile freed during an execute is kept (uncounted) and
-handed to the next allocation of the same shape and dtype, instead of going back
-to the C allocator: a fresh multi-MiB buffer costs page faults and zero-filling
-on first touch, inside MPI's copy of a received tile (bench_exchange: half the
-exchange rate for 4-64 MiB tiles). The rule that keeps the accounting honest:
-live bytes + spare bytes never exceed max(peak so far, `ceiling`), where the
-ceiling is the peak of the previous execute of the same program (spares are
-dropped whenever an allocation would break the rule, and when another program
-runs). `nbytes` and `peak` are counted exactly as without spares, and the memory
-the store really holds never exceeds the peak the plan predicts for the program
-it runs.
+Spare buffers: a large tile freed during an execute is kept and handed to the
+next allocation of the same shape and dtype, instead of going back to the C
+allocator: a fresh multi-MiB buffer costs page faults and zero-filling on first
+touch, inside MPI's copy of a received tile (bench_exchange: half the exchange
+rate for 4-64 MiB tiles). Spares are held memory and are counted in `held` and
+`peak`. The rule that keeps the peak where the plan puts it: live + spare bytes
+never exceed max(peak so far, `ceiling`, live bytes), where the ceiling is the
+peak of the previous execute of the same program (spares are dropped whenever an
+allocation would break the rule, and when another program runs).
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ SPARE_MIN_BYTES = 1 << 17   # smaller tiles are cheap to get from malloc's free 
 
 
 class TileStore:
-    """key -> tile array, plus posted receive buffers, with current and peak bytes."""
+    """key -> tile array, plus posted receive buffers and spares, with measured bytes."""
 
     def __init__(self, array_module, storage_dtype):
         self.xp = array_module              # numpy or cupy
         self.storage_dtype = storage_dtype  # graph dtype name -> array dtype
         self.tiles = {}                     # never rebound: the executor binds to it
-        self.nbytes = 0
-        self.peak = 0
+        self.nbytes = 0                     # live: tiles and posted receive buffers
+        self.peak = 0                       # most of live + spare bytes since begin()
         self.spare = {}                     # (shape, dtype name) -> [freed arrays]
         self.spare_bytes = 0
         self.ceiling = 0                    # peak of the last execute of spare_owner
@@ -39,26 +40,24 @@ class TileStore:
 
     def new_buffer(self, meta, zero=False):
         """An uninitialized (or zeroed) Fortran-ordered tile, counted in the bytes held."""
-        size = meta.nbytes
         if self.spare_bytes:
             arrays = None if zero else self.spare.get((meta.shape, meta.dtype))
             if arrays:
-                self.spare_bytes -= size
-                array = arrays.pop()
-                self.nbytes += size
-                if self.nbytes > self.peak:
-                    self.peak = self.nbytes
+                array = arrays.pop()        # spare -> live: the bytes held do not change
+                self.spare_bytes -= array.nbytes
+                self.nbytes += array.nbytes
                 return array
-            if self.nbytes + self.spare_bytes + size > max(self.peak, self.ceiling,
-                                                           self.nbytes + size):
+            if self.nbytes + self.spare_bytes + meta.nbytes > max(
+                    self.peak, self.ceiling, self.nbytes + meta.nbytes):
                 self.drop_spare()           # never hold more than the (planned) peak
         dtype = self._dtypes.get(meta.dtype)
         if dtype is None:
             dtype = self._dtypes[meta.dtype] = self.storage_dtype(meta.dtype)
         array = (self._zeros if zero else self._empty)(meta.shape, dtype, order="F")
-        self.nbytes += size
-        if self.nbytes > self.peak:
-            self.peak = self.nbytes
+        self.nbytes += array.nbytes
+        held = self.nbytes + self.spare_bytes
+        if held > self.peak:
+            self.peak = held
         return array
 
     def allocate(self, key, meta, zero=False):
@@ -70,24 +69,22 @@ class TileStore:
         old = self.tiles.get(key)
         self.tiles[key] = buffer
         if old is not None:
-            self.nbytes -= meta.nbytes
-            if meta.nbytes >= SPARE_MIN_BYTES:
-                self._keep(old, meta)
+            self.release(old, meta)
 
     def free(self, key, meta):
-        array = self.tiles.pop(key)
-        self.nbytes -= meta.nbytes
-        if meta.nbytes >= SPARE_MIN_BYTES:
-            self._keep(array, meta)
+        self.release(self.tiles.pop(key), meta)
 
-    def _keep(self, array, meta):
-        """Keep a released tile for reuse (live + spare bytes stay what they were)."""
-        arrays = self.spare.get((meta.shape, meta.dtype))
-        if arrays is None:
-            self.spare[(meta.shape, meta.dtype)] = [array]
-        else:
-            arrays.append(array)
-        self.spare_bytes += meta.nbytes
+    def release(self, array, meta):
+        """A buffer leaves the live set: large ones become spares (held bytes unchanged)."""
+        self.nbytes -= array.nbytes
+        if array.nbytes >= SPARE_MIN_BYTES:
+            key = (meta.shape, meta.dtype)
+            arrays = self.spare.get(key)
+            if arrays is None:
+                self.spare[key] = [array]
+            else:
+                arrays.append(array)
+            self.spare_bytes += array.nbytes
 
     def drop_spare(self):
         """Give every spare buffer back to the allocator."""
@@ -96,23 +93,22 @@ class TileStore:
         self.ceiling, self.spare_owner = 0, None
 
     def begin(self, program):
-        """An execute of `program` starts: keep the spares only if it ran last."""
+        """An execute of `program` starts: keep the spares only if it ran last, and
+        measure the peak from here (after dropping another program's spares)."""
         if program is not self.spare_owner:
             self.drop_spare()
+        self.peak = self.nbytes + self.spare_bytes
 
     def end(self, program):
         """An execute of `program` finished: its spares may serve the next one."""
         self.ceiling, self.spare_owner = max(self.ceiling, self.peak), program
-
-    def reset_peak(self):
-        self.peak = self.nbytes
 
     def drop_transient(self, permanent, meta):
         """After a failed execute: keep only the `permanent` tiles, recount the bytes
         (posted receive buffers and half-done intermediates are forgotten)."""
         for key in [key for key in self.tiles if key not in permanent]:
             del self.tiles[key]
-        self.nbytes = sum(meta[key].nbytes for key in self.tiles)
+        self.nbytes = sum(array.nbytes for array in self.tiles.values())
         self.drop_spare()
         self.peak = self.nbytes
 

@@ -7,12 +7,16 @@ Imports the graph layer only (no plan, runtime, numba or mpi4py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from numbers import Real
 
-from ..graph import ops
+from ..graph import get_spec, ops
 from ..graph.autodiff import unique_name
+from ..graph.scalars import Scalar, graph_scalars
 
 # kind -> (op builder, names of the state tensors after the parameter, allowed hyperparameters)
+# The float hyperparameters become runtime scalars; `nesterov` changes the update's
+# form, so it stays a compile-time attribute.
 OPTIMIZERS = {
     "sgd": (ops.sgd_step, ("velocity",),
             ("lr", "momentum", "weight_decay", "dampening", "nesterov")),
@@ -29,6 +33,7 @@ class OptimizerInfo:
     step: str                   # name of the 0-d int64 step counter
     state: dict                 # parameter name -> tuple of state tensor names
     hyper: dict
+    scalars: dict = field(default_factory=dict)   # hyperparameter -> runtime scalar name
 
     @property
     def state_names(self) -> list:
@@ -36,7 +41,8 @@ class OptimizerInfo:
         return [self.step] + [name for names in self.state.values() for name in names]
 
 
-def add_optimizer(graph, params, grads, kind: str = "adam", **hyper) -> OptimizerInfo:
+def add_optimizer(graph, params, grads, kind: str = "adam", scalar_prefix: str = "",
+                  **hyper) -> OptimizerInfo:
     """Append `kind` ("sgd" | "adam" | "adamw") updating `params` from `grads`.
 
     Adds, in phase "optimizer": step += 1 on a persistent 0-d int64 counter (so
@@ -46,6 +52,13 @@ def add_optimizer(graph, params, grads, kind: str = "adam", **hyper) -> Optimize
     always names it), then clear(grad) for every gradient (zero_grad). State
     tensors start as zeros and share their parameter's axes, so every preset
     places them with the parameter.
+
+    Every float hyperparameter (lr, weight_decay, momentum, dampening, beta1,
+    beta2, eps) is a runtime scalar named `scalar_prefix + name` whose default is
+    the value given here: `cg.set_scalar("lr", v)` changes it between executes
+    without recompiling. Two optimizers in one graph that use the same names
+    share those scalars (their defaults must then agree); give one of them a
+    `scalar_prefix` (e.g. "head_", making "head_lr") to set them apart.
     """
     if kind not in OPTIMIZERS:
         raise ValueError(f"add_optimizer: unknown kind {kind!r}; expected one of "
@@ -57,6 +70,8 @@ def add_optimizer(graph, params, grads, kind: str = "adam", **hyper) -> Optimize
                         f"expected some of {list(allowed)}")
     params, grads = list(params), list(grads)
     check_pairs(params, grads)
+    given = set(hyper)
+    hyper, scalars = runtime_scalars(graph, f"{kind}_step", scalar_prefix, hyper)
     state = {}
     with graph.phase("optimizer"):
         step = graph.tensor([], unique_name(graph, "optimizer_step"), dtype="int64",
@@ -69,7 +84,29 @@ def add_optimizer(graph, params, grads, kind: str = "adam", **hyper) -> Optimize
             state[param.name] = tuple(t.name for t in tensors)
         for gradient in grads:
             ops.clear(gradient)
-    return OptimizerInfo(kind, step.name, state, dict(hyper))
+    plain = {key: value.default if isinstance(value, Scalar) else value
+             for key, value in hyper.items() if key in given}
+    return OptimizerInfo(kind, step.name, state, plain, scalars)
+
+
+def runtime_scalars(graph, op_type, prefix, hyper):
+    """(hyper with every float attribute a Scalar, {attribute: scalar name})."""
+    if not isinstance(prefix, str):
+        raise TypeError(f"add_optimizer: scalar_prefix must be a str, got {prefix!r}")
+    existing = graph_scalars(graph)
+    values = get_spec(op_type).attrs | hyper
+    result, names = dict(hyper), {}
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (Real, Scalar)):
+            continue   # nesterov: a switch of the update's form, not a number
+        scalar = value if isinstance(value, Scalar) else Scalar(prefix + key, float(value))
+        if existing.get(scalar.name, scalar.default) != scalar.default:
+            raise ValueError(f"add_optimizer: runtime scalar {scalar.name!r} already has "
+                             f"default {existing[scalar.name]:g} in this graph, not "
+                             f"{scalar.default:g}; pass scalar_prefix to name this "
+                             "optimizer's scalars apart")
+        result[key], names[key] = scalar, scalar.name
+    return result, names
 
 
 def check_pairs(params, grads):

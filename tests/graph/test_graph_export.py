@@ -238,7 +238,8 @@ def test_to_json_content(mlp):
     x = data["tensors"][0]
     assert x == {"name": "x", "shape": [784, 64], "dtype": "fp32", "role": "input",
                  "requires_grad": False, "persistent": False, "external": True,
-                 "is_input": True, "is_output": False, "grad_of": None}
+                 "is_input": True, "is_output": False, "grad_of": None,
+                 "parallel_dim": None}
     assert data["ops"][0] == {"name": "gemm_0", "type": "gemm", "phase": "forward",
                               "inputs": ["w1", "x"], "outputs": ["h"],
                               "attrs": {"alpha": 1.0, "beta": 0.0, "trans_a": False,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kernels import cpu, cpu_reduce
+from kernels import cpu, cpu_norm, cpu_reduce, cpu_slice
 
 
 def tile(*shape, dtype=np.float32):
@@ -23,6 +23,43 @@ def test_one_numba_specialization_per_dtype_whatever_the_tile_shape():
     assert len(float32) == 1, cpu_reduce._sum_fiber.signatures
     float32 = [s for s in cpu_reduce._softmax.signatures if str(s[0].dtype) == "float32"]
     assert len(float32) == 1, cpu_reduce._softmax.signatures
+
+
+def test_slice_kernels_compile_once_per_dtype():
+    """The slice kernels see (m, n, k) / (m, k) C-ordered views whatever the tile shape."""
+    shapes = [((1, 4, 1), 1), ((3, 4, 2), 1), ((3, 1, 2), 0), ((5,), 0), ((1, 1), 1)]
+    for shape, axis in shapes:
+        part = tuple(d for i, d in enumerate(shape) if i != axis)
+        z = tile(*part)
+        cpu.KERNELS["sumprod_slice"](tile(*shape), tile(*shape), z, axis=axis)
+        assert (z == shape[axis]).all()
+        cpu.KERNELS["softmax_from_logsumexp"](tile(*part), tile(*shape), tile(*shape), axis=axis)
+    for kernel in (cpu_slice._sumprod_slice, cpu_slice._softmax_from_logsumexp):
+        float32 = [s for s in kernel.signatures if str(s[0].dtype) == "float32"]
+        assert len(float32) == 1, kernel.signatures
+
+
+def test_layer_norm_kernels_compile_once_per_dtype():
+    """The slice and fiber kernels of LayerNorm, their m == 1 branches included (axis 0),
+    see the same C-ordered view types whatever the tile shape."""
+    shapes = [((1, 4, 1), 1), ((3, 4, 2), 1), ((3, 1, 2), 0), ((9, 2), 0), ((5,), 0), ((1, 1), 1)]
+    for shape, axis in shapes:
+        part = tuple(d for i, d in enumerate(shape) if i != axis)
+        s = tile(*part)
+        cpu.KERNELS["sum_slice"](tile(*shape), s, axis=axis)
+        assert (s == shape[axis]).all()
+        cpu.KERNELS["add_slice"](tile(*part), tile(*shape), tile(*shape), axis=axis)
+        cpu.KERNELS["multiply_slice"](tile(*part), tile(*shape), tile(*shape), axis=axis)
+        f = tile(shape[axis])
+        cpu.KERNELS["sumprod_fiber"](tile(*shape), tile(*shape), f, axis=axis)
+        assert (f == np.prod(shape) / shape[axis]).all()
+        cpu.KERNELS["multiply_fiber"](f, tile(*shape), tile(*shape), axis=axis)
+        cpu.KERNELS["sumprod_fiber_backward"](f, tile(*shape), tile(*shape), axis=axis)
+    kernels = (cpu_slice._sum_slice, cpu_slice._add_slice, cpu_slice._multiply_slice,
+               cpu_norm._sumprod_fiber, cpu_norm._multiply_fiber, cpu_norm._sumprod_fiber_backward)
+    for kernel in kernels:
+        float32 = [s for s in kernel.signatures if str(s[0].dtype) == "float32"]
+        assert len(float32) == 1, kernel.signatures
 
 
 @pytest.mark.parametrize("label", [-1, 5])

@@ -29,7 +29,8 @@ class Arg:
     """How to build one positional kernel array."""
 
     shape: tuple = ()
-    kind: str = "normal"  # normal | positive | zeros | garbage | unread | index | step | same
+    kind: str = "normal"  # normal | positive | zeros | masked | neginf | garbage | unread
+    #                       | index | mask | step | same
     low: int = 0  # index: lowest value; same: position of the aliased argument
     high: int = 0  # index: one past the highest value; step: the step number
     dtype: str | None = None  # None: the dtype the case runs with
@@ -50,6 +51,22 @@ def Zeros(*shape):
     return Arg(shape, "zeros")
 
 
+def Masked(*shape):
+    """Normal floats, about 30% -inf (masked scores), and -inf wherever the last index is 0,
+    so slices along the other axes are entirely -inf."""
+    return Arg(shape, "masked")
+
+
+def NegInf(*shape):
+    """All -inf (a slice every entry of which is masked)."""
+    return Arg(shape, "neginf")
+
+
+def Bool(*shape):
+    """A random bool mask, about 70% True."""
+    return Arg(shape, "mask", dtype="bool")
+
+
 def Nan(*shape, dtype=None):
     """An output whose old contents must not be read: filled with NaN."""
     return Arg(shape, "garbage", dtype=dtype)
@@ -63,6 +80,11 @@ def Unread(*shape):
 def Idx(shape, low, high):
     """int64 indices in [low, high)."""
     return Arg(shape, "index", low, high, "int64")
+
+
+def Labels(shape, classes):
+    """int64 labels in [0, classes), about 25% of them ignore_index -100."""
+    return Arg(shape, "labels", 0, classes, "int64")
 
 
 def Step(number):
@@ -143,10 +165,73 @@ CASES = [
     case("sum_fiber", [A(3, 4, 2), Nan(3, 2)], axis=0, batch_ndim=1),
     case("sum_fiber", [A(2, 3, 4, 5), Nan(3, 4, 5)], axis=1, batch_ndim=2),
     case("sum_fiber", [A(7), Nan(7)], axis=0),
+    case("sum_fiber", [A(19, 3, 2), A(19)], axis=0, alpha=0.5, beta=1.5),
+    case("sum_fiber", [A(3, 19, 2), Nan(19)], axis=1),
     case("add_fiber", [A(3), A(3, 5), Same(1)], axis=0, alpha=1.0, beta=1.0),
     case("add_fiber", [A(4), Unread(3, 4, 2), Nan(3, 4, 2)], axis=1, beta=0.0),
     case("add_fiber", [A(3, 2), A(3, 4, 2), A(3, 4, 2)], axis=0, batch_ndim=1, alpha=0.5, beta=-1.0),
     case("add_fiber", [A(7), A(7), A(7)], axis=0, alpha=2.0, beta=1.0),
+    case("add_fiber", [A(19), A(19, 3), Same(1)], axis=0, alpha=1.0, beta=1.0),
+    case("add_fiber", [A(19, 2), Unread(19, 3, 2), Nan(19, 3, 2)], axis=0, batch_ndim=1, beta=0.0),
+    case("sumprod_slice", [A(5, 3), A(5, 3), Nan(3)], axis=0),
+    case("sumprod_slice", [A(3, 4, 2), A(3, 4, 2), A(3, 2)], axis=1, alpha=0.5, beta=-1.5),
+    case("sumprod_slice", [A(3, 4, 2), A(3, 4, 2), Nan(3, 4)], axis=2, alpha=2.0),
+    case("sumprod_slice", [A(2, 3, 1, 5), A(2, 3, 1, 5), Nan(3, 1, 5)], axis=0),
+    case("sumprod_slice", [A(7), A(7), A()], axis=0, beta=1.0),
+    case("sumprod_slice", [A(19, 3), A(19, 3), Nan(3)], axis=0, alpha=0.5),
+    case("sumprod_slice_backward", [A(3), A(5, 3), A(5, 3)], axis=0),
+    case("sumprod_slice_backward", [A(3, 2), A(3, 4, 2), A(3, 4, 2)], axis=1, alpha=-0.5),
+    case("sumprod_slice_backward", [A(3, 4), A(3, 4, 2), A(3, 4, 2)], axis=2, alpha=2.0),
+    case("sumprod_slice_backward", [A(), A(7), A(7)], axis=0),
+    case("sum_slice", [A(5, 3), Nan(3)], axis=0),
+    case("sum_slice", [A(3, 4, 2), A(3, 2)], axis=1, alpha=0.5, beta=-1.5),
+    case("sum_slice", [A(3, 4, 2), Nan(3, 4)], axis=2, alpha=2.0),
+    case("sum_slice", [A(2, 3, 1, 5), Nan(3, 1, 5)], axis=0, alpha=1 / 3),
+    case("sum_slice", [A(7), A()], axis=0, beta=1.0),
+    case("sum_slice", [A(19, 3), A(3)], axis=0, alpha=0.5, beta=2.0),  # m == 1: 8 running sums
+    case("add_slice", [A(3), A(5, 3), Nan(5, 3)], axis=0, alpha=-1.0, beta=1.0),
+    case("add_slice", [A(3, 2), Unread(3, 4, 2), Nan(3, 4, 2)], axis=1, alpha=2.0, beta=0.0),
+    case("add_slice", [A(3, 4), A(3, 4, 2), Same(1)], axis=2, alpha=0.5, beta=-1.5),
+    case("add_slice", [A(), A(7), A(7)], axis=0, alpha=1.0, beta=1.0),
+    case("multiply_slice", [A(3), A(5, 3), Nan(5, 3)], axis=0),
+    case("multiply_slice", [A(3, 2), A(3, 4, 2), Same(1)], axis=1, alpha=-0.5),
+    case("multiply_slice", [A(1, 5), A(2, 1, 5), Nan(2, 1, 5)], axis=0, alpha=2.0),
+    case("multiply_slice", [A(), A(7), Nan(7)], axis=0, alpha=3.0),
+    case("multiply_fiber", [A(5), A(5, 3), Nan(5, 3)], axis=0),
+    case("multiply_fiber", [A(4), A(3, 4, 2), Same(1)], axis=1, alpha=-0.5),
+    case("multiply_fiber", [A(3, 2), A(3, 4, 2), Nan(3, 4, 2)], axis=0, batch_ndim=1, alpha=2.0),
+    case("multiply_fiber", [A(7), A(7), Nan(7)], axis=0, alpha=1.5),
+    case("sumprod_fiber", [A(5, 3), A(5, 3), Nan(5)], axis=0),
+    case("sumprod_fiber", [A(3, 4, 2), A(3, 4, 2), A(4)], axis=1, alpha=0.5, beta=-1.5),
+    case("sumprod_fiber", [A(3, 4, 2), A(3, 4, 2), Nan(3, 2)], axis=0, batch_ndim=1),
+    case("sumprod_fiber", [A(2, 3, 4, 5), A(2, 3, 4, 5), Nan(3, 4, 5)], axis=1, batch_ndim=2, alpha=2.0),
+    case("sumprod_fiber", [A(7), A(7), A(7)], axis=0, beta=1.0),
+    case("sumprod_fiber", [A(19, 4, 2), A(19, 4, 2), Nan(4)], axis=1),
+    case("sumprod_fiber", [A(19, 4, 2), A(19, 4, 2), A(19)], axis=0, alpha=0.5, beta=1.0),
+    case("sumprod_fiber_backward", [A(5), A(5, 3), A(5, 3)], axis=0),
+    case("sumprod_fiber_backward", [A(4), A(3, 4, 2), A(3, 4, 2)], axis=1, alpha=-0.5),
+    case("sumprod_fiber_backward", [A(3, 2), A(3, 4, 2), Same(1)], axis=0, batch_ndim=1, alpha=2.0),
+    case("pow", [Pos(5, 3), Nan(5, 3)], alpha=1.0, exp=-0.5),
+    case("pow", [A(3, 4, 2), Same(0)], alpha=0.5, exp=2.0),
+    case("pow", [Pos(7), Nan(7)], alpha=-2.0, exp=1.5),
+    case("pow", [Pos(), Nan()], alpha=1.0, exp=3.0),
+    case("pow_backward", [Pos(5, 3), A(5, 3), A(5, 3)], alpha=1.0, exp=-0.5),
+    case("pow_backward", [A(3, 4, 2), A(3, 4, 2), Same(1)], alpha=0.5, exp=3.0),
+    case("pow_backward", [Pos(7), A(7), A(7)], alpha=-2.0, exp=1.0),
+    case("softmax_from_logsumexp", [A(3), A(5, 3), Nan(5, 3)], axis=0),
+    case("softmax_from_logsumexp", [A(3), Masked(5, 3), Same(1)], axis=0),
+    case("softmax_from_logsumexp", [A(3, 2), A(3, 4, 2), Nan(3, 4, 2)], axis=1),
+    case("softmax_from_logsumexp", [A(3, 4), Masked(3, 4, 2), Nan(3, 4, 2)], axis=2),
+    case("softmax_from_logsumexp", [A(), A(7), Nan(7)], axis=0),
+    case("softmax_from_logsumexp_backward", [A(5, 3), A(5, 3), A(3), A(5, 3)], axis=0),
+    case("softmax_from_logsumexp_backward", [A(3, 4, 2), A(3, 4, 2), A(3, 2), A(3, 4, 2)], axis=1),
+    case("softmax_from_logsumexp_backward", [A(3, 4, 2), A(3, 4, 2), A(4, 2), Same(1)], axis=0),
+    case("softmax_from_logsumexp_backward", [A(7), A(7), A(), A(7)], axis=0),
+    case("mask_scalar", [Bool(5, 3), A(5, 3), Nan(5, 3)], val=-np.inf),
+    case("mask_scalar", [Bool(5, 3), A(5, 3), Same(1)], val=0.0),
+    case("mask_scalar", [Bool(3, 4), A(3, 4, 2), Same(1)], val=-np.inf, batch_ndim=1),
+    case("mask_scalar", [Bool(3), A(3, 4, 2), Nan(3, 4, 2)], val=2.5, batch_ndim=2),
+    case("mask_scalar", [Bool(), A(7), Same(1)], val=-1.0, batch_ndim=1),
     case("softmax", [A(5, 3), Nan(5, 3)], axis=0),
     case("softmax", [A(3, 4, 2), Nan(3, 4, 2)], axis=1),
     case("softmax", [A(3, 4, 2), Same(0)], axis=2),
@@ -157,6 +242,22 @@ CASES = [
     case("logsumexp", [A(5, 3), Nan(3)], axis=0),
     case("logsumexp", [A(3, 4, 2), Nan(3, 2)], axis=1),
     case("logsumexp", [A(7), Nan()], axis=0),
+    case("logsumexp", [Masked(5, 3), Nan(3)], axis=0),
+    case("logsumexp", [A(5, 3), A(3)], axis=0, beta=1.0),
+    case("logsumexp", [Masked(3, 4, 2), Masked(3, 2)], axis=1, beta=1.0),
+    case("logsumexp", [A(3, 4, 2), A(3, 4)], axis=2, beta=0.5),
+    case("logsumexp", [NegInf(7), Nan()], axis=0),
+    case("logsumexp", [NegInf(7), A()], axis=0, beta=1.0),
+    case("logsumexp", [NegInf(7), NegInf()], axis=0, beta=1.0),
+    case("logsumexp_merge", [A(5, 3), A(5, 3), Same(1)]),
+    case("logsumexp_merge", [Masked(5, 3), Masked(5, 3), Same(1)], alpha=1.0, beta=1.0),
+    case("logsumexp_merge", [A(7), Unread(7), Nan(7)], alpha=1.0, beta=0.0),
+    case("logsumexp_merge", [A(3, 4, 2), A(3, 4, 2), A(3, 4, 2)], alpha=0.5, beta=2.0),
+    case("logsumexp_merge", [NegInf(), NegInf(), Same(1)], alpha=1.0, beta=1.0),
+    case("logsumexp_backward", [A(5, 3), A(3), A(3), A(5, 3)], axis=0),
+    case("logsumexp_backward", [Masked(5, 3), Masked(3), A(3), A(5, 3)], axis=0),
+    case("logsumexp_backward", [A(3, 4, 2), A(3, 2), A(3, 2), Same(0)], axis=1),
+    case("logsumexp_backward", [A(7), A(), A(), A(7)], axis=0),
     case("maxsumexp", [A(5, 3), Nan(2, 3)], axis=0),
     case("maxsumexp", [A(3, 4, 2), Nan(2, 3, 4)], axis=2),
     case("cross_entropy", [A(5, 3), Idx((3,), 0, 5), Nan()], alpha=1.0, beta=0.0),
@@ -164,16 +265,26 @@ CASES = [
     case("cross_entropy", [A(6), Idx((), 0, 6), Nan()]),
     case("cross_entropy_backward", [A(5, 3), Idx((3,), 0, 5), A(), A(5, 3)], alpha=1.0),
     case("cross_entropy_backward", [A(4, 3, 2), Idx((3, 2), 0, 4), A(), A(4, 3, 2)], alpha=0.5),
+    case("valid_count", [Labels((3, 2), 5), Nan()], ignore_index=-100),
+    case("valid_count", [Labels((7,), 5), A()], ignore_index=-100, beta=1.0),
+    case("valid_count", [Idx((4,), 0, 3), Nan()], ignore_index=1),
+    case("cross_entropy_lse", [A(5, 3), A(3), Labels((3,), 5), Pos(), Nan()], num_classes=5),
+    case("cross_entropy_lse", [A(2, 3, 2), A(3, 2), Labels((3, 2), 7), Pos(), A()], num_classes=7, class_offset=3, beta=1.0),
+    case("cross_entropy_lse", [A(3, 4), A(4), Labels((4,), 6), Pos(), Nan()], num_classes=6, ignore_index=-100),
+    case("cross_entropy_lse", [A(6), A(), Idx((), 0, 6), Pos(), Nan()], num_classes=6),
+    case("cross_entropy_lse_backward", [A(5, 3), A(3), Labels((3,), 5), Pos(), A(), A(5, 3)], num_classes=5),
+    case("cross_entropy_lse_backward", [A(2, 3, 2), A(3, 2), Labels((3, 2), 7), Pos(), A(), A(2, 3, 2)], num_classes=7, class_offset=3),
+    case("cross_entropy_lse_backward", [A(6), A(), Idx((), 0, 6), Pos(), A(), A(6)], num_classes=6),
     case("mse", [A(5, 3), A(5, 3), Nan()], alpha=1.0, beta=0.0),
     case("mse", [A(7), A(7), A()], alpha=0.5, beta=2.0),
     case("mse_backward", [A(5, 3), A(5, 3), A(), A(5, 3)], alpha=1.0),
     case("mse_backward", [A(3, 4, 2), A(3, 4, 2), A(), A(3, 4, 2)], alpha=0.5),
-    case("embedding", [Idx((5,), 0, 9), A(3, 4), Nan(3, 5)], axis=0, vocab_offset=2),
-    case("embedding", [Idx((2, 3), 0, 6), A(4, 6), Nan(2, 4, 3)], axis=1),
-    case("embedding", [Idx((2, 3), 0, 9), A(4, 3), A(2, 3, 4)], axis=2, vocab_offset=3, beta=1.0),
-    case("embedding_backward", [Idx((5,), 0, 9), A(3, 5), Nan(3, 4)], axis=0, vocab_offset=2),
-    case("embedding_backward", [Idx((2, 3), 0, 4), A(2, 5, 3), A(5, 4)], axis=1, beta=1.0),
-    case("embedding_backward", [Idx((2, 3), 0, 9), A(2, 3, 4), A(4, 3)], axis=2, vocab_offset=3, beta=0.5),
+    case("embedding", [Idx((5,), 0, 9), A(3, 4), Nan(3, 5)], axis=0, vocab_size=9, vocab_offset=2),
+    case("embedding", [Idx((2, 3), 0, 6), A(4, 6), Nan(2, 4, 3)], axis=1, vocab_size=6),
+    case("embedding", [Idx((2, 3), 0, 9), A(4, 3), A(2, 3, 4)], axis=2, vocab_size=9, vocab_offset=3, beta=1.0),
+    case("embedding_backward", [Idx((5,), 0, 9), A(3, 5), Nan(3, 4)], axis=0, vocab_size=9, vocab_offset=2),
+    case("embedding_backward", [Idx((2, 3), 0, 4), A(2, 5, 3), A(5, 4)], axis=1, vocab_size=4, beta=1.0),
+    case("embedding_backward", [Idx((2, 3), 0, 9), A(2, 3, 4), A(4, 3)], axis=2, vocab_size=9, vocab_offset=3, beta=0.5),
     case("sgd_step", [Step(1), A(5, 3), A(5, 3), Nan(5, 3)], lr=0.1, momentum=0.9),
     case("sgd_step", [Step(4), A(7), A(7), A(7)], lr=0.1, momentum=0.9, dampening=0.1, weight_decay=0.01, nesterov=True),
     case("sgd_step", [Step(2), A(5, 3), A(5, 3), A(5, 3)], lr=0.1, weight_decay=0.1),
@@ -202,14 +313,27 @@ def make_arrays(args, dtype, seed=0):
             "normal": lambda a: rng.standard_normal(a.shape),
             "positive": lambda a: rng.uniform(0.5, 2.0, a.shape),
             "zeros": lambda a: np.zeros(a.shape),
+            "masked": lambda a: masked_values(rng, a.shape),
+            "neginf": lambda a: np.full(a.shape, -np.inf),
             "garbage": lambda a: np.full(a.shape, np.nan),
             "unread": lambda a: np.full(a.shape, np.nan),
             "index": lambda a: rng.integers(a.low, a.high, a.shape),
+            "mask": lambda a: rng.random(a.shape) < 0.7,
+            "labels": lambda a: np.where(rng.random(a.shape) < 0.25, -100,
+                                         rng.integers(a.low, a.high, a.shape)),
             "step": lambda a: np.array(a.high),
         }[arg.kind](arg)
         # np.array keeps 0-d arrays 0-d (np.asfortranarray would make them 1-d).
         arrays.append(np.array(values, dtype=arg.dtype or dtype, order="F"))
     return arrays
+
+
+def masked_values(rng, shape):
+    values = rng.standard_normal(shape)
+    values[rng.random(shape) < 0.3] = -np.inf
+    if len(shape) >= 2:
+        values[..., 0] = -np.inf
+    return values
 
 
 def distinct(arrays):
@@ -232,9 +356,26 @@ def run_reference(name, args, params, dtype):
 # ---------------------------------------------------------------- backends
 
 
+# modules of the cuda table that cuda.py imports (each also imports CuPy)
+CUDA_SUBMODULES = ("cuda_norm", "cuda_slice")
+
+
+def _exec_kernel_module(filename, module_name):
+    path = Path(kernels.__file__).with_name(filename)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @functools.cache
 def _load_cuda_on_numpy():
-    """kernels/cuda.py executed with NumPy and SciPy standing in for CuPy and cupyx."""
+    """kernels/cuda.py executed with NumPy and SciPy standing in for CuPy and cupyx.
+
+    Its submodules are executed the same way and stand in for their real names only
+    while cuda.py runs its imports, so neither the real CuPy modules nor these leak
+    into the other's import cache.
+    """
     cupyx = types.ModuleType("cupyx")
     stand_ins = {
         "cupy": np,
@@ -242,13 +383,13 @@ def _load_cuda_on_numpy():
         "cupyx.scipy": scipy,
         "cupyx.scipy.special": scipy.special,
     }
-    path = Path(kernels.__file__).with_name("cuda.py")
-    spec = importlib.util.spec_from_file_location("kernels._cuda_on_numpy", path)
-    module = importlib.util.module_from_spec(spec)
     with pytest.MonkeyPatch.context() as patch:
         for name, stand_in in stand_ins.items():
             patch.setitem(sys.modules, name, stand_in)
-        spec.loader.exec_module(module)
+        for name in CUDA_SUBMODULES:
+            patch.setitem(sys.modules, f"kernels.{name}",
+                          _exec_kernel_module(f"{name}.py", f"kernels._{name}_on_numpy"))
+        module = _exec_kernel_module("cuda.py", "kernels._cuda_on_numpy")
     return module.KERNELS
 
 
@@ -323,6 +464,23 @@ def test_reference_aliasing_equals_separate_buffers(name, args, params, dtype):
             np.testing.assert_array_equal(aliased[position], separate[position])
 
 
+@pytest.mark.parametrize("name, extra", [("cross_entropy_lse", ()),
+                                         ("cross_entropy_lse_backward", ("dloss",))])
+@pytest.mark.parametrize("bad", [7, -3])
+def test_cross_entropy_lse_rejects_labels_outside_the_classes(backend, name, extra, bad):
+    """Class tile 0 checks every label that is not ignore_index (numba does no bounds
+    checks), naming the offending value; the other class tiles leave them to it."""
+    table, to_device, _ = backend
+    logits, lse, labels = np.ones((3, 4), order="F"), np.zeros(4), np.array([0, -100, bad, 2])
+    scalars = [np.array(2.0) for _ in extra]
+    arrays = [logits, lse, labels, np.array(3.0), *scalars, np.zeros((3, 4), order="F")]
+    arrays = arrays if name.endswith("backward") else arrays[:4] + [np.array(0.0)]
+    device = [to_device(a) for a in arrays]
+    with pytest.raises(IndexError, match=f"labels hold {bad}, outside the class range \\[0, 6\\)"):
+        table[name](*device, num_classes=6)
+    table[name](*device, num_classes=6, class_offset=3)   # not class tile 0: no check
+
+
 # ---------------------------------------------------------------- table-wide contracts
 
 
@@ -351,3 +509,17 @@ def test_cuda_table_has_the_same_keys():
     from kernels import cuda
 
     assert set(cuda.KERNELS) == set(kernels.KERNEL_NAMES)
+
+
+@pytest.mark.parametrize("name", ["embedding", "embedding_backward"])
+@pytest.mark.parametrize("bad_id", [-1, 9, 40])
+def test_embedding_ids_outside_the_vocabulary_raise(backend, name, bad_id):
+    """An id outside the whole vocabulary (9 columns, this tile holding 3..5) raises,
+    naming the id; ids of other tiles (0, 8) are skipped as before."""
+    table, to_device, _ = backend
+    index = to_device(np.array([[0, 4, bad_id], [8, 3, 5]]))
+    vocab = to_device(np.ones((4, 3), order="F"))   # [E, this tile's 3 columns]
+    vectors = to_device(np.ones((2, 4, 3), order="F"))  # E at axis 1
+    arrays = (index, vocab, vectors) if name == "embedding" else (index, vectors, vocab)
+    with pytest.raises(IndexError, match=rf"id {bad_id}, outside the vocabulary \[0, 9\)"):
+        table[name](*arrays, axis=1, vocab_size=9, vocab_offset=3)

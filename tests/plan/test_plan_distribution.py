@@ -24,6 +24,10 @@ FACTORIES = [
     (TileDistribution.block_along_dim(0), (4,), 3, [0, 0, 1, 2]),
     (TileDistribution.block_along_dim(0), (7, 2), 7, [[r, r] for r in range(7)]),
     (TileDistribution.custom(diagonal_owner), (2, 2), 3, [[0, 1], [1, 2]]),
+    # seed 003's owner vector, in column-major tile order: (0,0) (1,0) (0,1) (1,1) (0,2) (1,2)
+    (TileDistribution.custom([0, 1, 2, 0, R, 1]), (2, 3), 3, [[0, 2, R], [1, 0, 1]]),
+    (TileDistribution.custom(np.array([[0, 2], [1, 0]])), (2, 2), 3, [[0, 2], [1, 0]]),
+    (TileDistribution.custom([1]), (), 2, 1),
     (TileDistribution.replicated(), (2, 2), 3, [[R, R], [R, R]]),
     (TileDistribution.on_rank(2), (3,), 4, [2, 2, 2]),
     (TileDistribution.load_balanced([1, 3]), (4,), 2, [0, 1, 1, 1]),
@@ -39,12 +43,32 @@ def test_factory_owners(distribution, grid, nranks, owners):
 @pytest.mark.parametrize("distribution, grid, nranks", [
     (TileDistribution.on_rank(3), (2,), 2),
     (TileDistribution.custom(lambda coord, grid, nranks: nranks), (2,), 2),
+    (TileDistribution.custom([0, 1, 0]), (2,), 2),      # 3 owners for 2 tiles
+    (TileDistribution.custom([0, 2]), (2,), 2),         # rank 2 of 2
     (TileDistribution.load_balanced([1, 2, 3]), (4,), 2),
     (TileDistribution.block_along_dim(2), (2, 2), 2),
 ])
 def test_factory_errors(distribution, grid, nranks):
     with pytest.raises(ValueError):
         distribution.owners(grid, nranks)
+
+
+@pytest.mark.parametrize("owners", ["01", [0, 1.5], [True, 0], None, [0, "a"]])
+def test_custom_owner_list_must_be_integer_ranks(owners):
+    with pytest.raises(TypeError, match="custom: expected a function or a list of integer"):
+        TileDistribution.custom(owners)
+
+
+def test_custom_owner_list_errors_name_the_tensor():
+    g = nt.LogicalGraph("g")
+    x = g.tensor([4], "x", external=True)
+    nt.ops.relu(x, "y")
+    with pytest.raises(ValueError, match="tensor 'x': custom distribution lists 3 owners "
+                                         "for a grid of \\[2\\] = 2 tiles"):
+        nt.build_plan(g, 2, TilingStrategy.manual({"x": [2]}),
+                      {"x": TileDistribution.custom([0, 1, 1])})
+    assert repr(TileDistribution.custom(list(range(10)))) == \
+        "custom([0, 1, 2, 3, 4, 5, 6, 7, ...])"
 
 
 IN, HIDDEN, OUT, BATCH = 12, 16, 4, 24

@@ -61,7 +61,7 @@ def test_worked_example_programs():
         assert program == expected.split("  "), f"rank {rank}:\n{cg.program(rank)}"
     b1_bytes = 3 * 4 * 8
     assert cg.estimate_communication() == cg.estimate_communication(1) == b1_bytes
-    assert cg.get_stats(1)["bytes_transferred"] == b1_bytes
+    assert cg.get_stats(1).bytes_transferred == b1_bytes
 
 
 def test_only_the_bytes_of_b_move():
@@ -138,3 +138,83 @@ def test_ddp_gradient_is_an_all_reduce_of_partial_sums(nranks):
     received = {line.split()[1].split("[")[0] for rank in range(nranks)
                 for line in cg.program(rank).splitlines() if line.startswith("RECV")}
     assert received <= {"dW"} | {f"dW~{cg.graph.ops()[0].name}~r{r}" for r in range(nranks)}
+
+
+def test_partial_results_merge_with_the_ops_combine_kernel(monkeypatch):
+    """The tree that merges partial results across ranks calls the op's own combine
+    kernel (logsumexp merges by logaddexp, not by add), never a hard-coded "add"."""
+    import dataclasses
+
+    from nntile_spmd.graph import REGISTRY
+    monkeypatch.setitem(REGISTRY, "gemm", dataclasses.replace(REGISTRY["gemm"],
+                                                              combine="merge_kernel"))
+    cg = ddp_gradient(3)
+    kernels = {line.split("(")[0] for rank in range(3)
+               for line in cg.program(rank).splitlines() if line.startswith("EXEC")}
+    assert kernels == {"EXEC gemm", "EXEC merge_kernel"}
+
+
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_logsumexp_over_ranks_merges_by_logaddexp(nranks):
+    """logsumexp along an axis whose tiles sit on different ranks: the partial results
+    meet in the tree through logsumexp_merge (adding them would be wrong), and a
+    slice of all -inf stays -inf on every route, never nan."""
+    g = nt.LogicalGraph("lse")
+    x = g.tensor([4, 7], "x", dtype="fp64", external=True)
+    nt.ops.logsumexp(x, "y", axis=1).mark_output()
+    cg = nt.compile(g, comm=nt.SimulatedWorld(nranks), distribution="ddp",
+                    tiling=nt.TilingStrategy.manual({"x": [4, 2]}))
+    kernels = {line.split("(")[0] for rank in range(nranks)
+               for line in cg.program(rank).splitlines() if line.startswith("EXEC")}
+    assert kernels == {"EXEC logsumexp", "EXEC logsumexp_merge"}
+    values = np.random.default_rng(4).standard_normal((4, 7))
+    values[1] = -np.inf                      # a whole slice masked
+    values[2, 3:] = -np.inf                  # some tiles of a slice masked
+    cg.bind_data("x", values)
+    cg.execute()
+    got = cg.get_output("y")
+    with np.errstate(divide="ignore"):
+        expected = np.log(np.exp(values).sum(axis=1))
+    np.testing.assert_allclose(got, expected, rtol=1e-13)
+    assert got[1] == -np.inf
+    assert not stat_problems(cg)
+
+
+def test_dead_ops_are_left_out_of_the_programs():
+    """gelu's result reaches nothing kept: no instruction runs it, nothing is sent for
+    it, and the report names it; relu, an output, runs."""
+    g = nt.LogicalGraph("dead")
+    x = g.tensor([4], "x", "fp64", external=True)
+    nt.ops.relu(x, "y").mark_output()
+    nt.ops.gelu(x, "unused")
+    cg = nt.compile(g, comm=nt.SimulatedWorld(2), distribution="ddp",
+                    tiling=nt.TilingStrategy.manual({"x": [2]}))
+    assert cg.plan.dead_ops() == ["gelu_1"]
+    kernels = {i.kernel for rank in (0, 1) for i in cg.plan.program(rank)
+               if type(i).__name__ == "Exec"}
+    assert kernels == {"relu"}
+    assert "dead ops left out: gelu_1" in cg.dump_plan()
+    cg.bind_data("x", np.array([-1.0, 2.0, -3.0, 4.0]))
+    cg.execute()
+    np.testing.assert_array_equal(cg.get_output("y"), [0, 2, 0, 4])
+    assert cg.estimate_flops() == cg.get_stats(0).flops_executed + cg.get_stats(1).flops_executed
+
+
+def test_dead_depends_on_the_phases_run():
+    """h feeds only a backward-phase op: dead in a forward-only execute, live in a full one."""
+    g = nt.LogicalGraph("phases")
+    x = g.tensor([3], "x", "fp64", external=True)
+    total = g.tensor([3], "total", "fp64", persistent=True)
+    h = nt.ops.gelu(x, "h")
+    nt.ops.relu(x, "r").mark_output()
+    with g.phase("backward"):
+        nt.ops.add_inplace(1.0, h, 1.0, total)
+    cg = nt.compile(g, comm=nt.SimulatedWorld(1))
+    assert cg.plan.dead_ops("forward") == ["gelu_0"]
+    assert cg.plan.dead_ops() == []
+    cg.bind_data("x", np.ones(3))
+    cg.bind_data("total", np.zeros(3))
+    cg.execute(phases="forward")
+    assert cg.get_stats(0).by_op_type.keys() == {"relu"}
+    cg.execute()
+    np.testing.assert_allclose(cg.get_output("total"), 0.8413447460685429, rtol=1e-12)

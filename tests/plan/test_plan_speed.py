@@ -80,4 +80,4 @@ def test_narrow_48_layers_run_on_64_simulated_ranks(preset):
     np.testing.assert_allclose(cg.get_output(graph.tensors()[-1].name),
                                reference_mlp(graph, arrays), rtol=1e-9, atol=1e-9)
     assert not stat_problems(cg)
-    assert sum(cg.get_stats(rank)["flops_executed"] > 0 for rank in range(RANKS)) > RANKS // 2
+    assert sum(cg.get_stats(rank).flops_executed > 0 for rank in range(RANKS)) > RANKS // 2

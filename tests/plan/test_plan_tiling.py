@@ -1,6 +1,8 @@
 """Tiling: DimensionTiling factories, manual/auto strategies, axis classes (plain pytest)."""
 
+import numpy as np
 import pytest
+from scipy.special import erf
 
 import nntile_spmd as nt
 from nntile_spmd import DimensionTiling, TilingStrategy
@@ -156,3 +158,46 @@ def test_constrained_and_load_balanced_strategies():
     profile = nt.DevicePerformanceProfile((1.0, 3.0))
     plan = nt.build_plan(g, 2, TilingStrategy.load_balanced(profile), "ddp")
     assert plan.tilings["x"].dims[1].boundaries == (0, 10, 40)
+
+
+EXPLICIT = {"x": [[0, 1, 5, 8], None], "w": [[0, 2, 5], None]}   # x [8, 7], w [5, 8]
+
+
+@pytest.mark.parametrize("preset", ["single", "ddp", "fsdp", "tp"])
+def test_explicit_boundaries_with_every_preset(preset):
+    """TilingStrategy.explicit fixes the named dims exactly under any preset; the other
+    axes are chosen as by auto, and the result is still right."""
+    g = nt.LogicalGraph("explicit")
+    x = g.tensor([8, 7], "x", "fp64", external=True)
+    w = g.tensor([5, 8], "w", "fp64", persistent=True)
+    nt.ops.gelu(nt.ops.gemm(w, x, "h"), "y").mark_output()
+    cg = nt.compile(g, comm=nt.SimulatedWorld(3), distribution=preset,
+                    tiling=nt.TilingStrategy.explicit(EXPLICIT, target_tile_bytes=64))
+    assert cg.plan.tilings["x"].dims[0].boundaries == (0, 1, 5, 8)
+    # w's K axis is x's first axis
+    assert [d.boundaries for d in cg.plan.tilings["w"].dims] == [(0, 2, 5), (0, 1, 5, 8)]
+    if preset in ("ddp", "fsdp"):   # the free batch axis: auto, one tile per rank at least
+        assert cg.plan.tilings["x"].dims[1].num_tiles >= 3
+    rng = np.random.default_rng(0)
+    xs, ws = rng.standard_normal((8, 7)), rng.standard_normal((5, 8))
+    cg.bind_data("x", xs)
+    cg.bind_data("w", ws)
+    cg.execute()
+    h = ws @ xs
+    np.testing.assert_allclose(cg.get_output("y"), 0.5 * h * (1 + erf(h / np.sqrt(2))),
+                               rtol=1e-12)
+    for rank in range(3):
+        cg.check_stats(rank)
+
+
+@pytest.mark.parametrize("request_, message", [
+    ({"x": [[0, 2, 9], None]}, "boundaries \\[0, 2, 9\\] must end at the axis size 8"),
+    ({"x": [[0, 4, 4, 8], None]}, "dim 0: bad tile boundaries"),
+    ({"x": [[0, 4, 8]]}, "has 1 dims"),
+])
+def test_explicit_boundaries_errors(request_, message):
+    g = nt.LogicalGraph("bad")
+    x = g.tensor([8, 7], "x", "fp64", external=True)
+    nt.ops.relu(x, "y")
+    with pytest.raises(ValueError, match=message):
+        nt.build_plan(g, 2, nt.TilingStrategy.explicit(request_), "ddp")

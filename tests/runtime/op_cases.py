@@ -6,7 +6,7 @@ Used by test_runtime_ops.py (SimulatedWorld, hypothesis) and test_runtime_mpi.py
 # ruff: noqa: E501 - the case table keeps one case per line, however long
 
 import numpy as np
-from helpers import OpCase, gelu, logsumexp, relu, silu, softmax
+from helpers import OpCase, gelu, layer_norm, logsumexp, relu, silu, softmax
 from scipy.special import erf
 
 from nntile_spmd import ops
@@ -58,13 +58,44 @@ REDUCTION_CASES = [
     OpCase("add_fiber", "f:m x:mn", lambda f, x: ops.add_fiber(0.5, f, 2.0, x, "z", axis=0), lambda f, x: 0.5 * f[:, None] + 2 * x),
     OpCase("add_fiber_batch", "f:nb x:mnb", lambda f, x: ops.add_fiber(1.0, f, 1.0, x, "z", axis=1, batch_ndim=1), lambda f, x: f[None] + x),
     OpCase("add_fiber_inplace_bias", "b:m* x:mn", lambda b, x: ops.add_fiber_inplace(1.0, b, 1.0, x, axis=0), lambda b, x: x + b[:, None]),
+    OpCase("sumprod_slice_last", "x:mn y:mn", lambda x, y: ops.sumprod_slice(x, y, "z", axis=1), lambda x, y: (x * y).sum(axis=1)),
+    OpCase("sumprod_slice_mid", "x:mnb y:mnb", lambda x, y: ops.sumprod_slice(x, y, "z", 1, 0.5), lambda x, y: 0.5 * (x * y).sum(axis=1)),
+    OpCase("sumprod_slice_beta", "x:mn y:mn z:m", lambda x, y, z: ops.sumprod_slice(x, y, z, axis=1, beta=2.0), lambda x, y, z: (x * y).sum(axis=1) + 2 * z),
     OpCase("softmax_axis0", "x:Mn", lambda x: ops.softmax(x, "y", axis=0), lambda x: softmax(x, 0)),
     OpCase("softmax_axis1", "x:mNb", lambda x: ops.softmax(x, "y", axis=1), lambda x: softmax(x, 1)),
     OpCase("logsumexp_axis0", "x:Mn", lambda x: ops.logsumexp(x, "y", axis=0), lambda x: logsumexp(x, 0)),
     OpCase("logsumexp_axis1", "x:mNp", lambda x: ops.logsumexp(x, "y", axis=1), lambda x: logsumexp(x, 1)),
+    OpCase("logsumexp_split_axis0", "x:mnb", lambda x: ops.logsumexp(x, "y", axis=0), lambda x: logsumexp(x, 0)),
+    OpCase("logsumexp_split_last", "x:mn", lambda x: ops.logsumexp(x, "y", axis=1), lambda x: logsumexp(x, 1)),
+    OpCase("logsumexp_beta", "x:mn y:m", lambda x, y: ops.logsumexp(x, y, axis=1, beta=1.0), lambda x, y: np.logaddexp(y, logsumexp(x, 1))),
+    OpCase("logsumexp_backward", "x:mn y:n dy:n dx:mn", lambda x, y, dy, dx: ops.logsumexp_backward(x, y, dy, dx, axis=0), lambda x, y, dy, dx: dx + np.exp(x - y) * dy),
+    OpCase("softmax_from_logsumexp", "x:mnb", lambda x: ops.softmax_from_logsumexp(ops.logsumexp(x, "l", axis=1), x, "y", axis=1), lambda x: softmax(x, 1)),
+    OpCase("softmax_from_logsumexp_last", "x:mn", lambda x: ops.softmax_from_logsumexp(ops.logsumexp(x, "l", axis=1), x, "y", axis=1), lambda x: softmax(x, 1)),
+    OpCase("softmax_from_logsumexp_backward", "y:mn dy:mn x:mn", lambda y, dy, x: ops.softmax_from_logsumexp_backward(y, dy, ops.sumprod_slice(y, dy, "d", axis=1), x, axis=1), lambda y, dy, x: x + y * (dy - (y * dy).sum(axis=1, keepdims=True))),
+    OpCase("attention", "q:dtb k:dsb v:esb", lambda q, k, v: ops.scaled_dot_product_attention(q, k, v, "o", scale=0.7), lambda q, k, v: E("esb,stb->etb", v, softmax(0.7 * E("dsb,dtb->stb", k, q), 0))),
+    OpCase("mask_scalar", "m:mn? x:mn", lambda m, x: ops.mask_scalar(m, -2.5, ops.scale(x, "y", 1.0)), lambda m, x: np.where(m, x, -2.5)),
+    OpCase("mask_scalar_batch", "m:mn? x:mnb", lambda m, x: ops.mask_scalar(m, -np.inf, ops.scale(x, "y", 2.0), batch_ndim=1), lambda m, x: np.where(m[..., None], 2 * x, -np.inf)),
     OpCase("transpose", "x:mn", lambda x: ops.transpose(x, "y"), lambda x: x.T.copy()),
     OpCase("transpose_3d", "x:mnp", lambda x: ops.transpose(x, "y", 2.0, ndim=1), lambda x: 2 * np.transpose(x, (1, 2, 0))),
     OpCase("transpose_ndim2", "x:mnp", lambda x: ops.transpose(x, "y", ndim=2), lambda x: np.transpose(x, (2, 0, 1))),
 ]
 
-OP_CASES = GEMM_CASES + ELEMENTWISE_CASES + REDUCTION_CASES
+# LayerNorm's primitives and the composite: the tiling splits the reduced axes too
+NORM_CASES = [
+    OpCase("sum_slice", "x:mnb", lambda x: ops.sum_slice(x, "s", 1, 0.5), lambda x: 0.5 * x.sum(axis=1)),
+    OpCase("sum_slice_beta", "x:mn s:m", lambda x, s: ops.sum_slice(x, s, 1, 2.0, 0.5), lambda x, s: 2 * x.sum(axis=1) + 0.5 * s),
+    OpCase("add_slice", "s:mb x:mnb", lambda s, x: ops.add_slice(-1.0, s, 2.0, x, "z", 1), lambda s, x: 2 * x - s[:, None, :]),
+    OpCase("add_slice_inplace", "s:n x:mn*", lambda s, x: ops.add_slice_inplace(0.5, s, 1.0, x, 0), lambda s, x: x + 0.5 * s[None]),
+    OpCase("multiply_slice", "s:nb x:mnb", lambda s, x: ops.multiply_slice(s, x, "z", 0, 1.5), lambda s, x: 1.5 * s[None] * x),
+    OpCase("multiply_fiber", "f:n x:mnb", lambda f, x: ops.multiply_fiber(f, x, "z", 1, alpha=0.5), lambda f, x: 0.5 * f[None, :, None] * x),
+    OpCase("multiply_fiber_batch", "f:mb x:mnb", lambda f, x: ops.multiply_fiber(f, x, "z", 0, 1), lambda f, x: f[:, None, :] * x),
+    OpCase("sumprod_fiber", "x:mnb y:mnb", lambda x, y: ops.sumprod_fiber(x, y, "f", 1), lambda x, y: (x * y).sum(axis=(0, 2))),
+    OpCase("sumprod_fiber_beta_batch", "x:mnb y:mnb f:nb", lambda x, y, f: ops.sumprod_fiber(x, y, f, 1, 1, 2.0, 0.5), lambda x, y, f: 2 * (x * y).sum(axis=0) + 0.5 * f),
+    OpCase("sumprod_fiber_backward", "f:n x:mn dx:mn", lambda f, x, dx: ops.sumprod_fiber_backward(f, x, dx, 1, alpha=-2.0), lambda f, x, dx: dx - 2 * f[None] * x),
+    OpCase("pow", "x:mn", lambda x: ops.pow(x, "y", 0.5, 3.0), lambda x: 0.5 * x**3),
+    OpCase("pow_backward", "x:mn dy:mn dx:mn", lambda x, dy, dx: ops.pow_backward(x, dy, dx, 0.5, 2.0), lambda x, dy, dx: dx + x * dy),
+    OpCase("layer_norm_axis0", "x:mnb g:m* b:m*", lambda x, g, b: ops.layer_norm(x, g, b, "y", axis=0), lambda x, g, b: layer_norm(x, g, b, 0)),
+    OpCase("layer_norm_axis1", "x:mnb g:n* b:n*", lambda x, g, b: ops.layer_norm(x, g, b, "y", axis=1, eps=0.1), lambda x, g, b: layer_norm(x, g, b, 1, 0.1)),
+]
+
+OP_CASES = GEMM_CASES + ELEMENTWISE_CASES + REDUCTION_CASES + NORM_CASES

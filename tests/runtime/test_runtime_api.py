@@ -231,10 +231,27 @@ def test_a_failed_execute_leaves_nothing_behind():
     b_old, b_new = RNG.standard_normal((6, 4)), RNG.standard_normal((6, 4))
     cg.bind_data("A", X[:4, :6])
     cg.bind_data("B", b_old)
-    with pytest.raises(ZeroDivisionError):
+    with pytest.raises(ZeroDivisionError) as raised:
         cg.execute()                               # step counter 0: 1 - beta1**0 == 0
+    # the kernel's error names the op, the tile and the rank (and keeps its type)
+    assert raised.value.__notes__ == ["in op adam_step_1 (kernel adam_step) computing tile "
+                                      "p[0], m[0], v[0] from step[], g[0] on rank 1"]
     cg.bind_data("step", np.array(1))
     cg.bind_data("B", b_new)
     cg.execute()
     np.testing.assert_allclose(cg.get_output("C"), X[:4, :6] @ b_new, rtol=1e-12)
     assert not stat_problems(cg)
+
+
+def test_a_dtype_without_storage_fails_at_compile_naming_the_tensor():
+    """bf16 has no CPU storage: compile raises naming the tensors (it used to get as
+    far as execute() for an intermediate), while planning such a graph still works."""
+    g = nt.LogicalGraph("half")
+    x = g.tensor([4, 4], "x", dtype="fp32", external=True)
+    h = nt.ops.cast(x, "bf16", "h")
+    nt.ops.cast(h, "fp32", "y").mark_output()
+    plan = nt.build_plan(g, 4, TilingStrategy.manual({"x": [2, 2]}), "ddp")
+    assert plan.peak_bytes(0) > 0 and plan.meta[("h", (0, 0))].nbytes == 2 * 2 * 2
+    with pytest.raises(TypeError, match=r"no cpu storage for the dtype of h\[4, 4\]:bf16; "
+                                        "such a graph can be planned"):
+        nt.compile(g, comm=nt.SimulatedWorld(2))

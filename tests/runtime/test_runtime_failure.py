@@ -81,3 +81,6 @@ def test_failing_rank_stops_the_job(tmp_path, fail_at, text):
     assert elapsed < 30, f"the job took {elapsed:.1f} s to stop"
     assert output.count(text) == 1, output
     assert "[rank 1]" in output and "rank 0 finished" not in output, output
+    if fail_at == "inside_execute":   # the kernel's error names op, tile and rank
+        assert "in op adam_step_1 (kernel adam_step) computing tile p[0]" in output, output
+        assert "on rank 1" in output, output

@@ -1,0 +1,79 @@
+"""Graph layer: backward rules of the slice and fiber ops and pow (LayerNorm's
+primitives), merged into autodiff.BACKWARD_RULES. Each rule adds ordinary ops that
+accumulate into ctx.grad(input); no rule needs a full-size temporary.
+"""
+
+from __future__ import annotations
+
+from . import ops
+
+
+def refuse_accumulating_output(op, ctx):
+    """A reduction with beta != 0 whose old output is itself differentiated: not supported."""
+    out = op.outputs[0]
+    if op.attrs["beta"] != 0 and out.name in ctx.needed:
+        raise NotImplementedError(f"grad: {op.name} accumulates into {out.name} (beta != 0); "
+                                  f"use the new-output {op.op_type} form in differentiated code")
+
+
+def sum_slice_rule(op, ctx):
+    (x,), (s,) = op.inputs, op.outputs
+    refuse_accumulating_output(op, ctx)
+    if ctx.needs(x):   # dx += alpha * ds broadcast along the axis
+        ops.add_slice_inplace(op.attrs["alpha"], ctx.grad(s), 1.0, ctx.grad(x), op.attrs["axis"])
+
+
+def add_slice_rule(op, ctx):
+    s, x = op.inputs
+    attrs = op.attrs
+    dz = ctx.grad(op.outputs[0])
+    if ctx.needs(x) and attrs["beta"] != 0:
+        ops.add_inplace(attrs["beta"], dz, 1.0, ctx.grad(x))
+    if ctx.needs(s):
+        ops.sum_slice(dz, ctx.grad(s), attrs["axis"], alpha=attrs["alpha"], beta=1.0)
+
+
+def multiply_slice_rule(op, ctx):
+    s, x = op.inputs
+    attrs = op.attrs
+    dz = ctx.grad(op.outputs[0])
+    if ctx.needs(x):   # dx += alpha * s * dz
+        ops.sumprod_slice_backward(s, dz, ctx.grad(x), attrs["axis"], attrs["alpha"])
+    if ctx.needs(s):   # ds += alpha * sum over the axis of dz * x
+        ops.sumprod_slice(dz, x, ctx.grad(s), attrs["axis"], alpha=attrs["alpha"], beta=1.0)
+
+
+def multiply_fiber_rule(op, ctx):
+    f, x = op.inputs
+    axis, batch_ndim, alpha = op.attrs["axis"], op.attrs["batch_ndim"], op.attrs["alpha"]
+    dz = ctx.grad(op.outputs[0])
+    if ctx.needs(x):   # dx += alpha * f * dz
+        ops.sumprod_fiber_backward(f, dz, ctx.grad(x), axis, batch_ndim, alpha)
+    if ctx.needs(f):   # df += alpha * sum over the other axes of dz * x
+        ops.sumprod_fiber(dz, x, ctx.grad(f), axis, batch_ndim, alpha=alpha, beta=1.0)
+
+
+def sumprod_fiber_rule(op, ctx):
+    x, y = op.inputs
+    refuse_accumulating_output(op, ctx)
+    axis, batch_ndim, alpha = op.attrs["axis"], op.attrs["batch_ndim"], op.attrs["alpha"]
+    df = ctx.grad(op.outputs[0])
+    for tensor, other in ((x, y), (y, x)):   # x is y (a sum of squares) gets both terms
+        if ctx.needs(tensor):
+            ops.sumprod_fiber_backward(df, other, ctx.grad(tensor), axis, batch_ndim, alpha)
+
+
+def pow_rule(op, ctx):
+    (x,), (y,) = op.inputs, op.outputs
+    if ctx.needs(x):
+        ops.pow_backward(x, ctx.grad(y), ctx.grad(x), op.attrs["alpha"], op.attrs["exp"])
+
+
+NORM_BACKWARD_RULES = {
+    "sum_slice": sum_slice_rule,
+    "add_slice": add_slice_rule,
+    "multiply_slice": multiply_slice_rule,
+    "multiply_fiber": multiply_fiber_rule,
+    "sumprod_fiber": sumprod_fiber_rule,
+    "pow": pow_rule,
+}

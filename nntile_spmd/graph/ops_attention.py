@@ -1,0 +1,78 @@
+"""Graph layer: builders of attention (mask_scalar and scaled dot-product attention),
+re-exported by `nntile_spmd.ops`.
+
+scaled_dot_product_attention is a composite: it adds ordinary ops (gemm, mask_scalar,
+logsumexp, softmax_from_logsumexp, gemm), so it tiles, distributes and differentiates
+through their rules, with no op that needs the key axis in one tile.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .apply import apply
+from .ops_slice import logsumexp, softmax_from_logsumexp
+from .registry import op_error
+from .rules_common import require_float, require_same_dtype
+
+SDPA = "scaled_dot_product_attention"
+
+
+def mask_scalar(mask, val, a, batch_ndim=0):
+    """A = val where mask is False, in place (NNTile's mask_scalar).
+
+    mask is a bool tensor shaped like A's leading dims (A.shape[:A.ndim - batch_ndim]),
+    broadcast over A's trailing batch_ndim dims; its tiles follow A's tiling.
+    """
+    return apply("mask_scalar", [mask, a], [a], val=val, batch_ndim=batch_ndim)
+
+
+def scaled_dot_product_attention(q, k, v, name, mask=None, scale=None):
+    """Attention over [head_dim, T, batch...] tensors (GPT-2: [head_dim, T, B, heads]).
+
+    S = scale * k^T q          [Tk, Tq, batch...]   (scale defaults to 1/sqrt(head_dim))
+    S = -inf where mask is False (mask: bool [Tk, Tq], True = keep), if a mask is given
+    out = v softmax(S, axis 0) [v's head_dim, Tq, batch...], named `name`
+
+    The softmax is logsumexp over the key axis then softmax_from_logsumexp, the
+    online-softmax (flash) formulation over key tiles: the key axis may be split over
+    tiles and ranks, partial logsumexps merging by logaddexp. Intermediates are named
+    {name}_scores, {name}_lse and {name}_probs.
+    """
+    check_attention(q, k, v, mask)
+    if scale is None:
+        if not isinstance(q.shape[0], int):
+            raise op_error(SDPA, "scale=None needs a concrete head_dim; pass scale", (q,))
+        scale = 1.0 / math.sqrt(q.shape[0])
+    batch_ndim = q.ndim - 2
+    scores = apply("gemm", [k, q], [f"{name}_scores"], alpha=float(scale), trans_a=True,
+                   ndim=1, batch_ndim=batch_ndim)                 # [Tk, Tq, batch...]
+    if mask is not None:
+        mask_scalar(mask, -math.inf, scores, batch_ndim)
+    lse = logsumexp(scores, f"{name}_lse", axis=0)                # [Tq, batch...]
+    probs = softmax_from_logsumexp(lse, scores, f"{name}_probs", axis=0)
+    return apply("gemm", [v, probs], [name], ndim=1, batch_ndim=batch_ndim)
+
+
+def check_attention(q, k, v, mask):
+    """Shapes and dtypes of q, k, v [d, T, batch...] and mask [Tk, Tq], before any op is added."""
+    tensors = (q, k, v) if mask is None else (q, k, v, mask)
+    require_float(SDPA, q, k, v)
+    require_same_dtype(SDPA, q, k, v)
+    if q.ndim < 2 or not q.ndim == k.ndim == v.ndim:
+        raise op_error(SDPA, "q, k and v must be [head_dim, T, batch...] with the same "
+                       "number of dims", tensors)
+    if k.shape[0] != q.shape[0]:
+        raise op_error(SDPA, f"{q.name} and {k.name} must have the same head_dim (dim 0)",
+                       tensors)
+    if v.shape[1] != k.shape[1]:
+        raise op_error(SDPA, f"{k.name} and {v.name} must have the same key length (dim 1)",
+                       tensors)
+    if not q.shape[2:] == k.shape[2:] == v.shape[2:]:
+        raise op_error(SDPA, "q, k and v must have the same batch dims (dims 2...)", tensors)
+    if mask is not None:
+        if mask.dtype != "bool":
+            raise op_error(SDPA, f"mask {mask.name} must be a bool tensor", tensors, TypeError)
+        if mask.shape != (k.shape[1], q.shape[1]):
+            raise op_error(SDPA, f"mask {mask.name} must be [Tk, Tq] = "
+                           f"{[k.shape[1], q.shape[1]]}", tensors)

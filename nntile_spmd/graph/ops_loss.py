@@ -1,0 +1,54 @@
+"""Graph layer: builders of cross-entropy with ignore_index over a split vocabulary
+(rules_loss.py), re-exported by `nntile_spmd.ops`.
+"""
+
+from __future__ import annotations
+
+from .apply import apply
+from .ops_slice import logsumexp
+from .registry import op_error
+from .rules_common import require_float, require_int
+from .rules_loss import require_ignore_index
+
+
+def valid_count(labels, name, ignore_index=-100, dtype="fp32"):
+    """count (0-d, of `dtype`) = number of labels that are not ignore_index."""
+    return apply("valid_count", [labels], [name], ignore_index=ignore_index, dtype=dtype)
+
+
+def cross_entropy_lse(logits, lse, labels, count, name, ignore_index=-100):
+    """loss (0-d) = sum over labels != ignore_index of (lse - logits[label]) / count.
+
+    lse must be logsumexp(logits, axis 0) and count valid_count(labels); a label outside
+    [0, V) that is not ignore_index raises IndexError when the op runs.
+    """
+    return apply("cross_entropy_lse", [logits, lse, labels, count], [name],
+                 ignore_index=ignore_index)
+
+
+def cross_entropy_lse_backward(logits, lse, labels, count, grad_loss, grad_logits,
+                               ignore_index=-100):
+    """grad_logits += grad_loss / count * (softmax(logits) - onehot(label)) at valid labels."""
+    return apply("cross_entropy_lse_backward", [logits, lse, labels, count, grad_loss],
+                 [grad_logits], ignore_index=ignore_index)
+
+
+def cross_entropy(logits, labels, name, ignore_index=-100):
+    """Mean cross-entropy (0-d) over the labels that are not ignore_index, as
+    torch.nn.functional.cross_entropy(reduction="mean") with PyTorch's ignore_index:
+    nan when every label is ignored.
+
+    logits are [V, batch...] (classes first), labels int [batch...]. Emits
+    logsumexp ({name}_lse), valid_count ({name}_count) and cross_entropy_lse (`name`):
+    the class axis may be split over tiles and ranks (vocab-parallel).
+    """
+    # everything is checked before the first op is added
+    require_float("cross_entropy", logits)
+    require_int("cross_entropy", labels)
+    if logits.ndim < 1 or labels.shape != logits.shape[1:]:
+        raise op_error("cross_entropy", f"{labels.name} must have the shape of {logits.name} "
+                       "without its class axis 0", (logits, labels))
+    require_ignore_index("cross_entropy", {"ignore_index": ignore_index}, (logits, labels))
+    lse = logsumexp(logits, f"{name}_lse", axis=0)
+    count = valid_count(labels, f"{name}_count", ignore_index, dtype=logits.dtype)
+    return cross_entropy_lse(logits, lse, labels, count, name, ignore_index)

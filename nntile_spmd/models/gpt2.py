@@ -1,0 +1,389 @@
+"""Models layer: GPT-2 (transformers' GPT2LMHeadModel) as a LogicalGraph.
+
+Layout follows the framework: column-major, dims inner to outer, batch trailing.
+Activations are [n_embd, T, B]; attention works on [head_dim, T, B, heads] so that
+(B, heads) are the trailing batch dims of its batched gemms; the vocabulary is the
+leading axis of the logits [V, T, B]. HF's Conv1D weights are [in, out]; here every
+projection is a gemm whose weight is laid out [out..., in...]:
+
+    q_weight, k_weight, v_weight  [heads, head_dim, n_embd]   (c_attn split in three)
+    q_bias, k_bias, v_bias        [head_dim, heads]
+    attn_proj_weight              [n_embd, heads, head_dim]    (attn.c_proj)
+    fc_weight                     [n_inner, n_embd]            (mlp.c_fc)
+    proj_weight                   [n_embd, n_inner]            (mlp.c_proj)
+
+The conversion to and from HF's names and shapes is one table (HF_LAYOUTS), so
+load_hf_state_dict / hf_state_dict / hf_grads are the same walk over it. Tensor
+parallelism is marked on the weights (heads, MLP inner dim, vocabulary): the "tp"
+preset then splits attention by heads, c_fc by columns and c_proj by rows, and
+the embedding, the tied lm_head and the loss over the vocabulary (Megatron's layout).
+Builds ops through nntile_spmd.graph only; imports no plan, runtime or MPI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from ..graph import LogicalGraph, grad, ops
+from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
+
+
+@dataclass
+class GPT2Config:
+    """transformers.GPT2Config's field names and defaults (the ones the model reads).
+
+    Dropout probabilities are kept for compatibility of configs but no dropout is
+    built into the graph: training and parity runs here are deterministic.
+    """
+
+    vocab_size: int = 50257
+    n_positions: int = 1024
+    n_embd: int = 768
+    n_layer: int = 12
+    n_head: int = 12
+    n_inner: int | None = None
+    activation_function: str = "gelu_new"
+    resid_pdrop: float = 0.1
+    embd_pdrop: float = 0.1
+    attn_pdrop: float = 0.1
+    layer_norm_epsilon: float = 1e-5
+    initializer_range: float = 0.02
+    scale_attn_weights: bool = True
+    scale_attn_by_inverse_layer_idx: bool = False
+    reorder_and_upcast_attn: bool = False
+    tie_word_embeddings: bool = True
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    @property
+    def inner(self) -> int:
+        return self.n_inner if self.n_inner is not None else 4 * self.n_embd
+
+    @classmethod
+    def from_hf(cls, hf_config) -> GPT2Config:
+        """The fields of a transformers GPT2Config (or any object with those attributes)."""
+        return cls(**{f.name: getattr(hf_config, f.name) for f in fields(cls)
+                      if hasattr(hf_config, f.name)})
+
+    def check(self):
+        if self.n_embd % self.n_head:
+            raise ValueError(f"GPT2Config: n_embd={self.n_embd} is not a multiple of "
+                             f"n_head={self.n_head}")
+        if self.activation_function not in ACTIVATIONS:
+            raise ValueError(f"GPT2Config: activation_function {self.activation_function!r} "
+                             f"is not one of {sorted(ACTIVATIONS)}")
+        if not self.tie_word_embeddings:
+            raise ValueError("GPT2Config: only tied word embeddings are built (HF's default)")
+        if self.scale_attn_by_inverse_layer_idx or self.reorder_and_upcast_attn:
+            raise ValueError("GPT2Config: scale_attn_by_inverse_layer_idx and "
+                             "reorder_and_upcast_attn are not built")
+
+
+ACTIVATIONS = {"gelu_new": ops.gelutanh, "gelu_pytorch_tanh": ops.gelutanh,
+               "gelu": ops.gelu, "relu": ops.relu, "silu": ops.silu}
+
+
+# -- HF layout table ---------------------------------------------------------------
+# Each entry converts one of our tensors to the HF array it comes from (or a column
+# block of it): to_ours(hf_block, cfg) -> our array, to_hf(our_array, cfg) -> block.
+def _qkv_weight_ours(block, cfg):   # HF [n_embd, heads*head_dim] -> [heads, head_dim, n_embd]
+    return block.T.reshape(cfg.n_head, cfg.head_dim, cfg.n_embd)
+
+
+def _qkv_weight_hf(array, cfg):
+    return array.reshape(cfg.n_embd, cfg.n_embd).T
+
+
+def _qkv_bias_ours(block, cfg):     # HF [heads*head_dim] -> [head_dim, heads]
+    return block.reshape(cfg.n_head, cfg.head_dim).T
+
+
+def _qkv_bias_hf(array, cfg):
+    return array.T.reshape(-1)
+
+
+def _attn_proj_ours(block, cfg):    # HF [heads*head_dim, n_embd] -> [n_embd, heads, head_dim]
+    return block.T.reshape(cfg.n_embd, cfg.n_head, cfg.head_dim)
+
+
+def _attn_proj_hf(array, cfg):
+    return array.reshape(cfg.n_embd, cfg.n_embd).T
+
+
+def _transposed(block, cfg):
+    return block.T
+
+
+def _same(block, cfg):
+    return block
+
+
+LAYOUTS = {"qkv_weight": (_qkv_weight_ours, _qkv_weight_hf),
+           "qkv_bias": (_qkv_bias_ours, _qkv_bias_hf),
+           "attn_proj": (_attn_proj_ours, _attn_proj_hf),
+           "transposed": (_transposed, _transposed),
+           "same": (_same, _same)}
+
+# (HF name, [our names of its column blocks, in order], layout)
+GLOBAL_LAYOUT = [
+    ("transformer.wte.weight", ["wte"], "transposed"),
+    ("transformer.wpe.weight", ["wpe"], "transposed"),
+    ("transformer.ln_f.weight", ["ln_f_weight"], "same"),
+    ("transformer.ln_f.bias", ["ln_f_bias"], "same"),
+]
+BLOCK_LAYOUT = [
+    ("ln_1.weight", ["ln_1_weight"], "same"),
+    ("ln_1.bias", ["ln_1_bias"], "same"),
+    ("attn.c_attn.weight", ["q_weight", "k_weight", "v_weight"], "qkv_weight"),
+    ("attn.c_attn.bias", ["q_bias", "k_bias", "v_bias"], "qkv_bias"),
+    ("attn.c_proj.weight", ["attn_proj_weight"], "attn_proj"),
+    ("attn.c_proj.bias", ["attn_proj_bias"], "same"),
+    ("ln_2.weight", ["ln_2_weight"], "same"),
+    ("ln_2.bias", ["ln_2_bias"], "same"),
+    ("mlp.c_fc.weight", ["fc_weight"], "transposed"),
+    ("mlp.c_fc.bias", ["fc_bias"], "same"),
+    ("mlp.c_proj.weight", ["proj_weight"], "transposed"),
+    ("mlp.c_proj.bias", ["proj_bias"], "same"),
+]
+TIED_HEAD = "lm_head.weight"   # the same tensor as transformer.wte.weight
+# Buffers some transformers versions keep in the state dict (the causal mask).
+IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias")
+
+
+def hf_layout(cfg):
+    """[(HF name, [our tensor names], layout)] for every HF parameter."""
+    table = list(GLOBAL_LAYOUT)
+    for layer in range(cfg.n_layer):
+        table += [(f"transformer.h.{layer}.{hf}", [f"h{layer}_{ours}" for ours in names],
+                   layout) for hf, names, layout in BLOCK_LAYOUT]
+    return table
+
+
+# -- the model -------------------------------------------------------------------------
+@dataclass
+class GPT2:
+    """A GPT-2 graph (forward, mean cross-entropy loss and gradients) and its weights' map."""
+
+    graph: LogicalGraph
+    config: GPT2Config
+    batch: int
+    seq: int
+    dtype: str
+    input_ids: object = None
+    targets: object = None
+    logits: object = None
+    loss: object = None
+    params: list = field(default_factory=list)
+    grads: list = field(default_factory=list)
+    constants: dict = field(default_factory=dict)   # name -> ndarray the graph needs bound
+
+    @property
+    def param_names(self) -> list:
+        return [p.name for p in self.params]
+
+    # -- weights in our layout ------------------------------------------------------
+    def init_params(self, rng) -> dict:
+        """Fresh weights as GPT-2 initializes them, plus the constants: {name: ndarray}.
+
+        Linear and embedding weights ~ N(0, initializer_range); the residual output
+        projections (attn.c_proj, mlp.c_proj) ~ N(0, initializer_range/sqrt(2 n_layer));
+        biases 0; LayerNorm weight 1, bias 0.
+        """
+        std = self.config.initializer_range
+        residual_std = std / np.sqrt(2 * self.config.n_layer)
+        dtype = storage_dtype(self.dtype)
+        arrays = {}
+        for tensor in self.params:
+            kind = tensor.name.split("_", 1)[-1] if tensor.name.startswith("h") \
+                and "_" in tensor.name else tensor.name
+            if kind.endswith("bias"):
+                value = np.zeros(tensor.shape)
+            elif kind.startswith("ln"):
+                value = np.ones(tensor.shape)
+            elif kind in ("attn_proj_weight", "proj_weight"):
+                value = rng.normal(0.0, residual_std, tensor.shape)
+            else:
+                value = rng.normal(0.0, std, tensor.shape)
+            arrays[tensor.name] = value.astype(dtype)
+        return arrays | self.constants
+
+    # -- HF state dicts ---------------------------------------------------------------
+    def load_hf_state_dict(self, cg, state_dict) -> None:
+        """Bind a transformers GPT2LMHeadModel.state_dict() (tensors or arrays) to `cg`."""
+        arrays = {name: _as_numpy(value) for name, value in state_dict.items()}
+        expected = {hf for hf, _, _ in hf_layout(self.config)}
+        unknown = [name for name in arrays if name not in expected and name != TIED_HEAD
+                   and not name.endswith(IGNORED_SUFFIXES)]
+        missing = sorted(expected - set(arrays))
+        if unknown or missing:
+            raise KeyError(f"load_hf_state_dict: unexpected {unknown[:5]}, missing "
+                           f"{missing[:5]} (n_layer={self.config.n_layer})")
+        if TIED_HEAD in arrays and not np.array_equal(arrays[TIED_HEAD],
+                                                      arrays["transformer.wte.weight"]):
+            raise ValueError("load_hf_state_dict: lm_head.weight differs from "
+                             "transformer.wte.weight, but GPT-2's head is tied")
+        dtype = storage_dtype(self.dtype)
+        for hf_name, ours, layout in hf_layout(self.config):
+            to_ours = LAYOUTS[layout][0]
+            blocks = np.split(arrays[hf_name], len(ours), axis=-1)
+            for name, block in zip(ours, blocks):
+                value = to_ours(block, self.config)
+                expected_shape = self.graph.get_tensor(name).shape
+                if value.shape != expected_shape:
+                    raise ValueError(f"load_hf_state_dict: {hf_name} gives {name} shape "
+                                     f"{list(value.shape)}, expected {list(expected_shape)}")
+                cg.bind_data(name, np.asarray(value, dtype=dtype))
+        for name, value in self.constants.items():
+            cg.bind_data(name, value)
+
+    def hf_state_dict(self, cg) -> dict:
+        """{HF name: current weight as an ndarray in HF's shape} (lm_head.weight included)."""
+        result = self._to_hf(lambda name: cg.get_output(name))
+        result[TIED_HEAD] = result["transformer.wte.weight"]
+        return result
+
+    def hf_grads(self, cg) -> dict:
+        """{HF parameter name: d loss / d parameter in HF's shape} (the tied head is wte)."""
+        grad_of = {g.grad_of: g.name for g in self.grads}
+        return self._to_hf(lambda name: cg.get_output(grad_of[name]))
+
+    def _to_hf(self, fetch) -> dict:
+        result = {}
+        for hf_name, ours, layout in hf_layout(self.config):
+            to_hf = LAYOUTS[layout][1]
+            blocks = [to_hf(np.asarray(fetch(name)), self.config) for name in ours]
+            result[hf_name] = np.ascontiguousarray(
+                blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=-1))
+        return result
+
+
+def _as_numpy(value):
+    if hasattr(value, "detach"):   # a torch tensor
+        value = value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
+               with_grads: bool = True, name: str = "gpt2") -> GPT2:
+    """GPT-2 on input_ids/targets int64 [seq, batch]: logits [V, seq, batch] and loss.
+
+    The loss is the mean cross-entropy over the positions whose target is not -100
+    (targets are the next tokens, already shifted). With `with_grads`, the graph
+    also computes d loss / d parameter for every parameter (model.grads).
+    """
+    cfg.check()
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(f"build_gpt2: dtype {dtype!r} is not a float dtype")
+    if not 1 <= seq <= cfg.n_positions or batch < 1:
+        raise ValueError(f"build_gpt2: need 1 <= seq <= n_positions={cfg.n_positions} and "
+                         f"batch >= 1, got seq={seq}, batch={batch}")
+    graph = LogicalGraph(name)
+    model = GPT2(graph, cfg, batch, seq, dtype)
+    builder = _Builder(model)
+    hidden = builder.embeddings()
+    for layer in range(cfg.n_layer):
+        hidden = builder.block(layer, hidden)
+    builder.head(hidden)
+    if with_grads:
+        model.grads = grad(graph, model.loss, model.params)
+    return model
+
+
+class _Builder:
+    """Adds GPT-2's tensors and ops to model.graph in HF's order."""
+
+    def __init__(self, model: GPT2):
+        self.model, self.graph, self.cfg = model, model.graph, model.config
+        self.dtype = model.dtype
+
+    def param(self, shape, name, tp_dim=None):
+        tensor = self.graph.tensor(shape, name, self.dtype, requires_grad=True,
+                                   persistent=True)
+        if tp_dim is not None:
+            tensor.split_for_tp(tp_dim)
+        self.model.params.append(tensor)
+        return tensor
+
+    def constant(self, name, value, dtype):
+        tensor = self.graph.tensor(list(value.shape), name, dtype, persistent=True,
+                                   external=True)
+        self.model.constants[name] = value
+        return tensor
+
+    def embeddings(self):
+        cfg, model, graph = self.cfg, self.model, self.graph
+        shape = [model.seq, model.batch]
+        model.input_ids = graph.tensor(shape, "input_ids", "int64", external=True)
+        model.targets = graph.tensor(shape, "targets", "int64", external=True)
+        positions = np.asfortranarray(np.repeat(np.arange(model.seq)[:, None],
+                                                model.batch, axis=1).astype(np.int64))
+        position_ids = self.constant("position_ids", positions, "int64")
+        keep = np.arange(model.seq)[:, None] <= np.arange(model.seq)[None, :]  # [key, query]
+        self.mask = self.constant("causal_mask", np.asfortranarray(keep), "bool")
+        self.wte = self.param([cfg.n_embd, cfg.vocab_size], "wte", tp_dim=1)
+        wpe = self.param([cfg.n_embd, cfg.n_positions], "wpe")
+        tokens = ops.embedding(model.input_ids, self.wte, "token_embeddings", axis=0)
+        places = ops.embedding(position_ids, wpe, "position_embeddings", axis=0)
+        return ops.add(1.0, tokens, 1.0, places, "h_in")
+
+    def layer_norm(self, x, prefix):
+        n = self.cfg.n_embd
+        weight = self.param([n], f"{prefix}_weight")
+        bias = self.param([n], f"{prefix}_bias")
+        return ops.layer_norm(x, weight, bias, f"{prefix}_out", axis=0,
+                              eps=self.cfg.layer_norm_epsilon)
+
+    def linear(self, x, weight, bias, name, ndim=1):
+        product = ops.gemm(weight, x, f"{name}_product", ndim=ndim)
+        return ops.add_fiber(1.0, bias, 1.0, product, name, axis=0)
+
+    def block(self, layer, hidden):
+        p = f"h{layer}"
+        normed = self.layer_norm(hidden, f"{p}_ln_1")
+        attended = self.attention(p, normed)
+        hidden = ops.add(1.0, hidden, 1.0, attended, f"{p}_attn_residual")
+        normed = self.layer_norm(hidden, f"{p}_ln_2")
+        mlp = self.mlp(p, normed)
+        return ops.add(1.0, hidden, 1.0, mlp, f"{p}_mlp_residual")
+
+    def attention(self, p, x):
+        cfg = self.cfg
+        heads, head_dim, n = cfg.n_head, cfg.head_dim, cfg.n_embd
+        per_head = {}
+        for part in ("q", "k", "v"):
+            weight = self.param([heads, head_dim, n], f"{p}_{part}_weight", tp_dim=0)
+            bias = self.param([head_dim, heads], f"{p}_{part}_bias", tp_dim=1)
+            product = ops.gemm(weight, x, f"{p}_{part}_heads")           # [H, E, T, B]
+            moved = ops.transpose(product, f"{p}_{part}_moved", ndim=1)   # [E, T, B, H]
+            per_head[part] = ops.add_fiber(1.0, bias, 1.0, moved, f"{p}_{part}", axis=0,
+                                           batch_ndim=1)
+        scale = 1.0 / np.sqrt(head_dim) if cfg.scale_attn_weights else 1.0
+        context = ops.scaled_dot_product_attention(
+            per_head["q"], per_head["k"], per_head["v"], f"{p}_context", mask=self.mask,
+            scale=float(scale))                                            # [E, T, B, H]
+        merged = ops.transpose(context, f"{p}_context_heads", ndim=3)     # [H, E, T, B]
+        weight = self.param([n, heads, head_dim], f"{p}_attn_proj_weight", tp_dim=1)
+        bias = self.param([n], f"{p}_attn_proj_bias")
+        return self.linear(merged, weight, bias, f"{p}_attn_out", ndim=2)
+
+    def mlp(self, p, x):
+        cfg = self.cfg
+        fc_weight = self.param([cfg.inner, cfg.n_embd], f"{p}_fc_weight", tp_dim=0)
+        fc_bias = self.param([cfg.inner], f"{p}_fc_bias", tp_dim=0)
+        proj_weight = self.param([cfg.n_embd, cfg.inner], f"{p}_proj_weight", tp_dim=1)
+        proj_bias = self.param([cfg.n_embd], f"{p}_proj_bias")
+        inner = self.linear(x, fc_weight, fc_bias, f"{p}_fc")
+        activated = ACTIVATIONS[cfg.activation_function](inner, f"{p}_act")
+        return self.linear(activated, proj_weight, proj_bias, f"{p}_mlp_out")
+
+    def head(self, hidden):
+        model = self.model
+        normed = self.layer_norm(hidden, "ln_f")
+        # the tied lm_head: logits[V, T, B] = wte^T h; wte's gradient sums both uses
+        model.logits = ops.gemm(self.wte, normed, "logits", trans_a=True).mark_output()
+        model.loss = ops.cross_entropy(model.logits, model.targets, "loss",
+                                       ignore_index=-100).mark_output()

@@ -1,0 +1,121 @@
+"""Runtime layer: what one rank measured during one execute() (ExecutionStats).
+
+Nothing here is copied from the plan: bytes are counted by the transports from
+the buffers handed to MPI (Status counts on the receive side), peak bytes by the
+tile store from the arrays it really allocated, time by the executor's clock.
+`compare_with_plan` sets these beside the plan's numbers, so a disagreement is
+a real finding (a tile of the wrong size, a leaked buffer, a lost message).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+
+class Traffic:
+    """Counted by the innermost transport, per buffer handed to (or filled by) MPI."""
+
+    __slots__ = ("sent_bytes", "sent_messages", "received_bytes", "received_messages")
+
+    def __init__(self):
+        self.sent_bytes = self.sent_messages = 0
+        self.received_bytes = self.received_messages = 0
+
+
+# Per-op accumulator slots of the executor (a list per op name: cheap to bump).
+TASKS, FLOPS, KERNEL_S, WAIT_S, SENT, RECEIVED = range(6)
+
+
+def new_totals() -> list:
+    return [0, 0, 0.0, 0.0, 0, 0]
+
+
+@dataclass
+class OpTotals:
+    """Measured totals of a group of ops (one phase or one op type)."""
+
+    tasks: int = 0               # EXEC instructions run
+    flops: int = 0               # the FLOPs of those tasks
+    kernel_ms: float = 0.0       # executor clock around the kernel calls
+    wait_ms: float = 0.0         # blocked waiting for receives these ops consume
+    bytes_sent: int = 0          # messages of tiles these ops consume (sender side)
+    bytes_received: int = 0
+
+    def add(self, totals: list) -> None:
+        self.tasks += totals[TASKS]
+        self.flops += totals[FLOPS]
+        self.kernel_ms += totals[KERNEL_S] * 1e3
+        self.wait_ms += totals[WAIT_S] * 1e3
+        self.bytes_sent += totals[SENT]
+        self.bytes_received += totals[RECEIVED]
+
+
+@dataclass
+class ExecutionStats:
+    """One rank's measurements of its last execute() (seed 003's ExecutionStats).
+
+    Dict-style access (`stats["peak_bytes"]`) is kept for older callers.
+    """
+
+    rank: int = 0
+    phases: tuple = ()
+    bytes_transferred: int = 0   # bytes of the buffers this rank handed to MPI sends
+    bytes_received: int = 0      # bytes MPI reported received (Status counts)
+    messages_sent: int = 0
+    messages_received: int = 0
+    flops_executed: int = 0
+    execution_time_ms: float = 0.0
+    peak_bytes: int = 0          # most bytes the tile store held (spare buffers included)
+    staging_peak_bytes: int = 0  # most host bytes in GPU staging buffers (0 on the CPU)
+    by_phase: dict = field(default_factory=dict)     # phase -> OpTotals
+    by_op_type: dict = field(default_factory=dict)   # op type -> OpTotals
+
+    def __getitem__(self, name):
+        if name not in FIELD_NAMES:
+            raise KeyError(f"ExecutionStats has no field {name!r}; fields: {FIELD_NAMES}")
+        return getattr(self, name)
+
+    def keys(self):
+        return list(FIELD_NAMES)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+FIELD_NAMES = tuple(f.name for f in fields(ExecutionStats))
+
+
+def build_stats(rank, phases, ops_by_name, executor, store, staging,
+                elapsed_s) -> ExecutionStats:
+    """Gather one rank's counters after its executor finished."""
+    traffic = executor.traffic
+    stats = ExecutionStats(rank, phases, traffic.sent_bytes, traffic.received_bytes,
+                           traffic.sent_messages, traffic.received_messages,
+                           executor.flops, elapsed_s * 1e3, store.peak,
+                           staging.peak if staging is not None else 0)
+    for op_name, totals in executor.per_op.items():
+        op = ops_by_name[op_name]
+        stats.by_phase.setdefault(op.phase, OpTotals()).add(totals)
+        stats.by_op_type.setdefault(op.op_type, OpTotals()).add(totals)
+    return stats
+
+
+# measured field -> (plan method of CompiledGraph, its meaning), the pairs that must agree
+PLANNED = {
+    "bytes_transferred": ("estimate_communication", "bytes sent"),
+    "bytes_received": ("estimate_received", "bytes received"),
+    "flops_executed": ("estimate_flops", "FLOPs"),
+    "peak_bytes": ("memory_on_rank", "peak bytes"),
+}
+
+
+def compare_with_plan(cg, stats: ExecutionStats) -> dict:
+    """{field: (planned, measured)} for the fields the plan predicts exactly."""
+    return {name: (getattr(cg, method)(stats.rank, stats.phases), getattr(stats, name))
+            for name, (method, _) in PLANNED.items()}
+
+
+def mismatches(comparison: dict, rank: int) -> list:
+    """Readable lines for the fields whose planned and measured values differ."""
+    return [f"rank {rank}: {PLANNED[name][1]}: planned {planned}, measured {measured}"
+            for name, (planned, measured) in comparison.items() if planned != measured]
