@@ -1,0 +1,101 @@
+"""Predicted vs measured step time: does the simulator earn its users' trust?
+
+For the MLP (784-1024-1024-10, batch 256) and a small GPT-2 (2 layers, n_embd 128,
+4 heads, batch 4, seq 64), AdamW, fp32, under every preset on 1-4 ranks of this
+machine: the median over --steps executes (after a warm-up) of the slowest rank's
+executor time, next to the simulator's prediction for the same plan from the
+machine file written by `python -m nntile_spmd.calibrate`. Ranks beyond the cores
+share them, and the simulator is told so (machine cores vs ranks on the node).
+
+    python -m nntile_spmd.calibrate --out machine.json
+    python benchmarks/bench_simulator.py --machine machine.json        # launches mpiexec
+
+One configuration by hand (what the script runs):
+
+    mpiexec -n 3 python benchmarks/bench_simulator.py --worker --machine machine.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+PRESETS = ("single", "ddp", "fsdp", "tp")
+
+
+def worker(args):
+    import numpy as np
+    from mpi4py import MPI
+
+    import nntile_spmd as nt
+    from nntile_spmd.simulate import MachineModel, predict
+    from nntile_spmd.simulate.workloads import WORKLOADS
+
+    comm = MPI.COMM_WORLD
+    machine = MachineModel.load(args.machine)
+    rows = []
+    for model in args.models:
+        workload = WORKLOADS[model]()
+        for preset in args.presets:
+            cg = nt.compile(workload.graph, distribution=preset)
+            workload.bind_params(cg)
+            rng = np.random.default_rng(0)
+            times = []
+            for step in range(args.steps + 1):
+                workload.bind_batch(cg, rng)
+                cg.execute()
+                slowest = comm.allreduce(cg.get_stats().execution_time_ms, op=MPI.MAX)
+                if step:
+                    times.append(slowest / 1e3)
+            if comm.rank == 0:
+                predicted = predict(cg.plan, machine).step_s
+                measured = statistics.median(times)
+                rows.append({"model": model, "preset": preset, "ranks": comm.size,
+                             "measured_ms": round(measured * 1e3, 2),
+                             "predicted_ms": round(predicted * 1e3, 2),
+                             "error": round(predicted / measured - 1, 3)})
+    if comm.rank == 0:
+        for row in rows:
+            print(json.dumps(row), flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--worker", action="store_true")
+    parser.add_argument("--machine", default="machine.json")
+    parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 3, 4])
+    parser.add_argument("--models", nargs="+", default=["mlp", "gpt2"])
+    parser.add_argument("--presets", nargs="+", default=list(PRESETS))
+    parser.add_argument("--steps", type=int, default=5)
+    args = parser.parse_args()
+    if args.worker:
+        return worker(args)
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    rows = []
+    for ranks in args.ranks:
+        command = [mpiexec, "-n", str(ranks), sys.executable, __file__, "--worker",
+                   "--machine", args.machine, "--steps", str(args.steps),
+                   "--models", *args.models, "--presets", *args.presets]
+        started = time.perf_counter()
+        output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        rows += [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+        print(f"# {ranks} rank(s) measured in {time.perf_counter() - started:.0f} s",
+              file=sys.stderr)
+    print("| model | preset | ranks | measured ms | predicted ms | error |")
+    print("|---|---|---:|---:|---:|---:|")
+    for row in rows:
+        print(f"| {row['model']} | {row['preset']} | {row['ranks']} | {row['measured_ms']} | "
+              f"{row['predicted_ms']} | {row['error']:+.0%} |")
+    errors = [abs(row["error"]) for row in rows]
+    within = sum(error <= 0.2 for error in errors)
+    print(f"\n{within} of {len(rows)} within 20 %; median |error| "
+          f"{statistics.median(errors):.0%}, worst {max(errors):.0%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,159 @@
+"""Simulator: measure this machine's constants into a MachineModel file.
+
+    python -m nntile_spmd.calibrate [--out machine.json]
+
+Kernel rates: training steps of the MLP and a small GPT-2 run in one process at
+several tile sizes and BLAS/numba thread counts; for every op the executor's clock
+gives (tasks, work, seconds), and per op type a non-negative least-squares fit
+of seconds = a * tasks + b * work (relative errors weighted equally) gives the
+per-task cost a and the per-unit cost b. The executor's own cost per task is what
+its clock saw outside the kernels. Latency and bandwidth come from a ping-pong
+between two MPI ranks on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+
+import numpy as np
+import threadpoolctl
+from scipy.optimize import nnls
+
+from ..plan.instructions import Exec
+from ..plan.tiling import TilingStrategy
+from ..runtime.simulated import SimulatedWorld
+from ..runtime.stats import KERNEL_S, TASKS
+from .machine import MachineModel, task_work
+from .workloads import WORKLOADS
+
+TILE_BYTES = (1 << 20, 1 << 16)      # the default tiles, and small ones (many tasks)
+
+
+class RecordingWorld(SimulatedWorld):
+    """A one-rank simulated world that keeps the executors of the last execute."""
+
+    def run(self, executors):
+        self.executors = executors
+        return super().run(executors)
+
+
+def measure_ops(workload, tile_bytes, steps):
+    """[(op type, tasks, work, kernel seconds)] per op and (tasks, overhead seconds),
+    summed over `steps` executes after one warm-up."""
+    from .. import compile as compile_graph
+    world = RecordingWorld(1)
+    cg = compile_graph(workload.graph, comm=world,
+                       tiling=TilingStrategy.auto(target_tile_bytes=tile_bytes))
+    workload.bind_params(cg)
+    rng = np.random.default_rng(0)
+    op_type = {op.name: op.op_type for op in workload.graph.ops()}
+    work = defaultdict(int)
+    for instruction in cg.plan.program(0):
+        if type(instruction) is Exec:
+            work[instruction.op_name] += task_work(instruction, cg.plan.meta)
+    samples, tasks, outside = defaultdict(lambda: [0, 0.0]), 0, 0.0
+    for step in range(steps + 1):
+        workload.bind_batch(cg, rng)
+        cg.execute()
+        if step == 0:
+            continue                  # numba compilation and first-touch allocation
+        executor = world.executors[0]
+        kernel_s = 0.0
+        for name, totals in executor.per_op.items():
+            samples[name][0] += totals[TASKS]
+            samples[name][1] += totals[KERNEL_S]
+            kernel_s += totals[KERNEL_S]
+            tasks += totals[TASKS]
+        outside += executor.busy_s - kernel_s
+    rows = [(op_type[name], count, work[name] * steps, seconds)
+            for name, (count, seconds) in samples.items()]
+    return rows, tasks, outside
+
+
+def fit_rates(rows) -> dict:
+    """{op type: [a, b]} from (op type, tasks, work, seconds) rows."""
+    by_type = defaultdict(list)
+    for op_type, tasks, work, seconds in rows:
+        if tasks and seconds > 0:
+            by_type[op_type].append((tasks, work, seconds))
+    rates = {}
+    for op_type, points in by_type.items():
+        matrix = np.array([[t / s, w / s] for t, w, s in points])
+        rhs = np.ones(len(points))
+        if np.linalg.matrix_rank(matrix) < 2:          # one tile size: cost per unit only
+            total_work = sum(w for _, w, _ in points)
+            total_s = sum(s for _, _, s in points)
+            rates[op_type] = [0.0, total_s / total_work] if total_work else \
+                [total_s / sum(t for t, _, _ in points), 0.0]
+            continue
+        (a, b), _ = nnls(matrix, rhs)
+        rates[op_type] = [float(a), float(b)]
+    return rates
+
+
+def measure_kernels(workloads, threads_list, steps, log=print):
+    op_types = defaultdict(dict)
+    all_tasks, all_outside = 0, 0.0
+    for threads in threads_list:
+        rows = []
+        with threadpoolctl.threadpool_limits(limits=threads):
+            import numba
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            for workload in workloads:
+                for tile_bytes in TILE_BYTES:
+                    measured, tasks, outside = measure_ops(workload, tile_bytes, steps)
+                    rows += measured
+                    all_tasks, all_outside = all_tasks + tasks, all_outside + outside
+                    log(f"  {workload.name}, {threads} thread(s), tiles ~{tile_bytes} B: "
+                        f"{tasks // steps} tasks per step")
+        for op_type, rate in fit_rates(rows).items():
+            op_types[op_type][str(threads)] = rate
+    return dict(op_types), all_outside / max(1, all_tasks)
+
+
+def ping_pong(repeats=200) -> tuple:
+    """(latency s, bandwidth B/s) between two MPI ranks here, via mpiexec."""
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "pingpong.txt")
+        subprocess.run([mpiexec if os.path.exists(mpiexec) else "mpiexec", "-n", "2",
+                        sys.executable, "-m", "nntile_spmd.simulate.pingpong", out,
+                        str(repeats)], check=True, timeout=300)
+        latency, bandwidth = (float(v) for v in open(out).read().split())
+    return latency, bandwidth
+
+
+def calibrate(workload_names=("mlp", "gpt2"), threads_list=None, steps=3,
+              with_mpi=True, log=print) -> MachineModel:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    threads_list = threads_list or sorted({1, cores})
+    workloads = [WORKLOADS[name]() for name in workload_names]
+    log(f"calibrating kernels on {cores} core(s): {', '.join(workload_names)}")
+    op_types, overhead = measure_kernels(workloads, threads_list, steps, log)
+    model = MachineModel(cores=cores, task_overhead_s=max(0.0, overhead), op_types=op_types,
+                         source=f"nntile_spmd.calibrate on {os.uname().nodename}")
+    if with_mpi:
+        model.latency_s, model.bandwidth_bytes_per_s = ping_pong()
+        log(f"  MPI: latency {model.latency_s * 1e6:.1f} us, "
+            f"bandwidth {model.bandwidth_bytes_per_s / 1e9:.2f} GB/s")
+    return model
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="machine.json")
+    parser.add_argument("--workloads", nargs="+", default=["mlp", "gpt2"],
+                        choices=sorted(WORKLOADS))
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--no-mpi", action="store_true", help="keep the default latency "
+                        "and bandwidth instead of measuring them with two MPI ranks")
+    args = parser.parse_args(argv)
+    model = calibrate(args.workloads, steps=args.steps, with_mpi=not args.no_mpi)
+    model.save(args.out)
+    print(f"wrote {args.out}: {len(model.op_types)} op types, task overhead "
+          f"{model.task_overhead_s * 1e6:.2f} us")

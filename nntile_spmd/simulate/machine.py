@@ -1,0 +1,79 @@
+"""Simulator: the machine constants a replay needs, as measured by calibration.
+
+A task of an op of type k on tiles of `work` units (its FLOPs, or the bytes it
+touches for ops that count no FLOPs) takes ``overhead + a + b * work`` seconds,
+with (a, b) measured per op type and per BLAS/numba thread count. A message takes
+``latency + bytes / bandwidth``. The file is JSON so a user can read and edit it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+
+from ..plan.instructions import Exec
+
+# Used for op types the calibration never saw: 1 GFLOP/s or 1 GB/s, 5 us a call.
+# Deliberately pessimistic, and reported as "uncalibrated" by the replay.
+FALLBACK_RATE = (5e-6, 1e-9)
+
+
+@dataclass
+class MachineModel:
+    """Seconds per task, per unit of work and per message on one machine."""
+
+    cores: int = 1
+    task_overhead_s: float = 3e-6          # executor cost per task outside the kernel
+    latency_s: float = 5e-6
+    bandwidth_bytes_per_s: float = 5e9
+    # op type -> {str(threads): [a_seconds, b_seconds_per_unit]}
+    op_types: dict = field(default_factory=dict)
+    source: str = "defaults"               # what produced these numbers
+
+    def threads_per_rank(self, ranks_on_node: int) -> int:
+        """The runtime's default: the node's cores split among its ranks, at least 1."""
+        return max(1, self.cores // max(1, ranks_on_node))
+
+    def oversubscription(self, ranks_on_node: int) -> float:
+        """More busy threads than cores: each runs that much slower (time-sliced)."""
+        threads = self.threads_per_rank(ranks_on_node) * ranks_on_node
+        return max(1.0, threads / self.cores)
+
+    def rate(self, op_type: str, threads: int) -> tuple:
+        """(a, b) for `op_type` at the calibrated thread count nearest `threads`."""
+        by_threads = self.op_types.get(op_type)
+        if not by_threads:
+            return FALLBACK_RATE
+        nearest = min(by_threads, key=lambda t: (abs(int(t) - threads), -int(t)))
+        return tuple(by_threads[nearest])
+
+    def task_seconds(self, op_type: str, work: int, threads: int) -> float:
+        a, b = self.rate(op_type, threads)
+        return self.task_overhead_s + a + b * work
+
+    def message_seconds(self, nbytes: int) -> float:
+        return self.latency_s + nbytes / self.bandwidth_bytes_per_s
+
+    def save(self, path) -> None:
+        """Write atomically, so a killed calibration never leaves half a file."""
+        temporary = f"{path}.tmp{os.getpid()}"
+        with open(temporary, "w") as out:
+            json.dump(asdict(self), out, indent=1, sort_keys=True)
+        os.replace(temporary, path)
+
+    @classmethod
+    def load(cls, path) -> MachineModel:
+        with open(path) as source:
+            data = json.load(source)
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"{path}: unknown machine-model fields {sorted(unknown)}")
+        return cls(**data)
+
+
+def task_work(instruction: Exec, meta) -> int:
+    """FLOPs of a task, or for tasks that count none the bytes of its tiles."""
+    if instruction.flops:
+        return instruction.flops
+    return sum(meta[key].nbytes for key in instruction.keys)

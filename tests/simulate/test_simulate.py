@@ -1,0 +1,125 @@
+"""The simulator: exact replay arithmetic on a hand-checked plan, the calibration
+fit, the machine file, and the command line."""
+
+import json
+import types
+
+import numpy as np
+import pytest
+
+import nntile_spmd as nt
+from nntile_spmd.plan.distribution import TileDistribution
+from nntile_spmd.plan.instructions import Recv
+from nntile_spmd.plan.plan import build_plan
+from nntile_spmd.simulate import MachineModel, predict, simulate
+from nntile_spmd.simulate.__main__ import main as simulate_main
+from nntile_spmd.simulate.calibrate import fit_rates, measure_ops
+from nntile_spmd.simulate.workloads import gpt2_workload, mlp_workload
+
+GELU_A, GELU_B = 1e-3, 1e-6        # seconds per task, per FLOP
+MACHINE = MachineModel(cores=2, task_overhead_s=0.0, latency_s=0.5,
+                       bandwidth_bytes_per_s=8.0,
+                       op_types={"gelu": {"1": [GELU_A, GELU_B], "2": [GELU_A, GELU_B]}})
+
+
+def one_message_plan():
+    """x [4] in two tiles, x[1] on rank 1; y = gelu(x) on rank 0: one 8-byte message."""
+    g = nt.LogicalGraph("one_message")
+    x = g.tensor([4], "x", "fp32", external=True)
+    nt.ops.gelu(x, "y").mark_output()
+    return build_plan(g, 2, nt.TilingStrategy.manual({"x": [2]}),
+                      {"x": TileDistribution.custom([0, 1]), "y": TileDistribution.on_rank(0)})
+
+
+def test_replay_adds_tasks_and_the_message_as_the_model_says():
+    plan = one_message_plan()
+    prediction = predict(plan, MACHINE)
+    tasks = [i for i in plan.program(0) if type(i).__name__ == "Exec"]
+    assert len(tasks) == 2 and all(t.flops for t in tasks)
+    task_s = [GELU_A + GELU_B * t.flops for t in tasks]
+    message_s = 0.5 + 8 / 8.0                  # latency + 8 bytes at 8 B/s
+    # rank 1 sends at time 0; rank 0 computes its own tile, then waits for the other
+    assert prediction.finish_s[1] == 0.0
+    assert prediction.step_s == pytest.approx(max(task_s[0], message_s) + task_s[1])
+    assert prediction.busy_s == pytest.approx([sum(task_s), 0.0])
+    kinds = [prediction.events[i].kind for i in prediction.critical_path]
+    assert kinds == ["send", "wait", "exec"]   # the message is on the critical path
+    assert prediction.critical_summary()["wait"] == pytest.approx(message_s - task_s[0])
+    assert prediction.peak_bytes == [plan.peak_bytes(0), plan.peak_bytes(1)]
+    assert not prediction.uncalibrated
+
+
+def test_an_uncalibrated_op_type_uses_the_fallback_and_is_reported():
+    prediction = predict(one_message_plan(), MachineModel())
+    assert prediction.uncalibrated == {"gelu"}
+    assert "uncalibrated op types" in prediction.summary()
+
+
+def test_ranks_beyond_the_cores_share_them():
+    assert MACHINE.threads_per_rank(1) == 2 and MACHINE.oversubscription(1) == 1.0
+    assert MACHINE.threads_per_rank(4) == 1 and MACHINE.oversubscription(4) == 2.0
+    one_core = MachineModel(**{**MACHINE.__dict__, "cores": 1})
+    plan = one_message_plan()                       # 2 ranks
+    apart = predict(plan, one_core, ranks_per_node=1).busy_s[0]
+    together = predict(plan, one_core).busy_s[0]    # both ranks on the one core
+    assert together == pytest.approx(2 * apart)
+
+
+def test_a_receive_without_its_send_is_reported_as_a_plan_bug():
+    plan = one_message_plan()
+    broken = [i for i in plan.program(0)]
+    fake = types.SimpleNamespace(nranks=1, graph=plan.graph, meta=plan.meta,
+                                 program=lambda rank, phases=None: broken,
+                                 peak_bytes=lambda rank, phases=None: 0)
+    assert any(type(i) is Recv for i in broken)
+    with pytest.raises(RuntimeError, match="RECV without its SEND"):
+        predict(fake, MACHINE)
+
+
+def test_the_fit_recovers_known_per_task_and_per_unit_costs():
+    a, b = 2e-5, 3e-9
+    rows = [("gemm", tasks, work, tasks * a + work * b)
+            for tasks, work in [(10, 1e7), (100, 1.2e7), (1000, 2e7)]]
+    assert fit_rates(rows)["gemm"] == pytest.approx([a, b], rel=1e-6)
+    # one tile size cannot separate the two: all of it is charged per unit of work
+    assert fit_rates([("add", 5, 1000, 1e-3)])["add"] == pytest.approx([0.0, 1e-6])
+
+
+def test_calibration_measures_every_op_of_a_step():
+    workload = mlp_workload((8, 16, 4), batch=6)
+    rows, tasks, outside = measure_ops(workload, 1 << 20, steps=2)
+    types_measured = {row[0] for row in rows}
+    assert {"gemm", "add_fiber", "adamw_step"} <= types_measured
+    assert tasks == sum(row[1] for row in rows) and outside >= 0
+    assert all(seconds > 0 and work > 0 for _, _, work, seconds in rows)
+
+
+def test_machine_file_round_trip_and_unknown_fields(tmp_path):
+    path = tmp_path / "machine.json"
+    MACHINE.save(path)
+    assert MachineModel.load(path) == MACHINE
+    data = json.loads(path.read_text())
+    data["flops"] = 1
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="unknown machine-model fields"):
+        MachineModel.load(path)
+
+
+def test_presets_on_several_ranks_replay_to_the_end():
+    workload = gpt2_workload(n_layer=1, n_embd=16, n_head=2, batch=2, seq=8, vocab=11)
+    for preset in ("single", "ddp", "fsdp", "tp"):
+        prediction = simulate(workload.graph, 3, MACHINE, distribution=preset)
+        assert prediction.step_s > 0 and len(prediction.finish_s) == 3
+        assert prediction.critical_path and max(prediction.finish_s) == prediction.step_s
+
+
+def test_command_line_prints_the_prediction_and_draws_the_timeline(tmp_path, capsys):
+    machine = tmp_path / "machine.json"
+    MACHINE.save(machine)
+    png = tmp_path / "timeline.png"
+    simulate_main(["--model", "mlp", "--ranks", "2", "--strategy", "fsdp",
+                   "--machine", str(machine), "--timeline", str(png)])
+    out = capsys.readouterr().out
+    assert "predicted step" in out and "rank 1:" in out and "critical path" in out
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert np.isfinite(float(out.split("predicted step: ")[1].split(" ms")[0]))
