@@ -6,9 +6,9 @@ per-rank programs) and runs only its own program; see DESIGN in docs/.
 
 from .graph import LogicalGraph, OpNode, TensorNode, grad, ops
 from .graph.scalars import Scalar
-from .plan import (REPLICATED, DevicePerformanceProfile, DimensionTiling, Plan, PlanError,
-                   Preset, TileDistribution, TilingSpec, TilingStrategy, build_plan)
-from .runtime import CompiledGraph, SimulatedWorld, compile
+from .plan import (REPLICATED, DevicePerformanceProfile, DimensionTiling, Plan, PlanCache,
+                   PlanError, Preset, TileDistribution, TilingSpec, TilingStrategy, build_plan)
+from .runtime import CompiledGraph, PendingCompile, SimulatedWorld, compile, compile_async
 from .runtime.failure import install_abort_on_error
 
 install_abort_on_error()   # only under an MPI launcher with > 1 rank; loads no mpi4py
@@ -16,5 +16,5 @@ install_abort_on_error()   # only under an MPI launcher with > 1 rank; loads no 
 __all__ = ["grad", "LogicalGraph", "OpNode", "TensorNode", "ops", "REPLICATED",
            "DevicePerformanceProfile", "DimensionTiling", "Plan", "PlanError", "Preset",
            "TileDistribution", "TilingSpec", "TilingStrategy", "build_plan", "CompiledGraph",
-           "SimulatedWorld", "compile", "Scalar"]
+           "SimulatedWorld", "compile", "compile_async", "PendingCompile", "PlanCache", "Scalar"]
 __version__ = "0.1.0"

@@ -3,7 +3,7 @@
 Imports mpi4py only when a real MPI world is used; never imports CuPy on the CPU path.
 """
 
-from .compiled import CompiledGraph, compile
+from .compiled import CompiledGraph, PendingCompile, compile, compile_async
 from .simulated import SimulatedWorld
 
-__all__ = ["CompiledGraph", "compile", "SimulatedWorld"]
+__all__ = ["CompiledGraph", "PendingCompile", "compile", "compile_async", "SimulatedWorld"]

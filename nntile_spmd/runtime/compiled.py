@@ -4,8 +4,11 @@
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 
+from ..plan.cache import ENV_DIRECTORY, shared_cache
 from ..plan.plan import build_plan, normalize_phases
 from .binding import BindingMixin
 from .device import check_storage, select_device
@@ -16,6 +19,59 @@ from .simulated import SimulatedWorld
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
 from .staging import wrap_transport
 from .storage import TileStore
+
+
+def plan_graph_cached(graph, nranks, tiling, distribution, window, cache):
+    """The plan with its programs derived (so a graph that cannot be planned, e.g.
+    a tensor read before anything writes it, raises PlanError from compile on every
+    rank rather than from the first execute), through `cache` when there is one."""
+    def build():
+        plan = build_plan(graph, nranks, tiling, distribution, window)
+        plan.programs()
+        return plan
+    if cache is None and os.environ.get(ENV_DIRECTORY):
+        cache = shared_cache()
+    if cache is None or cache is False:
+        return build()
+    cache = shared_cache() if cache is True else cache
+    return cache.plan(graph, nranks, tiling, distribution, window, build)
+
+
+class PendingCompile:
+    """What compile_async returns: planning runs in a worker thread; result() waits
+    for it, then does the collective half (all ranks call it, in the same order)."""
+
+    def __init__(self, future, finish):
+        self.future, self.finish, self.compiled = future, finish, None
+
+    def done(self) -> bool:
+        """True once planning has finished (result() then only does the collective part)."""
+        return self.future.done()
+
+    def result(self) -> CompiledGraph:
+        if self.compiled is None:
+            self.compiled = self.finish(self.future.result())
+        return self.compiled
+
+
+_PLANNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nntile-planner")
+
+
+def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bindings=None,
+                  device="auto", window=8, recv_timeout=300.0, threads=None,
+                  cache=None) -> PendingCompile:
+    """compile() with its planning in a background thread, so that planning the next
+    shape overlaps with executing the current one. Planning is pure Python: it runs
+    while the current execute's kernels (BLAS, numba) release the interpreter lock.
+    The MPI part waits for result(), called on the caller's thread: no collective
+    ever runs off the main thread."""
+    if shape_bindings:
+        graph = graph.bind(shape_bindings)
+    world = make_world(comm, recv_timeout)
+    future = _PLANNER.submit(plan_graph_cached, graph, world.size, tiling, distribution,
+                             window, cache)
+    return PendingCompile(future, lambda plan: CompiledGraph.from_plan(
+        graph, world, plan, device, threads))
 
 
 def make_world(comm, recv_timeout):
@@ -46,17 +102,23 @@ class CompiledGraph(BindingMixin):
     @classmethod
     def compile(cls, graph, comm=None, tiling=None, distribution="single",
                 shape_bindings=None, device="auto", window=8, recv_timeout=300.0,
-                threads=None) -> CompiledGraph:
-        """Plan `graph` on the ranks of `comm` (MPI.COMM_WORLD by default)."""
+                threads=None, cache=None) -> CompiledGraph:
+        """Plan `graph` on the ranks of `comm` (MPI.COMM_WORLD by default).
+
+        cache: a PlanCache (plans in memory and, with a directory, on disk), True for
+        the process-wide in-memory one, or None (default: plan every time, unless
+        $NNTILE_SPMD_PLAN_CACHE names a directory).
+        """
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
-        plan = build_plan(graph, world.size, tiling, distribution, window)
+        plan = plan_graph_cached(graph, world.size, tiling, distribution, window, cache)
+        return cls.from_plan(graph, world, plan, device, threads)
+
+    @classmethod
+    def from_plan(cls, graph, world, plan, device="auto", threads=None) -> CompiledGraph:
+        """The collective half of compile: ranks agree on the plan, pick a device."""
         check_same_plan(world, plan)
-        # FIX (runtime stage 3 tests): derive the programs now, so a graph that
-        # cannot be planned (a tensor read before anything writes it) raises
-        # PlanError from compile() on every rank, not from the first execute().
-        plan.programs()
         # Select the device first: it imports the kernel backend and so loads its
         # BLAS (scipy's OpenBLAS), which threadpoolctl can only limit once loaded.
         # The other order left the gemm kernels' BLAS at all cores on every rank.

@@ -1,0 +1,124 @@
+"""The plan cache: a second compile of the same graph is served from memory, a
+restarted job from disk, anything that changes the plan changes the key, and what
+cannot be described is planned every time; compile_async gives what compile gives."""
+
+import numpy as np
+import pytest
+
+import nntile_spmd as nt
+from nntile_spmd.plan.cache import Uncacheable, plan_key, shared_cache
+from nntile_spmd.plan.distribution import TileDistribution
+from nntile_spmd.plan.plan import build_plan
+from nntile_spmd.runtime.compiled import plan_graph_cached
+
+
+def mlp_graph(hidden=6):
+    from nntile_spmd.models.mlp import build_mlp
+    return build_mlp((5, hidden, 3), batch=4, dtype="fp64").graph
+
+
+def listing(plan):
+    return [[str(i) for i in program] for program in plan.programs()]
+
+
+def planned(cache, graph, nranks=2, tiling=None, distribution="fsdp", window=8):
+    return plan_graph_cached(graph, nranks, tiling, distribution, window, cache)
+
+
+def test_the_second_plan_of_the_same_graph_comes_from_memory():
+    cache = nt.PlanCache()
+    first = planned(cache, mlp_graph())
+    second = planned(cache, mlp_graph())        # an equal graph, built again
+    assert second is first
+    assert (cache.stats.misses, cache.stats.hits) == (1, 1)
+    assert cache.stats.planning_s > 0
+
+
+@pytest.mark.parametrize("change", ["nranks", "tiling", "min_tile", "distribution", "window",
+                                    "graph"])
+def test_anything_that_changes_the_plan_changes_the_key(change):
+    base = dict(graph=mlp_graph(), nranks=2, tiling=nt.TilingStrategy.auto(1 << 10),
+                distribution="fsdp", window=8)
+    changed = dict(base)
+    changed.update({"nranks": {"nranks": 3},
+                    "tiling": {"tiling": nt.TilingStrategy.auto(1 << 9)},
+                    "min_tile": {"tiling": nt.TilingStrategy.auto(1 << 10, min_tile=2)},
+                    "distribution": {"distribution": "ddp"},
+                    "window": {"window": 4},
+                    "graph": {"graph": mlp_graph(hidden=7)}}[change])
+    assert plan_key(**base) == plan_key(**dict(base, graph=mlp_graph()))
+    assert plan_key(**base) != plan_key(**changed)
+
+
+def test_a_restarted_job_reads_the_plan_from_disk(tmp_path):
+    graph = mlp_graph()
+    fresh = build_plan(graph, 2, None, "fsdp")
+    planned(nt.PlanCache(tmp_path), mlp_graph())
+    restarted = nt.PlanCache(tmp_path)             # a new process: empty memory
+    plan = planned(restarted, graph)
+    assert (restarted.stats.disk_hits, restarted.stats.misses) == (1, 0)
+    assert plan.graph is graph                     # the caller's graph, not a copy
+    assert listing(plan) == listing(fresh)
+    assert [plan.peak_bytes(r) for r in range(2)] == [fresh.peak_bytes(r) for r in range(2)]
+
+
+def test_a_damaged_cache_file_is_planned_again_and_replaced(tmp_path):
+    planned(nt.PlanCache(tmp_path), mlp_graph())
+    (path,) = tmp_path.glob("plan-*.pkl")
+    path.write_bytes(path.read_bytes()[:100])
+    cache = nt.PlanCache(tmp_path)
+    plan = planned(cache, mlp_graph())
+    assert (cache.stats.disk_hits, cache.stats.misses) == (0, 1)
+    assert listing(plan) == listing(build_plan(mlp_graph(), 2, None, "fsdp"))
+    assert nt.PlanCache(tmp_path).load(plan_key(mlp_graph(), 2, None, "fsdp", 8),
+                                       mlp_graph()) is not None
+
+
+def test_an_owner_function_is_never_cached():
+    def owners(coord, grid, nranks):
+        return 0
+    distribution = {"w1": TileDistribution.custom(owners)}
+    with pytest.raises(Uncacheable):
+        plan_key(mlp_graph(), 2, None, distribution, 8)
+    cache = nt.PlanCache()
+    planned(cache, mlp_graph(), distribution=distribution)
+    planned(cache, mlp_graph(), distribution=distribution)
+    assert (cache.stats.uncacheable, cache.stats.hits, cache.stats.misses) == (2, 0, 0)
+
+
+def test_the_environment_variable_turns_the_disk_cache_on(tmp_path, monkeypatch):
+    monkeypatch.setenv("NNTILE_SPMD_PLAN_CACHE", str(tmp_path))
+    nt.compile(mlp_graph(), comm=nt.SimulatedWorld(2), distribution="ddp")
+    assert len(list(tmp_path.glob("plan-*.pkl"))) == 1
+    assert shared_cache().stats.misses == 1
+
+
+def run_mlp(cg, seed=0):
+    rng = np.random.default_rng(seed)
+    from nntile_spmd.models.mlp import init_linear_params
+    for name, value in init_linear_params((5, 6, 3), rng, "fp64").items():
+        cg.bind_data(name, value)
+    cg.bind_data("x", rng.standard_normal((5, 4)))
+    cg.bind_data("y", rng.integers(0, 3, 4))
+    cg.execute()
+    return float(cg.get_output("loss"))
+
+
+def test_cached_and_async_compiles_compute_what_compile_computes():
+    reference = run_mlp(nt.compile(mlp_graph(), comm=nt.SimulatedWorld(3), distribution="tp"))
+    cached = [run_mlp(nt.compile(mlp_graph(), comm=nt.SimulatedWorld(3), distribution="tp",
+                                 cache=True)) for _ in range(2)]
+    pending = nt.compile_async(mlp_graph(), comm=nt.SimulatedWorld(3), distribution="tp")
+    assert isinstance(pending, nt.PendingCompile)
+    cg = pending.result()
+    assert pending.done() and pending.result() is cg
+    assert cached == [reference, reference] == [run_mlp(cg)] * 2
+
+
+def test_async_compile_raises_the_planning_error_from_result():
+    g = nt.LogicalGraph("unplannable")
+    x = g.tensor([4], "x", "fp32")          # read, but neither input nor written
+    nt.ops.gelu(x, "y").mark_output()
+    pending = nt.compile_async(g, comm=nt.SimulatedWorld(1))
+    with pytest.raises(nt.PlanError):
+        pending.result()
