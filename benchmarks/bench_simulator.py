@@ -53,6 +53,8 @@ def worker(args):
                 if step:
                     times.append(slowest / 1e3)
             if comm.rank == 0:
+                print(f"# {model} {preset} {comm.size} rank(s): {times}", file=sys.stderr,
+                      flush=True)
                 predicted = predict(cg.plan, machine).step_s
                 measured = statistics.median(times)
                 rows.append({"model": model, "preset": preset, "ranks": comm.size,

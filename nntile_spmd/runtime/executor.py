@@ -39,6 +39,7 @@ class RankExecutor:
         self.received = 0           # RECVs completed so far
         self.pending_recvs = deque()  # (handle, buffer) of posted, unfinished RECVs
         self.pending_sends = {}     # key -> [handles]
+        self.parked = []            # (handles, buffer, meta): old versions still being sent
         self.flops = 0
         self.traffic = transport.traffic   # counted where buffers meet MPI
         self.per_op = {}            # op name -> totals list (stats.TASKS, ...)
@@ -64,10 +65,17 @@ class RankExecutor:
                 self.pc = pc
                 return False
         self.pc = len(program)
+        # Every receive of this rank is done, so no peer waits on it any more: the
+        # peers post the receives these sends need as they go, and waiting is safe.
         for handles in self.pending_sends.values():
             for handle in handles:
                 self.transport.wait_send(handle)
         self.pending_sends.clear()
+        for handles, buffer, meta in self.parked:
+            for handle in handles:
+                self.transport.wait_send(handle)
+            self.store.release(buffer, meta)
+        self.parked.clear()
         self.store.end(program)     # spare buffers may serve the next execute of it
         return True
 
@@ -97,7 +105,7 @@ class RankExecutor:
         test_recv, wait_recv, finish_recv = (transport.test_recv, transport.wait_recv,
                                              transport.finish_recv)
         pending_recvs, pending_sends = self.pending_recvs, self.pending_sends
-        wait_sends, total = self.wait_sends, len(self.positions)
+        retire, total = self.retire_sends, len(self.positions)
         traffic, totals, clock = self.traffic, self.totals, time.perf_counter
 
         def do_recv(instruction, blocking):
@@ -115,11 +123,13 @@ class RankExecutor:
             pending_recvs.popleft()
             self.received += 1
             key = instruction[0]
-            if pending_sends:
-                wait_sends(key)
+            if pending_sends and key in pending_sends:
+                retire(key)
             install(key, buffer, meta[key])
             if self.posted < total:
                 self.post_receives()    # the window moves only here
+            if self.parked:
+                self.release_parked()
         return do_recv
 
     def make_send(self):
@@ -141,14 +151,16 @@ class RankExecutor:
     def make_exec(self):
         tiles, kernels, meta = self.store.tiles, self.kernels, self.meta
         get_tile, allocate = tiles.__getitem__, self.store.allocate
-        pending_sends, wait_sends = self.pending_sends, self.wait_sends
+        pending_sends, retire = self.pending_sends, self.retire_sends
         per_op, clock = self.per_op, time.perf_counter
 
         def do_exec(instruction, blocking):
             kernel, keys, _, writes, params, flops, op_name = instruction
             for key in writes:
                 if pending_sends and key in pending_sends:
-                    wait_sends(key)     # an in-flight send still reads the old version
+                    old = tiles[key]    # an in-flight send still reads the old version
+                    if not retire(key):
+                        allocate(key, meta[key])[...] = old   # the op may accumulate
                 if key not in tiles:
                     allocate(key, meta[key])
             start = clock()
@@ -168,19 +180,49 @@ class RankExecutor:
         return do_exec
 
     def make_free(self):
-        free, meta = self.store.free, self.meta
-        pending_sends, wait_sends = self.pending_sends, self.wait_sends
+        free, meta, tiles = self.store.free, self.meta, self.store.tiles
+        pending_sends, retire = self.pending_sends, self.retire_sends
 
         def do_free(instruction, blocking):
             key = instruction[0]
-            if pending_sends:
-                wait_sends(key)
+            if pending_sends and key in pending_sends and not retire(key):
+                return              # parked: released once its sends complete
             free(key, meta[key])
         return do_free
 
-    def wait_sends(self, key):
-        for handle in self.pending_sends.pop(key, ()):
-            self.transport.wait_send(handle)
+    def retire_sends(self, key) -> bool:
+        """Complete the sends of `key`'s current version, polling for a grace period.
+
+        True: done, the buffer may be reused. False: a receiver has not posted its
+        receive yet (a rendezvous-sized message). Waiting longer could deadlock: that
+        receiver may itself be waiting for this rank to post a receive beyond its
+        window. So the buffer is parked instead: it leaves the tile table, stays
+        counted as held, and is released when its sends complete.
+        """
+        handles, test = self.pending_sends.pop(key), self.transport.test_send
+        deadline = None
+        while True:
+            handles = [handle for handle in handles if not test(handle)]
+            if not handles:
+                return True
+            now = time.perf_counter()
+            if deadline is None:
+                deadline = now + SEND_GRACE_SECONDS
+            elif now > deadline:
+                self.parked.append((handles, self.store.tiles.pop(key), self.meta[key]))
+                return False
+            os.sched_yield()
+
+    def release_parked(self):
+        """Release the parked buffers whose sends have completed."""
+        test, still = self.transport.test_send, []
+        for handles, buffer, meta in self.parked:
+            handles = [handle for handle in handles if not test(handle)]
+            if handles:
+                still.append((handles, buffer, meta))
+            else:
+                self.store.release(buffer, meta)
+        self.parked[:] = still
 
     def describe_exec(self, instruction) -> str:
         kernel, keys, _, writes, _, _, op_name = instruction
@@ -202,6 +244,10 @@ class RankExecutor:
 # 64 KiB tiles (benchmarks/bench_exchange.py); sched_yield keeps the spin polite
 # to ranks that share the core.
 SPIN_SECONDS = 0.02
+# How long an old tile version waits for its sends before it is parked (see
+# retire_sends): long enough that a receiver busy with one kernel posts its receive
+# (so memory stays where the plan puts it), short enough to keep a stall brief.
+SEND_GRACE_SECONDS = 0.05
 
 
 def wait_with_deadline(test, timeout, describe):

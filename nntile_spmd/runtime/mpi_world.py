@@ -37,6 +37,7 @@ class MPITransport:
     and, on the receive side, the bytes MPI says arrived (the Status count)."""
 
     wait_send = staticmethod(MPI.Request.Wait)   # mpi4py's own: no Python frame
+    test_send = staticmethod(MPI.Request.Test)
 
     def __init__(self, comm, timeout):
         self.comm, self.timeout = comm, timeout

@@ -45,6 +45,14 @@ class HostStagedTransport:
         self.inner.wait_send(handle[0])
         self.staging.give_back(handle[1])
 
+    def test_send(self, handle):
+        """True once the send completed (then its host buffer is given back: the
+        executor never asks again about a completed handle)."""
+        done = self.inner.test_send(handle[0])
+        if done:
+            self.staging.give_back(handle[1])
+        return done
+
     def post_recv(self, peer, tag, buffer):
         host = self.staging.take(np.empty(buffer.shape, dtype=buffer.dtype, order="F"))
         return self.inner.post_recv(peer, tag, host), host
