@@ -180,7 +180,7 @@ class RankExecutor:
         return do_exec
 
     def make_free(self):
-        free, meta, tiles = self.store.free, self.meta, self.store.tiles
+        free, meta = self.store.free, self.meta
         pending_sends, retire = self.pending_sends, self.retire_sends
 
         def do_free(instruction, blocking):

@@ -5,7 +5,8 @@ other had not reached the receive, used to hang for ever (a small GPT-2 under FS
 on 3 ranks, found by benchmarks/bench_simulator.py). The old version is now parked
 until its sends complete, and the losses equal the one-process ones.
 
-    mpiexec -n 3 python -m pytest --with-mpi -p no:cacheprovider tests/runtime/test_runtime_rendezvous_mpi.py
+    mpiexec -n 3 python -m pytest --with-mpi -p no:cacheprovider \
+        tests/runtime/test_runtime_rendezvous_mpi.py
 """
 
 import numpy as np
