@@ -5,11 +5,13 @@ Activations are [hidden, T, B]. Query heads are split as (rep, kv_heads): HF's h
 is kv group h // rep, member h % rep, which is exactly the column-major flattening of
 [rep, kv_heads], so grouped-query attention needs no reordering. Attention works on
 [head_dim, T, B, rep, kv_heads]; keys and values [head_dim, T, B, kv_heads] are
-broadcast over rep by scale_slice (HF's repeat_kv). Projection weights are [out..., in...]:
+broadcast over rep by scale_slice (HF's repeat_kv). With rep == 1 (plain multi-head
+attention) the rep dim is left out, and with it the broadcast copies. Projection
+weights are [out..., in...] (HEADS = rep, kv_heads; or kv_heads alone when rep == 1):
 
-    q_weight     [rep, kv_heads, head_dim, hidden]   (q_proj)
+    q_weight     [HEADS, head_dim, hidden]           (q_proj)
     k_weight     [kv_heads, head_dim, hidden]        (k_proj; v_proj likewise)
-    o_weight     [hidden, rep, kv_heads, head_dim]   (o_proj)
+    o_weight     [hidden, HEADS, head_dim]           (o_proj)
     gate_weight, up_weight [intermediate, hidden];  down_weight [hidden, intermediate]
     embed_tokens [hidden, vocab];  lm_head [vocab, hidden]
 
@@ -72,6 +74,12 @@ class LlamaConfig:
         """Query heads per key/value head (HF's num_key_value_groups)."""
         return self.num_attention_heads // self.num_key_value_heads
 
+    @property
+    def head_dims(self) -> list:
+        """The query-head dims: [rep, kv_heads], or [kv_heads] without groups (rep == 1)."""
+        return [self.rep, self.num_key_value_heads] if self.rep > 1 \
+            else [self.num_key_value_heads]
+
     @classmethod
     def from_hf(cls, hf_config) -> LlamaConfig:
         """The fields of a transformers LlamaConfig (rope_theta from its rope_parameters)."""
@@ -105,14 +113,16 @@ def rope_permutation(head_dim) -> np.ndarray:
     return np.arange(head_dim).reshape(2, head_dim // 2).T.reshape(-1)
 
 
-def _q_ours(w, cfg):    # HF [heads*E, hidden] -> [rep, kv, E, hidden]
+def _q_ours(w, cfg):    # HF [heads*E, hidden] -> [HEADS, E, hidden]
     kv, rep, e = cfg.num_key_value_heads, cfg.rep, cfg.head_dim
-    return w.reshape(kv, rep, e, -1)[:, :, rope_permutation(e)].transpose(1, 0, 2, 3)
+    grouped = w.reshape(kv, rep, e, -1)[:, :, rope_permutation(e)].transpose(1, 0, 2, 3)
+    return grouped.reshape(*cfg.head_dims, e, -1)
 
 
 def _q_hf(a, cfg):
+    grouped = a.reshape(cfg.rep, cfg.num_key_value_heads, cfg.head_dim, -1)
     inverse = np.argsort(rope_permutation(cfg.head_dim))
-    return a.transpose(1, 0, 2, 3)[:, :, inverse].reshape(-1, a.shape[-1])
+    return grouped.transpose(1, 0, 2, 3)[:, :, inverse].reshape(-1, a.shape[-1])
 
 
 def _k_ours(w, cfg):    # HF [kv*E, hidden] -> [kv, E, hidden], rows permuted as q's
@@ -132,13 +142,15 @@ def _v_hf(a, cfg):
     return a.reshape(-1, a.shape[-1])
 
 
-def _o_ours(w, cfg):    # HF [hidden, heads*E] -> [hidden, rep, kv, E]
+def _o_ours(w, cfg):    # HF [hidden, heads*E] -> [hidden, HEADS, E]
     kv, rep, e = cfg.num_key_value_heads, cfg.rep, cfg.head_dim
-    return w.reshape(w.shape[0], kv, rep, e).transpose(0, 2, 1, 3)
+    grouped = w.reshape(w.shape[0], kv, rep, e).transpose(0, 2, 1, 3)
+    return grouped.reshape(w.shape[0], *cfg.head_dims, e)
 
 
 def _o_hf(a, cfg):
-    return a.transpose(0, 2, 1, 3).reshape(a.shape[0], -1)
+    grouped = a.reshape(a.shape[0], cfg.rep, cfg.num_key_value_heads, cfg.head_dim)
+    return grouped.transpose(0, 2, 1, 3).reshape(a.shape[0], -1)
 
 
 def _transposed(block, cfg):
@@ -326,30 +338,33 @@ class _Builder:
         return ops.add(1.0, hidden, 1.0, mlp, f"{p}_mlp_residual")
 
     def key_value(self, p, part, x, rotate):
-        """[E, T, B, rep, kv]: one key/value head per group, shared by its rep queries."""
+        """[E, T, B, HEADS]: one key/value head per group, shared by its rep queries."""
         cfg = self.cfg
         kv, e, n = cfg.num_key_value_heads, cfg.head_dim, cfg.hidden_size
         weight = self.param([kv, e, n], f"{p}_{part}_weight", tp_dim=0)
         product = ops.gemm(weight, x, f"{p}_{part}_heads")                # [kv, E, T, B]
         moved = ops.transpose(product, f"{p}_{part}_moved", ndim=1)       # [E, T, B, kv]
+        if cfg.rep == 1:
+            return ops.rope(self.sin, self.cos, moved, f"{p}_{part}") if rotate else moved
         if rotate:
             moved = ops.rope(self.sin, self.cos, moved, f"{p}_{part}_rotated")
         return ops.scale_slice(1.0, moved, f"{p}_{part}", axis=3, size=cfg.rep)
 
     def attention(self, p, x):
         cfg = self.cfg
-        kv, rep, e, n = cfg.num_key_value_heads, cfg.rep, cfg.head_dim, cfg.hidden_size
-        q_weight = self.param([rep, kv, e, n], f"{p}_q_weight", tp_dim=1)
-        product = ops.gemm(q_weight, x, f"{p}_q_heads")                  # [rep, kv, E, T, B]
-        moved = ops.transpose(product, f"{p}_q_moved", ndim=2)            # [E, T, B, rep, kv]
+        heads, e, n = cfg.head_dims, cfg.head_dim, cfg.hidden_size
+        kv_dim = len(heads) - 1   # the kv_heads dim of HEADS: tp splits whole groups
+        q_weight = self.param([*heads, e, n], f"{p}_q_weight", tp_dim=kv_dim)
+        product = ops.gemm(q_weight, x, f"{p}_q_heads")                  # [HEADS, E, T, B]
+        moved = ops.transpose(product, f"{p}_q_moved", ndim=len(heads))   # [E, T, B, HEADS]
         q = ops.rope(self.sin, self.cos, moved, f"{p}_q")
         k = self.key_value(p, "k", x, rotate=True)
         v = self.key_value(p, "v", x, rotate=False)
         context = ops.scaled_dot_product_attention(
             q, k, v, f"{p}_context", mask=self.mask, scale=float(e ** -0.5))
-        merged = ops.transpose(context, f"{p}_context_heads", ndim=3)    # [rep, kv, E, T, B]
-        o_weight = self.param([n, rep, kv, e], f"{p}_o_weight", tp_dim=2)
-        return ops.gemm(o_weight, merged, f"{p}_attn_out", ndim=3)
+        merged = ops.transpose(context, f"{p}_context_heads", ndim=3)    # [HEADS, E, T, B]
+        o_weight = self.param([n, *heads, e], f"{p}_o_weight", tp_dim=1 + kv_dim)
+        return ops.gemm(o_weight, merged, f"{p}_attn_out", ndim=len(heads) + 1)
 
     def mlp(self, p, x):
         cfg = self.cfg

@@ -27,8 +27,8 @@ TOLERANCES = {"logits": 1e-9, "loss": 1e-10, "grads": 1e-7}
 # Tiles smaller than the vocabulary (37 -> 10), the sequence (7 -> 3), the hidden size
 # (16 -> 5, so RMSNorm reduces over tiles), the MLP inner dim (24 -> 7) and one kv
 # group per tile; 2 kv groups over 3 ranks under tp is uneven. head_dim stays whole
-# (rope's pairs).
-SMALL_TILES = {"h0_q": [4, 3, 1, 1, 1], "logits": [10, 3, 1], "h_in": [5, 3, 1],
+# (rope's pairs). h0_k_moved is [head_dim, T, B, kv_heads] whatever the grouping.
+SMALL_TILES = {"h0_k_moved": [4, 3, 1, 1], "logits": [10, 3, 1], "h_in": [5, 3, 1],
                "h0_gate": [7, 3, 1]}
 
 

@@ -90,6 +90,17 @@ def test_tp_splits_whole_kv_groups_mlp_and_vocabulary():
     assert distributions["h_in"] == nt.TileDistribution.replicated()
 
 
+def test_multi_head_attention_has_no_group_dim_and_no_broadcast():
+    config = llama.LlamaConfig(**TINY | {"num_key_value_heads": 4})
+    model = llama.build_llama(config, batch=BATCH, seq=SEQ, dtype="fp64", with_grads=False)
+    assert model.graph.get_tensor("h0_q_weight").shape == (4, 4, 16)
+    assert model.graph.get_tensor("h0_o_weight").shape == (16, 4, 4)
+    assert "scale_slice" not in {op.op_type for op in model.graph.ops()}
+    cg = nt.compile(model.graph, comm=nt.SimulatedWorld(3), distribution="tp")
+    for name, dim in [("h0_q_weight", 0), ("h0_o_weight", 1), ("h0_k_weight", 0)]:
+        assert cg.plan.distributions[name] == nt.TileDistribution.block_along_dim(dim), name
+
+
 def test_config_follows_transformers():
     _, transformers = require_hf()
     ours, theirs = llama.LlamaConfig(), transformers.LlamaConfig()
