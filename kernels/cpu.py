@@ -4,8 +4,8 @@ Arrays only: never imports nntile_spmd, mpi4py or cupy. Same keys, signatures an
 semantics as kernels.reference.
 """
 
-from . import (cpu_blas, cpu_elementwise, cpu_loss, cpu_norm, cpu_optim, cpu_reduce, cpu_slice,
-               reference)
+from . import (cpu_blas, cpu_elementwise, cpu_loss, cpu_norm, cpu_optim, cpu_reduce,  # noqa: I001
+               cpu_rope, cpu_slice, reference)
 
 KERNELS = {
     "gemm": cpu_blas.gemm,
@@ -33,6 +33,9 @@ KERNELS = {
     "sum_fiber": cpu_reduce.sum_fiber,
     "add_fiber": cpu_reduce.add_fiber,
     "mask_scalar": cpu_slice.mask_scalar,
+    "rope": cpu_rope.rope,
+    "rope_backward": cpu_rope.rope_backward,
+    "scale_slice": reference.scale_slice,   # one broadcast copy: NumPy's loop is enough
     "sumprod_slice": cpu_slice.sumprod_slice,
     "sumprod_slice_backward": cpu_slice.sumprod_slice_backward,
     "sum_slice": cpu_slice.sum_slice,

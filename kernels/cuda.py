@@ -19,6 +19,7 @@ except ImportError as error:  # only this backend needs CuPy
 from . import KERNEL_NAMES
 from .cuda_norm import (multiply_fiber, pow, pow_backward, sumprod_fiber,  # noqa: F401
                         sumprod_fiber_backward)  # in KERNELS
+from .cuda_rope import rope, rope_backward, scale_slice  # noqa: F401 - in KERNELS
 from .cuda_slice import (add_slice, cross_entropy_lse, cross_entropy_lse_backward,  # noqa: F401
                          logsumexp, logsumexp_backward, logsumexp_merge, mask_scalar,
                          multiply_slice, softmax_from_logsumexp, softmax_from_logsumexp_backward,

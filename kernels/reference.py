@@ -14,6 +14,7 @@ from .errors import label_error, vocab_error
 from .layout import gemm_folds
 from .reference_norm import (multiply_fiber, pow, pow_backward,  # noqa: F401 - in KERNELS
                              sumprod_fiber, sumprod_fiber_backward)
+from .reference_rope import rope, rope_backward, scale_slice  # noqa: F401 - in KERNELS
 from .reference_slice import (add_slice, logsumexp, logsumexp_backward,  # noqa: F401
                               logsumexp_merge, mask_scalar, multiply_slice,  # (all in KERNELS)
                               softmax_from_logsumexp, softmax_from_logsumexp_backward,

@@ -1,7 +1,7 @@
 """Graph layer: logical graph, op registry, builders. Imports no numba, cupy or mpi4py."""
 
 from . import (rules_elementwise, rules_fiber, rules_linalg, rules_loss,  # noqa: F401
-               rules_reduce, rules_slice, rules_train, rules_util)
+               rules_reduce, rules_rope, rules_slice, rules_train, rules_util)
 from .autodiff import BACKWARD_RULES, grad
 from .logical_graph import PHASES, LogicalGraph, OpNode
 from .registry import REGISTRY, OpSpec, get_spec

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import ops
 from .backward_norm import NORM_BACKWARD_RULES
+from .backward_rope import ROPE_BACKWARD_RULES
 
 
 class GradContext:
@@ -278,6 +279,7 @@ def mse_rule(op, ctx):
 
 BACKWARD_RULES = {
     **NORM_BACKWARD_RULES,   # slice and fiber ops, pow (backward_norm.py)
+    **ROPE_BACKWARD_RULES,   # rope, scale_slice (backward_rope.py)
     **{name: unary_rule for name in ("gelu", "gelutanh", "relu", "silu", "sqrt")},
     "add": add_rule,
     "multiply": multiply_rule,

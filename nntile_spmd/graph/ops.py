@@ -12,6 +12,7 @@ from .ops_loss import (cross_entropy, cross_entropy_lse, cross_entropy_lse_backw
                        valid_count)
 from .ops_norm import (layer_norm, multiply_fiber, pow, pow_backward,  # noqa: F401
                        pow_inplace, sumprod_fiber, sumprod_fiber_backward)
+from .ops_rope import rms_norm, rope, rope_backward, scale_slice  # noqa: F401
 from .ops_slice import (add_slice, add_slice_inplace, logsumexp, logsumexp_backward,  # noqa: F401
                         multiply_slice, softmax_from_logsumexp, softmax_from_logsumexp_backward,
                         sum_slice, sumprod_slice, sumprod_slice_backward)

@@ -1,7 +1,9 @@
-"""Models layer: ready-made graphs (MLP, GPT-2). Builds LogicalGraphs; imports no runtime or MPI."""
+"""Models layer: ready-made graphs (MLP, GPT-2, Llama). Builds LogicalGraphs; no runtime or MPI."""
 
-from . import gpt2
+from . import gpt2, llama
 from .gpt2 import GPT2, GPT2Config, build_gpt2
+from .llama import Llama, LlamaConfig, build_llama
 from .mlp import MLP, build_mlp, init_linear_params
 
-__all__ = ["GPT2", "GPT2Config", "MLP", "build_gpt2", "build_mlp", "gpt2", "init_linear_params"]
+__all__ = ["GPT2", "GPT2Config", "Llama", "LlamaConfig", "MLP", "build_gpt2", "build_llama",
+           "build_mlp", "gpt2", "init_linear_params", "llama"]

@@ -293,6 +293,11 @@ CASES = [
     case("adam_step", [Step(5), A(7), A(7), A(7), Pos(7)], lr=0.01, weight_decay=0.1),
     case("adamw_step", [Step(1), A(3, 4, 2), A(3, 4, 2), Nan(3, 4, 2), Nan(3, 4, 2)], lr=1e-3, weight_decay=0.01),
     case("adamw_step", [Step(7), A(7), A(7), A(7), Pos(7)], lr=0.01, beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.1),
+    case("rope", [A(3, 5, 2), A(3, 5, 2), A(6, 5, 2, 3), Nan(6, 5, 2, 3)]),
+    case("rope", [A(1), A(1), A(2, 4), Nan(2, 4)]),
+    case("rope_backward", [A(2, 3), A(2, 3), A(4, 3, 5), A(4, 3, 5)]),
+    case("scale_slice", [A(3, 2), Nan(3, 4, 2)], alpha=2.0, axis=1),
+    case("scale_slice", [A(4, 3), Nan(4, 3, 2)], alpha=1.0, axis=2),
 ]
 # fmt: on
 
@@ -357,7 +362,7 @@ def run_reference(name, args, params, dtype):
 
 
 # modules of the cuda table that cuda.py imports (each also imports CuPy)
-CUDA_SUBMODULES = ("cuda_norm", "cuda_slice")
+CUDA_SUBMODULES = ("cuda_norm", "cuda_rope", "cuda_slice")
 
 
 def _exec_kernel_module(filename, module_name):

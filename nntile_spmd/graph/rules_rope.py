@@ -1,0 +1,81 @@
+"""Graph layer: rules of rotary position embeddings (rope, rope_backward) and of
+scale_slice, the broadcast that shares key/value heads among query-head groups.
+
+rope follows NNTile: sin and cos are [head_dim/2, rest...], src is
+[head_dim, rest..., broadcast...]; the pair (src[2i], src[2i+1]) is rotated by the
+angle whose sine and cosine are sin[i], cos[i]. A pair must sit in one tile and a
+table tile must be half of a src tile along dim 0, so dim 0 of every operand stays
+whole (head_dim is small); every other dim may be split like an elementwise axis.
+No numba, cupy or mpi4py here.
+"""
+
+from .registry import REQUIRED, OpSpec, always, labels, op_error, register
+from .rules_common import numel, require_axis, require_float, require_same_dtype
+from .rules_slice import slice_of
+
+
+def rope_infer(op, attrs, inputs):
+    sin, cos, src = inputs
+    require_float(op, *inputs)
+    require_same_dtype(op, *inputs)
+    if sin.shape != cos.shape:
+        raise op_error(op, f"{sin.name} and {cos.name} must have the same shape", inputs)
+    if sin.ndim < 1 or src.ndim < sin.ndim:
+        raise op_error(op, f"{src.name} must have at least the {sin.ndim} dims of the "
+                       f"tables and the tables at least one", inputs)
+    half = sin.shape[0]
+    if isinstance(half, int) and src.shape[0] != 2 * half:
+        raise op_error(op, f"{src.name} dim 0 must be twice the tables' dim 0 "
+                       f"(2 * {half}: rotated pairs)", inputs)
+    if src.shape[1:sin.ndim] != sin.shape[1:]:
+        raise op_error(op, f"{src.name} dims 1..{sin.ndim - 1} must equal the tables' "
+                       f"dims {list(sin.shape[1:])}", inputs)
+    return [(src.shape, src.dtype)]
+
+
+def rope_axes(attrs, in_shapes, out_shapes):
+    """Tables ("half", d1, ...) and src/dst ("pairs", d1, ..., dn)."""
+    table, full = len(in_shapes[0]), len(in_shapes[2])
+    rest = labels("d", full)[1:]
+    tables = ("half",) + rest[:table - 1]
+    return (tables, tables, ("pairs",) + rest, ("pairs",) + rest)
+
+
+def rope_whole(attrs, axes):
+    return frozenset({"half", "pairs"})
+
+
+def rope_flops(attrs, in_shapes, out_shapes):
+    return 3 * numel(out_shapes[0])   # per pair: 4 products and 2 sums
+
+
+# dst = the rotated src (a new tensor)
+register(OpSpec("rope", "rope", 3, 1, rope_infer, rope_axes, whole=rope_whole,
+                flops=rope_flops))
+# dx += the inverse rotation of dy: rope is orthogonal, so its transpose is its inverse
+register(OpSpec("rope_backward", "rope_backward", 3, 1, rope_infer, rope_axes,
+                whole=rope_whole, flops=rope_flops, reads_output=always,
+                differentiable=False))
+
+
+def scale_slice_infer(op, attrs, inputs):
+    """dst is src with a dim of length `size` inserted at `axis`."""
+    (src,) = inputs
+    require_float(op, src)
+    axis, size = attrs["axis"], attrs["size"]
+    require_axis(op, axis, src.ndim + 1, inputs)
+    if not isinstance(size, int) or size < 1:
+        raise op_error(op, f"size={size!r} (the broadcast axis' length) must be an int >= 1",
+                       inputs)
+    return [(tuple(src.shape[:axis]) + (size,) + tuple(src.shape[axis:]), src.dtype)]
+
+
+def scale_slice_axes(attrs, in_shapes, out_shapes):
+    full = labels("d", len(out_shapes[0]))
+    return (slice_of(full, attrs["axis"]), full)
+
+
+# dst = alpha * src broadcast along `axis` (NNTile's scale_slice); every axis may split
+register(OpSpec("scale_slice", "scale_slice", 1, 1, scale_slice_infer, scale_slice_axes,
+                attrs={"alpha": 1.0, "axis": 0, "size": REQUIRED}, kernel_attrs=("alpha", "axis"),
+                flops=lambda attrs, i, o: numel(o[0])))

@@ -1,0 +1,390 @@
+"""Models layer: Llama (transformers' LlamaForCausalLM) as a LogicalGraph.
+
+Layout follows the framework: column-major, dims inner to outer, batch trailing.
+Activations are [hidden, T, B]. Query heads are split as (rep, kv_heads): HF's head h
+is kv group h // rep, member h % rep, which is exactly the column-major flattening of
+[rep, kv_heads], so grouped-query attention needs no reordering. Attention works on
+[head_dim, T, B, rep, kv_heads]; keys and values [head_dim, T, B, kv_heads] are
+broadcast over rep by scale_slice (HF's repeat_kv). With rep == 1 (plain multi-head
+attention) the rep dim is left out, and with it the broadcast copies. Projection
+weights are [out..., in...] (HEADS = rep, kv_heads; or kv_heads alone when rep == 1):
+
+    q_weight     [HEADS, head_dim, hidden]           (q_proj)
+    k_weight     [kv_heads, head_dim, hidden]        (k_proj; v_proj likewise)
+    o_weight     [hidden, HEADS, head_dim]           (o_proj)
+    gate_weight, up_weight [intermediate, hidden];  down_weight [hidden, intermediate]
+    embed_tokens [hidden, vocab];  lm_head [vocab, hidden]
+
+Rotary embeddings use NNTile's rope, which rotates the pairs (2i, 2i+1) of head_dim;
+transformers rotates the pairs (i, i + head_dim/2) (rotate_half). Scores q.k are
+unchanged by one permutation of head_dim applied to both q and k, so the rows of
+q_proj and k_proj are permuted on load (evens <- first half, odds <- second half) and
+back on export, as Meta's and HF's conversion scripts do between the two conventions:
+the model computes exactly HF's attention. The sin/cos tables are constants
+[head_dim/2, T, B] computed in float64 from rope_theta.
+
+TP marks: query/key/value heads by kv group (a group never straddles ranks), o_proj by
+its input heads, the MLP inner dim, and the vocabulary. Builds ops through
+nntile_spmd.graph only; imports no plan, runtime or MPI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..graph import LogicalGraph, grad, ops
+from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
+from .gpt2 import GPT2, _as_numpy
+
+
+@dataclass
+class LlamaConfig:
+    """transformers.LlamaConfig's field names and defaults (the ones the model reads).
+
+    num_key_value_heads None means num_attention_heads (plain multi-head attention),
+    head_dim None means hidden_size // num_attention_heads, as in transformers.
+    """
+
+    vocab_size: int = 32000
+    hidden_size: int = 4096
+    intermediate_size: int = 11008
+    num_hidden_layers: int = 32
+    num_attention_heads: int = 32
+    num_key_value_heads: int | None = None
+    head_dim: int | None = None
+    hidden_act: str = "silu"
+    max_position_embeddings: int = 2048
+    initializer_range: float = 0.02
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+    mlp_bias: bool = False
+
+    def __post_init__(self):
+        if self.num_key_value_heads is None:
+            self.num_key_value_heads = self.num_attention_heads
+        if self.head_dim is None:
+            self.head_dim = self.hidden_size // self.num_attention_heads
+
+    @property
+    def rep(self) -> int:
+        """Query heads per key/value head (HF's num_key_value_groups)."""
+        return self.num_attention_heads // self.num_key_value_heads
+
+    @property
+    def head_dims(self) -> list:
+        """The query-head dims: [rep, kv_heads], or [kv_heads] without groups (rep == 1)."""
+        return [self.rep, self.num_key_value_heads] if self.rep > 1 \
+            else [self.num_key_value_heads]
+
+    @classmethod
+    def from_hf(cls, hf_config) -> LlamaConfig:
+        """The fields of a transformers LlamaConfig (rope_theta from its rope_parameters)."""
+        values = {f.name: getattr(hf_config, f.name) for f in fields(cls)
+                  if hasattr(hf_config, f.name)}
+        rope = getattr(hf_config, "rope_parameters", None) or {}
+        if rope.get("rope_type", "default") != "default":
+            raise ValueError(f"LlamaConfig.from_hf: rope_type {rope['rope_type']!r} is not "
+                             "built (only the default rotary embedding)")
+        if "rope_theta" in rope:
+            values["rope_theta"] = rope["rope_theta"]
+        return cls(**values)
+
+    def check(self):
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(f"LlamaConfig: num_attention_heads={self.num_attention_heads} "
+                             f"is not a multiple of num_key_value_heads="
+                             f"{self.num_key_value_heads}")
+        if self.head_dim % 2:
+            raise ValueError(f"LlamaConfig: head_dim={self.head_dim} must be even (rope)")
+        if self.hidden_act != "silu":
+            raise ValueError(f"LlamaConfig: hidden_act {self.hidden_act!r}: only silu "
+                             "(SwiGLU) is built")
+        if self.attention_bias or self.mlp_bias:
+            raise ValueError("LlamaConfig: attention_bias and mlp_bias are not built")
+
+
+# -- HF layout table ---------------------------------------------------------------
+def rope_permutation(head_dim) -> np.ndarray:
+    """perm[our row] = HF row: our pair (2i, 2i+1) is HF's (i, i + head_dim/2)."""
+    return np.arange(head_dim).reshape(2, head_dim // 2).T.reshape(-1)
+
+
+def _q_ours(w, cfg):    # HF [heads*E, hidden] -> [HEADS, E, hidden]
+    kv, rep, e = cfg.num_key_value_heads, cfg.rep, cfg.head_dim
+    grouped = w.reshape(kv, rep, e, -1)[:, :, rope_permutation(e)].transpose(1, 0, 2, 3)
+    return grouped.reshape(*cfg.head_dims, e, -1)
+
+
+def _q_hf(a, cfg):
+    grouped = a.reshape(cfg.rep, cfg.num_key_value_heads, cfg.head_dim, -1)
+    inverse = np.argsort(rope_permutation(cfg.head_dim))
+    return grouped.transpose(1, 0, 2, 3)[:, :, inverse].reshape(-1, a.shape[-1])
+
+
+def _k_ours(w, cfg):    # HF [kv*E, hidden] -> [kv, E, hidden], rows permuted as q's
+    e = cfg.head_dim
+    return w.reshape(-1, e, w.shape[-1])[:, rope_permutation(e)]
+
+
+def _k_hf(a, cfg):
+    return a[:, np.argsort(rope_permutation(cfg.head_dim))].reshape(-1, a.shape[-1])
+
+
+def _v_ours(w, cfg):    # HF [kv*E, hidden] -> [kv, E, hidden]
+    return w.reshape(-1, cfg.head_dim, w.shape[-1])
+
+
+def _v_hf(a, cfg):
+    return a.reshape(-1, a.shape[-1])
+
+
+def _o_ours(w, cfg):    # HF [hidden, heads*E] -> [hidden, HEADS, E]
+    kv, rep, e = cfg.num_key_value_heads, cfg.rep, cfg.head_dim
+    grouped = w.reshape(w.shape[0], kv, rep, e).transpose(0, 2, 1, 3)
+    return grouped.reshape(w.shape[0], *cfg.head_dims, e)
+
+
+def _o_hf(a, cfg):
+    grouped = a.reshape(a.shape[0], cfg.rep, cfg.num_key_value_heads, cfg.head_dim)
+    return grouped.transpose(0, 2, 1, 3).reshape(a.shape[0], -1)
+
+
+def _transposed(block, cfg):
+    return block.T
+
+
+def _same(block, cfg):
+    return block
+
+
+LAYOUTS = {"q": (_q_ours, _q_hf), "k": (_k_ours, _k_hf), "v": (_v_ours, _v_hf),
+           "o": (_o_ours, _o_hf), "transposed": (_transposed, _transposed),
+           "same": (_same, _same)}
+
+# (HF name, [our tensor name], layout): one tensor per HF parameter
+GLOBAL_LAYOUT = [
+    ("model.embed_tokens.weight", ["embed_tokens"], "transposed"),
+    ("model.norm.weight", ["norm_weight"], "same"),
+]
+BLOCK_LAYOUT = [
+    ("input_layernorm.weight", ["input_norm_weight"], "same"),
+    ("self_attn.q_proj.weight", ["q_weight"], "q"),
+    ("self_attn.k_proj.weight", ["k_weight"], "k"),
+    ("self_attn.v_proj.weight", ["v_weight"], "v"),
+    ("self_attn.o_proj.weight", ["o_weight"], "o"),
+    ("post_attention_layernorm.weight", ["post_norm_weight"], "same"),
+    ("mlp.gate_proj.weight", ["gate_weight"], "same"),
+    ("mlp.up_proj.weight", ["up_weight"], "same"),
+    ("mlp.down_proj.weight", ["down_weight"], "same"),
+]
+HEAD = ("lm_head.weight", ["lm_head"], "same")
+
+
+def hf_layout(cfg):
+    """[(HF name, [our tensor names], layout)] for every HF parameter."""
+    table = list(GLOBAL_LAYOUT)
+    for layer in range(cfg.num_hidden_layers):
+        table += [(f"model.layers.{layer}.{hf}", [f"h{layer}_{ours}" for ours in names],
+                   layout) for hf, names, layout in BLOCK_LAYOUT]
+    return table if cfg.tie_word_embeddings else table + [HEAD]
+
+
+# -- the model -------------------------------------------------------------------------
+class Llama(GPT2):
+    """A Llama graph (forward, mean cross-entropy loss, gradients) and its weights' map.
+
+    The HF state-dict walk is GPT-2's (one layout table); what differs is the table,
+    the tied head's name and the initialization.
+    """
+
+    def init_params(self, rng) -> dict:
+        """Fresh weights as transformers initializes Llama, plus the constants.
+
+        Linear and embedding weights ~ N(0, initializer_range); RMSNorm weights 1.
+        """
+        std = self.config.initializer_range
+        dtype = storage_dtype(self.dtype)
+        arrays = {}
+        for tensor in self.params:
+            value = np.ones(tensor.shape) if tensor.name.endswith("norm_weight") \
+                else rng.normal(0.0, std, tensor.shape)
+            arrays[tensor.name] = value.astype(dtype)
+        return arrays | self.constants
+
+    def load_hf_state_dict(self, cg, state_dict) -> None:
+        """Bind a transformers LlamaForCausalLM.state_dict() (tensors or arrays) to `cg`."""
+        arrays = {name: _as_numpy(value) for name, value in state_dict.items()}
+        table = hf_layout(self.config)
+        expected = {hf for hf, _, _ in table}
+        tied = self.config.tie_word_embeddings
+        unknown = [name for name in arrays if name not in expected
+                   and not (tied and name == HEAD[0])]
+        missing = sorted(expected - set(arrays))
+        if unknown or missing:
+            raise KeyError(f"load_hf_state_dict: unexpected {unknown[:5]}, missing "
+                           f"{missing[:5]} (num_hidden_layers="
+                           f"{self.config.num_hidden_layers}, tie_word_embeddings={tied})")
+        if tied and HEAD[0] in arrays and not np.array_equal(
+                arrays[HEAD[0]], arrays["model.embed_tokens.weight"]):
+            raise ValueError("load_hf_state_dict: lm_head.weight differs from "
+                             "model.embed_tokens.weight, but tie_word_embeddings is set")
+        dtype = storage_dtype(self.dtype)
+        for hf_name, (name,), layout in table:
+            value = LAYOUTS[layout][0](arrays[hf_name], self.config)
+            expected_shape = self.graph.get_tensor(name).shape
+            if value.shape != expected_shape:
+                raise ValueError(f"load_hf_state_dict: {hf_name} gives {name} shape "
+                                 f"{list(value.shape)}, expected {list(expected_shape)}")
+            cg.bind_data(name, np.asarray(value, dtype=dtype))
+        for name, value in self.constants.items():
+            cg.bind_data(name, value)
+
+    def hf_state_dict(self, cg) -> dict:
+        """{HF name: current weight as an ndarray in HF's shape} (a tied lm_head included)."""
+        result = self._to_hf(lambda name: cg.get_output(name))
+        if self.config.tie_word_embeddings:
+            result[HEAD[0]] = result["model.embed_tokens.weight"]
+        return result
+
+    def _to_hf(self, fetch) -> dict:
+        return {hf_name: np.ascontiguousarray(LAYOUTS[layout][1](np.asarray(fetch(name)),
+                                                                 self.config))
+                for hf_name, (name,), layout in hf_layout(self.config)}
+
+
+def rope_tables(cfg: LlamaConfig, batch: int, seq: int) -> tuple:
+    """(sin, cos) [head_dim/2, seq, batch] in float64: angle = position * theta^(-2i/head_dim)."""
+    e = cfg.head_dim
+    inverse_frequency = 1.0 / cfg.rope_theta ** (np.arange(0, e, 2, dtype=np.float64) / e)
+    angle = inverse_frequency[:, None] * np.arange(seq, dtype=np.float64)[None, :]
+    angle = np.repeat(angle[:, :, None], batch, axis=2)
+    return np.asfortranarray(np.sin(angle)), np.asfortranarray(np.cos(angle))
+
+
+def build_llama(cfg: LlamaConfig, batch: int, seq: int, dtype: str = "fp32",
+                with_grads: bool = True, name: str = "llama") -> Llama:
+    """Llama on input_ids/targets int64 [seq, batch]: logits [V, seq, batch] and loss.
+
+    The loss is the mean cross-entropy over the positions whose target is not -100
+    (targets are the next tokens, already shifted). With `with_grads`, the graph
+    also computes d loss / d parameter for every parameter (model.grads).
+    """
+    cfg.check()
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(f"build_llama: dtype {dtype!r} is not a float dtype")
+    if not 1 <= seq <= cfg.max_position_embeddings or batch < 1:
+        raise ValueError(f"build_llama: need 1 <= seq <= max_position_embeddings="
+                         f"{cfg.max_position_embeddings} and batch >= 1, got seq={seq}, "
+                         f"batch={batch}")
+    model = Llama(LogicalGraph(name), cfg, batch, seq, dtype)
+    builder = _Builder(model)
+    hidden = builder.embeddings()
+    for layer in range(cfg.num_hidden_layers):
+        hidden = builder.block(layer, hidden)
+    builder.head(hidden)
+    if with_grads:
+        model.grads = grad(model.graph, model.loss, model.params)
+    return model
+
+
+class _Builder:
+    """Adds Llama's tensors and ops to model.graph in HF's order."""
+
+    def __init__(self, model: Llama):
+        self.model, self.graph, self.cfg = model, model.graph, model.config
+        self.dtype = model.dtype
+
+    def param(self, shape, name, tp_dim=None):
+        tensor = self.graph.tensor(shape, name, self.dtype, requires_grad=True,
+                                   persistent=True)
+        if tp_dim is not None:
+            tensor.split_for_tp(tp_dim)
+        self.model.params.append(tensor)
+        return tensor
+
+    def constant(self, name, value, dtype):
+        tensor = self.graph.tensor(list(value.shape), name, dtype, persistent=True,
+                                   external=True)
+        self.model.constants[name] = value
+        return tensor
+
+    def embeddings(self):
+        cfg, model, graph = self.cfg, self.model, self.graph
+        shape = [model.seq, model.batch]
+        model.input_ids = graph.tensor(shape, "input_ids", "int64", external=True)
+        model.targets = graph.tensor(shape, "targets", "int64", external=True)
+        sin, cos = rope_tables(cfg, model.batch, model.seq)
+        value_dtype = storage_dtype(self.dtype)
+        self.sin = self.constant("rope_sin", sin.astype(value_dtype, order="F"), self.dtype)
+        self.cos = self.constant("rope_cos", cos.astype(value_dtype, order="F"), self.dtype)
+        keep = np.arange(model.seq)[:, None] <= np.arange(model.seq)[None, :]  # [key, query]
+        self.mask = self.constant("causal_mask", np.asfortranarray(keep), "bool")
+        self.embed = self.param([cfg.hidden_size, cfg.vocab_size], "embed_tokens", tp_dim=1)
+        return ops.embedding(model.input_ids, self.embed, "h_in", axis=0)
+
+    def rms_norm(self, x, prefix):
+        weight = self.param([self.cfg.hidden_size], f"{prefix}_weight")
+        return ops.rms_norm(x, weight, f"{prefix}_out", axis=0, eps=self.cfg.rms_norm_eps)
+
+    def block(self, layer, hidden):
+        p = f"h{layer}"
+        attended = self.attention(p, self.rms_norm(hidden, f"{p}_input_norm"))
+        hidden = ops.add(1.0, hidden, 1.0, attended, f"{p}_attn_residual")
+        mlp = self.mlp(p, self.rms_norm(hidden, f"{p}_post_norm"))
+        return ops.add(1.0, hidden, 1.0, mlp, f"{p}_mlp_residual")
+
+    def key_value(self, p, part, x, rotate):
+        """[E, T, B, HEADS]: one key/value head per group, shared by its rep queries."""
+        cfg = self.cfg
+        kv, e, n = cfg.num_key_value_heads, cfg.head_dim, cfg.hidden_size
+        weight = self.param([kv, e, n], f"{p}_{part}_weight", tp_dim=0)
+        product = ops.gemm(weight, x, f"{p}_{part}_heads")                # [kv, E, T, B]
+        moved = ops.transpose(product, f"{p}_{part}_moved", ndim=1)       # [E, T, B, kv]
+        if cfg.rep == 1:
+            return ops.rope(self.sin, self.cos, moved, f"{p}_{part}") if rotate else moved
+        if rotate:
+            moved = ops.rope(self.sin, self.cos, moved, f"{p}_{part}_rotated")
+        return ops.scale_slice(1.0, moved, f"{p}_{part}", axis=3, size=cfg.rep)
+
+    def attention(self, p, x):
+        cfg = self.cfg
+        heads, e, n = cfg.head_dims, cfg.head_dim, cfg.hidden_size
+        kv_dim = len(heads) - 1   # the kv_heads dim of HEADS: tp splits whole groups
+        q_weight = self.param([*heads, e, n], f"{p}_q_weight", tp_dim=kv_dim)
+        product = ops.gemm(q_weight, x, f"{p}_q_heads")                  # [HEADS, E, T, B]
+        moved = ops.transpose(product, f"{p}_q_moved", ndim=len(heads))   # [E, T, B, HEADS]
+        q = ops.rope(self.sin, self.cos, moved, f"{p}_q")
+        k = self.key_value(p, "k", x, rotate=True)
+        v = self.key_value(p, "v", x, rotate=False)
+        context = ops.scaled_dot_product_attention(
+            q, k, v, f"{p}_context", mask=self.mask, scale=float(e ** -0.5))
+        merged = ops.transpose(context, f"{p}_context_heads", ndim=3)    # [HEADS, E, T, B]
+        o_weight = self.param([n, *heads, e], f"{p}_o_weight", tp_dim=1 + kv_dim)
+        return ops.gemm(o_weight, merged, f"{p}_attn_out", ndim=len(heads) + 1)
+
+    def mlp(self, p, x):
+        cfg = self.cfg
+        inner, n = cfg.intermediate_size, cfg.hidden_size
+        gate_weight = self.param([inner, n], f"{p}_gate_weight", tp_dim=0)
+        up_weight = self.param([inner, n], f"{p}_up_weight", tp_dim=0)
+        down_weight = self.param([n, inner], f"{p}_down_weight", tp_dim=1)
+        gate = ops.silu(ops.gemm(gate_weight, x, f"{p}_gate"), f"{p}_act")
+        up = ops.gemm(up_weight, x, f"{p}_up")
+        swiglu = ops.multiply(gate, up, f"{p}_swiglu")                    # SwiGLU
+        return ops.gemm(down_weight, swiglu, f"{p}_mlp_out")
+
+    def head(self, hidden):
+        model, cfg = self.model, self.cfg
+        normed = self.rms_norm(hidden, "norm")
+        if cfg.tie_word_embeddings:   # logits = embed^T h; embed's gradient sums both uses
+            logits = ops.gemm(self.embed, normed, "logits", trans_a=True)
+        else:
+            head = self.param([cfg.vocab_size, cfg.hidden_size], "lm_head", tp_dim=0)
+            logits = ops.gemm(head, normed, "logits")
+        model.logits = logits.mark_output()
+        model.loss = ops.cross_entropy(model.logits, model.targets, "loss",
+                                       ignore_index=-100).mark_output()
