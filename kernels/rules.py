@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass
 
 # Functions a formula may call: each backend binds these names (rule_namespace, and
-# the C++ math library plus _CUDA_PREAMBLE for sigmoid). Literals are written with a
-# dot (1.0), never Python's ** or C's ?:, so the text means the same in both languages.
+# the C++ math library plus CUDA_PREAMBLE for sigmoid). Literals are written with a
+# dot (1.0), never Python's ** or C's ?:, so the text means the same in both languages
+# (tests/kernels/test_kernels_rules.py compiles the C++ for the host and compares).
 FUNCTIONS = ("erf", "exp", "fmax", "sigmoid", "sqrt", "tanh")
 
 CONSTANTS = {
@@ -53,7 +54,7 @@ _TANH_INNER = "tanh(SQRT_2_OVER_PI * (x + GELU_TANH_CUBIC * x * x * x))"
 ELEMENTWISE = {
     "gelu": _forward("0.5 * x * (1.0 + erf(x * RSQRT2))"),
     "gelutanh": _forward("0.5 * x * (1.0 + t)", let=(("t", _TANH_INNER),)),
-    "relu": _forward("fmax(x, 0.0)"),
+    "relu": _forward("fmax(x, 0.0)"),  # fmax: relu(-inf) = 0, where (x > 0) * x is nan
     "silu": _forward("x * sigmoid(x)"),
     "sqrt": _forward("sqrt(x)"),
     "gelu_backward": _backward(
@@ -66,16 +67,6 @@ ELEMENTWISE = {
     "silu_backward": _backward("s * (1.0 + x * (1.0 - s)) * dy", let=(("s", "sigmoid(x)"),)),
     "sqrt_backward": _backward("dy / (2.0 * sqrt(x))"),
 }
-
-
-def _check_rule(name, rule):
-    """A formula outside the shared subset would mean different things on the backends."""
-    for text in (rule.value, *(expression for _, expression in rule.let)):
-        assert "**" not in text and "?" not in text, f"{name}: {text!r} is not portable"
-
-
-for _name, _rule in ELEMENTWISE.items():
-    _check_rule(_name, _rule)
 
 
 def rule_namespace(xp, special):
@@ -108,9 +99,11 @@ class ArrayRule:
     def __call__(self, *arrays):
         rule = self.rule
         scope = dict(zip(rule.inputs, arrays))
+        # eval of the table's own text, compiled once: the formula stays a single
+        # string that C++ reads too, instead of a Python twin that could drift from it.
         for temp, code in self._let:
-            scope[temp] = eval(code, self._namespace, scope)  # noqa: S307 - our own table
-        value = eval(self._value, self._namespace, scope)  # noqa: S307
+            scope[temp] = eval(code, self._namespace, scope)
+        value = eval(self._value, self._namespace, scope)
         out = arrays[len(rule.inputs)]
         if rule.accumulate:
             out += value
