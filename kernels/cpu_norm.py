@@ -4,7 +4,7 @@ Arrays only: never imports nntile_spmd, mpi4py or cupy. A full tile is folded to
 (m, n, k, batch) around the fiber axis n (layout.fiber_folds) and a fiber to
 (n, batch); numba gets the C-ordered transposed views (cpu_common.folded_t), indexed
 backwards, so x is visited in storage order. Sums accumulate in float64; fp16 falls
-back to the NumPy reference (kernels.reference_norm).
+back to the NumPy reference (kernels.reference).
 
 PERF: LayerNorm's gamma is the fiber along axis 0, where m is 1: the kernels then loop
 over j innermost (a length-1 loop over i stops vectorization), and sums over i use
@@ -15,7 +15,7 @@ scalar powf per element and measured 4x slower ([768, 512] fp32: 2.8 ms vs 0.65 
 import numpy as np
 from numba import njit
 
-from . import reference_norm
+from . import reference
 from .cpu_common import F16, folded_t, row_dot
 from .layout import fiber_folds
 
@@ -79,7 +79,7 @@ def _sumprod_fiber(xt, yt, ft, alpha, beta):
 def multiply_fiber(f, x, z, *, axis, batch_ndim=0, alpha=1.0):
     """z = alpha * f (broadcast along all dims but `axis` and the batch dims) * x."""
     if x.dtype is F16:
-        return reference_norm.multiply_fiber(f, x, z, axis=axis, batch_ndim=batch_ndim,
+        return reference.multiply_fiber(f, x, z, axis=axis, batch_ndim=batch_ndim,
                                              alpha=alpha)
     (xt, zt), ft = fiber_views((x, z), f, axis, batch_ndim)
     _multiply_fiber(ft, xt, zt, float(alpha))
@@ -88,7 +88,7 @@ def multiply_fiber(f, x, z, *, axis, batch_ndim=0, alpha=1.0):
 def sumprod_fiber(x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     """f = alpha * sum of x*y over all dims but `axis` and the batch dims + beta*f."""
     if x.dtype is F16:
-        return reference_norm.sumprod_fiber(x, y, f, axis=axis, batch_ndim=batch_ndim,
+        return reference.sumprod_fiber(x, y, f, axis=axis, batch_ndim=batch_ndim,
                                             alpha=alpha, beta=beta)
     (xt, yt), ft = fiber_views((x, y), f, axis, batch_ndim)
     _sumprod_fiber(xt, yt, ft, float(alpha), float(beta))
@@ -97,7 +97,7 @@ def sumprod_fiber(x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
 def sumprod_fiber_backward(f, x, dx, *, axis, batch_ndim=0, alpha=1.0):
     """dx += alpha * f (broadcast) * x."""
     if x.dtype is F16:
-        return reference_norm.sumprod_fiber_backward(f, x, dx, axis=axis,
+        return reference.sumprod_fiber_backward(f, x, dx, axis=axis,
                                                      batch_ndim=batch_ndim, alpha=alpha)
     (xt, dxt), ft = fiber_views((x, dx), f, axis, batch_ndim)
     _sumprod_fiber_backward(ft, xt, dxt, float(alpha))

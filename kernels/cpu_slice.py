@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numba import njit
 
-from . import reference_slice
+from . import reference
 from .cpu_common import F16, folded_t, row_dot, row_sum
 from .layout import fold
 
@@ -103,7 +103,7 @@ def _mask_scalar(mask, x, y, val):
 def sumprod_slice(x, y, z, *, axis, alpha=1.0, beta=0.0):
     """z = alpha * sum over `axis` of x*y (that axis removed) + beta*z; sums in float64."""
     if x.dtype is F16:
-        return reference_slice.sumprod_slice(x, y, z, axis=axis, alpha=alpha, beta=beta)
+        return reference.sumprod_slice(x, y, z, axis=axis, alpha=alpha, beta=beta)
     (xt, yt), (zt,) = slice_views((x, y), (z,), axis)
     _sumprod_slice(xt, yt, zt, float(alpha), float(beta))
 
@@ -111,7 +111,7 @@ def sumprod_slice(x, y, z, *, axis, alpha=1.0, beta=0.0):
 def sumprod_slice_backward(s, x, dx, *, axis, alpha=1.0):
     """dx += alpha * s (broadcast along `axis`) * x."""
     if x.dtype is F16:
-        return reference_slice.sumprod_slice_backward(s, x, dx, axis=axis, alpha=alpha)
+        return reference.sumprod_slice_backward(s, x, dx, axis=axis, alpha=alpha)
     (xt, dxt), (st,) = slice_views((x, dx), (s,), axis)
     _sumprod_slice_backward(st, xt, dxt, float(alpha))
 
@@ -119,7 +119,7 @@ def sumprod_slice_backward(s, x, dx, *, axis, alpha=1.0):
 def logsumexp_backward(x, y, dy, dx, *, axis):
     """dx += exp(x - y) * dy, y and dy broadcast along `axis` (y = logsumexp(x))."""
     if x.dtype is F16:
-        return reference_slice.logsumexp_backward(x, y, dy, dx, axis=axis)
+        return reference.logsumexp_backward(x, y, dy, dx, axis=axis)
     (xt, dxt), (yt, dyt) = slice_views((x, dx), (y, dy), axis)
     _logsumexp_backward(xt, yt, dyt, dxt)
 
@@ -127,14 +127,14 @@ def logsumexp_backward(x, y, dy, dx, *, axis):
 def mask_scalar(mask, x, y, *, val, batch_ndim=0):
     """y = x where mask, else val; mask has x's leading dims, broadcast over the batch dims."""
     if x.dtype is F16:
-        return reference_slice.mask_scalar(mask, x, y, val=val, batch_ndim=batch_ndim)
+        return reference.mask_scalar(mask, x, y, val=val, batch_ndim=batch_ndim)
     _mask_scalar(mask.ravel("K"), x.ravel("K"), y.ravel("K"), float(val))
 
 
 def softmax_from_logsumexp(lse, x, y, *, axis):
     """y = exp(x - lse), lse broadcast along `axis` (the softmax when lse = logsumexp(x))."""
     if x.dtype is F16:
-        return reference_slice.softmax_from_logsumexp(lse, x, y, axis=axis)
+        return reference.softmax_from_logsumexp(lse, x, y, axis=axis)
     (xt, yt), (lset,) = slice_views((x, y), (lse,), axis)
     _softmax_from_logsumexp(lset, xt, yt)
 
@@ -142,7 +142,7 @@ def softmax_from_logsumexp(lse, x, y, *, axis):
 def softmax_from_logsumexp_backward(y, dy, d, dx, *, axis):
     """dx += y * (dy - d), d broadcast along `axis` (d = sumprod_slice(y, dy))."""
     if y.dtype is F16:
-        return reference_slice.softmax_from_logsumexp_backward(y, dy, d, dx, axis=axis)
+        return reference.softmax_from_logsumexp_backward(y, dy, d, dx, axis=axis)
     (yt, dyt, dxt), (dt,) = slice_views((y, dy, dx), (d,), axis)
     _softmax_from_logsumexp_backward(yt, dyt, dt, dxt)
 
@@ -207,7 +207,7 @@ def _multiply_slice(st, xt, zt, alpha):
 def sum_slice(x, s, *, axis, alpha=1.0, beta=0.0):
     """s = alpha * sum over `axis` of x (that axis removed) + beta*s; sums in float64."""
     if x.dtype is F16:
-        return reference_slice.sum_slice(x, s, axis=axis, alpha=alpha, beta=beta)
+        return reference.sum_slice(x, s, axis=axis, alpha=alpha, beta=beta)
     (xt,), (st,) = slice_views((x,), (s,), axis)
     _sum_slice(xt, st, float(alpha), float(beta))
 
@@ -215,7 +215,7 @@ def sum_slice(x, s, *, axis, alpha=1.0, beta=0.0):
 def add_slice(s, x, z, *, axis, alpha=1.0, beta=1.0):
     """z = alpha * s (broadcast along `axis`) + beta*x (x is not read when beta == 0)."""
     if x.dtype is F16:
-        return reference_slice.add_slice(s, x, z, axis=axis, alpha=alpha, beta=beta)
+        return reference.add_slice(s, x, z, axis=axis, alpha=alpha, beta=beta)
     (xt, zt), (st,) = slice_views((x, z), (s,), axis)
     _add_slice(st, xt, zt, float(alpha), float(beta))
 
@@ -223,6 +223,6 @@ def add_slice(s, x, z, *, axis, alpha=1.0, beta=1.0):
 def multiply_slice(s, x, z, *, axis, alpha=1.0):
     """z = alpha * s (broadcast along `axis`) * x."""
     if x.dtype is F16:
-        return reference_slice.multiply_slice(s, x, z, axis=axis, alpha=alpha)
+        return reference.multiply_slice(s, x, z, axis=axis, alpha=alpha)
     (xt, zt), (st,) = slice_views((x, z), (s,), axis)
     _multiply_slice(st, xt, zt, float(alpha))

@@ -3,16 +3,30 @@
 Single-process tests run with plain `pytest`; multi-rank tests are marked
 `@pytest.mark.mpi(min_size=N)` and run under
 `mpiexec -n N python -m pytest --with-mpi -p no:cacheprovider --basetemp=...`.
+GPU tests are marked `@pytest.mark.gpu` (select them with `-m gpu`) and skip, with
+the reason, where CuPy or a CUDA device is missing (tests/cuda_support.py).
 """
 
 import os
 import sys
 from pathlib import Path
 
+import pytest
+
 _TESTS = Path(__file__).resolve().parent
 for _path in (str(_TESTS.parent), str(_TESTS)):   # `kernels` and `helpers` importable
     if _path not in sys.path:
         sys.path.insert(0, _path)
+
+from cuda_support import cuda_unavailable_reason  # noqa: E402 - needs the path above
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the gpu-marked tests, saying what is missing, where CUDA is not usable."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    reason = cuda_unavailable_reason() if gpu_items else None
+    for item in gpu_items if reason else ():
+        item.add_marker(pytest.mark.skip(reason=reason))
 
 try:
     from hypothesis import HealthCheck, settings

@@ -1,24 +1,17 @@
 """Every fast backend against the NumPy reference, one table line per case.
 
-Backends: cpu (numba/BLAS), cuda (CuPy on a GPU; skipped without one) and
-cuda-on-numpy (kernels/cuda.py run with NumPy standing in for CuPy, whose API it
-mirrors, so the CuPy code paths are exercised on machines without a GPU).
+Backends: cpu (numba/BLAS) and cuda (CuPy on a GPU; marked gpu, skipped without
+one). The CuPy table shares its code with the reference (kernels/generic*.py and the
+rules of kernels/rules.py), so what is CUDA's own is tested in tests/gpu.
 """
 
 # ruff: noqa: E501 - the case table keeps one case per line, however long
 
-import functools
-import importlib.util
 import inspect
-import sys
-import types
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
-import scipy
-import scipy.special
 
 import kernels
 from kernels import cpu, reference
@@ -361,51 +354,11 @@ def run_reference(name, args, params, dtype):
 # ---------------------------------------------------------------- backends
 
 
-# modules of the cuda table that cuda.py imports (each also imports CuPy)
-CUDA_SUBMODULES = ("cuda_norm", "cuda_rope", "cuda_slice")
-
-
-def _exec_kernel_module(filename, module_name):
-    path = Path(kernels.__file__).with_name(filename)
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@functools.cache
-def _load_cuda_on_numpy():
-    """kernels/cuda.py executed with NumPy and SciPy standing in for CuPy and cupyx.
-
-    Its submodules are executed the same way and stand in for their real names only
-    while cuda.py runs its imports, so neither the real CuPy modules nor these leak
-    into the other's import cache.
-    """
-    cupyx = types.ModuleType("cupyx")
-    stand_ins = {
-        "cupy": np,
-        "cupyx": cupyx,
-        "cupyx.scipy": scipy,
-        "cupyx.scipy.special": scipy.special,
-    }
-    with pytest.MonkeyPatch.context() as patch:
-        for name, stand_in in stand_ins.items():
-            patch.setitem(sys.modules, name, stand_in)
-        for name in CUDA_SUBMODULES:
-            patch.setitem(sys.modules, f"kernels.{name}",
-                          _exec_kernel_module(f"{name}.py", f"kernels._{name}_on_numpy"))
-        module = _exec_kernel_module("cuda.py", "kernels._cuda_on_numpy")
-    return module.KERNELS
-
-
 def _cuda_backend():
-    """(KERNELS, to_device, to_host) of the real CuPy backend, or skip."""
-    cupy = pytest.importorskip("cupy")
-    try:
-        if cupy.cuda.runtime.getDeviceCount() == 0:
-            pytest.skip("no CUDA device")
-    except cupy.cuda.runtime.CUDARuntimeError as error:
-        pytest.skip(f"no usable CUDA device: {error}")
+    """(KERNELS, to_device, to_host) of the real CuPy backend (gpu-marked: conftest skips
+    it without CuPy or a device)."""
+    import cupy
+
     from kernels import cuda
 
     return cuda.KERNELS, lambda a: cupy.array(a, order="F"), cupy.asnumpy
@@ -415,16 +368,12 @@ def _identity(array):
     return array
 
 
-@pytest.fixture(
-    scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu), "cuda-on-numpy"]
-)
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def backend(request):
     """(KERNELS, to_device, to_host) of each backend under test."""
     if request.param == "cpu":
         return cpu.KERNELS, _identity, _identity
-    if request.param == "cuda":
-        return _cuda_backend()
-    return _load_cuda_on_numpy(), _identity, _identity
+    return _cuda_backend()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -495,9 +444,8 @@ def test_every_kernel_has_cases():
 
 
 def test_backend_tables_have_the_same_keys():
-    """cpu, reference and the package's name list agree (cuda below, where importable)."""
+    """cpu, reference and the package's name list agree (cuda: tests/gpu)."""
     assert set(cpu.KERNELS) == set(reference.KERNELS) == set(kernels.KERNEL_NAMES)
-    assert set(_load_cuda_on_numpy()) == set(kernels.KERNEL_NAMES)
 
 
 @pytest.mark.parametrize("name", kernels.KERNEL_NAMES)
@@ -505,15 +453,6 @@ def test_signatures_match_reference(name):
     """Same parameter names, kinds and defaults on every backend: callers pass **params."""
     expected = inspect.signature(reference.KERNELS[name])
     assert inspect.signature(cpu.KERNELS[name]) == expected
-    assert inspect.signature(_load_cuda_on_numpy()[name]) == expected
-
-
-def test_cuda_table_has_the_same_keys():
-    """The real CuPy table (where CuPy is installed) has every kernel."""
-    pytest.importorskip("cupy")
-    from kernels import cuda
-
-    assert set(cuda.KERNELS) == set(kernels.KERNEL_NAMES)
 
 
 @pytest.mark.parametrize("name", ["embedding", "embedding_backward"])

@@ -4,7 +4,6 @@ Skipped where torch is not installed."""
 
 import numpy as np
 import pytest
-from test_kernels_table import _load_cuda_on_numpy   # kernels/cuda.py with NumPy for CuPy
 
 from kernels import cpu, reference
 
@@ -15,14 +14,12 @@ APPROXIMATE = {"gelu": "none", "gelutanh": "tanh"}
 
 
 def backend_table(name):
-    if name == "cuda":
-        cupy = pytest.importorskip("cupy")
-        if cupy.cuda.runtime.getDeviceCount() == 0:
-            pytest.skip("no CUDA device")
+    if name == "cuda":   # gpu-marked: tests/conftest.py skips it without CuPy or a device
+        import cupy
+
         from kernels import cuda
         return cuda.KERNELS, cupy.asarray, cupy.asnumpy
-    table = {"reference": reference.KERNELS, "cpu": cpu.KERNELS,
-             "cuda-on-numpy": _load_cuda_on_numpy()}[name]
+    table = {"reference": reference.KERNELS, "cpu": cpu.KERNELS}[name]
     return table, np.asarray, np.asarray
 
 
@@ -33,7 +30,7 @@ def inputs():
                            [0.0, -0.0, 1e-300, -1e-8, 1e-8]])
 
 
-BACKENDS = ["reference", "cpu", "cuda-on-numpy", pytest.param("cuda", marks=pytest.mark.gpu)]
+BACKENDS = ["reference", "cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -70,11 +70,12 @@ def hf_reference(seed=0, ignore=((1, 2),)):
     return config, state, ids.T.astype(np.int64), targets, results
 
 
-def run_ours(config, state, ids, targets, comm, distribution, tiles=None):
-    """Compile GPT-2 in fp64, load HF weights, execute once; (model, cg)."""
+def run_ours(config, state, ids, targets, comm, distribution, tiles=None, device="auto"):
+    """Compile GPT-2 in fp64 on `device`, load HF weights, execute once; (model, cg)."""
     model = gpt2.build_gpt2(config, batch=BATCH, seq=SEQ, dtype="fp64")
     tiling = nt.TilingStrategy.manual(tiles) if tiles else None
-    cg = nt.compile(model.graph, comm=comm, tiling=tiling, distribution=distribution)
+    cg = nt.compile(model.graph, comm=comm, tiling=tiling, distribution=distribution,
+                    device=device)
     model.load_hf_state_dict(cg, state)
     cg.bind_data("input_ids", ids)
     cg.bind_data("targets", targets)

@@ -1,19 +1,19 @@
-"""NumPy reference kernels of rotary position embeddings (NNTile's rope and
-rope_backward) and of scale_slice (a slice broadcast along one axis).
+"""xp-generic kernels of rotary position embeddings (NNTile's rope and rope_backward)
+and of scale_slice (a slice broadcast along one axis).
 
-Part of the reference table (reference.py imports these). Arrays only: imports NumPy,
-never nntile_spmd, mpi4py, numba or cupy. Same calling convention as reference.py.
+Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numba or cupy.
 rope's src is [head_dim, rest..., broadcast...] and its tables sin, cos are
 [head_dim/2, rest...]; the pair (src[2i], src[2i+1]) is rotated by sin[i], cos[i].
+The F-order folds below are views of F-contiguous tiles in NumPy and CuPy alike.
 """
 
-import numpy as np
+import math
 
 
 def pairs(tile, tables):
     """(even, odd) views of `tile` folded F-order to (2, head_dim/2, rest, broadcast),
     where `rest` spans the tables' dims 1...: no copies for an F-contiguous tile."""
-    rest = int(np.prod(tables.shape[1:]))
+    rest = math.prod(tables.shape[1:])
     folded = tile.reshape((2, tables.shape[0], rest, -1), order="F")
     return folded[0], folded[1]
 
@@ -23,7 +23,7 @@ def table(values):
     return values.reshape((values.shape[0], -1, 1), order="F")
 
 
-def rope(sin, cos, src, dst):
+def rope(xp, sin, cos, src, dst):
     """dst[2i] = cos[i] src[2i] - sin[i] src[2i+1], dst[2i+1] = sin[i] src[2i] + cos[i] src[2i+1]"""
     s, c = table(sin), table(cos)
     even, odd = pairs(src, sin)
@@ -33,7 +33,7 @@ def rope(sin, cos, src, dst):
     out_odd[...] = new_odd
 
 
-def rope_backward(sin, cos, dy, dx):
+def rope_backward(xp, sin, cos, dy, dx):
     """dx += the transposed rotation of dy (the rotation's inverse)."""
     s, c = table(sin), table(cos)
     even, odd = pairs(dy, sin)
@@ -43,6 +43,6 @@ def rope_backward(sin, cos, dy, dx):
     out_odd += grad_odd
 
 
-def scale_slice(src, dst, *, alpha, axis):
+def scale_slice(xp, src, dst, *, alpha, axis):
     """dst = alpha * src broadcast along `axis` (dst's axis is absent from src)."""
-    dst[...] = alpha * np.expand_dims(src, axis)
+    dst[...] = alpha * xp.expand_dims(src, axis)

@@ -1,0 +1,168 @@
+"""Kernels written once against an array module `xp` (NumPy or CuPy): the shared core
+of the reference and cuda tables, built by `table(xp, special)`.
+
+Arrays only: never imports nntile_spmd, mpi4py, numba or cupy (the caller passes its
+array module). Each kernel takes `xp` first; the table binds it. Calling convention:
+``KERNELS[name](*inputs, *outputs, **params)`` writes the outputs in place and returns
+None; an output may be the same object as an input; with ``beta == 0`` an output's
+previous contents are never read. Nothing here synchronizes a CuPy stream but the
+id and label checks (generic_loss.py): scalars that live in tiles stay 0-d arrays.
+"""
+
+import functools
+
+from . import KERNEL_NAMES, generic_loss, generic_rope, generic_slice
+from .generic_common import fiber_axes, store, wide
+from .layout import gemm_folds
+from .rules import ELEMENTWISE, ArrayRule, rule_namespace
+
+# ---------------------------------------------------------------- products
+
+
+def _batch_first(x, shape3, trans):
+    """F-order (rows, cols, batch) view of a gemm operand as (batch, op rows, op cols)."""
+    return x.reshape(shape3, order="F").transpose((2, 1, 0) if trans else (2, 0, 1))
+
+
+def gemm(xp, a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1,
+         batch_ndim=0):
+    """c = alpha*op(a)·op(b) + beta*c with NNTile's multi-dim and batch rules."""
+    a3, b3, _ = gemm_folds(a.shape, b.shape, trans_a, trans_b, ndim, batch_ndim)
+    carried = wide(xp, c.dtype)
+    product = xp.matmul(_batch_first(a, a3, trans_a).astype(carried, copy=False),
+                        _batch_first(b, b3, trans_b).astype(carried, copy=False))
+    product = product.transpose(1, 2, 0).reshape(c.shape, order="F")  # (m, n, batch)
+    store(c, alpha * product, beta, c)
+
+
+def transpose(xp, x, y, *, alpha=1.0, ndim):
+    """y = alpha * x with its first `ndim` dims moved to the end."""
+    order = tuple(range(ndim, x.ndim)) + tuple(range(ndim))
+    y[...] = alpha * xp.transpose(x, order)
+
+
+# ---------------------------------------------------------------- elementwise
+# The activations and their backwards are rules (rules.py), not functions here.
+
+
+def add(xp, x, y, z, *, alpha, beta):
+    """z = alpha*x + beta*y (y is not read when beta == 0)."""
+    store(z, alpha * x, beta, y)
+
+
+def multiply(xp, x, y, z, *, alpha=1.0):
+    """z = alpha*x*y."""
+    z[...] = alpha * x * y
+
+
+def scale(xp, x, y, *, alpha):
+    """y = alpha*x."""
+    y[...] = alpha * x
+
+
+def add_scalar(xp, x, *, value):
+    """x += value in place (also on int64 step counters)."""
+    x[...] = x + value  # assignment casts, so an int64 counter takes a float value too
+
+
+def fill(xp, x, *, value):
+    """x[...] = value."""
+    x.fill(value)
+
+
+def clear(xp, x):
+    """x[...] = 0."""
+    x.fill(0)
+
+
+def copy(xp, x, y):
+    """y = x."""
+    xp.copyto(y, x)
+
+
+def cast(xp, x, y):
+    """y = x converted to y.dtype."""
+    xp.copyto(y, x, casting="unsafe")
+
+
+def pow(xp, x, y, *, alpha=1.0, exp=1.0):  # noqa: A001 - the kernel's name in every table
+    """y = alpha * x**exp."""
+    y[...] = alpha * xp.power(x, exp)
+
+
+def pow_backward(xp, x, dy, dx, *, alpha=1.0, exp=1.0):
+    """dx += alpha * exp * x**(exp - 1) * dy."""
+    dx += (alpha * exp) * xp.power(x, exp - 1.0) * dy
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def sum(xp, x, y, *, alpha=1.0, beta=0.0):  # noqa: A001 - the kernel's name in every table
+    """y (0-d) = alpha*sum(x) + beta*y."""
+    store(y, alpha * x.sum(dtype=xp.float64), beta, y)
+
+
+def sum_fiber(xp, x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
+    """y[j, batch] = alpha*sum of x over all dims but `axis` and the batch dims + beta*y."""
+    total = x.sum(axis=fiber_axes(x.ndim, axis, batch_ndim), dtype=xp.float64)
+    store(y, alpha * total, beta, y)
+
+
+def add_fiber(xp, x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
+    """z = alpha*x (broadcast along all dims but `axis` and the batch dims) + beta*y."""
+    expanded = xp.expand_dims(x, fiber_axes(y.ndim, axis, batch_ndim))
+    store(z, alpha * expanded, beta, y)
+
+
+def multiply_fiber(xp, f, x, z, *, axis, batch_ndim=0, alpha=1.0):
+    """z = alpha * f (broadcast along all dims but `axis` and the batch dims) * x."""
+    z[...] = alpha * xp.expand_dims(f, fiber_axes(x.ndim, axis, batch_ndim)) * x
+
+
+def sumprod_fiber(xp, x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
+    """f = alpha * sum of x*y over all dims but `axis` and the batch dims + beta*f."""
+    product = x.astype(wide(xp, x.dtype), copy=False) * y  # fp16 products in fp32
+    total = product.sum(axis=fiber_axes(x.ndim, axis, batch_ndim), dtype=xp.float64)
+    store(f, alpha * total, beta, f)
+
+
+def sumprod_fiber_backward(xp, f, x, dx, *, axis, batch_ndim=0, alpha=1.0):
+    """dx += alpha * f (broadcast) * x."""
+    dx += alpha * xp.expand_dims(f, fiber_axes(x.ndim, axis, batch_ndim)) * x
+
+
+def softmax(xp, x, y, *, axis):
+    """y = exp(x - max) / sum(exp(x - max)) along `axis`."""
+    shifted = xp.exp(x - x.max(axis=axis, keepdims=True))
+    y[...] = shifted / shifted.sum(axis=axis, keepdims=True)
+
+
+def softmax_backward(xp, y, dy, dx, *, axis):
+    """dx += y * (dy - sum(y * dy along `axis`)), the backward of y = softmax(x)."""
+    dx += y * (dy - (y * dy).sum(axis=axis, keepdims=True))
+
+
+def maxsumexp(xp, x, y, *, axis):
+    """y[0] = max along `axis`, y[1] = sum(exp(x - max)) along `axis`."""
+    top = x.max(axis=axis, keepdims=True)
+    y[0] = xp.squeeze(top, axis=axis)
+    y[1] = xp.exp(x - top).sum(axis=axis)
+
+
+# ---------------------------------------------------------------- the table
+
+
+def table(xp, special):
+    """Every kernel of KERNEL_NAMES on `xp` arrays; `special` is its scipy.special."""
+    functions = {**vars(generic_loss), **vars(generic_slice), **vars(generic_rope),
+                 **globals()}
+    namespace = rule_namespace(xp, special)
+    kernels = {}
+    for name in KERNEL_NAMES:
+        if name in ELEMENTWISE:
+            kernels[name] = ArrayRule(name, ELEMENTWISE[name], namespace)
+        else:
+            assert functions[name].__module__.startswith(__name__), f"{name} is a kernel here"
+            kernels[name] = functools.partial(functions[name], xp)
+    return kernels

@@ -1,0 +1,174 @@
+"""xp-generic kernels of the losses, the embedding and the optimizers.
+
+Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numba or cupy
+(NumPy only for errstate, which CuPy arrays ignore). Two CPU-GPU sync points, both
+deliberate: the label check of cross_entropy_lse and the embedding id check must
+raise on the host (the alternative is training on zero vectors).
+"""
+
+import numpy as np
+
+from .errors import label_error, vocab_error
+from .generic_common import store, wide
+
+# ---------------------------------------------------------------- losses
+
+
+def _softmax_rows(xp, logits):
+    """softmax over axis 0 of logits [C, B...], carried in float64."""
+    shifted = xp.exp(logits - logits.max(axis=0, keepdims=True))
+    return shifted / shifted.sum(axis=0, keepdims=True)
+
+
+def cross_entropy(xp, logits, labels, loss, *, alpha=1.0, beta=0.0):
+    """loss = alpha*sum_b(logsumexp(logits[:, b]) - logits[labels[b], b]) + beta*loss."""
+    carried = logits.astype(xp.float64)
+    top = carried.max(axis=0)
+    lse = top + xp.log(xp.exp(carried - top).sum(axis=0))
+    picked = xp.take_along_axis(carried, labels[None], axis=0)[0]
+    store(loss, alpha * (lse - picked).sum(), beta, loss)
+
+
+def cross_entropy_backward(xp, logits, labels, dloss, dlogits, *, alpha=1.0):
+    """dlogits += alpha*dloss*(softmax(logits, axis 0) - onehot(labels))."""
+    probs = _softmax_rows(xp, logits.astype(xp.float64))
+    classes = xp.arange(logits.shape[0]).reshape((-1,) + (1,) * labels.ndim)
+    dlogits += (alpha * dloss) * (probs - (classes == labels))
+
+
+def valid_count(xp, labels, count, *, ignore_index=-100, beta=0.0):
+    """count (0-d) = number of labels != ignore_index + beta*count."""
+    store(count, xp.count_nonzero(labels != ignore_index), beta, count)
+
+
+def _check_labels(kernel, labels, valid, num_classes, ignore_index):
+    # A CPU-GPU sync point: raising needs the verdict on the host. Only class tile 0
+    # calls this, once per batch tile (every position meets class tile 0 exactly once).
+    bad = valid & ((labels < 0) | (labels >= num_classes))
+    if bool(bad.any()):
+        raise label_error(kernel, labels[bad].ravel()[0], num_classes, ignore_index)
+
+
+def cross_entropy_lse(xp, logits, lse, labels, count, loss, *, ignore_index=-100, num_classes,
+                      class_offset=0, beta=0.0):
+    """loss = sum over labels != ignore_index of (lse - logits[label]) / count + beta*loss,
+    for the class tile of logits starting at class `class_offset`: tile 0 adds the lse
+    terms and checks the labels, each tile subtracts the logits of the labels it holds."""
+    valid = labels != ignore_index
+    if class_offset == 0:
+        _check_labels("cross_entropy_lse", labels, valid, num_classes, ignore_index)
+    local = labels - class_offset
+    hit = valid & (local >= 0) & (local < logits.shape[0])
+    picked = xp.take_along_axis(logits, xp.where(hit, local, 0)[None], axis=0)[0]
+    total = -xp.where(hit, picked, 0).sum(dtype=xp.float64)
+    if class_offset == 0:
+        total = total + xp.where(valid, lse, 0).sum(dtype=xp.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):  # count 0: all ignored, nan
+        store(loss, total / count, beta, loss)
+
+
+def cross_entropy_lse_backward(xp, logits, lse, labels, count, dloss, dlogits, *,
+                               ignore_index=-100, num_classes, class_offset=0):
+    """dlogits += dloss/count * (exp(logits - lse) - onehot(label)) at labels != ignore_index,
+    for the class tile starting at `class_offset`."""
+    valid = labels != ignore_index
+    if class_offset == 0:
+        _check_labels("cross_entropy_lse_backward", labels, valid, num_classes, ignore_index)
+    classes = xp.arange(class_offset, class_offset + logits.shape[0])
+    onehot = classes.reshape((-1,) + (1,) * labels.ndim) == labels
+    # where() keeps dloss/count on the device; with count 0 nothing is valid
+    scale = xp.where(valid, dloss / xp.where(count == 0, 1, count), 0)
+    dlogits += scale * (xp.exp(logits - lse) - onehot)
+
+
+def mse(xp, x, y, loss, *, alpha=1.0, beta=0.0):
+    """loss (0-d) = alpha*sum((x - y)^2) + beta*loss."""
+    diff = x.astype(xp.float64) - y
+    store(loss, alpha * (diff * diff).sum(), beta, loss)
+
+
+def mse_backward(xp, x, y, dloss, dx, *, alpha=1.0):
+    """dx += 2*alpha*dloss*(x - y)."""
+    dx += (2.0 * alpha * dloss) * (x - y)
+
+
+# ---------------------------------------------------------------- embedding
+# Ids of other vocab tiles are masked with where() rather than boolean indexing, which
+# would need the hit count on the host (a CuPy stream synchronization).
+
+
+def _check_ids(kernel, index, vocab_size):
+    """An id outside the whole vocabulary is a user error: a vocab tile alone would skip it."""
+    bad = (index < 0) | (index >= vocab_size)
+    if bool(bad.any()):  # host sync, once per index tile
+        raise vocab_error(kernel, index[bad].ravel()[0], vocab_size)
+
+
+def embedding(xp, index, vocab, y, *, axis, vocab_size, vocab_offset=0, beta=0.0):
+    """y = beta*y + vocab columns of the in-range indices, the E axis at position `axis`.
+
+    This tile holds columns [vocab_offset, vocab_offset + vocab.shape[1]) of a vocabulary of
+    vocab_size: ids of other tiles contribute zeros, ids outside the vocabulary raise.
+    """
+    _check_ids("embedding", index, vocab_size)
+    local = index - vocab_offset
+    hit = (local >= 0) & (local < vocab.shape[1])
+    rows = xp.where(hit, vocab[:, xp.where(hit, local, 0)], 0)  # (E,) + index.shape
+    store(y, xp.moveaxis(rows, 0, axis), beta, y)
+
+
+def embedding_backward(xp, index, dy, dvocab, *, axis, vocab_size, vocab_offset=0, beta=0.0):
+    """dvocab = beta*dvocab + scatter-add of dy's E-vectors into columns index - vocab_offset;
+    ids outside the vocabulary [0, vocab_size) raise."""
+    _check_ids("embedding_backward", index, vocab_size)
+    local = index - vocab_offset
+    hit = (local >= 0) & (local < dvocab.shape[1])
+    # (E,) + index.shape with the misses zeroed, and (Vt, E): one row per vocab column.
+    vectors = xp.where(hit, xp.moveaxis(dy, axis, 0), 0)
+    rows = xp.zeros(dvocab.shape[::-1], wide(xp, dvocab.dtype))
+    # Misses add zeros into row 0; both flattenings below are C order, so they pair up.
+    xp.add.at(rows, xp.where(hit, local, 0).ravel(), vectors.reshape(dvocab.shape[0], -1).T)
+    store(dvocab, rows.T, beta, dvocab)
+
+
+# ---------------------------------------------------------------- optimizers
+
+
+def sgd_step(xp, step, grad, param, velocity, *, lr, momentum=0.0, weight_decay=0.0,
+             dampening=0.0, nesterov=False):
+    """PyTorch SGD; `step` (0-d int64) is the 1-based step, velocity is not read at step 1."""
+    g = grad + weight_decay * param
+    if momentum != 0.0:
+        # where() picks g at step 1 without letting uninitialized velocity through,
+        # and without reading the step counter on the host.
+        velocity[...] = xp.where(step == 1, g, momentum * velocity + (1.0 - dampening) * g)
+        g = g + momentum * velocity if nesterov else velocity
+    param -= lr * g
+
+
+def _adam(xp, step, grad, param, m, v, lr, beta1, beta2, eps, l2, decay):
+    """Adam moments and update after param *= decay; m and v are not read at step 1."""
+    t = step.astype(xp.float64)
+    first = step == 1
+    g = grad + l2 * param if l2 != 0.0 else grad  # each skipped term saves a tile pass
+    if decay != 1.0:
+        param *= decay
+    # PyTorch's moments start at zero: at step 1 don't let uninitialized ones through.
+    m[...] = xp.where(first, (1.0 - beta1) * g, beta1 * m + (1.0 - beta1) * g)
+    v[...] = xp.where(first, (1.0 - beta2) * g * g, beta2 * v + (1.0 - beta2) * g * g)
+    # Bias corrections are 0-d arrays; cast so the tile math stays in its dtype.
+    m_scale = (1.0 / (1.0 - beta1**t)).astype(param.dtype)
+    v_scale = (1.0 / (1.0 - beta2**t)).astype(param.dtype)
+    param -= lr * (m * m_scale) / (xp.sqrt(v * v_scale) + eps)
+
+
+def adam_step(xp, step, grad, param, m, v, *, lr, beta1=0.9, beta2=0.999, eps=1e-8,
+              weight_decay=0.0):
+    """PyTorch Adam with L2 weight decay added to the gradient."""
+    _adam(xp, step, grad, param, m, v, lr, beta1, beta2, eps, weight_decay, 1.0)
+
+
+def adamw_step(xp, step, grad, param, m, v, *, lr, beta1=0.9, beta2=0.999, eps=1e-8,
+               weight_decay=0.0):
+    """PyTorch AdamW: param *= 1 - lr*weight_decay, then the Adam update without L2."""
+    _adam(xp, step, grad, param, m, v, lr, beta1, beta2, eps, 0.0, 1.0 - lr * weight_decay)

@@ -1,0 +1,105 @@
+"""xp-generic kernels of the slice ops: a tensor x and its slices along `axis` (x's
+shape with that axis removed), log-space reductions and mask_scalar.
+
+Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numba or cupy.
+Nothing here synchronizes a CuPy stream.
+"""
+
+import math
+
+from .generic_common import store, wide
+
+
+def sumprod_slice(xp, x, y, z, *, axis, alpha=1.0, beta=0.0):
+    """z = alpha * sum over `axis` of x*y (that axis removed) + beta*z; sums in float64."""
+    total = (x.astype(wide(xp, x.dtype), copy=False) * y).sum(axis=axis, dtype=xp.float64)
+    store(z, alpha * total, beta, z)
+
+
+def sumprod_slice_backward(xp, s, x, dx, *, axis, alpha=1.0):
+    """dx += alpha * s (broadcast along `axis`) * x."""
+    dx += alpha * xp.expand_dims(s, axis) * x
+
+
+def sum_slice(xp, x, s, *, axis, alpha=1.0, beta=0.0):
+    """s = alpha * sum over `axis` of x (that axis removed) + beta*s; sums in float64."""
+    store(s, alpha * x.sum(axis=axis, dtype=xp.float64), beta, s)
+
+
+def add_slice(xp, s, x, z, *, axis, alpha=1.0, beta=1.0):
+    """z = alpha * s (broadcast along `axis`) + beta*x (x is not read when beta == 0)."""
+    store(z, alpha * xp.expand_dims(s, axis), beta, x)
+
+
+def multiply_slice(xp, s, x, z, *, axis, alpha=1.0):
+    """z = alpha * s (broadcast along `axis`) * x."""
+    z[...] = alpha * xp.expand_dims(s, axis) * x
+
+
+def softmax_from_logsumexp(xp, lse, x, y, *, axis):
+    """y = exp(x - lse), lse broadcast along `axis` (the softmax when lse = logsumexp(x));
+    a -inf entry of x gives 0 (a slice of all -inf, whose lse is -inf, gives nan as
+    softmax does)."""
+    y[...] = xp.exp(x - xp.expand_dims(lse, axis))
+
+
+def softmax_from_logsumexp_backward(xp, y, dy, d, dx, *, axis):
+    """dx += y * (dy - d), d broadcast along `axis` (d = sumprod_slice(y, dy))."""
+    dx += y * (dy - xp.expand_dims(d, axis))
+
+
+def mask_scalar(xp, mask, x, y, *, val, batch_ndim=0):
+    """y = x where mask, else val; the bool mask has x's leading dims and is broadcast
+    over its `batch_ndim` trailing dims (y may be x itself: NNTile's in-place form)."""
+    y[...] = xp.where(mask.reshape(mask.shape + (1,) * batch_ndim), x, val)
+
+
+# ---------------------------------------------------------------- log space
+# -inf is an entry that takes no part (a masked attention score): a slice of all
+# -inf has logsumexp -inf, and merging -inf with -inf stays -inf, never nan. CuPy's
+# own logaddexp computes fabs(a - b), which is nan for two -inf, hence _logaddexp.
+
+
+def _log(coefficient):
+    """log of a non-negative coefficient (alpha, beta of the merges); log(0) = -inf."""
+    return math.log(coefficient) if coefficient > 0 else -math.inf
+
+
+def _finite_or_zero(xp, top):
+    """The shift subtracted before exp: the max where finite, else 0 (no inf - inf)."""
+    return xp.where(xp.isfinite(top), top, 0)
+
+
+def _logaddexp(xp, a, b):
+    """log(exp(a) + exp(b)), elementwise; two -inf give -inf, never nan."""
+    top = xp.maximum(a, b)
+    shift = _finite_or_zero(xp, top)
+    return xp.where(xp.isfinite(top), shift + xp.log1p(xp.exp(xp.minimum(a, b) - shift)), top)
+
+
+def logsumexp(xp, x, y, *, axis, beta=0.0):
+    """y = log(exp(lse) + beta*exp(y)), lse = log(sum(exp(x))) along `axis` (dropped).
+
+    beta == 0: y = lse, y not read; beta == 1: logaddexp(y, lse), which merges the
+    partial results of an axis split over tiles.
+    """
+    top = x.max(axis=axis)
+    finite = xp.isfinite(top)
+    shift = _finite_or_zero(xp, top)
+    total = xp.exp(x - xp.expand_dims(shift, axis)).sum(axis=axis)
+    lse = xp.where(finite, shift + xp.log(xp.where(finite, total, 1)), top)
+    y[...] = lse if beta == 0.0 else _logaddexp(xp, lse, y + _log(beta))
+
+
+def logsumexp_merge(xp, x, y, z, *, alpha=1.0, beta=1.0):
+    """z = log(alpha*exp(x) + beta*exp(y)): the plan's merge of two partial logsumexps
+    (called like add; y is not read when beta == 0)."""
+    scaled = x + _log(alpha) if alpha != 1.0 else x
+    z[...] = scaled if beta == 0.0 else _logaddexp(xp, scaled, y + _log(beta))
+
+
+def logsumexp_backward(xp, x, y, dy, dx, *, axis):
+    """dx += exp(x - y) * dy, y and dy broadcast along `axis` (y = logsumexp(x));
+    a -inf entry of x gets 0, also where its whole slice is -inf."""
+    y_full = xp.expand_dims(_finite_or_zero(xp, y), axis)
+    dx += xp.exp(x - y_full) * xp.expand_dims(dy, axis)

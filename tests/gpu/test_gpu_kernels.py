@@ -1,0 +1,90 @@
+"""The cuda table on a GPU: its own parts against the NumPy reference.
+
+Everything here is marked gpu (tests/conftest.py skips it, saying why, without CuPy or
+a CUDA device; `pytest -m gpu` selects it). The whole case table of every kernel on
+cuda, fp64/fp32/fp16, forward and backward, runs in tests/kernels/test_kernels_table.py
+(its `cuda` backend, also gpu-marked); this module checks what only CUDA has: the
+ElementwiseKernels that cuda.py compiles from the rules of kernels/rules.py. Importing
+it needs no CuPy.
+"""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import kernels
+from kernels import reference
+from kernels.rules import ELEMENTWISE
+
+pytestmark = pytest.mark.gpu
+
+# (rtol, atol) of a compiled kernel against the reference in the same dtype: those of
+# tests/kernels/test_kernels_table.py (fp32 math functions differ by a few ulp, and
+# gelutanh_backward's 1 - t*t cancels)
+TOLERANCE = {"float64": (1e-12, 1e-12), "float32": (2e-5, 2e-5), "float16": (2e-2, 2e-2)}
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    """(cupy, the cuda KERNELS table)."""
+    import cupy
+
+    return cupy, kernels.get_kernels("cuda")
+
+
+def rule_inputs(name, rule, dtype, shape=(33, 17), seed=0):
+    """Host inputs of a rule (sqrt wants x > 0) and an output holding NaN, or random
+    values to accumulate into; all Fortran-ordered."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0.5, 2.0, shape) if name.startswith("sqrt") else rng.standard_normal(shape)
+    arrays = [x] + [rng.standard_normal(shape) for _ in rule.inputs[1:]]
+    out = rng.standard_normal(shape) if rule.accumulate else np.full(shape, np.nan)
+    return [np.asfortranarray(a, dtype=dtype) for a in (*arrays, out)]
+
+
+def test_cuda_table_has_every_kernel_with_the_reference_signature(cuda):
+    _, table = cuda
+    assert sorted(table) == list(kernels.KERNEL_NAMES)
+    for name in kernels.KERNEL_NAMES:
+        assert inspect.signature(table[name]) == inspect.signature(reference.KERNELS[name]), name
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+def test_compiled_rule_matches_reference(cuda, name, dtype):
+    """The ElementwiseKernel of one rule (forward or backward) on a Fortran tile."""
+    cupy, table = cuda
+    host = rule_inputs(name, ELEMENTWISE[name], dtype)
+    device = [cupy.asarray(a, order="F") for a in host]
+    table[name].compiled[dtype](*device)
+    reference.KERNELS[name](*host)
+    rtol, atol = TOLERANCE[dtype]
+    np.testing.assert_allclose(cupy.asnumpy(device[-1]), host[-1], rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+def test_table_entry_on_strided_and_aliased_tiles(cuda, name, dtype):
+    """The table entry (compiled kernel, or array expressions for fp16) on a strided
+    view, and in place: the output is the last input (x for y = f(x), dy for dx)."""
+    cupy, table = cuda
+    rule = ELEMENTWISE[name]
+    host = rule_inputs(name, rule, dtype, shape=(40, 30))
+    views = [a[::2, 1::3] for a in host]
+    device = [cupy.asarray(a, order="F")[::2, 1::3] for a in host]
+    table[name](*device)
+    reference.KERNELS[name](*views)
+    rtol, atol = TOLERANCE[dtype]
+    np.testing.assert_allclose(cupy.asnumpy(device[-1]), views[-1], rtol=rtol, atol=atol)
+    aliased_host = rule_inputs(name, rule, dtype, seed=1)[:-1]
+    aliased = [cupy.asarray(a, order="F") for a in aliased_host]
+    if rule.accumulate:   # dx += f(x) * dy with dx the very dy array
+        expected = aliased_host[-1] + 0
+        reference.KERNELS[name](*aliased_host, expected)
+        table[name](*aliased, aliased[-1])
+    else:                 # y = f(x) with y the very x array
+        expected = np.full_like(aliased_host[0], np.nan)
+        reference.KERNELS[name](aliased_host[0], expected)
+        table[name](aliased[0], aliased[0])
+    np.testing.assert_allclose(cupy.asnumpy(aliased[-1]), expected, rtol=rtol, atol=atol)
