@@ -63,9 +63,8 @@ def load_corpus(max_bytes: int = 4_000_000, root=None) -> Corpus:
     streams = {split: np.frombuffer(b"".join(parts[split]), dtype=np.uint8)
                for split in parts}
     for split, name in ((False, "train"), (True, "held-out")):
-        if len(streams[split]) < 1024:
-            raise RuntimeError(f"gpt2_corpus: only {len(streams[split])} {name} bytes "
-                               f"of .py files under {root}")
+        if not len(streams[split]):
+            raise RuntimeError(f"gpt2_corpus: no {name} .py files under {root}")
     return Corpus(streams[False], streams[True], counts[False], counts[True])
 
 

@@ -3,6 +3,7 @@
 import math
 
 import pytest
+from train_helpers import make_trainer
 
 from nntile_spmd.train.schedule import CosineSchedule
 
@@ -47,3 +48,19 @@ def test_bad_arguments_raise(kwargs):
 def test_negative_step_raises():
     with pytest.raises(ValueError, match="step"):
         CosineSchedule(lr=1.0, total=5)(-1)
+
+
+def test_trainer_applies_the_schedule_through_the_runtime_scalar(data):
+    schedule = CosineSchedule(lr=5e-2, total=4, warmup=2, min_lr=1e-3)
+    scheduled = make_trainer(lr_schedule=schedule, lr=5e-2)
+    manual = make_trainer(lr=5e-2)
+    constant = make_trainer(lr=5e-2)
+    losses = scheduled.fit(data, 4)
+    expected = []
+    for step in range(4):
+        manual.cg.set_scalar("lr", schedule(step))
+        expected.append(manual.train_step(manual.micro_batches(data, step)))
+    assert [entry["lr"] for entry in scheduled.history] == [schedule(s) for s in range(4)]
+    assert scheduled.cg.get_scalar("lr") == schedule(3)
+    assert losses == expected                       # same rates, same arithmetic
+    assert constant.fit(data, 4)[1:] != losses[1:]  # and the rates did change something
