@@ -49,7 +49,7 @@ def parse_args(argv=None):
     parser.add_argument("--n-head", type=int, default=4)
     parser.add_argument("--seq", type=int, default=64, help="context length T")
     parser.add_argument("--batch", type=int, default=16, help="sequences per step")
-    parser.add_argument("--steps", type=int, default=400, help="optimizer steps")
+    parser.add_argument("--steps", type=int, default=500, help="optimizer steps")
     parser.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
     parser.add_argument("--warmup", type=int, default=50, help="linear warm-up steps")
     parser.add_argument("--weight-decay", type=float, default=0.01)
