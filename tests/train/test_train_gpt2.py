@@ -113,3 +113,16 @@ def test_fails_loudly_when_the_bigram_is_not_beaten():
                          "--n-head", "2", "--seq", "8", "--batch", "2", "--steps", "1",
                          "--eval-batches", "1", "--corpus-bytes", "50000", "--no-progress")
     assert result.returncode == 1 and "does not beat the bigram" in result.stderr
+
+
+def test_compare_strategies_on_gpt2(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    result = subprocess.run([sys.executable, "examples/compare_strategies.py", "--model", "gpt2",
+                             "--gpt2", "1,8,2,8", "--batch", "2", "--steps", "2",
+                             "--simulate", "2", "--plot", str(tmp_path / "plot.png")],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "planned == measured (peak bytes, bytes sent and received, FLOPs, per rank): yes" \
+        in result.stdout
+    assert "Megatron TP formula" in result.stdout and "loss curves of all presets agree" \
+        in result.stdout
