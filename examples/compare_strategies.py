@@ -239,9 +239,11 @@ def print_megatron_comparison(results, args, n):
     print(f"  ours (tp, measured): {human(sent)}B/rank/step ({parts})")
     if n > 1:
         print("  Ours differs where the planner picks the cheaper of two ways for a sum "
-              "over tiles\n  (partials reduced to the owner vs the inputs sent there), and "
-              "because the\n  vocab-parallel loss also reduces its max and sum-exp (B·T "
-              "each).")
+              "over tiles\n  (partials reduced to the owner vs the inputs sent there), "
+              "because the vocab-parallel\n  loss also reduces its max and sum-exp (B·T "
+              "each), and by the parameter tiles the plan\n  sends under tp (Megatron "
+              "sends none; at the default shape: halves of the q/k/v,\n  attention "
+              "c_proj and wte shards, each rank to the other).")
 
 
 def plot(results, path):
