@@ -242,8 +242,9 @@ def print_megatron_comparison(results, args, n):
               "over tiles\n  (partials reduced to the owner vs the inputs sent there), "
               "because the vocab-parallel\n  loss also reduces its max and sum-exp (B·T "
               "each), and by the parameter tiles the plan\n  sends under tp (Megatron "
-              "sends none; at the default shape: halves of the q/k/v,\n  attention "
-              "c_proj and wte shards, each rank to the other).")
+              "sends none; at the default shape each rank sends its whole\n  shard of "
+              "the q/k/v, attention c_proj and wte weights to the other: those are "
+              "gathered).")
 
 
 def plot(results, path):
