@@ -1,13 +1,16 @@
-"""Compare single, DDP, FSDP and TP on the same MLP and data: memory, traffic, time, loss.
+"""Compare single, DDP, FSDP and TP on the same model and data: memory, traffic, time, loss.
 
     mpiexec -n 2 python examples/compare_strategies.py
     python examples/compare_strategies.py --simulate 3        # 3 ranks in one process
+    mpiexec -n 2 python examples/compare_strategies.py --model gpt2
 
-Trains the digits MLP of train_mlp.py in fp64 under each preset on the current
+Trains the digits MLP of train_mlp.py (or, with --model gpt2, the byte-level GPT-2
+of train_gpt2.py on its stdlib corpus) in fp64 under each preset on the current
 world, prints planned vs measured peak memory per rank, bytes sent and received
 and FLOPs per step (measured: buffers handed to MPI, the tile store's tracking
 allocator, the executor's clock), the measured time per phase, final loss, next
-to the ZeRO paper's formulas, writes a PNG of the loss curves and memory, and
+to the ZeRO paper's formulas (and, for GPT-2, Megatron's per-layer tensor-parallel
+traffic), writes a PNG of the loss curves and memory, and
 fails unless all loss curves agree to 1e-5 relative and every measurement equals
 the plan.
 """
@@ -22,7 +25,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import train_mlp  # noqa: E402  (same model, data and trainer set-up)
+import train_gpt2  # noqa: E402  (same models, data and trainer set-ups)
+import train_mlp  # noqa: E402
+from gpt2_corpus import train_batch  # noqa: E402
 
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.plan.instructions import Send  # noqa: E402
@@ -34,13 +39,19 @@ TOLERANCE = 1e-5
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--batch", type=int, default=60)
-    parser.add_argument("--hidden", type=int, nargs="+", default=[128])
+    parser.add_argument("--model", choices=("mlp", "gpt2"), default="mlp")
+    parser.add_argument("--steps", type=int, default=None, help="default: mlp 60, gpt2 10")
+    parser.add_argument("--batch", type=int, default=None, help="default: mlp 60, gpt2 8")
+    parser.add_argument("--hidden", type=int, nargs="+", default=[128], help="mlp only")
+    parser.add_argument("--gpt2", default="2,64,4,32", metavar="L,E,H,T",
+                        help="gpt2 only: n_layer, n_embd, n_head, seq")
     parser.add_argument("--tile-bytes", type=int, default=16384)
     parser.add_argument("--simulate", type=int, default=0, metavar="N")
     parser.add_argument("--plot", default="compare_strategies.png", help="PNG written by rank 0")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.steps = args.steps or {"mlp": 60, "gpt2": 10}[args.model]
+    args.batch = args.batch or {"mlp": 60, "gpt2": 8}[args.model]
+    return args
 
 
 def per_rank(world, local_values: dict) -> list:
@@ -57,12 +68,33 @@ def model_state_bytes(plan, rank) -> int:
                if roles[key[0]] in MODEL_STATE_ROLES)
 
 
-def run_preset(preset, args, comm, data) -> dict:
+def train_mlp_preset(preset, args, comm, data):
+    """(trainer, losses) of the digits MLP under `preset`."""
     options = argparse.Namespace(strategy=preset, batch=args.batch, accumulation=1, lr=3e-3,
                                  dtype="fp64", optimizer="adam", hidden=args.hidden,
                                  tile_bytes=args.tile_bytes, seed=0, log=None, progress=False)
     trainer = train_mlp.make_trainer(options, comm)
-    losses = trainer.fit({"x": data["x_train"], "y": data["y_train"]}, args.steps)
+    return trainer, trainer.fit({"x": data["x_train"], "y": data["y_train"]}, args.steps)
+
+
+def train_gpt2_preset(preset, args, comm, data):
+    """(trainer, losses) of train_gpt2.py's model (fp64, AdamW, cosine rate) on its corpus."""
+    layers, embd, heads, seq = args.gpt2.split(",")
+    options = train_gpt2.parse_args([
+        "--strategy", preset, "--n-layer", layers, "--n-embd", embd, "--n-head", heads,
+        "--seq", seq, "--batch", str(args.batch), "--steps", str(args.steps),
+        "--warmup", str(max(1, args.steps // 10)), "--dtype", "fp64"])
+    trainer = train_gpt2.make_trainer(options, comm)
+    losses = [trainer.train_step([dict(zip(("input_ids", "targets"), train_batch(
+        data, 0, step, options.seq, options.batch)))]) for step in range(args.steps)]
+    return trainer, losses
+
+
+MODELS = {"mlp": train_mlp_preset, "gpt2": train_gpt2_preset}
+
+
+def run_preset(preset, args, comm, data) -> dict:
+    trainer, losses = MODELS[args.model](preset, args, comm, data)
     cg, world = trainer.cg, trainer.world
     local = world.local_ranks()
     # of the last step: {field: (planned, measured)} and the measured stats, per rank
@@ -184,6 +216,37 @@ EXPLANATION = """\
   tile is freed right after its last use, so nothing holds a whole layer's buffer."""
 
 
+def print_megatron_comparison(results, args, n):
+    """Megatron-LM's TP traffic (Shoeybi et al. 2019; Narayanan et al. 2021) next to ours.
+
+    Per transformer layer, TP all-reduces the [B, T, h] activations twice in forward
+    (after attention's c_proj and the MLP's c_proj) and twice in backward (the inputs'
+    gradients of the column-parallel q/k/v and c_fc); a ring all-reduce sends
+    2(N-1)/N of the message per rank. The vocab-parallel embedding and tied head add
+    one all-reduce of [B, T, h] each (forward embedding output, backward head input)."""
+    layers, embd, _, seq = (int(v) for v in args.gpt2.split(","))
+    activation = args.batch * seq * embd * 8                     # B·T·h fp64 bytes
+    ring = 2 * (n - 1) / n
+    per_layer = 4 * ring * activation
+    total = layers * per_layer + 2 * ring * activation
+    tp = next(r for r in results if r["preset"] == "tp")
+    sent = tp["measured_sent"] / n
+    parts = ", ".join(f"{kind} {human(b / n)}B" for kind, b in tp["traffic"].items())
+    print(f"\nMegatron TP formula, B·T·h = {args.batch}·{seq}·{embd} x 8 B = "
+          f"{human(activation)}B, N = {n}, L = {layers}:")
+    print(f"  per layer 4 all-reduces x 2(N-1)/N x BTh = {human(per_layer)}B/rank/step; "
+          f"L layers + embedding and head: {human(total)}B/rank/step")
+    print(f"  ours (tp, measured): {human(sent)}B/rank/step ({parts})")
+    if n > 1:
+        print("  Ours differs where the planner picks the cheaper of two ways for a sum "
+              "over tiles\n  (partials reduced to the owner vs the inputs sent there), "
+              "because the vocab-parallel\n  loss also reduces its max and sum-exp (B·T "
+              "each), and by the parameter tiles the plan\n  sends under tp (Megatron "
+              "sends none; at the default shape each rank sends its whole\n  shard of "
+              "the q/k/v, attention c_proj and wte weights to the other: those are "
+              "gathered).")
+
+
 def plot(results, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -221,17 +284,21 @@ def check_agreement(results):
 def main(argv=None):
     args = parse_args(argv)
     comm = nt.SimulatedWorld(args.simulate) if args.simulate else None
-    data = train_mlp.load_data(0, np.float64)
+    data = (train_mlp.load_data(0, np.float64) if args.model == "mlp" else
+             train_gpt2.corpus.load_corpus(200_000).train)
     results = [run_preset(preset, args, comm, data) for preset in PRESETS]
     world = results[0]["world"]
     worst = check_agreement(results)
     if getattr(world, "rank", 0) == 0:
-        print(f"{world.size} rank(s), {args.steps} steps, batch {args.batch}, fp64 Adam")
+        print(f"{args.model}: {world.size} rank(s), {args.steps} steps, batch {args.batch}, "
+              "fp64 Adam(W)")
         print_table(results, world.size)
         wrong = plan_mismatches(results)
         print("planned == measured (peak bytes, bytes sent and received, FLOPs, per "
               f"rank): {'yes, for every preset' if not wrong else 'NO'}")
         print_zero_comparison(results, world.size)
+        if args.model == "gpt2":
+            print_megatron_comparison(results, args, world.size)
         print(f"\nloss curves of all presets agree: max relative difference {worst:.1e} "
               f"(tolerance {TOLERANCE})")
         plot(results, args.plot)

@@ -185,6 +185,18 @@ class GPT2:
     def param_names(self) -> list:
         return [p.name for p in self.params]
 
+    # What train.Trainer binds per step: the named inputs, one micro-batch per step.
+    @property
+    def inputs(self) -> tuple:
+        """Names of the tensors bound per step: ("input_ids", "targets")."""
+        return (self.input_ids.name, self.targets.name)
+
+    @property
+    def micro_batch(self) -> int:
+        return self.batch
+
+    accumulation = 1   # the mean loss over a micro-batch is the step's loss
+
     # -- weights in our layout ------------------------------------------------------
     def init_params(self, rng) -> dict:
         """Fresh weights as GPT-2 initializes them, plus the constants: {name: ndarray}.

@@ -10,8 +10,9 @@ from .data import BatchView, batch_indices, bind_local, epoch_permutation
 from .loop import Trainer
 from .losses import accuracy, add_loss, cross_entropy_numpy
 from .optim import OptimizerInfo, add_optimizer
+from .schedule import CosineSchedule
 
 __all__ = ["CheckpointError", "export_safetensors", "import_safetensors", "load_checkpoint",
            "save_checkpoint", "BatchView", "batch_indices", "bind_local", "epoch_permutation",
            "Trainer", "accuracy", "add_loss", "cross_entropy_numpy", "OptimizerInfo",
-           "add_optimizer"]
+           "add_optimizer", "CosineSchedule"]

@@ -28,12 +28,15 @@ class Trainer:
     `model` needs .graph, .params, .grads, .loss, .inputs, .batch, .micro_batch,
     .accumulation and, for evaluate(), .forward_model(batch) and .logits (models.MLP).
     `comm`, `tiling`, `distribution` and `compile_args` go to nt.compile unchanged.
+    `lr_schedule(step) -> lr` (0-based optimizer step), if given, sets the optimizer's
+    runtime scalar "lr" before every step (no recompiling; see train/schedule.py).
     """
 
     def __init__(self, model, optimizer: str = "adam", comm=None, distribution="single",
                  tiling=None, seed: int = 0, log_path=None, progress: bool = True,
-                 compile_args=None, **hyper):
+                 compile_args=None, lr_schedule=None, **hyper):
         self.model, self.seed, self.progress = model, seed, progress
+        self.lr_schedule = lr_schedule
         self.comm, self.tiling, self.distribution = comm, tiling, distribution
         self.compile_args = dict(compile_args or {})
         self.optimizer = add_optimizer(model.graph, model.params, model.grads, optimizer,
@@ -72,6 +75,7 @@ class Trainer:
             raise ValueError(f"train_step: got {len(micro_batches)} micro-batches, the model "
                              f"was built for accumulation={self.model.accumulation}")
         start = time.perf_counter()
+        lr = self.apply_lr_schedule()
         loss = 0.0
         for batch in micro_batches:
             for name in self.model.inputs:
@@ -85,11 +89,21 @@ class Trainer:
         if len(micro_batches) > 1:
             self.cg.execute(phases="optimizer")
         self.step += 1
-        self.record(loss, (time.perf_counter() - start) * 1e3)
+        self.record(loss, (time.perf_counter() - start) * 1e3, lr)
         return loss
 
-    def record(self, loss, step_time_ms):
+    def apply_lr_schedule(self):
+        """Set "lr" for the coming step from lr_schedule; the rate used (None: no schedule)."""
+        if self.lr_schedule is None:
+            return None
+        lr = float(self.lr_schedule(self.step))
+        self.cg.set_scalar(self.optimizer.scalars["lr"], lr)
+        return lr
+
+    def record(self, loss, step_time_ms, lr=None):
         entry = {"step": self.step, "loss": loss, "step_time_ms": round(step_time_ms, 3)}
+        if lr is not None:
+            entry["lr"] = lr
         self.history.append(entry)
         if self.log_file is not None:
             self.log_file.write(json.dumps(entry) + "\n")
