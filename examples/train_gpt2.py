@@ -1,7 +1,12 @@
-"""Train a byte-level GPT-2 on the Python standard library's own sources, any preset.
+"""Train a byte-level GPT-2 (or Llama) on the Python standard library's own sources, any preset.
 
     mpiexec -n 2 python examples/train_gpt2.py --strategy fsdp
     python examples/train_gpt2.py --strategy tp --simulate 2     # 2 ranks in one process
+    mpiexec -n 2 python examples/train_gpt2.py --model llama --n-kv-head 2
+
+--model llama trains a Llama of the same width and depth instead (RMSNorm, rotary
+positions, SwiGLU MLP of --intermediate units, grouped-query attention with
+--n-kv-head key/value heads, untied output layer) on the same corpus and schedule.
 
 The corpus (examples/gpt2_corpus.py) is this Python's stdlib .py files, split into
 train and held-out FILES by a hash of their path. Every rank builds the same
@@ -35,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpt2_corpus as corpus  # noqa: E402
 
 import nntile_spmd as nt  # noqa: E402
-from nntile_spmd.models import gpt2  # noqa: E402
+from nntile_spmd.models import gpt2, llama  # noqa: E402
 from nntile_spmd.train import CosineSchedule, Trainer  # noqa: E402
 
 STRATEGIES = ("single", "ddp", "fsdp", "tp")
@@ -44,9 +49,14 @@ STRATEGIES = ("single", "ddp", "fsdp", "tp")
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--strategy", choices=STRATEGIES, default="fsdp")
+    parser.add_argument("--model", choices=("gpt2", "llama"), default="gpt2")
     parser.add_argument("--n-layer", type=int, default=2)
     parser.add_argument("--n-embd", type=int, default=128)
     parser.add_argument("--n-head", type=int, default=4)
+    parser.add_argument("--n-kv-head", type=int, default=0,
+                        help="llama: key/value heads (default: half of --n-head)")
+    parser.add_argument("--intermediate", type=int, default=0,
+                        help="llama: SwiGLU units (default: 8/3 n_embd, a multiple of 8)")
     parser.add_argument("--seq", type=int, default=64, help="context length T")
     parser.add_argument("--batch", type=int, default=16, help="sequences per step")
     parser.add_argument("--steps", type=int, default=500, help="optimizer steps")
@@ -74,11 +84,24 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+def build_model(args):
+    """The GPT-2 or Llama graph of the command line's sizes."""
+    if args.model == "gpt2":
+        config = gpt2.GPT2Config(vocab_size=corpus.VOCAB, n_positions=args.seq,
+                                 n_embd=args.n_embd, n_layer=args.n_layer, n_head=args.n_head)
+        return gpt2.build_gpt2(config, batch=args.batch, seq=args.seq, dtype=args.dtype)
+    config = llama.LlamaConfig(
+        vocab_size=corpus.VOCAB, hidden_size=args.n_embd, num_hidden_layers=args.n_layer,
+        num_attention_heads=args.n_head,
+        num_key_value_heads=args.n_kv_head or max(1, args.n_head // 2),
+        intermediate_size=args.intermediate or -(-8 * args.n_embd // 3 // 8) * 8,
+        max_position_embeddings=args.seq)
+    return llama.build_llama(config, batch=args.batch, seq=args.seq, dtype=args.dtype)
+
+
 def make_trainer(args, comm):
-    """GPT-2 + AdamW + cosine schedule, compiled for `args.strategy` on `comm`."""
-    config = gpt2.GPT2Config(vocab_size=corpus.VOCAB, n_positions=args.seq,
-                             n_embd=args.n_embd, n_layer=args.n_layer, n_head=args.n_head)
-    model = gpt2.build_gpt2(config, batch=args.batch, seq=args.seq, dtype=args.dtype)
+    """The model + AdamW + cosine schedule, compiled for `args.strategy` on `comm`."""
+    model = build_model(args)
     schedule = CosineSchedule(args.lr, total=args.steps, warmup=min(args.warmup, args.steps),
                               min_lr=args.lr / 10)
     trainer = Trainer(model, "adamw", comm=comm, distribution=args.strategy, seed=args.seed,
@@ -176,7 +199,7 @@ def run(args) -> dict:
     trainer.close()
     times = [entry["step_time_ms"] for entry in trainer.history[1:]] or \
         [trainer.history[0]["step_time_ms"]]
-    return {"strategy": args.strategy, "ranks": trainer.world.size,
+    return {"model": args.model, "strategy": args.strategy, "ranks": trainer.world.size,
             "params": trainer.model.graph.num_parameters(),
             "tokens_per_s": round(args.seq * args.batch * 1e3 / statistics.median(times), 1),
             "final_train_loss": trainer.history[-1]["loss"],

@@ -108,6 +108,19 @@ def test_short_run_prints_the_json_line_and_logs(tmp_path):
     assert evaluations[-1]["heldout_loss"] == summary["heldout_loss"]
 
 
+def test_llama_trains_on_the_same_corpus_under_tp_on_two_simulated_ranks():
+    result = run_example("--model", "llama", "--strategy", "tp", "--simulate", "2",
+                         "--n-layer", "1", "--n-embd", "32", "--n-head", "4", "--n-kv-head", "2",
+                         "--seq", "16", "--batch", "4", "--steps", "6", "--warmup", "2",
+                         "--lr", "1e-2", "--eval-every", "6", "--eval-batches", "2",
+                         "--corpus-bytes", "100000", "--no-check", "--no-progress")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["model"] == "llama" and summary["ranks"] == 2
+    assert summary["final_train_loss"] < summary["first_train_loss"]
+    assert len(summary["peak_bytes_per_rank"]) == 2
+
+
 def test_fails_loudly_when_the_bigram_is_not_beaten():
     result = run_example("--strategy", "single", "--n-layer", "1", "--n-embd", "16",
                          "--n-head", "2", "--seq", "8", "--batch", "2", "--steps", "1",
