@@ -19,6 +19,7 @@ except ImportError as error:  # only this backend needs CuPy
 from . import KERNEL_NAMES
 from .cuda_norm import (multiply_fiber, pow, pow_backward, sumprod_fiber,  # noqa: F401
                         sumprod_fiber_backward)  # in KERNELS
+from .cuda_math import MATH_KERNELS
 from .cuda_rope import rope, rope_backward, scale_slice  # noqa: F401 - in KERNELS
 from .cuda_slice import (add_slice, cross_entropy_lse, cross_entropy_lse_backward,  # noqa: F401
                          logsumexp, logsumexp_backward, logsumexp_merge, mask_scalar,
@@ -330,4 +331,5 @@ def adamw_step(step, grad, param, m, v, *, lr, beta1=0.9, beta2=0.999, eps=1e-8,
     _adam(step, grad, param, m, v, lr, beta1, beta2, eps, 0.0, 1.0 - lr * weight_decay)
 
 
-KERNELS = {name: globals()[name] for name in KERNEL_NAMES}
+KERNELS = {name: MATH_KERNELS[name] if name in MATH_KERNELS else globals()[name]
+           for name in KERNEL_NAMES}

@@ -14,6 +14,7 @@ from .errors import label_error, vocab_error
 from .layout import gemm_folds
 from .reference_norm import (multiply_fiber, pow, pow_backward,  # noqa: F401 - in KERNELS
                              sumprod_fiber, sumprod_fiber_backward)
+from .reference_math import MATH_KERNELS
 from .reference_rope import rope, rope_backward, scale_slice  # noqa: F401 - in KERNELS
 from .reference_slice import (add_slice, logsumexp, logsumexp_backward,  # noqa: F401
                               logsumexp_merge, mask_scalar, multiply_slice,  # (all in KERNELS)
@@ -366,4 +367,5 @@ def adamw_step(step, grad, param, m, v, *, lr, beta1=0.9, beta2=0.999, eps=1e-8,
     _adam(step, grad, param, m, v, lr, beta1, beta2, eps, 0.0, 1.0 - lr * weight_decay)
 
 
-KERNELS = {name: globals()[name] for name in KERNEL_NAMES}
+KERNELS = {name: MATH_KERNELS[name] if name in MATH_KERNELS else globals()[name]
+           for name in KERNEL_NAMES}

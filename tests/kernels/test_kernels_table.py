@@ -298,6 +298,49 @@ CASES = [
     case("rope_backward", [A(2, 3), A(2, 3), A(4, 3, 5), A(4, 3, 5)]),
     case("scale_slice", [A(3, 2), Nan(3, 4, 2)], alpha=2.0, axis=1),
     case("scale_slice", [A(4, 3), Nan(4, 3, 2)], alpha=1.0, axis=2),
+    # seed elementwise and reduction kernels (kernels/xp_math.py, kernels/cpu_math.py)
+    case("sub", [A(5, 3), A(5, 3), Nan(5, 3)]),
+    case("sub", [A(7), A(7), Same(1)]),
+    case("div", [A(5, 3), Pos(5, 3), Nan(5, 3)]),
+    case("div", [A(3, 4, 2), Pos(3, 4, 2), Same(0)]),
+    case("tanh", [A(5, 3), Nan(5, 3)]),
+    case("tanh", [A(7), Same(0)]),
+    case("tanh_backward", [A(3, 4, 2), A(3, 4, 2), A(3, 4, 2)]),
+    case("tanh_backward", [A(7), A(7), Same(1)]),
+    case("sigmoid", [A(5, 3), Nan(5, 3)]),
+    case("sigmoid", [A(), Same(0)]),
+    case("sigmoid_backward", [A(3, 4, 2), A(3, 4, 2), A(3, 4, 2)]),
+    case("sigmoid_backward", [A(7), A(7), Same(1)]),
+    case("hypot", [A(5, 3), A(5, 3), Nan(5, 3)], alpha=0.5, beta=-2.0),
+    case("hypot", [A(7), A(7), Same(1)], alpha=1.0, beta=1.0),
+    case("hypot", [A(3, 4, 2), Unread(3, 4, 2), Nan(3, 4, 2)], alpha=-2.0, beta=0.0),
+    case("hypot_backward", [A(5, 3), Pos(5, 3), A(5, 3), A(5, 3)], alpha=0.5),
+    case("hypot_backward", [Zeros(7), Zeros(7), A(7), A(7)], alpha=2.0),
+    case("hypot_scalar_inverse", [A(5, 3), Nan(5, 3)], eps=0.1, alpha=2.0),
+    case("hypot_scalar_inverse", [A(7), Same(0)], eps=1.0),
+    case("max_slice", [A(5, 3), Nan(3)], axis=0),
+    case("max_slice", [A(3, 4, 2), A(3, 2)], axis=1, beta=1.0),
+    case("max_slice", [A(3, 4, 2), Nan(3, 4)], axis=2),
+    case("max_slice", [A(7), A()], axis=0, beta=0.5),
+    case("min_slice", [A(5, 3), Nan(5)], axis=1),
+    case("min_slice", [A(3, 4, 2), A(4, 2)], axis=0, beta=1.0),
+    case("maximum", [A(5, 3), A(5, 3), Same(1)], alpha=1.0, beta=1.0),
+    case("maximum", [A(7), Unread(7), Nan(7)], alpha=1.0, beta=0.0),
+    case("minimum", [A(5, 3), A(5, 3), Same(1)], alpha=1.0, beta=1.0),
+    case("minimum", [A(7), Unread(7), Nan(7)], alpha=2.0, beta=0.0),
+    case("extremum_count", [Zeros(5, 3), Zeros(3), Nan(3)], axis=0),
+    case("extremum_count", [A(3, 4, 2), A(3, 2), A(3, 2)], axis=1, beta=1.0),
+    case("extremum_count", [Zeros(3, 4, 2), Zeros(3, 4), A(3, 4)], axis=2, beta=1.0),
+    case("extremum_backward", [Zeros(5, 3), Zeros(3), Pos(3), A(3), A(5, 3)], axis=0),
+    case("extremum_backward", [Zeros(3, 4, 2), Zeros(3, 2), Pos(3, 2), A(3, 2), Zeros(3, 4, 2)], axis=1),
+    case("extremum_backward", [A(7), A(), Pos(), A(), A(7)], axis=0),
+    case("norm_slice", [A(5, 3), Nan(3)], axis=0, alpha=2.0),
+    case("norm_slice", [A(3, 4, 2), A(3, 2)], axis=1, alpha=-0.5, beta=1.0),
+    case("norm_slice", [A(3, 4, 2), A(3, 4)], axis=2, alpha=1.0, beta=2.0),
+    case("norm_slice", [A(7), A()], axis=0, beta=1.0),
+    case("norm_slice_backward", [A(5, 3), Pos(3), A(3), A(5, 3)], axis=0, alpha=2.0),
+    case("norm_slice_backward", [A(3, 4, 2), Pos(3, 2), A(3, 2), Same(0)], axis=1),
+    case("norm_slice_backward", [Zeros(3, 4, 2), Zeros(3, 4), A(3, 4), A(3, 4, 2)], axis=2),
 ]
 # fmt: on
 
@@ -362,7 +405,7 @@ def run_reference(name, args, params, dtype):
 
 
 # modules of the cuda table that cuda.py imports (each also imports CuPy)
-CUDA_SUBMODULES = ("cuda_norm", "cuda_rope", "cuda_slice")
+CUDA_SUBMODULES = ("cuda_math", "cuda_norm", "cuda_rope", "cuda_slice")
 
 
 def _exec_kernel_module(filename, module_name):

@@ -1,0 +1,110 @@
+"""Graph layer: builders of the seed elementwise ops and reductions (rules_math.py),
+re-exported by `nntile_spmd.ops`.
+
+mean, max and min reduce over the given axes (seed 003) as a chain of one-axis
+reductions, each of which lets its axis be split over tiles and ranks.
+"""
+
+from __future__ import annotations
+
+from .apply import apply
+from .ops_slice import sum_slice
+from .registry import op_error
+
+
+def sub(x, y, name):
+    """z = x - y."""
+    return apply("sub", [x, y], [name])
+
+
+def div(x, y, name):
+    """z = x / y."""
+    return apply("div", [x, y], [name])
+
+
+def hypot(alpha, x, beta, y, name):
+    """z = hypot(alpha*x, beta*y) = sqrt((alpha*x)^2 + (beta*y)^2) (NNTile's hypot)."""
+    return apply("hypot", [x, y], [name], alpha=alpha, beta=beta)
+
+
+def hypot_inplace(alpha, x, beta, y):
+    """y = hypot(alpha*x, beta*y)."""
+    return apply("hypot_inplace", [x, y], [y], alpha=alpha, beta=beta)
+
+
+def hypot_backward(x, z, grad_z, grad_x, alpha=1.0):
+    """grad_x += alpha^2 * x / z * grad_z where z = hypot(alpha*x, ...) (0 where z == 0)."""
+    return apply("hypot_backward", [x, z, grad_z], [grad_x], alpha=alpha)
+
+
+def hypot_scalar_inverse(eps, alpha, x):
+    """x = 1 / hypot(alpha*x, eps), in place (NNTile's hypot_scalar_inverse)."""
+    return apply("hypot_scalar_inverse", [x], [x], eps=eps, alpha=alpha)
+
+
+def norm_slice(alpha, x, name, axis=0, beta=0.0):
+    """y = hypot(alpha * 2-norm of x along `axis`, beta*y); `name` is a new tensor's name,
+    or an existing y to merge into (beta != 0)."""
+    return apply("norm_slice", [x], [name], axis=axis, alpha=alpha, beta=beta)
+
+
+def norm_slice_inplace(alpha, x, beta, y, axis=0):
+    """y = hypot(alpha * 2-norm of x along `axis`, beta*y) (NNTile's norm_slice_inplace)."""
+    return apply("norm_slice_inplace", [x], [y], axis=axis, alpha=alpha, beta=beta)
+
+
+def norm_slice_backward(x, y, grad_y, grad_x, axis=0, alpha=1.0):
+    """grad_x += alpha^2 * x / y * grad_y (broadcast along `axis`), y = norm_slice(alpha, x)."""
+    return apply("norm_slice_backward", [x, y, grad_y], [grad_x], axis=axis, alpha=alpha)
+
+
+def extremum_count(x, y, name, axis=0):
+    """count = how many entries of x along `axis` equal y (x's max or min along it)."""
+    return apply("extremum_count", [x, y], [name], axis=axis)
+
+
+def extremum_backward(x, y, count, grad_y, grad_x, axis=0):
+    """grad_x += grad_y / count where x equals its extremum y along `axis` (ties share)."""
+    return apply("extremum_backward", [x, y, count, grad_y], [grad_x], axis=axis)
+
+
+def reduce_axes(op, x, axes):
+    """`axes` (an int or a sequence) as distinct valid axes of x, largest first: removing
+    a larger axis first keeps the smaller ones' positions."""
+    axes = (axes,) if isinstance(axes, int) else tuple(axes)
+    if not axes or any(not isinstance(a, int) or not 0 <= a < x.ndim for a in axes) or \
+            len(set(axes)) != len(axes):
+        raise op_error(op, f"axes={axes!r} must be distinct axes in [0, {x.ndim})", (x,))
+    return sorted(axes, reverse=True)
+
+
+def chain(op, x, name, axes, reduce_one):
+    """Reduce x over `axes` one axis at a time; intermediates are named f"{name}_{axis}"."""
+    order = reduce_axes(op, x, axes)
+    for position, axis in enumerate(order):
+        last = position == len(order) - 1
+        x = reduce_one(x, name if last else f"{name}_{axis}", axis)
+    return x
+
+
+def mean(x, name, axes=0):
+    """y = mean of x over `axes` (those dims removed): sum_slice with alpha = 1/size."""
+    def one(t, out, axis):
+        size = t.shape[axis]
+        if not isinstance(size, int):
+            raise op_error("mean", f"axis {axis} must have a concrete size, not the symbol "
+                           f"{size!r} (bind it first)", (t,))
+        return sum_slice(t, out, axis, alpha=1.0 / size)
+    return chain("mean", x, name, axes, one)
+
+
+def max(x, name, axes=0):  # noqa: A001 - seed name
+    """y = max of x over `axes` (those dims removed); its gradient goes to the maxima, ties
+    sharing it equally."""
+    return chain("max", x, name, axes, lambda t, out, axis: apply("max", [t], [out], axis=axis))
+
+
+def min(x, name, axes=0):  # noqa: A001 - seed name
+    """y = min of x over `axes` (those dims removed); its gradient goes to the minima, ties
+    sharing it equally."""
+    return chain("min", x, name, axes, lambda t, out, axis: apply("min", [t], [out], axis=axis))
