@@ -69,7 +69,8 @@ KERNEL_NAMES = (
 # seed elementwise and reduction kernels (bodies in xp_math.py and cpu_math.py)
 MATH_KERNEL_NAMES = ("div", "extremum_backward", "extremum_count", "hypot", "hypot_backward",
                      "hypot_scalar_inverse", "max_slice", "maximum", "min_slice", "minimum",
-                     "norm_slice", "norm_slice_backward", "sigmoid", "sigmoid_backward", "sub",
+                     "norm_fiber", "norm_fiber_backward", "norm_slice", "norm_slice_backward",
+                     "scale_fiber", "sigmoid", "sigmoid_backward", "sub", "sum_backward",
                      "tanh", "tanh_backward")
 KERNEL_NAMES = tuple(sorted(KERNEL_NAMES + MATH_KERNEL_NAMES))
 

@@ -152,10 +152,68 @@ def norm_slice_backward(xp, x, y, dy, dx, *, axis, alpha=1.0):
     folded += scale * _fold(x, axis)
 
 
+# ---------------------------------------------------------------- fibers
+
+
+def _fiber_fold(x, axis, batch_ndim):
+    """(m, n, k, b) F-order view of x: n its `axis`, b its trailing batch dims."""
+    first_batch = x.ndim - batch_ndim
+    sizes = (_prod(x.shape[:axis]), x.shape[axis], _prod(x.shape[axis + 1:first_batch]),
+             _prod(x.shape[first_batch:]))
+    return x.reshape(sizes, order="F")
+
+
+def _prod(sizes):
+    total = 1
+    for size in sizes:
+        total *= size
+    return total
+
+
+def _fiber_of(f, x, axis, batch_ndim):
+    """(1, n, 1, b) view of a fiber of x, broadcast over x's other dims."""
+    _, n, _, b = _fiber_fold(x, axis, batch_ndim).shape
+    return f.reshape((1, n, 1, b), order="F")
+
+
+def scale_fiber(xp, f, y, *, axis, batch_ndim=0, alpha=1.0):
+    """y = alpha * f broadcast along every dim of y but `axis` and the batch dims."""
+    folded = _fiber_fold(y, axis, batch_ndim)
+    folded[...] = alpha * _fiber_of(f, y, axis, batch_ndim)
+
+
+def norm_fiber(xp, x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
+    """y = hypot(alpha * 2-norm of x over all dims but `axis` and the batch dims, beta*y)
+    (NNTile's norm_fiber_inplace); partial norms merge by the same hypot."""
+    folded = _fiber_fold(x, axis, batch_ndim)
+    wide = xp.float32 if x.dtype == xp.float16 else x.dtype   # fp16 squares overflow
+    norm = xp.sqrt((folded.astype(wide) ** 2).sum(axis=(0, 2))).reshape(y.shape, order="F")
+    if beta == 0.0:
+        y[...] = xp.abs(alpha) * norm
+    else:
+        y[...] = xp.hypot(alpha * norm, beta * y.astype(wide))
+
+
+def norm_fiber_backward(xp, x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0):
+    """dx += alpha^2 * x / y * dy, y and dy fibers broadcast (y = |alpha| * norm_fiber of x);
+    0 where y == 0."""
+    norm, grad = _fiber_of(y, x, axis, batch_ndim), _fiber_of(dy, x, axis, batch_ndim)
+    scale = xp.where(norm == 0, 0, (alpha * alpha) * grad / xp.where(norm == 0, 1, norm))
+    folded = _fiber_fold(dx, axis, batch_ndim)
+    folded += scale * _fiber_fold(x, axis, batch_ndim)
+
+
+def sum_backward(xp, dy, x, y, *, alpha=1.0):
+    """y = x + alpha * dy, dy 0-d broadcast everywhere: with y = x = dx, the gradient of a
+    total sum accumulated (dx is an input too, so the graph checks its shape and dtype)."""
+    y[...] = x + alpha * dy
+
+
 XP_KERNELS = {kernel.__name__: kernel for kernel in (
     sub, div, tanh, tanh_backward, sigmoid, sigmoid_backward, hypot, hypot_backward,
     hypot_scalar_inverse, max_slice, min_slice, maximum, minimum, extremum_count,
-    extremum_backward, norm_slice, norm_slice_backward)}
+    extremum_backward, norm_slice, norm_slice_backward, scale_fiber, norm_fiber,
+    norm_fiber_backward, sum_backward)}
 
 
 def table(xp) -> dict:

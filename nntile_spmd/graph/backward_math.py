@@ -62,6 +62,28 @@ def norm_slice_rule(op, ctx):
                                      op.attrs["alpha"])
 
 
+def scale_fiber_rule(op, ctx):
+    (fiber,), (y,) = op.inputs, op.outputs
+    if ctx.needs(fiber):   # each fiber entry fed every entry of its slab: gradients add up
+        ops.sum_fiber(ctx.grad(y), ctx.grad(fiber), op.attrs["axis"], op.attrs["batch_ndim"],
+                      alpha=op.attrs["alpha"], beta=1.0)
+
+
+def norm_fiber_rule(op, ctx):
+    (x,), (y,) = op.inputs, op.outputs
+    refuse_accumulating_output(op, ctx)
+    if ctx.needs(x):
+        ops_math.norm_fiber_backward(x, y, ctx.grad(y), ctx.grad(x), op.attrs["axis"],
+                                     op.attrs["batch_ndim"], op.attrs["alpha"])
+
+
+def sum_rule(op, ctx):
+    (x,), (s,) = op.inputs, op.outputs
+    refuse_accumulating_output(op, ctx)
+    if ctx.needs(x):
+        ops_math.sum_backward(ctx.grad(s), ctx.grad(x), op.attrs["alpha"])
+
+
 MATH_BACKWARD_RULES = {
     "tanh": unary_rule,
     "sigmoid": unary_rule,
@@ -71,4 +93,7 @@ MATH_BACKWARD_RULES = {
     "max": extremum_rule,
     "min": extremum_rule,
     "norm_slice": norm_slice_rule,
+    "scale_fiber": scale_fiber_rule,
+    "norm_fiber": norm_fiber_rule,
+    "sum": sum_rule,
 }

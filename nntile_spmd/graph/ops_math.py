@@ -10,6 +10,7 @@ from __future__ import annotations
 from .apply import apply
 from .ops_slice import sum_slice
 from .registry import op_error
+from .tensor import TensorNode
 
 
 def sub(x, y, name):
@@ -108,3 +109,41 @@ def min(x, name, axes=0):  # noqa: A001 - seed name
     """y = min of x over `axes` (those dims removed); its gradient goes to the minima, ties
     sharing it equally."""
     return chain("min", x, name, axes, lambda t, out, axis: apply("min", [t], [out], axis=axis))
+
+
+# -- fibers and sum's gradient (rules_math_fiber.py) -------------------------------------
+def scale_fiber(alpha, src, dst, axis=0, batch_ndim=0, shape=None):
+    """dst = alpha * src broadcast along every dim but `axis` and the batch dims (NNTile's
+    scale_fiber). dst is an existing tensor, or the name of a new one of shape `shape`."""
+    if isinstance(dst, TensorNode):
+        shape = dst.shape if shape is None else shape
+    elif shape is None:
+        raise op_error("scale_fiber", f"a new output {dst!r} needs shape=, as a fiber does "
+                       "not tell the other dims", (src,), TypeError)
+    return apply("scale_fiber", [src], [dst], alpha=alpha, axis=axis, batch_ndim=batch_ndim,
+                 shape=tuple(shape))
+
+
+def norm_fiber(alpha, x, name, axis=0, batch_ndim=0, beta=0.0):
+    """y = hypot(alpha * 2-norm of x over every dim but `axis` and the batch dims, beta*y);
+    `name` is a new tensor's name, or an existing y to merge into (beta != 0)."""
+    return apply("norm_fiber", [x], [name], axis=axis, batch_ndim=batch_ndim, alpha=alpha,
+                 beta=beta)
+
+
+def norm_fiber_inplace(alpha, x, beta, y, axis=0, batch_ndim=0):
+    """y = hypot(alpha * 2-norm of x over every dim but the fiber's, beta*y) (NNTile's
+    norm_fiber_inplace)."""
+    return apply("norm_fiber_inplace", [x], [y], axis=axis, batch_ndim=batch_ndim,
+                 alpha=alpha, beta=beta)
+
+
+def norm_fiber_backward(x, y, grad_y, grad_x, axis=0, batch_ndim=0, alpha=1.0):
+    """grad_x += alpha^2 * x / y * grad_y (fibers broadcast), y = norm_fiber(alpha, x)."""
+    return apply("norm_fiber_backward", [x, y, grad_y], [grad_x], axis=axis,
+                 batch_ndim=batch_ndim, alpha=alpha)
+
+
+def sum_backward(grad_sum, grad_x, alpha=1.0):
+    """grad_x += alpha * grad_sum, a 0-d gradient broadcast everywhere (sum's gradient)."""
+    return apply("sum_backward", [grad_sum, grad_x], [grad_x], alpha=alpha)

@@ -52,6 +52,17 @@ CASES = [
      lambda a: norm_numpy(a["x"], -1.5, 0)),
     ("norm_slice_axis1", {"x": normal}, lambda t: ops.norm_slice(1.0, t["x"], "out", axis=1),
      lambda a: norm_numpy(a["x"], 1.0, 1)),
+    ("norm_fiber", {"x": normal}, lambda t: ops.norm_fiber(1.5, t["x"], "out", axis=1),
+     lambda a: 1.5 * np.sqrt((a["x"] ** 2).sum(axis=(0, 2)))),
+    ("norm_fiber_batch", {"x": normal},
+     lambda t: ops.norm_fiber(-0.5, t["x"], "out", axis=0, batch_ndim=1),
+     lambda a: 0.5 * np.sqrt((a["x"] ** 2).sum(axis=1))),
+    ("scale_fiber", {"x": normal},
+     lambda t: ops.scale_fiber(2.0, ops.sum_fiber(t["x"], "f", axis=1), "out", axis=1,
+                               shape=SHAPE),
+     lambda a: 2.0 * np.broadcast_to(a["x"].sum(axis=(0, 2))[None, :, None], SHAPE)),
+    ("sum", {"x": normal}, lambda t: ops.sum(t["x"], "out", alpha=0.5),
+     lambda a: np.array(0.5 * a["x"].sum())),
 ]
 IDS = [case[0] for case in CASES]
 RANKS = pytest.mark.parametrize("ranks, uneven", [(1, False), (3, True)],
@@ -181,7 +192,16 @@ def test_build_time_validation_names_op_and_tensors():
         ops.norm_slice(1.0, x, "n", axis=3)
     with pytest.raises(ValueError, match=r"norm_slice_inplace: output s must be \[3\]"):
         ops.norm_slice_inplace(1.0, x, 1.0, g.tensor([4], "s", "fp64"), axis=0)
-    assert not any(g.has_tensor(name) for name in ("z", "m", "n"))
+    with pytest.raises(TypeError, match="scale_fiber: a new output 'y' needs shape="):
+        ops.scale_fiber(1.0, g.tensor([3], "f3", "fp64"), "y", axis=1)
+    with pytest.raises(ValueError, match=r"scale_fiber: f4 must have shape \[3\]"):
+        ops.scale_fiber(1.0, g.tensor([4], "f4", "fp64"), "y", axis=1, shape=(4, 3))
+    with pytest.raises(ValueError, match=r"norm_fiber_backward: d must have shape \[3\]"):
+        ops.norm_fiber_backward(x, g.tensor([3], "n3", "fp64"), g.tensor([4], "d", "fp64"),
+                                x, axis=1)
+    with pytest.raises(ValueError, match="sum_backward: v must be 0-d"):
+        ops.sum_backward(g.tensor([1], "v", "fp64"), x)
+    assert not any(g.has_tensor(name) for name in ("z", "m", "n", "y"))
 
 
 def test_accumulating_max_refuses_gradient():

@@ -277,6 +277,16 @@ RULE_CASES = [
      lambda x, y: np.hypot(np.sqrt((x * x).sum(axis=1)), y)),
     ("norm_slice_backward", [X345, ([4, 5], F32), ([4, 5], F32), X345],
      lambda t: ops.norm_slice_backward(*t, axis=0), lambda x, y, dy, dx: dx),
+    ("scale_fiber", [([4], F32)], lambda t: ops.scale_fiber(2.0, t[0], "y", 1, shape=(3, 4, 5)),
+     lambda f: np.broadcast_to(2 * f[None, :, None], (3, 4, 5))),
+    ("norm_fiber", [X345], lambda t: ops.norm_fiber(1.0, t[0], "y", axis=0, batch_ndim=1),
+     lambda x: np.sqrt((x * x).sum(axis=1))),
+    ("norm_fiber_inplace", [X345, ([4], F32)],
+     lambda t: ops.norm_fiber_inplace(1.0, t[0], 1.0, t[1], axis=1),
+     lambda x, y: np.hypot(np.sqrt((x * x).sum(axis=(0, 2))), y)),
+    ("norm_fiber_backward", [X345, ([4], F32), ([4], F32), X345],
+     lambda t: ops.norm_fiber_backward(*t, axis=1), lambda x, y, dy, dx: dx),
+    ("sum_backward", [SCALAR, X345], lambda t: ops.sum_backward(*t), lambda dy, dx: dx + dy),
 ]
 
 

@@ -341,6 +341,19 @@ CASES = [
     case("norm_slice_backward", [A(5, 3), Pos(3), A(3), A(5, 3)], axis=0, alpha=2.0),
     case("norm_slice_backward", [A(3, 4, 2), Pos(3, 2), A(3, 2), Same(0)], axis=1),
     case("norm_slice_backward", [Zeros(3, 4, 2), Zeros(3, 4), A(3, 4), A(3, 4, 2)], axis=2),
+    case("scale_fiber", [A(4), Nan(3, 4, 2)], axis=1, alpha=0.5),
+    case("scale_fiber", [A(3, 2), Nan(3, 4, 2)], axis=0, batch_ndim=1, alpha=2.0),
+    case("scale_fiber", [A(7), Nan(7)], axis=0),
+    case("norm_fiber", [A(3, 4, 2), Nan(4)], axis=1, alpha=2.0),
+    case("norm_fiber", [A(3, 4, 2), A(3, 2)], axis=0, batch_ndim=1, alpha=-0.5, beta=1.0),
+    case("norm_fiber", [A(2, 3, 4, 5), A(3, 4, 5)], axis=1, batch_ndim=2, beta=2.0),
+    case("norm_fiber", [A(7), Nan(7)], axis=0),
+    case("norm_fiber_backward", [A(3, 4, 2), Pos(4), A(4), A(3, 4, 2)], axis=1, alpha=2.0),
+    case("norm_fiber_backward", [A(3, 4, 2), Pos(3, 2), A(3, 2), Same(0)], axis=0, batch_ndim=1),
+    case("norm_fiber_backward", [Zeros(3, 4, 2), Zeros(4), A(4), A(3, 4, 2)], axis=1),
+    case("sum_backward", [A(), A(5, 3), Same(1)], alpha=0.5),
+    case("sum_backward", [A(), A(3, 4, 2), Nan(3, 4, 2)]),
+    case("sum_backward", [A(), A(), Same(1)], alpha=2.0),
 ]
 # fmt: on
 

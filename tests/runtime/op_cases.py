@@ -111,6 +111,10 @@ MATH_CASES = [
     OpCase("max_into", "x:mn y:m", lambda x, y: ops.apply("max", [x], [y], axis=1, beta=1.0), lambda x, y: np.maximum(x.max(axis=1), y)),
     OpCase("norm_slice", "x:mnb", lambda x: ops.norm_slice(-2.0, x, "y", axis=1), lambda x: 2 * np.sqrt((x * x).sum(axis=1))),
     OpCase("norm_slice_inplace", "x:mn y:n", lambda x, y: ops.norm_slice_inplace(1.0, x, 0.5, y, axis=0), lambda x, y: np.hypot(np.sqrt((x * x).sum(axis=0)), 0.5 * y)),
+    OpCase("norm_fiber", "x:mnb", lambda x: ops.norm_fiber(2.0, x, "y", axis=1), lambda x: 2 * np.sqrt((x * x).sum(axis=(0, 2)))),
+    OpCase("norm_fiber_inplace_batch", "x:mnb y:mb", lambda x, y: ops.norm_fiber_inplace(1.0, x, -1.0, y, axis=0, batch_ndim=1), lambda x, y: np.hypot(np.sqrt((x * x).sum(axis=1)), y)),
+    OpCase("scale_fiber", "f:n x:mn", lambda f, x: ops.scale_fiber(0.5, f, x, axis=1), lambda f, x: np.broadcast_to(0.5 * f[None], x.shape)),
+    OpCase("sum_backward", "s: x:mnb*", lambda s, x: ops.sum_backward(s, x, 2.0), lambda s, x: x + 2 * s),
 ]
 
 OP_CASES = GEMM_CASES + ELEMENTWISE_CASES + REDUCTION_CASES + NORM_CASES + MATH_CASES
