@@ -63,6 +63,39 @@ CASES = [
      lambda a: 2.0 * np.broadcast_to(a["x"].sum(axis=(0, 2))[None, :, None], SHAPE)),
     ("sum", {"x": normal}, lambda t: ops.sum(t["x"], "out", alpha=0.5),
      lambda a: np.array(0.5 * a["x"].sum())),
+    # in-place forms, on a copy named "out" (backward_inplace.py)
+    ("scale_inplace", {"x": normal}, lambda t: ops.scale_inplace(ops.copy(t["x"], "out"), -1.5),
+     lambda a: -1.5 * a["x"]),
+    ("add_inplace", {"x": normal, "y": normal},
+     lambda t: ops.add_inplace(0.5, t["x"], -2.0, ops.copy(t["y"], "out")),
+     lambda a: 0.5 * a["x"] - 2.0 * a["y"]),
+    ("add_slice_inplace", {"x": normal, "y": normal},
+     lambda t: ops.add_slice_inplace(0.5, ops.sum_slice(t["y"], "s", 1), 2.0,
+                                     ops.copy(t["x"], "out"), 1),
+     lambda a: 0.5 * a["y"].sum(axis=1, keepdims=True) + 2.0 * a["x"]),
+    ("add_fiber_inplace", {"x": normal, "y": normal},
+     lambda t: ops.add_fiber_inplace(0.2, ops.sum_fiber(t["y"], "f", axis=0), -0.5,
+                                     ops.copy(t["x"], "out"), axis=0),
+     lambda a: 0.2 * a["y"].sum(axis=(1, 2))[:, None, None] - 0.5 * a["x"]),
+    ("relu_inplace", {"x": away_from_zero},
+     lambda t: ops.relu_inplace(ops.copy(t["x"], "out")), lambda a: np.maximum(a["x"], 0)),
+    ("sqrt_inplace", {"x": lambda shape: RNG.uniform(0.5, 2.0, shape)},
+     lambda t: ops.sqrt_inplace(ops.copy(t["x"], "out")), lambda a: np.sqrt(a["x"])),
+    ("tanh_inplace", {"x": normal}, lambda t: ops.tanh_inplace(ops.copy(t["x"], "out")),
+     lambda a: np.tanh(a["x"])),
+    ("sigmoid_inplace", {"x": normal}, lambda t: ops.sigmoid_inplace(ops.copy(t["x"], "out")),
+     lambda a: 1 / (1 + np.exp(-a["x"]))),
+    ("hypot_inplace", {"x": away_from_zero, "y": normal},
+     lambda t: ops.hypot_inplace(2.0, t["x"], 0.0, ops.copy(t["y"], "out")),
+     lambda a: np.abs(2.0 * a["x"])),
+    ("norm_slice_inplace", {"x": normal, "y": normal},
+     lambda t: ops.norm_slice_inplace(2.0, t["x"], 0.0,
+                                      ops.norm_slice(1.0, t["y"], "out", axis=1), axis=1),
+     lambda a: norm_numpy(a["x"], 2.0, 1)),
+    ("norm_fiber_inplace", {"x": normal, "y": normal},
+     lambda t: ops.norm_fiber_inplace(-1.0, t["x"], 0.0,
+                                      ops.norm_fiber(1.0, t["y"], "out", axis=2), axis=2),
+     lambda a: np.sqrt((a["x"] ** 2).sum(axis=(0, 1)))),
 ]
 IDS = [case[0] for case in CASES]
 RANKS = pytest.mark.parametrize("ranks, uneven", [(1, False), (3, True)],
@@ -202,6 +235,20 @@ def test_build_time_validation_names_op_and_tensors():
     with pytest.raises(ValueError, match="sum_backward: v must be 0-d"):
         ops.sum_backward(g.tensor([1], "v", "fp64"), x)
     assert not any(g.has_tensor(name) for name in ("z", "m", "n", "y"))
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda x, y: ops.hypot_inplace(1.0, x, 1.0, ops.copy(y, "c")), "overwrites c"),
+    (lambda x, y: ops.scale_inplace(x, 2.0), "overwrites x, a tensor whose gradient"),
+    (lambda x, y: ops.gelu_inplace(ops.copy(x, "c")), "has no backward rule"),
+])
+def test_inplace_rules_refuse_lost_values(make, match):
+    g = nt.LogicalGraph("refuse")
+    x, y = (g.tensor([4, 3], name, "fp64", requires_grad=True) for name in ("x", "y"))
+    out = make(x, y)
+    loss = ops.mse_loss(out, g.tensor([4, 3], "target", "fp64"), "loss")
+    with pytest.raises(NotImplementedError, match=match):
+        nt.grad(g, loss, [x, y])
 
 
 def test_accumulating_max_refuses_gradient():
