@@ -9,6 +9,8 @@ axis, so any axis reduces with one xp call and no copy.
 
 import functools
 
+from .xp_random import randn
+
 
 def _fold(x, axis):
     """(m, k, n) F-order view of x around `axis`."""
@@ -213,7 +215,7 @@ XP_KERNELS = {kernel.__name__: kernel for kernel in (
     sub, div, tanh, tanh_backward, sigmoid, sigmoid_backward, hypot, hypot_backward,
     hypot_scalar_inverse, max_slice, min_slice, maximum, minimum, extremum_count,
     extremum_backward, norm_slice, norm_slice_backward, scale_fiber, norm_fiber,
-    norm_fiber_backward, sum_backward)}
+    norm_fiber_backward, sum_backward, randn)}
 
 
 def table(xp) -> dict:

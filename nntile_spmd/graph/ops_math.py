@@ -147,3 +147,31 @@ def norm_fiber_backward(x, y, grad_y, grad_x, axis=0, batch_ndim=0, alpha=1.0):
 def sum_backward(grad_sum, grad_x, alpha=1.0):
     """grad_x += alpha * grad_sum, a 0-d gradient broadcast everywhere (sum's gradient)."""
     return apply("sum_backward", [grad_sum, grad_x], [grad_x], alpha=alpha)
+
+
+# -- random numbers (rules_random.py) ----------------------------------------------------
+def randn(dst, seed, mean=0.0, stddev=1.0, start=None, underlying_shape=None):
+    """dst = mean + stddev * N(0, 1): the block of dst's shape at `start` (default 0s) of a
+    normal tensor of `underlying_shape` (default dst's shape) keyed by the int `seed`
+    (NNTile's randn). Element i (F-order) of that tensor is always the same number, on
+    any tiling and rank count."""
+    check_randn(dst, seed, start, underlying_shape)
+    return apply("randn", [], [dst], seed=seed, mean=mean, stddev=stddev,
+                 start=None if start is None else tuple(start),
+                 underlying_shape=None if underlying_shape is None else tuple(underlying_shape))
+
+
+def check_randn(dst, seed, start, underlying_shape):
+    if not isinstance(dst, TensorNode):
+        raise op_error("randn", f"dst must be an existing tensor, not {dst!r}", (), TypeError)
+    tensors = (dst,)
+    if not isinstance(seed, int) or seed < 0:
+        raise op_error("randn", f"seed={seed!r} must be an int >= 0", tensors)
+    start = (0,) * dst.ndim if start is None else tuple(start)
+    whole = dst.shape if underlying_shape is None else tuple(underlying_shape)
+    if len(start) != dst.ndim or len(whole) != dst.ndim:
+        raise op_error("randn", f"start={start} and underlying_shape={whole} must have "
+                       f"{dst.ndim} entries", tensors)
+    if any(s < 0 or s + size > w for s, size, w in zip(start, dst.shape, whole)):
+        raise op_error("randn", f"the block at start={start} does not fit in "
+                       f"underlying_shape={whole}", tensors)

@@ -287,6 +287,7 @@ RULE_CASES = [
     ("norm_fiber_backward", [X345, ([4], F32), ([4], F32), X345],
      lambda t: ops.norm_fiber_backward(*t, axis=1), lambda x, y, dy, dx: dx),
     ("sum_backward", [SCALAR, X345], lambda t: ops.sum_backward(*t), lambda dy, dx: dx + dy),
+    ("randn", [X345], lambda t: ops.randn(t[0], 3), lambda x: x),
 ]
 
 

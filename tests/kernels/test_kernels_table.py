@@ -354,6 +354,9 @@ CASES = [
     case("sum_backward", [A(), A(5, 3), Same(1)], alpha=0.5),
     case("sum_backward", [A(), A(3, 4, 2), Nan(3, 4, 2)]),
     case("sum_backward", [A(), A(), Same(1)], alpha=2.0),
+    case("randn", [Nan(5, 3)], seed=3),
+    case("randn", [Nan(3, 4, 2)], seed=7, mean=0.5, stddev=2.0, offset=(2, 1, 0), shape=(6, 5, 2)),
+    case("randn", [Nan()], seed=0, offset=(), shape=()),
 ]
 # fmt: on
 

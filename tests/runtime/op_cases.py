@@ -9,9 +9,17 @@ import numpy as np
 from helpers import OpCase, gelu, layer_norm, logsumexp, relu, silu, softmax
 from scipy.special import erf
 
+from kernels import reference
 from nntile_spmd import ops
 
 E = np.einsum
+
+
+def randn_numpy(shape, **params):
+    """The whole tensor randn writes, from the reference kernel (a counter-based hash)."""
+    out = np.empty(shape, order="F")
+    reference.KERNELS["randn"](out, **params)
+    return out
 
 
 def gelu_grad(x):
@@ -115,6 +123,7 @@ MATH_CASES = [
     OpCase("norm_fiber_inplace_batch", "x:mnb y:mb", lambda x, y: ops.norm_fiber_inplace(1.0, x, -1.0, y, axis=0, batch_ndim=1), lambda x, y: np.hypot(np.sqrt((x * x).sum(axis=1)), y)),
     OpCase("scale_fiber", "f:n x:mn", lambda f, x: ops.scale_fiber(0.5, f, x, axis=1), lambda f, x: np.broadcast_to(0.5 * f[None], x.shape)),
     OpCase("sum_backward", "s: x:mnb*", lambda s, x: ops.sum_backward(s, x, 2.0), lambda s, x: x + 2 * s),
+    OpCase("randn", "x:mnb*", lambda x: ops.randn(x, 11, 0.5, 2.0), lambda x: randn_numpy(x.shape, seed=11, mean=0.5, stddev=2.0)),
 ]
 
 OP_CASES = GEMM_CASES + ELEMENTWISE_CASES + REDUCTION_CASES + NORM_CASES + MATH_CASES
