@@ -17,6 +17,7 @@ from .ops_math import (div, extremum_backward, extremum_count, hypot,  # noqa: F
                       norm_fiber, norm_fiber_backward, norm_fiber_inplace, norm_slice,
                       norm_slice_backward, norm_slice_inplace, randn, scale_fiber, sub,
                       sum_backward)
+from .ops_total_sum import total_sum_accum  # noqa: F401
 from .ops_rope import rms_norm, rope, rope_backward, scale_slice  # noqa: F401
 from .ops_slice import (add_slice, add_slice_inplace, logsumexp, logsumexp_backward,  # noqa: F401
                         multiply_slice, softmax_from_logsumexp, softmax_from_logsumexp_backward,
