@@ -66,3 +66,17 @@ def test_randn_validates_at_build_time():
     with pytest.raises(ValueError, match=r"randn: the block at start=\(1, 0\) does not fit"):
         ops.randn(x, 1, start=(1, 0), underlying_shape=(4, 3))
     assert g.num_operations() == 0
+
+
+def test_tuple_attributes_survive_save_and_load(tmp_path):
+    """randn's start/underlying_shape and scale_fiber's shape are written as JSON lists
+    and read back as the tuples they were."""
+    g = nt.LogicalGraph("tuples")
+    x = g.tensor([4, 3], "x", "fp64")
+    ops.randn(x, 5, start=(1, 0), underlying_shape=(6, 3))
+    ops.scale_fiber(2.0, g.tensor([3], "f", "fp64"), "y", axis=1, shape=(4, 3))
+    g.save(tmp_path / "g.json")
+    loaded = nt.LogicalGraph.load(tmp_path / "g.json")
+    assert loaded.to_json() == g.to_json()
+    assert [op.attrs for op in loaded.ops()] == [op.attrs for op in g.ops()]
+    assert loaded.ops()[0].attrs["start"] == (1, 0)
