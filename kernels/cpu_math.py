@@ -4,7 +4,8 @@ bodies in xp_math.py).
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Elementwise loops run over the
 free flat views ``ravel("K")`` of F-contiguous tiles; reductions over folded_t's
 C-ordered (n, k, m) view of the F-order fold (m, k, n), k the reduced axis. fp16 tiles
-take the NumPy reference (numba has no float16).
+take the NumPy reference (numba has no float16). Loops that divide compile with
+error_model="numpy": x / 0 is inf or nan as in NumPy, not a ZeroDivisionError.
 """
 
 import math
@@ -17,7 +18,7 @@ from .reference_math import MATH_KERNELS as REFERENCE
 # ---------------------------------------------------------------- elementwise
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _binary(x, y, z, op):
     for i in range(z.size):
         a, b = x[i], y[i]
@@ -108,7 +109,7 @@ def hypot_backward(x, z, dz, dx, *, alpha=1.0):
     _hypot_backward(*_flat(x, z, dz, dx), alpha)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _hypot_scalar_inverse(x, y, eps, alpha):
     for i in range(y.size):
         y[i] = 1.0 / math.hypot(alpha * x[i], eps)
@@ -196,7 +197,7 @@ def extremum_count(x, y, count, *, axis, beta=0.0):
     _extremum_count(*_folds(x, axis, y, count), beta)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _extremum_backward(xt, yt, ct, dyt, dxt):
     n, k, m = xt.shape
     for p in range(n):

@@ -303,6 +303,7 @@ CASES = [
     case("sub", [A(7), A(7), Same(1)]),
     case("div", [A(5, 3), Pos(5, 3), Nan(5, 3)]),
     case("div", [A(3, 4, 2), Pos(3, 4, 2), Same(0)]),
+    case("div", [Pos(7), Zeros(7), Nan(7)]),   # x / 0 is inf, as in NumPy
     case("tanh", [A(5, 3), Nan(5, 3)]),
     case("tanh", [A(7), Same(0)]),
     case("tanh_backward", [A(3, 4, 2), A(3, 4, 2), A(3, 4, 2)]),
