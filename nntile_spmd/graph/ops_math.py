@@ -70,9 +70,10 @@ def extremum_backward(x, y, count, grad_y, grad_x, axis=0):
 
 
 def reduce_axes(op, x, axes):
-    """`axes` (an int or a sequence) as distinct valid axes of x, largest first: removing
-    a larger axis first keeps the smaller ones' positions."""
-    axes = (axes,) if isinstance(axes, int) else tuple(axes)
+    """`axes` (an int, a sequence, or None for all) as distinct valid axes of x, largest
+    first: removing a larger axis first keeps the smaller ones' positions."""
+    axes = tuple(range(x.ndim)) if axes is None else (axes,) if isinstance(axes, int) \
+        else tuple(axes)
     if not axes or any(not isinstance(a, int) or not 0 <= a < x.ndim for a in axes) or \
             len(set(axes)) != len(axes):
         raise op_error(op, f"axes={axes!r} must be distinct axes in [0, {x.ndim})", (x,))
@@ -89,7 +90,8 @@ def chain(op, x, name, axes, reduce_one):
 
 
 def mean(x, name, axes=0):
-    """y = mean of x over `axes` (those dims removed): sum_slice with alpha = 1/size."""
+    """y = mean of x over `axes` (those dims removed; None: all, a 0-d y): sum_slice with
+    alpha = 1/size per axis."""
     def one(t, out, axis):
         size = t.shape[axis]
         if not isinstance(size, int):
