@@ -66,6 +66,14 @@ KERNEL_NAMES = (
     "transpose",
     "valid_count",
 )
+# seed elementwise and reduction kernels (bodies in generic_math.py and cpu_math.py)
+MATH_KERNEL_NAMES = (
+    "div", "extremum_backward", "extremum_count", "hypot", "hypot_backward",
+    "hypot_scalar_inverse", "max_slice", "maximum", "min_slice", "minimum", "norm_fiber",
+    "norm_fiber_backward", "norm_slice", "norm_slice_backward", "randn", "scale_fiber",
+    "sigmoid", "sigmoid_backward", "sub", "sum_backward", "tanh", "tanh_backward",
+)
+KERNEL_NAMES = tuple(sorted(KERNEL_NAMES + MATH_KERNEL_NAMES))
 
 BACKENDS = ("reference", "cpu", "cuda")
 

@@ -6,8 +6,10 @@ semantics as kernels.reference.
 
 from . import (cpu_blas, cpu_elementwise, cpu_loss, cpu_norm, cpu_optim, cpu_reduce,  # noqa: I001
                cpu_rope, cpu_slice, reference)
+from .cpu_math import KERNELS as MATH_KERNELS
 
 KERNELS = {
+    **MATH_KERNELS,   # seed elementwise and reduction kernels (cpu_math.py)
     "gemm": cpu_blas.gemm,
     "transpose": cpu_reduce.transpose,
     "add": cpu_elementwise.add,

@@ -11,7 +11,7 @@ id and label checks (generic_loss.py): scalars that live in tiles stay 0-d array
 
 import functools
 
-from . import KERNEL_NAMES, generic_loss, generic_rope, generic_slice
+from . import KERNEL_NAMES, generic_loss, generic_math, generic_rope, generic_slice
 from .generic_common import fiber_axes, store, wide
 from .layout import gemm_folds
 from .rules import ELEMENTWISE, ArrayRule, rule_namespace
@@ -158,8 +158,10 @@ def table(xp, special):
     functions = {**vars(generic_loss), **vars(generic_slice), **vars(generic_rope),
                  **globals()}
     namespace = rule_namespace(xp, special)
-    kernels = {}
+    kernels = generic_math.table(xp)    # the seed elementwise and reduction kernels
     for name in KERNEL_NAMES:
+        if name in kernels:
+            continue
         if name in ELEMENTWISE:
             kernels[name] = ArrayRule(name, ELEMENTWISE[name], namespace)
         else:

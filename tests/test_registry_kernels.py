@@ -22,8 +22,6 @@ def test_backward_rules_cover_differentiable_ops():
     forward_only = {name for name, spec in REGISTRY.items() if not spec.differentiable}
     in_place = {name for name in REGISTRY if name.endswith("_inplace")}
     backward_forms = {name for name in REGISTRY if name.endswith("_backward")}
-    # sum's rule needs a broadcast of a 0-d tensor, which the op set does not have yet
-    not_yet = {"sum"}
-    expected = set(REGISTRY) - forward_only - in_place - backward_forms - not_yet
+    expected = set(REGISTRY) - forward_only - in_place - backward_forms
     assert expected <= set(BACKWARD_RULES), sorted(expected - set(BACKWARD_RULES))
     assert set(BACKWARD_RULES) <= set(REGISTRY)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from . import ops
 from .backward_norm import NORM_BACKWARD_RULES
 from .backward_rope import ROPE_BACKWARD_RULES
+from .backward_math import MATH_BACKWARD_RULES
+from .backward_inplace import INPLACE_BACKWARD_RULES
 
 
 class GradContext:
@@ -280,6 +282,8 @@ def mse_rule(op, ctx):
 BACKWARD_RULES = {
     **NORM_BACKWARD_RULES,   # slice and fiber ops, pow (backward_norm.py)
     **ROPE_BACKWARD_RULES,   # rope, scale_slice (backward_rope.py)
+    **MATH_BACKWARD_RULES,   # seed elementwise ops and reductions (backward_math.py)
+    **INPLACE_BACKWARD_RULES,   # in-place forms (backward_inplace.py)
     **{name: unary_rule for name in ("gelu", "gelutanh", "relu", "silu", "sqrt")},
     "add": add_rule,
     "multiply": multiply_rule,

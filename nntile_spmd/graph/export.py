@@ -101,9 +101,12 @@ def to_mermaid(graph: LogicalGraph) -> str:
 
 # -- JSON ------------------------------------------------------------------------
 def plain_value(op: OpNode, key: str, value):
-    """An attribute as a JSON-able Python scalar (NumPy scalars are unwrapped)."""
+    """An attribute as a JSON-able Python scalar (NumPy scalars are unwrapped); a tuple
+    of ints (a shape or an offset, as randn's start) as a list."""
     if value is None or type(value) in PLAIN_TYPES:
         return value
+    if type(value) is tuple and all(type(item) is int for item in value):
+        return list(value)
     if isinstance(value, Scalar):
         return {"scalar": value.name, "default": value.default, "factor": value.factor}
     if callable(getattr(value, "item", None)) and getattr(value, "ndim", None) == 0:
@@ -143,9 +146,11 @@ def from_json(data: dict, graph_type: type) -> LogicalGraph:
 
 
 def read_attrs(attrs: dict) -> dict:
-    """Attributes of a document; a {"scalar": ...} entry becomes the runtime Scalar."""
+    """Attributes of a document; a {"scalar": ...} entry becomes the runtime Scalar and a
+    list the tuple of ints it was written from."""
     return {key: Scalar(value["scalar"], value["default"], value["factor"])
-            if isinstance(value, dict) else value for key, value in attrs.items()}
+            if isinstance(value, dict) else tuple(value) if isinstance(value, list) else value
+            for key, value in attrs.items()}
 
 
 def check_header(data) -> None:

@@ -12,6 +12,12 @@ from .ops_loss import (cross_entropy, cross_entropy_lse, cross_entropy_lse_backw
                        valid_count)
 from .ops_norm import (layer_norm, multiply_fiber, pow, pow_backward,  # noqa: F401
                        pow_inplace, sumprod_fiber, sumprod_fiber_backward)
+from .ops_math import (div, extremum_backward, extremum_count, hypot,  # noqa: F401
+                      hypot_backward, hypot_inplace, hypot_scalar_inverse, max, mean, min,
+                      norm_fiber, norm_fiber_backward, norm_fiber_inplace, norm_slice,
+                      norm_slice_backward, norm_slice_inplace, randn, scale_fiber, sub,
+                      sum_backward)
+from .ops_total_sum import total_sum_accum  # noqa: F401
 from .ops_rope import rms_norm, rope, rope_backward, scale_slice  # noqa: F401
 from .ops_slice import (add_slice, add_slice_inplace, logsumexp, logsumexp_backward,  # noqa: F401
                         multiply_slice, softmax_from_logsumexp, softmax_from_logsumexp_backward,
@@ -40,6 +46,8 @@ gelutanh, gelutanh_inplace, gelutanh_backward = _unary("gelutanh")
 relu, relu_inplace, relu_backward = _unary("relu")
 silu, silu_inplace, silu_backward = _unary("silu")
 sqrt, sqrt_inplace, sqrt_backward = _unary("sqrt")
+tanh, tanh_inplace, tanh_backward = _unary("tanh")
+sigmoid, sigmoid_inplace, sigmoid_backward = _unary("sigmoid")
 
 
 def add(alpha, x, beta, y, name):

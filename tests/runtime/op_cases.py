@@ -9,9 +9,17 @@ import numpy as np
 from helpers import OpCase, gelu, layer_norm, logsumexp, relu, silu, softmax
 from scipy.special import erf
 
+from kernels import reference
 from nntile_spmd import ops
 
 E = np.einsum
+
+
+def randn_numpy(shape, **params):
+    """The whole tensor randn writes, from the reference kernel (a counter-based hash)."""
+    out = np.empty(shape, order="F")
+    reference.KERNELS["randn"](out, **params)
+    return out
 
 
 def gelu_grad(x):
@@ -98,4 +106,24 @@ NORM_CASES = [
     OpCase("layer_norm_axis1", "x:mnb g:n* b:n*", lambda x, g, b: ops.layer_norm(x, g, b, "y", axis=1, eps=0.1), lambda x, g, b: layer_norm(x, g, b, 1, 0.1)),
 ]
 
-OP_CASES = GEMM_CASES + ELEMENTWISE_CASES + REDUCTION_CASES + NORM_CASES
+# seed elementwise ops and reductions (graph/rules_math.py): reduced axes split too
+MATH_CASES = [
+    OpCase("sub_div", "x:mn y:mn", lambda x, y: ops.div(ops.sub(x, y, "d"), ops.sigmoid(y, "s"), "z"), lambda x, y: (x - y) * (1 + np.exp(-y))),
+    OpCase("tanh_inplace", "x:mnb*", lambda x: ops.tanh_inplace(x), np.tanh),
+    OpCase("tanh_sigmoid_backward", "x:mn dy:mn dx:mn", lambda x, dy, dx: (ops.tanh_backward(x, dy, dx), ops.sigmoid_backward(x, dy, dx))[1], lambda x, dy, dx: dx + (1 - np.tanh(x) ** 2) * dy + np.exp(-x) / (1 + np.exp(-x)) ** 2 * dy),
+    OpCase("hypot", "x:mn y:mn", lambda x, y: ops.hypot(0.5, x, -2.0, y, "z"), lambda x, y: np.hypot(0.5 * x, 2 * y)),
+    OpCase("hypot_inplace_scalar_inverse", "x:mn y:mn*", lambda x, y: (ops.hypot_inplace(1.0, x, 1.0, y), ops.hypot_scalar_inverse(0.5, 2.0, y))[1], lambda x, y: 1 / np.hypot(2 * np.hypot(x, y), 0.5)),
+    OpCase("max_axis1", "x:mnb", lambda x: ops.max(x, "y", axes=1), lambda x: x.max(axis=1)),
+    OpCase("min_two_axes", "x:mnb", lambda x: ops.min(x, "y", axes=(0, 2)), lambda x: x.min(axis=(0, 2))),
+    OpCase("mean_two_axes", "x:mnb", lambda x: ops.mean(x, "y", axes=(0, 1)), lambda x: x.mean(axis=(0, 1))),
+    OpCase("max_into", "x:mn y:m", lambda x, y: ops.apply("max", [x], [y], axis=1, beta=1.0), lambda x, y: np.maximum(x.max(axis=1), y)),
+    OpCase("norm_slice", "x:mnb", lambda x: ops.norm_slice(-2.0, x, "y", axis=1), lambda x: 2 * np.sqrt((x * x).sum(axis=1))),
+    OpCase("norm_slice_inplace", "x:mn y:n", lambda x, y: ops.norm_slice_inplace(1.0, x, 0.5, y, axis=0), lambda x, y: np.hypot(np.sqrt((x * x).sum(axis=0)), 0.5 * y)),
+    OpCase("norm_fiber", "x:mnb", lambda x: ops.norm_fiber(2.0, x, "y", axis=1), lambda x: 2 * np.sqrt((x * x).sum(axis=(0, 2)))),
+    OpCase("norm_fiber_inplace_batch", "x:mnb y:mb", lambda x, y: ops.norm_fiber_inplace(1.0, x, -1.0, y, axis=0, batch_ndim=1), lambda x, y: np.hypot(np.sqrt((x * x).sum(axis=1)), y)),
+    OpCase("scale_fiber", "f:n x:mn", lambda f, x: ops.scale_fiber(0.5, f, x, axis=1), lambda f, x: np.broadcast_to(0.5 * f[None], x.shape)),
+    OpCase("sum_backward", "s: x:mnb*", lambda s, x: ops.sum_backward(s, x, 2.0), lambda s, x: x + 2 * s),
+    OpCase("randn", "x:mnb*", lambda x: ops.randn(x, 11, 0.5, 2.0), lambda x: randn_numpy(x.shape, seed=11, mean=0.5, stddev=2.0)),
+]
+
+OP_CASES = GEMM_CASES + ELEMENTWISE_CASES + REDUCTION_CASES + NORM_CASES + MATH_CASES

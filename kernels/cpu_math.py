@@ -1,0 +1,346 @@
+"""Numba kernels of the cpu table for the seed elementwise and reduction ops (reference
+bodies in generic_math.py).
+
+Arrays only: never imports nntile_spmd, mpi4py or cupy. Elementwise loops run over the
+free flat views ``ravel("K")`` of F-contiguous tiles; reductions over folded_t's
+C-ordered (n, k, m) view of the F-order fold (m, k, n), k the reduced axis. fp16 tiles
+take the NumPy reference (numba has no float16). Loops that divide compile with
+error_model="numpy": x / 0 is inf or nan as in NumPy, not a ZeroDivisionError.
+"""
+
+import math
+
+from numba import njit
+
+from .cpu_common import fp16_uses_reference, folded_t
+from . import reference
+
+REFERENCE = reference.KERNELS
+
+# ---------------------------------------------------------------- elementwise
+
+
+@njit(cache=True, error_model="numpy")
+def _binary(x, y, z, op):
+    for i in range(z.size):
+        a, b = x[i], y[i]
+        z[i] = a - b if op == 0 else a / b
+
+
+@njit(cache=True)
+def _unary(x, y, op):
+    for i in range(y.size):
+        t = math.tanh(x[i]) if op == 0 else 0.5 + 0.5 * math.tanh(0.5 * x[i])
+        y[i] = t
+
+
+@njit(cache=True)
+def _unary_backward(x, dy, dx, op):
+    for i in range(dx.size):
+        if op == 0:
+            t = math.tanh(x[i])
+            dx[i] += (1 - t * t) * dy[i]
+        else:
+            s = 0.5 + 0.5 * math.tanh(0.5 * x[i])
+            dx[i] += s * (1 - s) * dy[i]
+
+
+def _flat(*arrays):
+    return tuple(a.ravel("K") for a in arrays)
+
+
+@fp16_uses_reference(0)
+def sub(x, y, z):
+    """z = x - y."""
+    _binary(*_flat(x, y, z), 0)
+
+
+@fp16_uses_reference(0)
+def div(x, y, z):
+    """z = x / y."""
+    _binary(*_flat(x, y, z), 1)
+
+
+@fp16_uses_reference(0)
+def tanh(x, y):
+    """y = tanh(x)."""
+    _unary(*_flat(x, y), 0)
+
+
+@fp16_uses_reference(0)
+def tanh_backward(x, dy, dx):
+    """dx += (1 - tanh(x)^2) * dy."""
+    _unary_backward(*_flat(x, dy, dx), 0)
+
+
+@fp16_uses_reference(0)
+def sigmoid(x, y):
+    """y = 1 / (1 + exp(-x))."""
+    _unary(*_flat(x, y), 1)
+
+
+@fp16_uses_reference(0)
+def sigmoid_backward(x, dy, dx):
+    """dx += s * (1 - s) * dy, s = sigmoid(x)."""
+    _unary_backward(*_flat(x, dy, dx), 1)
+
+
+@njit(cache=True)
+def _hypot(x, y, z, alpha, beta):
+    for i in range(z.size):
+        # beta == 0: y may be garbage (or z itself), never read
+        z[i] = abs(alpha * x[i]) if beta == 0.0 else math.hypot(alpha * x[i], beta * y[i])
+
+
+@fp16_uses_reference(0)
+def hypot(x, y, z, *, alpha=1.0, beta=1.0):
+    """z = hypot(alpha*x, beta*y); y is not read when beta == 0."""
+    _hypot(*_flat(x, y, z), alpha, beta)
+
+
+@njit(cache=True)
+def _hypot_backward(x, z, dz, dx, alpha):
+    for i in range(dx.size):
+        if z[i] != 0:
+            dx[i] += alpha * alpha * x[i] / z[i] * dz[i]
+
+
+@fp16_uses_reference(0)
+def hypot_backward(x, z, dz, dx, *, alpha=1.0):
+    """dx += alpha^2 * x / z * dz; 0 where z == 0."""
+    _hypot_backward(*_flat(x, z, dz, dx), alpha)
+
+
+@njit(cache=True, error_model="numpy")
+def _hypot_scalar_inverse(x, y, eps, alpha):
+    for i in range(y.size):
+        y[i] = 1.0 / math.hypot(alpha * x[i], eps)
+
+
+@fp16_uses_reference(0)
+def hypot_scalar_inverse(x, y, *, eps, alpha=1.0):
+    """y = 1 / hypot(alpha*x, eps)."""
+    _hypot_scalar_inverse(*_flat(x, y), eps, alpha)
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _folds(x, axis, *slices):
+    """x's (n, k, m) view and each slice's (n, m) view (folded_t order)."""
+    m, n = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
+    return (folded_t(x, (m, x.shape[axis], n)),
+            *(folded_t(s, (m, n)) for s in slices))
+
+
+@njit(cache=True)
+def _extremum(xt, yt, beta, sign):
+    """yt = sign * max over k of sign*xt, merged with beta*yt when beta != 0."""
+    n, k, m = xt.shape
+    for p in range(n):
+        for i in range(m):
+            best = sign * xt[p, 0, i]
+            for j in range(1, k):
+                best = max(best, sign * xt[p, j, i])
+            if beta != 0.0:
+                best = max(best, sign * beta * yt[p, i])
+            yt[p, i] = sign * best
+
+
+@fp16_uses_reference(0)
+def max_slice(x, y, *, axis, beta=0.0):
+    """y = max of x along `axis`, merged with beta*y if beta != 0."""
+    if x.size:
+        _extremum(*_folds(x, axis, y), beta, 1.0)
+
+
+@fp16_uses_reference(0)
+def min_slice(x, y, *, axis, beta=0.0):
+    """y = min of x along `axis`, merged with beta*y if beta != 0."""
+    if x.size:
+        _extremum(*_folds(x, axis, y), beta, -1.0)
+
+
+@njit(cache=True)
+def _merge(x, y, z, alpha, beta, sign):
+    for i in range(z.size):
+        value = alpha * x[i]
+        if beta != 0.0:   # beta == 0: y may be garbage
+            value = sign * max(sign * value, sign * beta * y[i])
+        z[i] = value
+
+
+@fp16_uses_reference(0)
+def maximum(x, y, z, *, alpha=1.0, beta=1.0):
+    """z = max(alpha*x, beta*y), y unread when beta == 0."""
+    _merge(*_flat(x, y, z), alpha, beta, 1.0)
+
+
+@fp16_uses_reference(0)
+def minimum(x, y, z, *, alpha=1.0, beta=1.0):
+    """z = min(alpha*x, beta*y), y unread when beta == 0."""
+    _merge(*_flat(x, y, z), alpha, beta, -1.0)
+
+
+@njit(cache=True)
+def _extremum_count(xt, yt, ct, beta):
+    n, k, m = xt.shape
+    for p in range(n):
+        for i in range(m):
+            hits = 0
+            for j in range(k):
+                hits += xt[p, j, i] == yt[p, i]
+            ct[p, i] = hits if beta == 0.0 else hits + beta * ct[p, i]
+
+
+@fp16_uses_reference(0)
+def extremum_count(x, y, count, *, axis, beta=0.0):
+    """count = number of x equal to y along `axis` + beta*count."""
+    _extremum_count(*_folds(x, axis, y, count), beta)
+
+
+@njit(cache=True, error_model="numpy")
+def _extremum_backward(xt, yt, ct, dyt, dxt):
+    n, k, m = xt.shape
+    for p in range(n):
+        for i in range(m):
+            share = dyt[p, i] / ct[p, i]
+            for j in range(k):
+                if xt[p, j, i] == yt[p, i]:
+                    dxt[p, j, i] += share
+
+
+@fp16_uses_reference(0)
+def extremum_backward(x, y, count, dy, dx, *, axis):
+    """dx += dy / count where x equals the extremum y along `axis`."""
+    xt, yt, ct, dyt = _folds(x, axis, y, count, dy)
+    _extremum_backward(xt, yt, ct, dyt, _folds(dx, axis)[0])
+
+
+@njit(cache=True)
+def _norm_slice(xt, yt, alpha, beta):
+    n, k, m = xt.shape
+    for p in range(n):
+        for i in range(m):
+            total = 0.0   # float64: fp32 squares summed in fp64 cannot overflow
+            for j in range(k):
+                total += float(xt[p, j, i]) ** 2
+            norm = abs(alpha) * math.sqrt(total)
+            yt[p, i] = norm if beta == 0.0 else math.hypot(norm, beta * yt[p, i])
+
+
+@fp16_uses_reference(0)
+def norm_slice(x, y, *, axis, alpha=1.0, beta=0.0):
+    """y = hypot(alpha * 2-norm of x along `axis`, beta*y)."""
+    _norm_slice(*_folds(x, axis, y), alpha, beta)
+
+
+@njit(cache=True)
+def _norm_slice_backward(xt, yt, dyt, dxt, alpha):
+    n, k, m = xt.shape
+    for p in range(n):
+        for i in range(m):
+            if yt[p, i] != 0:
+                scale = alpha * alpha * dyt[p, i] / yt[p, i]
+                for j in range(k):
+                    dxt[p, j, i] += scale * xt[p, j, i]
+
+
+@fp16_uses_reference(0)
+def norm_slice_backward(x, y, dy, dx, *, axis, alpha=1.0):
+    """dx += alpha^2 * x / y * dy along `axis`; 0 where y == 0."""
+    xt, yt, dyt = _folds(x, axis, y, dy)
+    _norm_slice_backward(xt, yt, dyt, _folds(dx, axis)[0], alpha)
+
+
+KERNELS = {kernel.__name__: kernel for kernel in (
+    sub, div, tanh, tanh_backward, sigmoid, sigmoid_backward, hypot, hypot_backward,
+    hypot_scalar_inverse, max_slice, min_slice, maximum, minimum, extremum_count,
+    extremum_backward, norm_slice, norm_slice_backward)}
+
+
+# ---------------------------------------------------------------- fibers
+
+
+def _fiber_folds(x, axis, batch_ndim, *fibers):
+    """x's (b, k, n, m) view and each fiber's (b, n) view (folded_t order)."""
+    first_batch = x.ndim - batch_ndim
+    m, n = math.prod(x.shape[:axis]), x.shape[axis]
+    k, b = math.prod(x.shape[axis + 1:first_batch]), math.prod(x.shape[first_batch:])
+    return (folded_t(x, (m, n, k, b)), *(folded_t(f, (n, b)) for f in fibers))
+
+
+@njit(cache=True)
+def _scale_fiber(ft, yt, alpha):
+    bs, ks, ns, ms = yt.shape
+    for b in range(bs):
+        for k in range(ks):
+            for n in range(ns):
+                value = alpha * ft[b, n]
+                for m in range(ms):
+                    yt[b, k, n, m] = value
+
+
+@fp16_uses_reference(0)
+def scale_fiber(f, y, *, axis, batch_ndim=0, alpha=1.0):
+    """y = alpha * f broadcast along every dim of y but `axis` and the batch dims."""
+    yt, ft = _fiber_folds(y, axis, batch_ndim, f)
+    _scale_fiber(ft, yt, alpha)
+
+
+@njit(cache=True)
+def _norm_fiber(xt, yt, alpha, beta):
+    bs, ks, ns, ms = xt.shape
+    for b in range(bs):
+        for n in range(ns):
+            total = 0.0   # float64: fp32 squares summed in fp64 cannot overflow
+            for k in range(ks):
+                for m in range(ms):
+                    total += float(xt[b, k, n, m]) ** 2
+            norm = abs(alpha) * math.sqrt(total)
+            yt[b, n] = norm if beta == 0.0 else math.hypot(norm, beta * yt[b, n])
+
+
+@fp16_uses_reference(0)
+def norm_fiber(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
+    """y = hypot(alpha * 2-norm of x over all dims but `axis` and the batch dims, beta*y)."""
+    _norm_fiber(*_fiber_folds(x, axis, batch_ndim, y), alpha, beta)
+
+
+@njit(cache=True)
+def _norm_fiber_backward(xt, yt, dyt, dxt, alpha):
+    bs, ks, ns, ms = xt.shape
+    for b in range(bs):
+        for n in range(ns):
+            if yt[b, n] != 0:
+                scale = alpha * alpha * dyt[b, n] / yt[b, n]
+                for k in range(ks):
+                    for m in range(ms):
+                        dxt[b, k, n, m] += scale * xt[b, k, n, m]
+
+
+@fp16_uses_reference(0)
+def norm_fiber_backward(x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0):
+    """dx += alpha^2 * x / y * dy, y and dy fibers broadcast; 0 where y == 0."""
+    xt, yt, dyt = _fiber_folds(x, axis, batch_ndim, y, dy)
+    _norm_fiber_backward(xt, yt, dyt, _fiber_folds(dx, axis, batch_ndim)[0], alpha)
+
+
+@njit(cache=True)
+def _sum_backward(dy, x, y, alpha):
+    value = alpha * dy[0]
+    for i in range(y.size):
+        y[i] = x[i] + value
+
+
+@fp16_uses_reference(1)
+def sum_backward(dy, x, y, *, alpha=1.0):
+    """y = x + alpha * dy, dy 0-d."""
+    _sum_backward(dy.reshape(1), x.ravel("K"), y.ravel("K"), alpha)
+
+
+KERNELS |= {kernel.__name__: kernel for kernel in (
+    scale_fiber, norm_fiber, norm_fiber_backward, sum_backward)}
+
+# randn is whole-array uint64 hashing that NumPy already vectorises (kernels/generic_random.py)
+KERNELS["randn"] = REFERENCE["randn"]

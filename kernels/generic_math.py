@@ -1,0 +1,224 @@
+"""Seed elementwise and reduction kernels written once against an array module `xp`.
+
+Part of generic.table, so the NumPy reference and the CuPy table share these bodies:
+every line is an xp ufunc or reduction both modules spell alike. Arrays only: never imports
+nntile_spmd, mpi4py, numba or cupy. Calling convention of kernels.reference, with `xp`
+bound first by table(xp). Reductions fold a tile F-order to (m, k, n), k the reduced
+axis, so any axis reduces with one xp call and no copy.
+"""
+
+import functools
+
+from .generic_random import randn
+
+
+def _fold(x, axis):
+    """(m, k, n) F-order view of x around `axis`."""
+    m = n = 1
+    for size in x.shape[:axis]:
+        m *= size
+    for size in x.shape[axis + 1:]:
+        n *= size
+    return x.reshape((m, x.shape[axis], n), order="F")
+
+
+def _slice(y, x, axis):
+    """(m, 1, n) view of a slice of x (x's shape without `axis`), broadcast along k."""
+    m, _, n = _fold(x, axis).shape
+    return y.reshape((m, 1, n), order="F")
+
+
+# ---------------------------------------------------------------- elementwise
+
+
+def sub(xp, x, y, z):
+    """z = x - y."""
+    z[...] = x - y
+
+
+def div(xp, x, y, z):
+    """z = x / y."""
+    z[...] = x / y
+
+
+def tanh(xp, x, y):
+    """y = tanh(x)."""
+    y[...] = xp.tanh(x)
+
+
+def tanh_backward(xp, x, dy, dx):
+    """dx += (1 - tanh(x)^2) * dy."""
+    t = xp.tanh(x)
+    dx += (1 - t * t) * dy
+
+
+def _sigmoid(xp, x):
+    # 1 / (1 + exp(-x)) overflows exp for x << 0; the tanh form is finite everywhere
+    return 0.5 + 0.5 * xp.tanh(0.5 * x)
+
+
+def sigmoid(xp, x, y):
+    """y = 1 / (1 + exp(-x))."""
+    y[...] = _sigmoid(xp, x)
+
+
+def sigmoid_backward(xp, x, dy, dx):
+    """dx += s * (1 - s) * dy, s = sigmoid(x)."""
+    s = _sigmoid(xp, x)
+    dx += s * (1 - s) * dy
+
+
+def hypot(xp, x, y, z, *, alpha=1.0, beta=1.0):
+    """z = hypot(alpha*x, beta*y) (NNTile's hypot); y is not read when beta == 0."""
+    if beta == 0.0:
+        z[...] = xp.abs(alpha * x)
+    else:
+        z[...] = xp.hypot(alpha * x, beta * y)
+
+
+def hypot_backward(xp, x, z, dz, dx, *, alpha=1.0):
+    """dx += alpha^2 * x / z * dz, z = hypot(alpha*x, ...); 0 where z == 0 (x == 0 there,
+    and 0 is the subgradient of |x| that keeps hypot's gradient finite)."""
+    safe = xp.where(z == 0, 1, z)
+    dx += xp.where(z == 0, 0, (alpha * alpha) * x / safe * dz)
+
+
+def hypot_scalar_inverse(xp, x, y, *, eps, alpha=1.0):
+    """y = 1 / hypot(alpha*x, eps) (NNTile's hypot_scalar_inverse, used in place)."""
+    y[...] = 1 / xp.hypot(alpha * x, eps)
+
+
+# ---------------------------------------------------------------- reductions
+
+
+def _accumulate(out, value, beta, merge):
+    """out = merge(value, beta*out), never reading `out` when beta == 0."""
+    out[...] = value if beta == 0.0 else merge(value, beta * out)
+
+
+def max_slice(xp, x, y, *, axis, beta=0.0):
+    """y = max of x along `axis`, merged with beta*y (the max of earlier tiles) if beta != 0."""
+    _accumulate(y, _fold(x, axis).max(axis=1).reshape(y.shape, order="F"), beta, xp.maximum)
+
+
+def min_slice(xp, x, y, *, axis, beta=0.0):
+    """y = min of x along `axis`, merged with beta*y if beta != 0."""
+    _accumulate(y, _fold(x, axis).min(axis=1).reshape(y.shape, order="F"), beta, xp.minimum)
+
+
+def maximum(xp, x, y, z, *, alpha=1.0, beta=1.0):
+    """z = max(alpha*x, beta*y), y unread when beta == 0: merges max_slice's partials."""
+    _accumulate(z, alpha * x, beta, xp.maximum)
+
+
+def minimum(xp, x, y, z, *, alpha=1.0, beta=1.0):
+    """z = min(alpha*x, beta*y), y unread when beta == 0: merges min_slice's partials."""
+    _accumulate(z, alpha * x, beta, xp.minimum)
+
+
+def extremum_count(xp, x, y, count, *, axis, beta=0.0):
+    """count = number of x equal to y (broadcast along `axis`) + beta*count: how many
+    entries share the extremum, so its gradient can be split among them."""
+    hits = (_fold(x, axis) == _slice(y, x, axis)).sum(axis=1)
+    value = hits.reshape(count.shape, order="F").astype(count.dtype)
+    _accumulate(count, value, beta, lambda a, b: a + b)
+
+
+def extremum_backward(xp, x, y, count, dy, dx, *, axis):
+    """dx += dy / count where x equals the extremum y (all broadcast along `axis`): ties
+    share the gradient equally, which does not depend on how the axis is tiled."""
+    hit = _fold(x, axis) == _slice(y, x, axis)
+    share = _slice(dy, x, axis) / _slice(count, x, axis)
+    folded = _fold(dx, axis)
+    folded += xp.where(hit, share, 0)
+
+
+def norm_slice(xp, x, y, *, axis, alpha=1.0, beta=0.0):
+    """y = hypot(alpha * 2-norm of x along `axis`, beta*y) (NNTile's norm_slice_inplace);
+    partial norms of the axis's tiles merge by the same hypot."""
+    folded = _fold(x, axis)
+    wide = xp.float32 if x.dtype == xp.float16 else x.dtype   # fp16 squares overflow
+    norm = xp.sqrt((folded.astype(wide) ** 2).sum(axis=1)).reshape(y.shape, order="F")
+    if beta == 0.0:
+        y[...] = xp.abs(alpha) * norm
+    else:
+        y[...] = xp.hypot(alpha * norm, beta * y.astype(wide))
+
+
+def norm_slice_backward(xp, x, y, dy, dx, *, axis, alpha=1.0):
+    """dx += alpha^2 * x / y * dy, y and dy broadcast along `axis` (y = |alpha| * norm of x);
+    0 where y == 0 (then x == 0 along the whole fiber)."""
+    norm, grad = _slice(y, x, axis), _slice(dy, x, axis)
+    scale = xp.where(norm == 0, 0, (alpha * alpha) * grad / xp.where(norm == 0, 1, norm))
+    folded = _fold(dx, axis)
+    folded += scale * _fold(x, axis)
+
+
+# ---------------------------------------------------------------- fibers
+
+
+def _fiber_fold(x, axis, batch_ndim):
+    """(m, n, k, b) F-order view of x: n its `axis`, b its trailing batch dims."""
+    first_batch = x.ndim - batch_ndim
+    sizes = (_prod(x.shape[:axis]), x.shape[axis], _prod(x.shape[axis + 1:first_batch]),
+             _prod(x.shape[first_batch:]))
+    return x.reshape(sizes, order="F")
+
+
+def _prod(sizes):
+    total = 1
+    for size in sizes:
+        total *= size
+    return total
+
+
+def _fiber_of(f, x, axis, batch_ndim):
+    """(1, n, 1, b) view of a fiber of x, broadcast over x's other dims."""
+    _, n, _, b = _fiber_fold(x, axis, batch_ndim).shape
+    return f.reshape((1, n, 1, b), order="F")
+
+
+def scale_fiber(xp, f, y, *, axis, batch_ndim=0, alpha=1.0):
+    """y = alpha * f broadcast along every dim of y but `axis` and the batch dims."""
+    folded = _fiber_fold(y, axis, batch_ndim)
+    folded[...] = alpha * _fiber_of(f, y, axis, batch_ndim)
+
+
+def norm_fiber(xp, x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
+    """y = hypot(alpha * 2-norm of x over all dims but `axis` and the batch dims, beta*y)
+    (NNTile's norm_fiber_inplace); partial norms merge by the same hypot."""
+    folded = _fiber_fold(x, axis, batch_ndim)
+    wide = xp.float32 if x.dtype == xp.float16 else x.dtype   # fp16 squares overflow
+    norm = xp.sqrt((folded.astype(wide) ** 2).sum(axis=(0, 2))).reshape(y.shape, order="F")
+    if beta == 0.0:
+        y[...] = xp.abs(alpha) * norm
+    else:
+        y[...] = xp.hypot(alpha * norm, beta * y.astype(wide))
+
+
+def norm_fiber_backward(xp, x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0):
+    """dx += alpha^2 * x / y * dy, y and dy fibers broadcast (y = |alpha| * norm_fiber of x);
+    0 where y == 0."""
+    norm, grad = _fiber_of(y, x, axis, batch_ndim), _fiber_of(dy, x, axis, batch_ndim)
+    scale = xp.where(norm == 0, 0, (alpha * alpha) * grad / xp.where(norm == 0, 1, norm))
+    folded = _fiber_fold(dx, axis, batch_ndim)
+    folded += scale * _fiber_fold(x, axis, batch_ndim)
+
+
+def sum_backward(xp, dy, x, y, *, alpha=1.0):
+    """y = x + alpha * dy, dy 0-d broadcast everywhere: with y = x = dx, the gradient of a
+    total sum accumulated (dx is an input too, so the graph checks its shape and dtype)."""
+    y[...] = x + alpha * dy
+
+
+XP_KERNELS = {kernel.__name__: kernel for kernel in (
+    sub, div, tanh, tanh_backward, sigmoid, sigmoid_backward, hypot, hypot_backward,
+    hypot_scalar_inverse, max_slice, min_slice, maximum, minimum, extremum_count,
+    extremum_backward, norm_slice, norm_slice_backward, scale_fiber, norm_fiber,
+    norm_fiber_backward, sum_backward, randn)}
+
+
+def table(xp) -> dict:
+    """These kernels with `xp` bound: entries for a backend's KERNELS table."""
+    # a partial's signature drops the bound xp: the same one the numba wrappers spell out
+    return {name: functools.partial(kernel, xp) for name, kernel in XP_KERNELS.items()}
