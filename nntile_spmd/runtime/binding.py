@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.dtypes import storage_dtype
+from .consistency import data_hash, text_hash
 
 
 class BindingMixin:
@@ -39,6 +40,8 @@ class BindingMixin:
         tensor = self._bindable(name)
         array = self._check_array(tensor, array, tensor.shape, name)
         spec = self.plan.tilings[name]
+        if len(self.stores) < self.world.size:   # real ranks: compared at the next execute
+            self.agreement.record_bind(name, array)
         for rank, store in self.stores.items():
             for coord in spec.coords():
                 key = (name, coord)
@@ -60,15 +63,30 @@ class BindingMixin:
             arrays, error = self._checked_tiles(tensor, tiles, rank), None
         except (ValueError, TypeError) as caught:
             arrays, error = {}, caught
-        failed = [other for other, ok in enumerate(self.world.agree(error is None)) if not ok]
+        replicated = self._replicated_hash(name, arrays)
+        verdicts = self.world.agree((error is None, replicated), f"bind_tiles {name}")
+        failed = [other for other, (ok, _) in enumerate(verdicts) if not ok]
         if error is not None:
             raise error
         if failed:
             raise ValueError(f"bind_tiles {name}: rank(s) {failed} were given wrong tiles")
+        differ = [other for other, (_, value) in enumerate(verdicts) if value != verdicts[0][1]]
+        if differ:
+            raise ValueError(f"bind_tiles {name}: its replicated tiles hold different values "
+                             f"on rank(s) {differ} than on rank 0 (every rank must pass the "
+                             "same values for tiles every rank holds)")
         for coord, array in arrays.items():
             self.device.copy_in(self.stores[rank][(name, coord)], array)
         # per rank: in a simulated world each rank's tiles are bound by its own call
         self.bound.setdefault(name, set()).add(rank)
+
+    def _replicated_hash(self, name, arrays):
+        """Hash of the tiles every rank holds (None if none): ranks must agree on it."""
+        owners = self.plan.owners[name]
+        shared = [coord for coord in sorted(arrays) if int(owners[coord]) < 0]
+        if not shared or len(self.stores) == self.world.size:
+            return None
+        return text_hash(repr([data_hash(arrays[coord]) for coord in shared]))
 
     def _checked_tiles(self, tensor, tiles, rank):
         name, spec = tensor.name, self.plan.tilings[tensor.name]

@@ -8,6 +8,7 @@ import time
 
 from ..plan.plan import build_plan, normalize_phases
 from .binding import BindingMixin
+from .consistency import RankAgreement
 from .device import check_storage, select_device
 from .executor import RankExecutor
 from .failure import install_abort_on_error
@@ -39,15 +40,21 @@ class CompiledGraph(BindingMixin):
         self.ops_by_name = {op.name: op for op in graph.ops()}
         self.scalars = ScalarTable(graph)
         self.resolved = {}   # (phases, rank) -> ResolvedProgram
+        self.agreement = RankAgreement(graph.name)
         for rank, store in self.stores.items():
             for key in sorted(plan.permanent[rank]):
                 store.allocate(key, plan.meta[key], zero=True)
 
     @classmethod
     def compile(cls, graph, comm=None, tiling=None, distribution="single",
-                shape_bindings=None, device="auto", window=8, recv_timeout=300.0,
+                shape_bindings=None, device="auto", window=8, recv_timeout=None,
                 threads=None) -> CompiledGraph:
-        """Plan `graph` on the ranks of `comm` (MPI.COMM_WORLD by default)."""
+        """Plan `graph` on the ranks of `comm` (MPI.COMM_WORLD by default).
+
+        `recv_timeout`: seconds any wait of the library (a tile, a collective) may
+        last before the job ends with an error naming the silent rank; default
+        $NNTILE_SPMD_RECV_TIMEOUT, else 300 (runtime/timeouts.py says why).
+        """
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
@@ -76,9 +83,14 @@ class CompiledGraph(BindingMixin):
     def execute(self, phases=None):
         """Run one step of the ops in `phases` (default all) on every rank."""
         self.check_inputs_bound()
+        agreement, phases_key = self.agreement, normalize_phases(phases)
+        self.world.where = f"execute #{agreement.executes} of graph {self.graph.name!r}"
+        agreement.verify(self.world, phases_key)
+        epoch = agreement.executes
+        agreement.executes += 1
         executors = {}
         for rank, store in self.stores.items():
-            transport = wrap_transport(self.world.transport(rank), self.device,
+            transport = wrap_transport(self.world.transport(rank, epoch), self.device,
                                        isinstance(self.world, SimulatedWorld))
             program = self.resolved_program(phases, rank)
             executors[rank] = RankExecutor(rank, program, self.plan.meta, store,
@@ -90,10 +102,11 @@ class CompiledGraph(BindingMixin):
             for rank, store in self.stores.items():
                 store.drop_transient(self.plan.permanent[rank], self.plan.meta)
             raise
+        self.world.where = f"the calls after execute #{epoch} of graph {self.graph.name!r}"
         start = time.perf_counter()
         self.device.synchronize()    # queued GPU kernels belong to this execute's time
         sync_s = time.perf_counter() - start
-        ran = normalize_phases(phases)
+        ran = phases_key
         for rank, executor in executors.items():
             staging = getattr(executor.transport, "staging", None)
             self.stats[rank] = build_stats(rank, ran, self.ops_by_name, executor,
