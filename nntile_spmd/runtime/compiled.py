@@ -17,10 +17,12 @@ from .simulated import SimulatedWorld
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
 from .staging import wrap_transport
 from .storage import TileStore
+from .timeouts import resolve_timeout
 
 
 def make_world(comm, recv_timeout):
     if isinstance(comm, SimulatedWorld):
+        resolve_timeout(recv_timeout)   # a bad value fails the same way on every world
         return comm
     from .mpi_world import MPIWorld   # only real MPI runs need mpi4py loaded
     world = MPIWorld(comm, recv_timeout)
@@ -74,6 +76,7 @@ class CompiledGraph(BindingMixin):
             selected = select_device(device, 0)
         else:
             from . import threads as node_threads
+            world.barrier("the node setup of compile() (GPU and BLAS threads)")
             selected = select_device(device, node_threads.local_rank(world.comm))
             node_threads.configure_blas_threads(world.comm, threads)
         check_storage(graph, selected)

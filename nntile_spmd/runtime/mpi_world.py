@@ -17,7 +17,7 @@ from mpi4py import MPI
 from .executor import RecvTimeout, wait_with_deadline
 from .stats import Traffic
 from .timeouts import resolve_timeout
-from .unresponsive import unresponsive_error
+from .unresponsive import FINAL, RankUnresponsive, unresponsive_error
 
 # Tags of one execute are the plan's tags (< TAG_LIMIT) plus the execute's epoch
 # times TAG_LIMIT, so a message left over from an execute (a rank that skipped one,
@@ -101,11 +101,27 @@ class MPIWorld:
     def __init__(self, comm=None, recv_timeout=None):
         base = MPI.COMM_WORLD if comm is None else comm
         self.recv_timeout = resolve_timeout(recv_timeout)
-        self.comm = base.Dup()
-        self.control = base.Dup()    # execute fingerprints and failure diagnosis only
-        self.size, self.rank = self.comm.Get_size(), self.comm.Get_rank()
+        self.size, self.rank = base.Get_size(), base.Get_rank()
         self.where = "compile"       # what this rank is doing, for timeout messages
+        self.comm = self.duplicate(base)
+        self.control = self.duplicate(base)   # execute fingerprints and failure diagnosis
         self.epochs = max(1, (self.comm.Get_attr(MPI.TAG_UB) + 1) // TAG_LIMIT)
+
+    def duplicate(self, base):
+        """base.Dup() with a deadline (no communicator to diagnose on exists yet)."""
+        comm, request = base.Idup()
+        try:
+            wait_with_deadline(request.Test, self.recv_timeout, lambda: "compile()")
+        except RecvTimeout:
+            raise RankUnresponsive(f"rank {self.rank}: not every rank of the {self.size} "
+                                   f"entered compile() within {self.recv_timeout:g} s"
+                                   + FINAL) from None
+        return comm
+
+    def barrier(self, what):
+        """Wait until every rank got here (with a deadline): guards the MPI calls that
+        have no nonblocking form (Comm.Split_type) when they follow."""
+        self.wait(self.comm.Ibarrier(), what)
 
     def __del__(self):
         # FIX (runtime stage 3 tests): every compile() duplicates the communicator;
