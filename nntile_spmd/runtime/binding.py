@@ -11,8 +11,19 @@ from .consistency import data_hash, text_hash
 class BindingMixin:
     """bind_data / bind_tiles / get_output for CompiledGraph."""
 
+    def check_graph_unchanged(self, caller):
+        """Raise if ops or tensors were added to the graph after compile (the plan
+        knows nothing of them); cheap: two counts."""
+        now, then = (len(self.graph.tensors()), len(self.graph.ops())), self.graph_size
+        if now != then:
+            raise RuntimeError(
+                f"{caller}: the graph {self.graph.name!r} changed since compile ({then[0]} "
+                f"tensors and {then[1]} ops then, {now[0]} and {now[1]} now); "
+                "compile it again (or build the new ops in another graph)")
+
     def _kept_tensor(self, name, caller, remedy):
         """The tensor `name` if its tiles live between executes, else a clear error."""
+        self.check_graph_unchanged(caller)
         if not self.graph.has_tensor(name):
             raise KeyError(f"{caller}: graph {self.graph.name!r} has no tensor {name!r}")
         tensor = self.graph.get_tensor(name)
@@ -101,6 +112,7 @@ class BindingMixin:
 
     def local_tiles(self, name: str, rank=None) -> list:
         """Tile coordinates of `name` this rank holds (what bind_tiles expects)."""
+        self.check_graph_unchanged("local_tiles")
         rank = self.world.rank if rank is None else rank
         return [coord for coord in self.plan.tilings[name].coords()
                 if (name, coord) in self.plan.permanent[rank]]
@@ -109,6 +121,12 @@ class BindingMixin:
         """The whole tensor on every rank, or on `root` only (None elsewhere)."""
         tensor = self._kept_tensor(name, "get_output", "not kept after execute(); "
                                    "mark_output() it before compiling")
+        if root is not None and not (isinstance(root, int) and 0 <= root < self.world.size):
+            raise ValueError(f"get_output {name}: root must be a rank in [0, "
+                             f"{self.world.size - 1}] or None (every rank), got {root!r}")
+        if not (tensor.persistent or name in self.bound or name in self.produced):
+            raise RuntimeError(f"get_output {name}: no execute() has computed it yet (its "
+                               f"ops run in phase(s) {self.phases_writing(name)})")
         spec = self.plan.tilings[name]
         dtype = storage_dtype(tensor.dtype)
         here = root is None or root == self.world.rank
@@ -120,6 +138,10 @@ class BindingMixin:
             if here:
                 result[spec.tile_slices(coord)] = tile
         return result
+
+    def phases_writing(self, name):
+        return sorted({op.phase for op in self.graph.ops()
+                       if any(t.name == name for t in op.outputs)})
 
     def host_stores(self):
         """Stores as NumPy views for gathering (CuPy tiles are copied to the host)."""

@@ -12,6 +12,7 @@ from .consistency import RankAgreement
 from .device import check_storage, select_device
 from .executor import RankExecutor
 from .failure import install_abort_on_error
+from .limits import check_fits_in_memory
 from .scalars import ResolvedProgram, ScalarTable
 from .simulated import SimulatedWorld
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
@@ -43,6 +44,8 @@ class CompiledGraph(BindingMixin):
         self.scalars = ScalarTable(graph)
         self.resolved = {}   # (phases, rank) -> ResolvedProgram
         self.agreement = RankAgreement(graph.name)
+        self.graph_size = (len(graph.tensors()), len(graph.ops()))   # to notice later edits
+        self.produced = set()  # tensors some execute() has computed (get_output checks)
         for rank, store in self.stores.items():
             for key in sorted(plan.permanent[rank]):
                 store.allocate(key, plan.meta[key], zero=True)
@@ -60,6 +63,7 @@ class CompiledGraph(BindingMixin):
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
+        check_fits_in_memory(graph, world.size, len(world.local_ranks()))
         plan = build_plan(graph, world.size, tiling, distribution, window)
         check_same_plan(world, plan)
         # FIX (runtime stage 3 tests): derive the programs now, so a graph that
@@ -85,6 +89,7 @@ class CompiledGraph(BindingMixin):
     # -- execution -------------------------------------------------------------------
     def execute(self, phases=None):
         """Run one step of the ops in `phases` (default all) on every rank."""
+        self.check_graph_unchanged("execute")
         self.check_inputs_bound()
         agreement, phases_key = self.agreement, normalize_phases(phases)
         self.world.where = f"execute #{agreement.executes} of graph {self.graph.name!r}"
@@ -110,6 +115,8 @@ class CompiledGraph(BindingMixin):
         self.device.synchronize()    # queued GPU kernels belong to this execute's time
         sync_s = time.perf_counter() - start
         ran = phases_key
+        self.produced.update(t.name for op in self.graph.ops() if op.phase in ran
+                             for t in op.outputs)
         for rank, executor in executors.items():
             staging = getattr(executor.transport, "staging", None)
             self.stats[rank] = build_stats(rank, ran, self.ops_by_name, executor,
