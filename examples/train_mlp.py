@@ -2,6 +2,8 @@
 
     mpiexec -n 3 python examples/train_mlp.py --strategy fsdp
     python examples/train_mlp.py --strategy tp --simulate 3      # 3 ranks in one process
+    mpiexec -n 2 python examples/train_mlp.py --checkpoint-dir ckpt --checkpoint-every 50 \
+        --keep-last 2 --resume      # continues from the latest checkpoint in ckpt/, if any
 
 The 8x8 digits (1,797 images, bundled with scikit-learn, no download) are
 standardized with the training split's statistics and split 80/20 (fixed seed).
@@ -25,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a chec
 
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.models import build_mlp  # noqa: E402
-from nntile_spmd.train import Trainer  # noqa: E402
+from nntile_spmd.train import (Trainer, add_checkpoint_args, checkpoint_options,  # noqa: E402
+                               resume_path)
 
 STRATEGIES = ("single", "ddp", "fsdp", "tp")
 
@@ -52,6 +55,7 @@ def parse_args(argv=None):
     parser.add_argument("--log", default=None, help="JSON-lines log of every step (rank 0)")
     parser.add_argument("--checkpoint", default=None, help="save a checkpoint here at the end")
     parser.add_argument("--progress", action="store_true", help="tqdm progress bar on rank 0")
+    add_checkpoint_args(parser)
     return parser.parse_args(argv)
 
 
@@ -79,8 +83,11 @@ def make_trainer(args, comm):
     hyper = {"lr": args.lr} if args.optimizer != "sgd" else {"lr": args.lr, "momentum": 0.9}
     trainer = Trainer(model, args.optimizer, comm=comm, distribution=args.strategy,
                       tiling=nt.TilingStrategy.auto(target_tile_bytes=args.tile_bytes),
-                      seed=args.seed, log_path=args.log, progress=args.progress, **hyper)
+                      seed=args.seed, log_path=args.log, progress=args.progress,
+                      **checkpoint_options(args), **hyper)
     trainer.bind_params(model.init_params(np.random.default_rng(args.seed)))
+    if resume_path(args) is not False:
+        trainer.resume(resume_path(args))    # --steps counts from step 0, resumed or not
     return trainer
 
 
@@ -106,7 +113,8 @@ def run(args) -> dict:
     comm = nt.SimulatedWorld(args.simulate) if args.simulate else None
     data = load_data(args.seed, np.float32 if args.dtype == "fp32" else np.float64)
     trainer = make_trainer(args, comm)
-    losses = trainer.fit({"x": data["x_train"], "y": data["y_train"]}, args.steps)
+    losses = trainer.fit({"x": data["x_train"], "y": data["y_train"]},
+                         max(0, args.steps - trainer.step)) or [float("nan")]
     result = trainer.evaluate(data["x_test"], data["y_test"])
     if args.checkpoint:
         trainer.save(args.checkpoint)

@@ -72,3 +72,13 @@ def describe_mismatch(graph_name, differing, details) -> str:
     return (f"execute of graph {graph_name!r}: the ranks diverged ({'; '.join(lines)}). A rank "
             "skipped an execute(), ran other phases, or was given different data; "
             "every rank must make the same calls with the same replicated data.")
+
+
+def check_same_on_all_ranks(world, what: str, value):
+    """Raise ValueError on every rank unless every rank passed an equal `value` (small,
+    picklable: a seed, dataset shapes); one allgather."""
+    values = world.agree(value, what)
+    differ = [rank for rank, theirs in enumerate(values) if theirs != values[0]]
+    if differ:
+        raise ValueError(f"{what} must be the same on every rank: rank 0 has {values[0]!r}, "
+                         + ", ".join(f"rank {rank} has {values[rank]!r}" for rank in differ))
