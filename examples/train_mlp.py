@@ -9,8 +9,9 @@ The 8x8 digits (1,797 images, bundled with scikit-learn, no download) are
 standardized with the training split's statistics and split 80/20 (fixed seed).
 Every rank runs this script; rank 0 prints. The last stdout line is one JSON
 object: strategy, ranks, final_loss, test_accuracy, step_time_ms,
-peak_bytes_per_rank (planned, per rank) and bytes_sent_per_step (planned, all
-ranks). The run fails (exit code 1) when test accuracy is below --target.
+peak_bytes_per_rank (planned, per rank), bytes_sent_per_step (planned, all
+ranks) and resumed_from_step (0 unless --resume found a checkpoint). The run
+fails (exit code 1) when test accuracy is below --target.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def make_trainer(args, comm):
     trainer.bind_params(model.init_params(np.random.default_rng(args.seed)))
     if resume_path(args) is not False:
         trainer.resume(resume_path(args))    # --steps counts from step 0, resumed or not
+    trainer.resumed_from = trainer.step
     return trainer
 
 
@@ -127,6 +129,7 @@ def run(args) -> dict:
             "peak_bytes_per_rank": [peak_bytes(trainer, r) for r in range(cg.world.size)],
             "bytes_sent_per_step": bytes_per_step(trainer),
             "first_loss": losses[0], "test_loss": result["loss"],
+            "resumed_from_step": trainer.resumed_from,
             "rank": getattr(cg.world, "rank", 0)}
 
 

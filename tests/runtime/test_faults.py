@@ -7,6 +7,7 @@ lowered to 2 s through $NNTILE_SPMD_RECV_TIMEOUT, so a stopped rank must end
 the job within the deadline plus the diagnosis' grace period.
 """
 
+import json
 import os
 import shutil
 import signal
@@ -149,3 +150,42 @@ def test_mismatched_replicated_data_raises(tmp_path):
     code, output, _ = finish(start(tmp_path, JOB.format(mode="mismatched_data", steps=2)))
     assert code != 0, output
     assert "rank 1 bound different data than rank 0 for ['x']" in output, output
+
+
+# -- checkpoints: a killed 2-rank run resumes on 3 ranks under another preset ---------------
+TRAIN = [str(REPO / "examples" / "train_mlp.py"), "--dtype", "fp64", "--target", "0",
+         "--steps", "300", "--hidden", "32", "--tile-bytes", "4096"]
+
+
+def train(ranks, *options, cwd):
+    return subprocess.Popen([MPIEXEC, "-n", str(ranks), sys.executable, *TRAIN, *options],
+                            env=clean_env(), cwd=cwd, text=True, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def summary(job):
+    code, output, _ = finish(job, limit=240)
+    assert code == 0, output
+    return json.loads(output.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(400)
+def test_killed_run_resumes_on_more_ranks_with_the_uninterrupted_loss(tmp_path):
+    root = tmp_path / "ckpt"
+    job = train(2, "--strategy", "fsdp", "--checkpoint-dir", str(root), "--checkpoint-every",
+                "20", "--keep-last", "2", cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not (root / "step-00000040" / "manifest.json").exists():
+        assert job.poll() is None, job.communicate()[0]
+        assert time.monotonic() < deadline, "no checkpoint of step 40 appeared"
+        time.sleep(0.01)
+    os.killpg(job.pid, signal.SIGKILL)       # mpiexec and both ranks, mid-training
+    job.communicate()
+    saved = sorted(path.name for path in root.iterdir())
+    assert "step-00000300" not in saved and len(saved) <= 3, saved   # killed, pruned
+    resumed = summary(train(3, "--strategy", "tp", "--checkpoint-dir", str(root), "--resume",
+                            cwd=tmp_path))
+    assert resumed["resumed_from_step"] >= 40 and resumed["ranks"] == 3, resumed
+    uninterrupted = summary(train(3, "--strategy", "tp", cwd=tmp_path))
+    # fp64: only the rounding of the first steps' presets differs
+    assert resumed["final_loss"] == pytest.approx(uninterrupted["final_loss"], rel=1e-9)
