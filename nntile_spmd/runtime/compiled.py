@@ -53,18 +53,21 @@ class CompiledGraph(BindingMixin):
     @classmethod
     def compile(cls, graph, comm=None, tiling=None, distribution="single",
                 shape_bindings=None, device="auto", window=8, recv_timeout=None,
-                threads=None) -> CompiledGraph:
+                threads=None, deterministic=False) -> CompiledGraph:
         """Plan `graph` on the ranks of `comm` (MPI.COMM_WORLD by default).
 
         `recv_timeout`: seconds any wait of the library (a tile, a collective) may
         last before the job ends with an error naming the silent rank; default
         $NNTILE_SPMD_RECV_TIMEOUT, else 300 (runtime/timeouts.py says why).
+        `deterministic`: sums over tiles in tile index order on the output's owner, so
+        with one tile grid the results are bitwise equal on any ranks and preset
+        (plan.build_plan; docs/deterministic.md measures the cost).
         """
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
         check_fits_in_memory(graph, world.size, len(world.local_ranks()))
-        plan = build_plan(graph, world.size, tiling, distribution, window)
+        plan = build_plan(graph, world.size, tiling, distribution, window, deterministic)
         check_same_plan(world, plan)
         # FIX (runtime stage 3 tests): derive the programs now, so a graph that
         # cannot be planned (a tensor read before anything writes it) raises
