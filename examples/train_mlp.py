@@ -49,6 +49,8 @@ def parse_args(argv=None):
     parser.add_argument("--tile-bytes", type=int, default=16384,
                         help="auto tiling target bytes per tile")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--deterministic", action="store_true",
+                        help="sum over tiles in tile order: bitwise the same on any ranks")
     parser.add_argument("--target", type=float, default=0.95,
                         help="fail unless test accuracy reaches this")
     parser.add_argument("--simulate", type=int, default=0, metavar="N",
@@ -85,6 +87,7 @@ def make_trainer(args, comm):
     trainer = Trainer(model, args.optimizer, comm=comm, distribution=args.strategy,
                       tiling=nt.TilingStrategy.auto(target_tile_bytes=args.tile_bytes),
                       seed=args.seed, log_path=args.log, progress=args.progress,
+                      compile_args={"deterministic": getattr(args, "deterministic", False)},
                       **checkpoint_options(args), **hyper)
     trainer.bind_params(model.init_params(np.random.default_rng(args.seed)))
     if resume_path(args) is not False:
