@@ -46,6 +46,7 @@ class CompiledGraph(BindingMixin):
         self.agreement = RankAgreement(graph.name)
         self.graph_size = (len(graph.tensors()), len(graph.ops()))   # to notice later edits
         self.produced = set()  # tensors some execute() has computed (get_output checks)
+        self.context = ""      # e.g. " (training step 12)": set by the trainer, for errors
         for rank, store in self.stores.items():
             for key in sorted(plan.permanent[rank]):
                 store.allocate(key, plan.meta[key], zero=True)
@@ -95,7 +96,8 @@ class CompiledGraph(BindingMixin):
         self.check_graph_unchanged("execute")
         self.check_inputs_bound()
         agreement, phases_key = self.agreement, normalize_phases(phases)
-        self.world.where = f"execute #{agreement.executes} of graph {self.graph.name!r}"
+        self.world.where = (f"execute #{agreement.executes} of graph {self.graph.name!r}"
+                            f"{self.context}")
         agreement.verify(self.world, phases_key)
         epoch = agreement.executes
         agreement.executes += 1
@@ -113,7 +115,8 @@ class CompiledGraph(BindingMixin):
             for rank, store in self.stores.items():
                 store.drop_transient(self.plan.permanent[rank], self.plan.meta)
             raise
-        self.world.where = f"the calls after execute #{epoch} of graph {self.graph.name!r}"
+        self.world.where = (f"the calls after execute #{epoch} of graph {self.graph.name!r}"
+                            f"{self.context}")
         start = time.perf_counter()
         self.device.synchronize()    # queued GPU kernels belong to this execute's time
         sync_s = time.perf_counter() - start

@@ -78,6 +78,7 @@ class Trainer:
             raise ValueError(f"train_step: got {len(micro_batches)} micro-batches, the model "
                              f"was built for accumulation={self.model.accumulation}")
         start = time.perf_counter()
+        self.cg.context = f" (training step {self.step + 1})"   # named by timeout errors
         loss = 0.0
         for batch in micro_batches:
             for name in self.model.inputs:

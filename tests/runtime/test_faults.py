@@ -189,3 +189,49 @@ def test_killed_run_resumes_on_more_ranks_with_the_uninterrupted_loss(tmp_path):
     uninterrupted = summary(train(3, "--strategy", "tp", cwd=tmp_path))
     # fp64: only the rounding of the first steps' presets differs
     assert resumed["final_loss"] == pytest.approx(uninterrupted["final_loss"], rel=1e-9)
+
+
+def descendants(pid: int) -> list:
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        path = Path(f"/proc/{parent}/task/{parent}/children")
+        children = [int(c) for c in path.read_text().split()] if path.exists() else []
+        found += children
+        frontier += children
+    return found
+
+
+def rank_pid(job_pid: int, rank: int) -> int:
+    """The pid of MPI rank `rank` among the job's processes (from their environment)."""
+    for pid in descendants(job_pid):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"PMI_RANK={rank}".encode() in environ:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"train_mlp.py" in cmdline and b"mpiexec" not in cmdline.split(b"\0")[0]:
+                return pid
+    raise AssertionError(f"no rank {rank} under pid {job_pid}")
+
+
+@pytest.mark.timeout(120)
+def test_stopped_rank_in_training_is_named_with_the_step(tmp_path):
+    root = tmp_path / "ckpt"
+    job = train(2, "--strategy", "ddp", "--steps", "100000", "--checkpoint-dir", str(root),
+                "--checkpoint-every", "20", "--keep-last", "1", cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not (root / "step-00000020" / "manifest.json").exists():
+        assert job.poll() is None, job.communicate()[0]
+        assert time.monotonic() < deadline, "training did not get going"
+        time.sleep(0.01)
+    stopped = rank_pid(job.pid, 1)
+    os.kill(stopped, signal.SIGSTOP)
+    try:
+        code, output, seconds = finish(job)
+    finally:
+        with_pid_gone(stopped)
+    assert code != 0, output
+    assert "rank(s) [1] did not respond" in output and "(training step " in output, output
+    assert seconds < DEADLINE_S + 10 + 5, f"{seconds:.1f} s to end the job"
