@@ -214,7 +214,9 @@ def run(command, env):
     """Run command, forwarding signals to it, and return its exit code."""
     # mpiexec stays in our process group: in its own, reading a terminal stdin for
     # rank 0 would stop it (SIGTTIN)
-    with subprocess.Popen(command, env=env, preexec_fn=die_with_parent) as proc:
+    launcher = os.getpid()
+    with subprocess.Popen(command, env=env,
+                          preexec_fn=lambda: die_with_parent(launcher)) as proc:
         previous = _forward_signals(proc)
         try:
             code = _wait(proc)
@@ -224,14 +226,16 @@ def run(command, env):
     return 128 - code if code < 0 else code  # killed by signal s: 128 + s
 
 
-def die_with_parent(signum=signal.SIGTERM):
+def die_with_parent(parent, signum=signal.SIGTERM):
     """Ask Linux to send `signum` to this process when its parent dies (in the child,
     before exec): a launcher killed by SIGKILL cannot forward anything itself."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
     except (OSError, AttributeError):   # not Linux: signal forwarding still applies
-        pass
+        return
+    if os.getppid() != parent:   # the launcher died before prctl: nobody would signal us
+        os.kill(os.getpid(), signum)
 
 
 def _forward_signals(proc):
