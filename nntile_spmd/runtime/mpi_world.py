@@ -17,7 +17,7 @@ from mpi4py import MPI
 from .executor import RecvTimeout, wait_with_deadline
 from .stats import Traffic
 from .timeouts import resolve_timeout
-from .unresponsive import FINAL, RankUnresponsive, unresponsive_error
+from .unresponsive import ABANDONED, FINAL, RankUnresponsive, unresponsive_error
 
 # Tags of one execute are the plan's tags (< TAG_LIMIT) plus the execute's epoch
 # times TAG_LIMIT, so a message left over from an execute (a rank that skipped one,
@@ -113,6 +113,7 @@ class MPIWorld:
         try:
             wait_with_deadline(request.Test, self.recv_timeout, lambda: "compile()")
         except RecvTimeout:
+            ABANDONED.append((comm, request))
             raise RankUnresponsive(f"rank {self.rank}: not every rank of the {self.size} "
                                    f"entered compile() within {self.recv_timeout:g} s"
                                    + FINAL) from None
@@ -147,11 +148,16 @@ class MPIWorld:
         executor = executors[self.rank]
         try:
             executor.run(blocking=True)
-        except RecvTimeout as error:
+        except BaseException as error:
+            # receives are cancelled; sends cannot be, and a late peer may still read
+            # them, so their tiles must outlive the store's cleanup (they carry this
+            # execute's tag epoch: no later execute can match them)
             executor.transport.cancel_receives()
-            raise self.unresponsive(f"a message ({error})") from None
-        except BaseException:
-            executor.transport.cancel_receives()
+            ABANDONED.append([(handle, executor.store.tiles.get(key))
+                              for key, handles in executor.pending_sends.items()
+                              for handle in handles])
+            if isinstance(error, RecvTimeout):
+                raise self.unresponsive(f"a message ({error})") from None
             raise
 
     # -- guarded waits ---------------------------------------------------------------
@@ -161,6 +167,7 @@ class MPIWorld:
             wait_with_deadline(request.Test, self.recv_timeout, lambda: what)
         except RecvTimeout:
             # final: MPI cannot cancel a collective, so this communicator is unusable
+            ABANDONED.append(request)
             raise self.unresponsive(what) from None
 
     def unresponsive(self, what):

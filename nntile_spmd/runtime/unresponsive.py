@@ -19,6 +19,11 @@ from .executor import RecvTimeout
 NOTE_BYTES = 240
 DIAGNOSIS_TAG = 7
 
+# Requests whose wait timed out. MPI may still complete them (a late rank) and write
+# into their buffers, which mpi4py keeps alive only as long as the request object:
+# kept here for the rest of the process, whose job the error normally ends anyway.
+ABANDONED = []
+
 
 FINAL = (". This error is final (the library's communicators may hold unfinished "
          "operations); uncaught, it ends the job.")
@@ -50,8 +55,9 @@ def listen_for_peers(control, where: str, grace: float) -> dict:
         time.sleep(0.01)
     for peer, request in receives.items():
         if peer not in heard:
-            request.Cancel()     # the job ends; nothing may be left posted into our buffers
-    del sends                    # the error is final: the job is aborted, MPI frees them
+            request.Cancel()     # nothing may be left posted into our buffers
+    ABANDONED.extend(sends)      # a silent peer never receives them: their buffers stay
+    ABANDONED.extend(receives.values())
     return heard
 
 
