@@ -2,13 +2,16 @@
 
     mpiexec -n 3 python examples/train_mlp.py --strategy fsdp
     python examples/train_mlp.py --strategy tp --simulate 3      # 3 ranks in one process
+    mpiexec -n 2 python examples/train_mlp.py --checkpoint-dir ckpt --checkpoint-every 50 \
+        --keep-last 2 --resume      # continues from the latest checkpoint in ckpt/, if any
 
 The 8x8 digits (1,797 images, bundled with scikit-learn, no download) are
 standardized with the training split's statistics and split 80/20 (fixed seed).
 Every rank runs this script; rank 0 prints. The last stdout line is one JSON
 object: strategy, ranks, final_loss, test_accuracy, step_time_ms,
-peak_bytes_per_rank (planned, per rank) and bytes_sent_per_step (planned, all
-ranks). The run fails (exit code 1) when test accuracy is below --target.
+peak_bytes_per_rank (planned, per rank), bytes_sent_per_step (planned, all
+ranks) and resumed_from_step (0 unless --resume found a checkpoint). The run
+fails (exit code 1) when test accuracy is below --target.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a chec
 
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.models import build_mlp  # noqa: E402
-from nntile_spmd.train import Trainer  # noqa: E402
+from nntile_spmd.train import (Trainer, add_checkpoint_args, checkpoint_options,  # noqa: E402
+                               resume_path)
 
 STRATEGIES = ("single", "ddp", "fsdp", "tp")
 
@@ -45,6 +49,8 @@ def parse_args(argv=None):
     parser.add_argument("--tile-bytes", type=int, default=16384,
                         help="auto tiling target bytes per tile")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--deterministic", action="store_true",
+                        help="sum over tiles in tile order: bitwise the same on any ranks")
     parser.add_argument("--target", type=float, default=0.95,
                         help="fail unless test accuracy reaches this")
     parser.add_argument("--simulate", type=int, default=0, metavar="N",
@@ -52,6 +58,7 @@ def parse_args(argv=None):
     parser.add_argument("--log", default=None, help="JSON-lines log of every step (rank 0)")
     parser.add_argument("--checkpoint", default=None, help="save a checkpoint here at the end")
     parser.add_argument("--progress", action="store_true", help="tqdm progress bar on rank 0")
+    add_checkpoint_args(parser)
     return parser.parse_args(argv)
 
 
@@ -79,8 +86,13 @@ def make_trainer(args, comm):
     hyper = {"lr": args.lr} if args.optimizer != "sgd" else {"lr": args.lr, "momentum": 0.9}
     trainer = Trainer(model, args.optimizer, comm=comm, distribution=args.strategy,
                       tiling=nt.TilingStrategy.auto(target_tile_bytes=args.tile_bytes),
-                      seed=args.seed, log_path=args.log, progress=args.progress, **hyper)
+                      seed=args.seed, log_path=args.log, progress=args.progress,
+                      compile_args={"deterministic": getattr(args, "deterministic", False)},
+                      **checkpoint_options(args), **hyper)
     trainer.bind_params(model.init_params(np.random.default_rng(args.seed)))
+    if resume_path(args) is not False:
+        trainer.resume(resume_path(args))    # --steps counts from step 0, resumed or not
+    trainer.resumed_from = trainer.step
     return trainer
 
 
@@ -106,7 +118,8 @@ def run(args) -> dict:
     comm = nt.SimulatedWorld(args.simulate) if args.simulate else None
     data = load_data(args.seed, np.float32 if args.dtype == "fp32" else np.float64)
     trainer = make_trainer(args, comm)
-    losses = trainer.fit({"x": data["x_train"], "y": data["y_train"]}, args.steps)
+    losses = trainer.fit({"x": data["x_train"], "y": data["y_train"]},
+                         max(0, args.steps - trainer.step)) or [float("nan")]
     result = trainer.evaluate(data["x_test"], data["y_test"])
     if args.checkpoint:
         trainer.save(args.checkpoint)
@@ -119,6 +132,7 @@ def run(args) -> dict:
             "peak_bytes_per_rank": [peak_bytes(trainer, r) for r in range(cg.world.size)],
             "bytes_sent_per_step": bytes_per_step(trainer),
             "first_loss": losses[0], "test_loss": result["loss"],
+            "resumed_from_step": trainer.resumed_from,
             "rank": getattr(cg.world, "rank", 0)}
 
 

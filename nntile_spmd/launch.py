@@ -15,6 +15,13 @@ Usage::
   NNTILE_SPMD_THREADS, so the ranks never oversubscribe the node by default.
 * GPUs: nothing is set here; each rank picks GPU ``local_rank % n_gpus`` of
   the GPUs it sees (``nntile_spmd.runtime.threads.gpu_for_rank``).
+* Deadline: ``--recv-timeout S`` exports NNTILE_SPMD_RECV_TIMEOUT, the seconds
+  any wait of the library may last before the job ends naming the silent rank.
+* Signals: SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to the launcher are passed
+  to mpiexec/srun (which stops the ranks), and mpiexec/srun get SIGTERM when the
+  launcher dies, even by SIGKILL (Linux parent-death signal), so no rank
+  outlives it. A Ctrl-C at the terminal already reaches mpiexec (same process
+  group), so SIGINT is forwarded only when it did not come from the terminal.
 * The exit code is the launcher's (that is, the ranks').
 
 This module only uses the standard library: the launcher process must not
@@ -22,6 +29,7 @@ initialise MPI itself.
 """
 
 import argparse
+import ctypes
 import math
 import os
 import shlex
@@ -37,8 +45,11 @@ THREAD_ENV_VARS = (
     "NUMBA_NUM_THREADS",
     "NNTILE_SPMD_THREADS",
 )
+RECV_TIMEOUT_VAR = "NNTILE_SPMD_RECV_TIMEOUT"   # runtime/timeouts.py reads it
 # Launcher options that take a separate value (used to find where the script starts).
-_VALUE_OPTIONS = {"-n", "--np", "--threads", "--launcher", "--launcher-arg"}
+_VALUE_OPTIONS = {"-n", "--np", "--threads", "--launcher", "--launcher-arg", "--recv-timeout"}
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+PR_SET_PDEATHSIG = 1   # from <linux/prctl.h>
 
 
 def build_parser():
@@ -60,6 +71,10 @@ def build_parser():
                         metavar="ARG",
                         help="extra argument for mpiexec/srun, e.g. "
                              "--launcher-arg=--oversubscribe (repeatable)")
+    parser.add_argument("--recv-timeout", type=float, default=None, metavar="SECONDS",
+                        help="seconds a rank may wait for another before the job ends "
+                             f"with an error naming it (exports {RECV_TIMEOUT_VAR}; "
+                             "default 300)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the command and environment, do not run")
     return parser
@@ -89,6 +104,8 @@ def parse_args(argv):
         parser.error("-n must be at least 1")
     if args.threads is not None and args.threads < 1:
         parser.error("--threads must be at least 1")
+    if args.recv_timeout is not None and not 0 < args.recv_timeout < math.inf:
+        parser.error("--recv-timeout must be a positive number of seconds")
     return args, program
 
 
@@ -155,10 +172,12 @@ def _positive_int(value):
     return number if number > 0 else None
 
 
-def child_env(threads, env=None):
+def child_env(threads, env=None, recv_timeout=None):
     """Return the environment for the ranks: env plus the thread variables."""
     env = dict(os.environ if env is None else env)
     env.update({name: str(threads) for name in THREAD_ENV_VARS})
+    if recv_timeout is not None:
+        env[RECV_TIMEOUT_VAR] = repr(float(recv_timeout))
     return env
 
 
@@ -182,35 +201,69 @@ def build_command(launcher, n, threads, program, extra=(), env=None):
     return [*head, *extra, python, *program]
 
 
-def format_dry_run(launcher, n, threads, command):
+def format_dry_run(launcher, n, threads, command, recv_timeout=None):
     """Return the text --dry-run prints: a summary and a copy-pasteable command."""
     assignments = [f"{name}={threads}" for name in THREAD_ENV_VARS]
+    if recv_timeout is not None:
+        assignments.append(f"{RECV_TIMEOUT_VAR}={float(recv_timeout)!r}")
     return (f"# launcher: {launcher}, ranks: {n}, threads per rank: {threads}\n"
             + shlex.join(["env", *assignments, *command]))
 
 
 def run(command, env):
-    """Run command, forwarding SIGTERM to it, and return its exit code."""
-    with subprocess.Popen(command, env=env) as proc:
-        previous = _forward_sigterm(proc)
+    """Run command, forwarding signals to it, and return its exit code."""
+    # mpiexec stays in our process group: in its own, reading a terminal stdin for
+    # rank 0 would stop it (SIGTTIN)
+    launcher = os.getpid()
+    with subprocess.Popen(command, env=env,
+                          preexec_fn=lambda: die_with_parent(launcher)) as proc:
+        previous = _forward_signals(proc)
         try:
             code = _wait(proc)
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
     return 128 - code if code < 0 else code  # killed by signal s: 128 + s
 
 
-def _forward_sigterm(proc):
-    """Forward SIGTERM to proc; return the previous handler (None if not possible)."""
+def die_with_parent(parent, signum=signal.SIGTERM):
+    """Ask Linux to send `signum` to this process when its parent dies (in the child,
+    before exec): a launcher killed by SIGKILL cannot forward anything itself."""
     try:
-        return signal.signal(signal.SIGTERM, lambda signum, _: proc.send_signal(signum))
-    except ValueError:  # not in the main thread
-        return None
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+    except (OSError, AttributeError):   # not Linux: signal forwarding still applies
+        return
+    if os.getppid() != parent:   # the launcher died before prctl: nobody would signal us
+        os.kill(os.getpid(), signum)
+
+
+def _forward_signals(proc):
+    """Forward FORWARDED_SIGNALS to proc; return {signal: previous handler}."""
+    def forward(signum, _frame):
+        if signum != signal.SIGINT or not in_terminal_foreground():
+            proc.send_signal(signum)
+
+    previous = {}
+    for signum in FORWARDED_SIGNALS:
+        try:
+            previous[signum] = signal.signal(signum, forward)
+        except ValueError:  # not in the main thread
+            break
+    return previous
+
+
+def in_terminal_foreground():
+    """True when our process group owns the terminal: its Ctrl-C reached mpiexec too."""
+    try:
+        with open("/dev/tty") as tty:
+            return os.tcgetpgrp(tty.fileno()) == os.getpgrp()
+    except OSError:
+        return False
 
 
 def _wait(proc):
-    """Wait for proc, ignoring Ctrl-C (mpiexec/srun get it too and shut the ranks down)."""
+    """Wait for proc; a Ctrl-C is forwarded by the handler and we keep waiting."""
     while True:
         try:
             return proc.wait()
@@ -239,11 +292,11 @@ def main(argv=None):
         print(f"nntile_spmd.launch: error: {error}", file=sys.stderr)
         return 127
     if args.dry_run:
-        print(format_dry_run(launcher, args.n, threads, command))
+        print(format_dry_run(launcher, args.n, threads, command, args.recv_timeout))
         return 0
     warn_oversubscription(args.n, launcher, threads)
     sys.stdout.flush()
-    return run(command, child_env(threads))
+    return run(command, child_env(threads, recv_timeout=args.recv_timeout))
 
 
 if __name__ == "__main__":

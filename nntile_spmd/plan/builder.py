@@ -24,8 +24,9 @@ class PlanError(ValueError):
 
 
 class ProgramBuilder:
-    def __init__(self, nranks, meta, owner_table, permanent_holders):
+    def __init__(self, nranks, meta, owner_table, permanent_holders, deterministic=False):
         self.nranks = nranks
+        self.deterministic = deterministic   # no partial sums: tile order, not rank order
         self.meta = meta                    # key -> TileMeta
         # key -> rank or REPLICATED; partial-sum tiles are added with the rank computing
         # them (PERF: one dict lookup instead of a callback into numpy per query)
@@ -130,8 +131,8 @@ class ProgramBuilder:
         costed over the whole op, counting each (rank, tile) fetch once, and compared
         with the owner computing every group; the cheaper of the two is used.
         """
-        if all(len(group.steps) < 2 for group in groups):
-            return [None] * len(groups)   # no sum over tiles: nothing to choose
+        if self.deterministic or all(len(group.steps) < 2 for group in groups):
+            return [None] * len(groups)   # owner sums in tile order / nothing to choose
         fetched, owner_fetch, greedy_cost, choices = set(), set(), 0, []
         held, version = self.held, self.version
         for group in groups:

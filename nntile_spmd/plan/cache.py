@@ -2,9 +2,10 @@
 same graph (or a restarted job) skips planning.
 
 The key is a hash of everything a plan is a pure function of: the graph (its JSON
-export), the tiling strategy, the distribution, the world size, the window and the
-library version. Arguments without a stable description (an owner *function* for
-a custom distribution, an attribute JSON cannot hold) make a plan uncacheable:
+export), the tiling strategy, the distribution, the world size, the window, the
+deterministic flag and the library version. Arguments without a stable description
+(an owner *function* for a custom distribution, an attribute JSON cannot hold) make a
+plan uncacheable:
 it is planned as usual and counted as such, never looked up under a wrong key.
 The disk files are pickles this library wrote into a directory the user chose;
 like any pickle, load them only from a directory you trust.
@@ -56,7 +57,7 @@ def stable_text(value) -> str:
     return f"{type(value).__qualname__}{stable_text(fields)}"
 
 
-def plan_key(graph, nranks, tiling, distribution, window) -> str:
+def plan_key(graph, nranks, tiling, distribution, window, deterministic=False) -> str:
     """The cache key of a plan (raises Uncacheable)."""
     from .. import __version__
     from ..graph.export import to_json
@@ -65,7 +66,7 @@ def plan_key(graph, nranks, tiling, distribution, window) -> str:
     except TypeError as error:
         raise Uncacheable(str(error)) from None
     text = "\n".join([__version__, graph_text, stable_text(tiling), stable_text(distribution),
-                      str(nranks), str(window)])
+                      str(nranks), str(window), str(bool(deterministic))])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -92,11 +93,11 @@ class PlanCache:
         if self.directory:
             os.makedirs(self.directory, exist_ok=True)
 
-    def plan(self, graph, nranks, tiling, distribution, window, build):
+    def plan(self, graph, nranks, tiling, distribution, window, build, deterministic=False):
         """The plan of these arguments: from memory, from disk, or `build()` (which
         must return the plan with its programs derived)."""
         try:
-            key = plan_key(graph, nranks, tiling, distribution, window)
+            key = plan_key(graph, nranks, tiling, distribution, window, deterministic)
         except Uncacheable:
             with self.lock:
                 self.stats.uncacheable += 1

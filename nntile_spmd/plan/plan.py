@@ -28,15 +28,22 @@ DEFAULT_WINDOW = 8
 
 
 def build_plan(graph, nranks: int, tiling=None, distribution="single",
-               window: int = DEFAULT_WINDOW) -> Plan:
-    """Tile and distribute every tensor of `graph` over `nranks` ranks."""
+               window: int = DEFAULT_WINDOW, deterministic: bool = False) -> Plan:
+    """Tile and distribute every tensor of `graph` over `nranks` ranks.
+
+    deterministic: every sum over tiles runs on the output tile's owner in tile index
+    order (never as partial sums reduced in a tree over the ranks that hold them), so
+    for one tile grid the results are bitwise the same on any rank count and preset.
+    """
     if graph.symbols():
         raise PlanError(f"graph {graph.name!r} has unbound symbolic dims "
                         f"{sorted(graph.symbols())}; pass shape_bindings or call g.bind()")
     if nranks < 1 or window < 1:
         raise ValueError(f"need nranks >= 1 and window >= 1, got {nranks} and {window}")
     with gc_paused():
-        return plan_graph(graph, nranks, tiling, distribution, window)
+        plan = plan_graph(graph, nranks, tiling, distribution, window)
+    plan.deterministic = bool(deterministic)
+    return plan
 
 
 def plan_graph(graph, nranks, tiling, distribution, window) -> Plan:
@@ -83,6 +90,7 @@ class Plan:
                 self.meta[key] = TileMeta(shape, tensor.dtype, size, size * itemsize)
                 self.owner_table[key] = owner
         self._programs = {}
+        self.deterministic = False   # build_plan sets it before any program is built
 
     # -- ownership ------------------------------------------------------------------
     def owner_of(self, key) -> int:
@@ -127,7 +135,8 @@ class Plan:
         for rank, keys in enumerate(self.permanent):
             for key in keys:
                 holders.setdefault(key, []).append(rank)
-        builder = ProgramBuilder(self.nranks, self.meta, self.owner_table, holders)
+        builder = ProgramBuilder(self.nranks, self.meta, self.owner_table, holders,
+                                 self.deterministic)
         for op in self.live_ops(phase_key):
             builder.add_op(lower_op(op, self.tilings))
         return [insert_frees(program, self.permanent[rank])
@@ -189,7 +198,8 @@ class Plan:
                for op in self.graph.ops()])
         tiling_text = repr(sorted((name, repr(spec)) for name, spec in self.tilings.items()))
         owner_text = "".join(f"{name}:{self.owners[name].tobytes().hex()}"
-                             for name in sorted(self.owners)) + f"/{self.nranks}/{self.window}"
+                             for name in sorted(self.owners)) + \
+            f"/{self.nranks}/{self.window}/{self.deterministic}"
         return {part: hashlib.sha256(text.encode()).hexdigest()[:16]
                 for part, text in (("graph", graph_text), ("tiling", tiling_text),
                                    ("distribution", owner_text))}

@@ -5,13 +5,25 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.dtypes import storage_dtype
+from .consistency import data_hash, text_hash
 
 
 class BindingMixin:
     """bind_data / bind_tiles / get_output for CompiledGraph."""
 
+    def check_graph_unchanged(self, caller):
+        """Raise if ops or tensors were added to the graph after compile (the plan
+        knows nothing of them); cheap: two counts."""
+        now, then = (len(self.graph.tensors()), len(self.graph.ops())), self.graph_size
+        if now != then:
+            raise RuntimeError(
+                f"{caller}: the graph {self.graph.name!r} changed since compile ({then[0]} "
+                f"tensors and {then[1]} ops then, {now[0]} and {now[1]} now); "
+                "compile it again (or build the new ops in another graph)")
+
     def _kept_tensor(self, name, caller, remedy):
         """The tensor `name` if its tiles live between executes, else a clear error."""
+        self.check_graph_unchanged(caller)
         if not self.graph.has_tensor(name):
             raise KeyError(f"{caller}: graph {self.graph.name!r} has no tensor {name!r}")
         tensor = self.graph.get_tensor(name)
@@ -39,6 +51,8 @@ class BindingMixin:
         tensor = self._bindable(name)
         array = self._check_array(tensor, array, tensor.shape, name)
         spec = self.plan.tilings[name]
+        if len(self.stores) < self.world.size:   # real ranks: compared at the next execute
+            self.agreement.record_bind(name, array)
         for rank, store in self.stores.items():
             for coord in spec.coords():
                 key = (name, coord)
@@ -60,15 +74,30 @@ class BindingMixin:
             arrays, error = self._checked_tiles(tensor, tiles, rank), None
         except (ValueError, TypeError) as caught:
             arrays, error = {}, caught
-        failed = [other for other, ok in enumerate(self.world.agree(error is None)) if not ok]
+        replicated = self._replicated_hash(name, arrays)
+        verdicts = self.world.agree((error is None, replicated), f"bind_tiles {name}")
+        failed = [other for other, (ok, _) in enumerate(verdicts) if not ok]
         if error is not None:
             raise error
         if failed:
             raise ValueError(f"bind_tiles {name}: rank(s) {failed} were given wrong tiles")
+        differ = [other for other, (_, value) in enumerate(verdicts) if value != verdicts[0][1]]
+        if differ:
+            raise ValueError(f"bind_tiles {name}: its replicated tiles hold different values "
+                             f"on rank(s) {differ} than on rank 0 (every rank must pass the "
+                             "same values for tiles every rank holds)")
         for coord, array in arrays.items():
             self.device.copy_in(self.stores[rank][(name, coord)], array)
         # per rank: in a simulated world each rank's tiles are bound by its own call
         self.bound.setdefault(name, set()).add(rank)
+
+    def _replicated_hash(self, name, arrays):
+        """Hash of the tiles every rank holds (None if none): ranks must agree on it."""
+        owners = self.plan.owners[name]
+        shared = [coord for coord in sorted(arrays) if int(owners[coord]) < 0]
+        if not shared or len(self.stores) == self.world.size:
+            return None
+        return text_hash(repr([data_hash(arrays[coord]) for coord in shared]))
 
     def _checked_tiles(self, tensor, tiles, rank):
         name, spec = tensor.name, self.plan.tilings[tensor.name]
@@ -83,6 +112,7 @@ class BindingMixin:
 
     def local_tiles(self, name: str, rank=None) -> list:
         """Tile coordinates of `name` this rank holds (what bind_tiles expects)."""
+        self.check_graph_unchanged("local_tiles")
         rank = self.world.rank if rank is None else rank
         return [coord for coord in self.plan.tilings[name].coords()
                 if (name, coord) in self.plan.permanent[rank]]
@@ -91,6 +121,12 @@ class BindingMixin:
         """The whole tensor on every rank, or on `root` only (None elsewhere)."""
         tensor = self._kept_tensor(name, "get_output", "not kept after execute(); "
                                    "mark_output() it before compiling")
+        if root is not None and not (isinstance(root, int) and 0 <= root < self.world.size):
+            raise ValueError(f"get_output {name}: root must be a rank in [0, "
+                             f"{self.world.size - 1}] or None (every rank), got {root!r}")
+        if not (tensor.persistent or name in self.bound or name in self.produced):
+            raise RuntimeError(f"get_output {name}: no execute() has computed it yet (its "
+                               f"ops run in phase(s) {self.phases_writing(name)})")
         spec = self.plan.tilings[name]
         dtype = storage_dtype(tensor.dtype)
         here = root is None or root == self.world.rank
@@ -102,6 +138,10 @@ class BindingMixin:
             if here:
                 result[spec.tile_slices(coord)] = tile
         return result
+
+    def phases_writing(self, name):
+        return sorted({op.phase for op in self.graph.ops()
+                       if any(t.name == name for t in op.outputs)})
 
     def host_stores(self):
         """Stores as NumPy views for gathering (CuPy tiles are copied to the host)."""

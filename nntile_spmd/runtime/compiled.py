@@ -11,22 +11,25 @@ from concurrent.futures import ThreadPoolExecutor
 from ..plan.cache import ENV_DIRECTORY, shared_cache
 from ..plan.plan import build_plan, normalize_phases
 from .binding import BindingMixin
+from .consistency import RankAgreement
 from .device import check_storage, select_device
 from .executor import RankExecutor
 from .failure import install_abort_on_error
+from .limits import check_fits_in_memory
 from .scalars import ResolvedProgram, ScalarTable
 from .simulated import SimulatedWorld
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
 from .staging import wrap_transport
 from .storage import TileStore
+from .timeouts import resolve_timeout
 
 
-def plan_graph_cached(graph, nranks, tiling, distribution, window, cache):
+def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic, cache):
     """The plan with its programs derived (so a graph that cannot be planned, e.g.
     a tensor read before anything writes it, raises PlanError from compile on every
     rank rather than from the first execute), through `cache` when there is one."""
     def build():
-        plan = build_plan(graph, nranks, tiling, distribution, window)
+        plan = build_plan(graph, nranks, tiling, distribution, window, deterministic)
         plan.programs()
         return plan
     if cache is None and os.environ.get(ENV_DIRECTORY):
@@ -34,7 +37,7 @@ def plan_graph_cached(graph, nranks, tiling, distribution, window, cache):
     if cache is None or cache is False:
         return build()
     cache = shared_cache() if cache is True else cache
-    return cache.plan(graph, nranks, tiling, distribution, window, build)
+    return cache.plan(graph, nranks, tiling, distribution, window, build, deterministic)
 
 
 class PendingCompile:
@@ -58,8 +61,8 @@ _PLANNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nntile-planner"
 
 
 def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bindings=None,
-                  device="auto", window=8, recv_timeout=300.0, threads=None,
-                  cache=None) -> PendingCompile:
+                  device="auto", window=8, recv_timeout=None, threads=None,
+                  deterministic=False, cache=None) -> PendingCompile:
     """compile() with its planning in a background thread, so that planning the next
     shape overlaps with executing the current one. Planning is pure Python: it runs
     while the current execute's kernels (BLAS, numba) release the interpreter lock.
@@ -68,14 +71,16 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
     if shape_bindings:
         graph = graph.bind(shape_bindings)
     world = make_world(comm, recv_timeout)
+    check_fits_in_memory(graph, world.size, len(world.local_ranks()))
     future = _PLANNER.submit(plan_graph_cached, graph, world.size, tiling, distribution,
-                             window, cache)
+                             window, deterministic, cache)
     return PendingCompile(future, lambda plan: CompiledGraph.from_plan(
         graph, world, plan, device, threads))
 
 
 def make_world(comm, recv_timeout):
     if isinstance(comm, SimulatedWorld):
+        resolve_timeout(recv_timeout)   # a bad value fails the same way on every world
         return comm
     from .mpi_world import MPIWorld   # only real MPI runs need mpi4py loaded
     world = MPIWorld(comm, recv_timeout)
@@ -95,24 +100,36 @@ class CompiledGraph(BindingMixin):
         self.ops_by_name = {op.name: op for op in graph.ops()}
         self.scalars = ScalarTable(graph)
         self.resolved = {}   # (phases, rank) -> ResolvedProgram
+        self.agreement = RankAgreement(graph.name)
+        self.graph_size = (len(graph.tensors()), len(graph.ops()))   # to notice later edits
+        self.produced = set()  # tensors some execute() has computed (get_output checks)
+        self.context = ""      # e.g. " (training step 12)": set by the trainer, for errors
         for rank, store in self.stores.items():
             for key in sorted(plan.permanent[rank]):
                 store.allocate(key, plan.meta[key], zero=True)
 
     @classmethod
     def compile(cls, graph, comm=None, tiling=None, distribution="single",
-                shape_bindings=None, device="auto", window=8, recv_timeout=300.0,
-                threads=None, cache=None) -> CompiledGraph:
+                shape_bindings=None, device="auto", window=8, recv_timeout=None,
+                threads=None, deterministic=False, cache=None) -> CompiledGraph:
         """Plan `graph` on the ranks of `comm` (MPI.COMM_WORLD by default).
 
-        cache: a PlanCache (plans in memory and, with a directory, on disk), True for
+        `recv_timeout`: seconds any wait of the library (a tile, a collective) may
+        last before the job ends with an error naming the silent rank; default
+        $NNTILE_SPMD_RECV_TIMEOUT, else 300 (runtime/timeouts.py says why).
+        `deterministic`: sums over tiles in tile index order on the output's owner, so
+        with one tile grid the results are bitwise equal on any ranks and preset
+        (plan.build_plan; docs/deterministic.md measures the cost).
+        `cache`: a PlanCache (plans in memory and, with a directory, on disk), True for
         the process-wide in-memory one, or None (default: plan every time, unless
         $NNTILE_SPMD_PLAN_CACHE names a directory).
         """
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
-        plan = plan_graph_cached(graph, world.size, tiling, distribution, window, cache)
+        check_fits_in_memory(graph, world.size, len(world.local_ranks()))
+        plan = plan_graph_cached(graph, world.size, tiling, distribution, window,
+                                 deterministic, cache)
         return cls.from_plan(graph, world, plan, device, threads)
 
     @classmethod
@@ -129,6 +146,7 @@ class CompiledGraph(BindingMixin):
             selected = select_device(device, 0)
         else:
             from . import threads as node_threads
+            world.barrier("the node setup of compile() (GPU and BLAS threads)")
             selected = select_device(device, node_threads.local_rank(world.comm))
             node_threads.configure_blas_threads(world.comm, threads)
         check_storage(graph, selected)
@@ -137,10 +155,17 @@ class CompiledGraph(BindingMixin):
     # -- execution -------------------------------------------------------------------
     def execute(self, phases=None):
         """Run one step of the ops in `phases` (default all) on every rank."""
+        self.check_graph_unchanged("execute")
         self.check_inputs_bound()
+        agreement, phases_key = self.agreement, normalize_phases(phases)
+        self.world.where = (f"execute #{agreement.executes} of graph {self.graph.name!r}"
+                            f"{self.context}")
+        agreement.verify(self.world, phases_key)
+        epoch = agreement.executes
+        agreement.executes += 1
         executors = {}
         for rank, store in self.stores.items():
-            transport = wrap_transport(self.world.transport(rank), self.device,
+            transport = wrap_transport(self.world.transport(rank, epoch), self.device,
                                        isinstance(self.world, SimulatedWorld))
             program = self.resolved_program(phases, rank)
             executors[rank] = RankExecutor(rank, program, self.plan.meta, store,
@@ -152,10 +177,14 @@ class CompiledGraph(BindingMixin):
             for rank, store in self.stores.items():
                 store.drop_transient(self.plan.permanent[rank], self.plan.meta)
             raise
+        self.world.where = (f"the calls after execute #{epoch} of graph {self.graph.name!r}"
+                            f"{self.context}")
         start = time.perf_counter()
         self.device.synchronize()    # queued GPU kernels belong to this execute's time
         sync_s = time.perf_counter() - start
-        ran = normalize_phases(phases)
+        ran = phases_key
+        self.produced.update(t.name for op in self.graph.ops() if op.phase in ran
+                             for t in op.outputs)
         for rank, executor in executors.items():
             staging = getattr(executor.transport, "staging", None)
             self.stats[rank] = build_stats(rank, ran, self.ops_by_name, executor,

@@ -2,16 +2,27 @@
 
 Library traffic runs on a duplicated communicator so user messages never match
 ours. Tiles travel as raw bytes of their Fortran-ordered storage (both sides
-hold the same shape and order), never pickled.
+hold the same shape and order), never pickled. Every wait, collectives included,
+is a nonblocking call polled against the deadline (runtime.timeouts), so a
+stopped rank ends the job with an error naming it instead of a hang.
 """
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 from mpi4py import MPI
 
-from .executor import wait_with_deadline
+from .executor import RecvTimeout, wait_with_deadline
 from .stats import Traffic
+from .timeouts import resolve_timeout
+from .unresponsive import ABANDONED, FINAL, RankUnresponsive, unresponsive_error
+
+# Tags of one execute are the plan's tags (< TAG_LIMIT) plus the execute's epoch
+# times TAG_LIMIT, so a message left over from an execute (a rank that skipped one,
+# or a receive cancelled after a timeout) can never match another execute's receive.
+TAG_LIMIT = 32000
 
 
 def byte_view(array):
@@ -36,23 +47,40 @@ class MPITransport:
     """Isend/Irecv of tile storage; counts the bytes of every buffer handed to MPI
     and, on the receive side, the bytes MPI says arrived (the Status count)."""
 
-    wait_send = staticmethod(MPI.Request.Wait)   # mpi4py's own: no Python frame
-    test_send = staticmethod(MPI.Request.Test)
+    test_send = staticmethod(MPI.Request.Test)   # mpi4py's own: no Python frame
 
-    def __init__(self, comm, timeout):
-        self.comm, self.timeout = comm, timeout
+    def __init__(self, comm, timeout, tag_offset=0):
+        self.comm, self.timeout, self.tag_offset = comm, timeout, tag_offset
         self.traffic = Traffic()
         self.status = MPI.Status()   # of the receive that completed last
+        self.posted = []             # receive requests, to cancel after a failure
 
     def post_send(self, peer, tag, array):
         message = tile_message(array)
         traffic = self.traffic
         traffic.sent_bytes += message[0].nbytes
         traffic.sent_messages += 1
-        return self.comm.Isend(message, dest=peer, tag=tag)
+        return self.comm.Isend(message, dest=peer, tag=tag + self.tag_offset)
+
+    def wait_send(self, request):
+        # a large send completes only when the peer receives it: a stopped peer
+        # would block MPI_Wait forever
+        if not request.Test():
+            wait_with_deadline(request.Test, self.timeout,
+                               lambda: "a send to complete (the peer does not receive)")
 
     def post_recv(self, peer, tag, buffer):
-        return self.comm.Irecv(tile_message(buffer), source=peer, tag=tag)
+        request = self.comm.Irecv(tile_message(buffer), source=peer, tag=tag + self.tag_offset)
+        self.posted.append(request)
+        return request
+
+    def cancel_receives(self):
+        """Cancel the receives still posted (after a failure), so no late message lands."""
+        for request in self.posted:
+            if request != MPI.REQUEST_NULL:
+                request.Cancel()
+                request.Wait()      # a cancelled receive completes at once
+        self.posted.clear()
 
     def test_recv(self, request):
         return request.Test(self.status)
@@ -72,11 +100,31 @@ class MPITransport:
 class MPIWorld:
     """This process's rank of `comm` (default MPI.COMM_WORLD)."""
 
-    def __init__(self, comm=None, recv_timeout=300.0):
+    def __init__(self, comm=None, recv_timeout=None):
         base = MPI.COMM_WORLD if comm is None else comm
-        self.comm = base.Dup()
-        self.size, self.rank = self.comm.Get_size(), self.comm.Get_rank()
-        self.recv_timeout = recv_timeout
+        self.recv_timeout = resolve_timeout(recv_timeout)
+        self.size, self.rank = base.Get_size(), base.Get_rank()
+        self.where = "compile"       # what this rank is doing, for timeout messages
+        self.comm = self.duplicate(base)
+        self.control = self.duplicate(base)   # execute fingerprints and failure diagnosis
+        self.epochs = max(1, (self.comm.Get_attr(MPI.TAG_UB) + 1) // TAG_LIMIT)
+
+    def duplicate(self, base):
+        """base.Dup() with a deadline (no communicator to diagnose on exists yet)."""
+        comm, request = base.Idup()
+        try:
+            wait_with_deadline(request.Test, self.recv_timeout, lambda: "compile()")
+        except RecvTimeout:
+            ABANDONED.append((comm, request))
+            raise RankUnresponsive(f"rank {self.rank}: not every rank of the {self.size} "
+                                   f"entered compile() within {self.recv_timeout:g} s"
+                                   + FINAL) from None
+        return comm
+
+    def barrier(self, what):
+        """Wait until every rank got here (with a deadline): guards the MPI calls that
+        have no nonblocking form (Comm.Split_type) when they follow."""
+        self.wait(self.comm.Ibarrier(), what)
 
     def __del__(self):
         # FIX (runtime stage 3 tests): every compile() duplicates the communicator;
@@ -84,9 +132,10 @@ class MPIWorld:
         # ("Other MPI error" from the next Dup). Freeing is local in practice and the
         # next Dup only takes an id free on every rank, so ranks may free at different
         # moments; after MPI_Finalize (interpreter exit) there is nothing to free.
-        comm = getattr(self, "comm", None)
-        if comm is not None and comm != MPI.COMM_NULL and not MPI.Is_finalized():
-            comm.Free()
+        for name in ("comm", "control"):
+            comm = getattr(self, name, None)
+            if comm is not None and comm != MPI.COMM_NULL and not MPI.Is_finalized():
+                comm.Free()
 
     def __repr__(self) -> str:
         return f"MPIWorld(rank {self.rank} of {self.size})"
@@ -94,11 +143,38 @@ class MPIWorld:
     def local_ranks(self):
         return (self.rank,)
 
-    def transport(self, rank):
-        return MPITransport(self.comm, self.recv_timeout)
+    def transport(self, rank, epoch=0):
+        return MPITransport(self.comm, self.recv_timeout, (epoch % self.epochs) * TAG_LIMIT)
 
     def run(self, executors: dict):
-        executors[self.rank].run(blocking=True)
+        executor = executors[self.rank]
+        try:
+            executor.run(blocking=True)
+        except BaseException as error:
+            # receives are cancelled; sends cannot be, and a late peer may still read
+            # them, so their tiles must outlive the store's cleanup (they carry this
+            # execute's tag epoch: no later execute can match them)
+            executor.transport.cancel_receives()
+            ABANDONED.append([(handle, executor.store.tiles.get(key))
+                              for key, handles in executor.pending_sends.items()
+                              for handle in handles])
+            if isinstance(error, RecvTimeout):
+                raise self.unresponsive(f"a message ({error})") from None
+            raise
+
+    # -- guarded waits ---------------------------------------------------------------
+    def wait(self, request, what):
+        """Complete `request`; past the deadline raise RankUnresponsive naming silent ranks."""
+        try:
+            wait_with_deadline(request.Test, self.recv_timeout, lambda: what)
+        except RecvTimeout:
+            # final: MPI cannot cancel a collective, so this communicator is unusable
+            ABANDONED.append(request)
+            raise self.unresponsive(what) from None
+
+    def unresponsive(self, what):
+        return unresponsive_error(self.control, self.rank, self.size, what, self.where,
+                                  self.recv_timeout)
 
     def fetch_tile(self, stores, key, owner, root, tile_shape_dtype):
         """The tile on every rank (root=None) or on `root` only (None elsewhere)."""
@@ -107,19 +183,43 @@ class MPIWorld:
         shape, dtype = tile_shape_dtype
         mine = stores[self.rank][key] if owner == self.rank else \
             np.empty(shape, dtype=dtype, order="F")
+        what = f"tile {key[0]}{list(key[1])} from rank {owner}"
         if root is None:
-            self.comm.Bcast([byte_view(mine), MPI.BYTE], root=owner)
+            self.wait(self.comm.Ibcast([byte_view(mine), MPI.BYTE], root=owner),
+                      f"the broadcast of {what}")
             return mine
         if owner != root:
             if self.rank == owner:
-                self.comm.Send([byte_view(mine), MPI.BYTE], dest=root, tag=0)
+                self.wait(self.comm.Isend([byte_view(mine), MPI.BYTE], dest=root, tag=0),
+                          f"rank {root} to receive {what}")
             elif self.rank == root:
-                self.comm.Recv([byte_view(mine), MPI.BYTE], source=owner, tag=0)
+                self.wait(self.comm.Irecv([byte_view(mine), MPI.BYTE], source=owner, tag=0),
+                          what)
         return mine if self.rank == root else None
 
-    def agree(self, value):
-        """All ranks' values (an allgather of small picklable objects)."""
-        return self.comm.allgather(value)
+    def agree(self, value, what="an exchange of small values"):
+        """All ranks' values (an allgather of small picklable objects), with a deadline."""
+        payload = np.frombuffer(pickle.dumps(value), dtype=np.uint8)
+        lengths = np.zeros(self.size, dtype=np.int64)
+        self.wait(self.comm.Iallgather([np.array([payload.size], dtype=np.int64), MPI.INT64_T],
+                                       [lengths, MPI.INT64_T]), what)
+        gathered = np.empty(int(lengths.sum()), dtype=np.uint8)
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        self.wait(self.comm.Iallgatherv([payload, MPI.BYTE],
+                                        [gathered, (lengths, offsets), MPI.BYTE]), what)
+        return [pickle.loads(gathered[start:start + length].tobytes())
+                for start, length in zip(offsets.tolist(), lengths.tolist())]
 
     def all_true(self, flag: bool) -> bool:
-        return bool(self.comm.allreduce(int(bool(flag)), op=MPI.MIN))
+        result = np.zeros(1, dtype=np.int64)
+        self.wait(self.comm.Iallreduce(np.array([int(bool(flag))], dtype=np.int64), result,
+                                       op=MPI.MIN), "an agreement of all ranks")
+        return bool(result[0])
+
+    def check_fingerprint(self, values, what):
+        """Every rank's int64 vector `values` (on the control communicator, so a rank
+        that diverged into another collective cannot match it)."""
+        mine = np.asarray(values, dtype=np.int64)
+        every = np.empty((self.size, mine.size), dtype=np.int64)
+        self.wait(self.control.Iallgather([mine, MPI.INT64_T], [every, MPI.INT64_T]), what)
+        return every

@@ -79,8 +79,8 @@ class SimulatedWorld:
     def local_ranks(self):
         return range(self.size)
 
-    def transport(self, rank):
-        return SimulatedTransport(rank, self.mailbox)
+    def transport(self, rank, epoch=0):
+        return SimulatedTransport(rank, self.mailbox)   # run() clears the mailbox: no epochs
 
     def run(self, executors: dict):
         """Round-robin over ranks until all finish; no progress in a round is a deadlock."""
@@ -108,7 +108,7 @@ class SimulatedWorld:
         source = 0 if owner < 0 else owner
         return stores[source][key]
 
-    def agree(self, value):
+    def agree(self, value, what=None):
         """Every rank holds the same value here by construction."""
         return [value] * self.size
 

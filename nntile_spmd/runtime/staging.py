@@ -63,6 +63,9 @@ class HostStagedTransport:
     def wait_recv(self, handle, describe):
         self.inner.wait_recv(handle[0], describe)
 
+    def cancel_receives(self):
+        self.inner.cancel_receives()
+
     def finish_recv(self, handle, buffer):
         buffer[...] = self.device.xp.asarray(self.inner.finish_recv(handle[0], handle[1]))
         self.staging.give_back(handle[1])

@@ -24,7 +24,7 @@ from safetensors.numpy import save as safetensors_bytes
 from ..graph.dtypes import storage_dtype
 from ..plan import REPLICATED, DimensionTiling
 
-FORMAT = "nntile_spmd-checkpoint-1"
+FORMAT = "nntile_spmd-checkpoint-2"   # 2: the manifest carries its own checksum
 MANIFEST = "manifest.json"
 SHARD_PATTERN = re.compile(r"^ckpt-[\w-]+\.rank\d{5}-of-\d{5}\.safetensors$")
 TEMP_PATTERN = re.compile(r"^\.(manifest\.json|ckpt-[\w.-]+)\.[^.]+\.tmp$")
@@ -145,11 +145,19 @@ def build_manifest(cg, names, records, step, extra) -> dict:
                          "tiling": [list(d.boundaries) for d in plan.tilings[name].dims],
                          "distribution": repr(plan.distributions[name]),
                          "owners": plan.owners[name].tolist()}
-    return {"format": FORMAT, "step": None if step is None else int(step),
-            "world_size": plan.nranks, "graph": cg.graph.name,
-            "fingerprint": plan.fingerprint(), "created": time.time(),
-            "extra": dict(extra or {}), "tensors": tensors, "tiles": records,
-            "files": sorted({record["file"] for record in records})}
+    manifest = {"format": FORMAT, "step": None if step is None else int(step),
+                "world_size": plan.nranks, "graph": cg.graph.name,
+                "fingerprint": plan.fingerprint(), "created": time.time(),
+                "extra": dict(extra or {}), "tensors": tensors, "tiles": records,
+                "files": sorted({record["file"] for record in records})}
+    manifest["checksum"] = manifest_checksum(manifest)
+    return manifest
+
+
+def manifest_checksum(manifest) -> str:
+    """sha256 of the manifest's canonical JSON without its "checksum" field."""
+    body = {key: value for key, value in manifest.items() if key != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 def remove_stale(directory, keep):
@@ -161,38 +169,72 @@ def remove_stale(directory, keep):
 
 
 # -- load ------------------------------------------------------------------------------------
-def read_manifest(directory) -> dict:
+def read_manifest(directory, step=None) -> dict:
+    """The manifest of the checkpoint in `directory`, verified (format, checksum, step)."""
     path = Path(directory) / MANIFEST
     if not path.exists():
         raise CheckpointError(f"no checkpoint in {directory}: {MANIFEST} is missing")
-    manifest = json.loads(path.read_text())
-    if manifest.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: format {manifest.get('format')!r}, expected {FORMAT!r}")
+    try:
+        manifest = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path} is not valid JSON (truncated or edited): {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        raise CheckpointError(f"{path}: format {found!r}, expected {FORMAT!r}")
+    if manifest.get("checksum") != manifest_checksum(manifest):
+        raise CheckpointError(f"{path}: checksum mismatch, the manifest was edited or is "
+                              "corrupted")
+    if step is not None and manifest.get("step") != int(step):
+        raise CheckpointError(f"{path} holds step {manifest.get('step')}, expected step {step}")
     return manifest
 
 
-def load_checkpoint(cg, directory, strict: bool = True) -> dict:
+def load_checkpoint(cg, directory, strict: bool = True, step=None) -> dict:
     """Bind the persistent tensors of `cg` from a checkpoint written by save_checkpoint,
-    whatever rank count or preset wrote it; collective. Every tile read is checked
-    against its sha256. With strict=False, tensors the checkpoint lacks are left as
-    they are. Nothing is bound unless every rank read everything. Returns the manifest."""
-    manifest = read_manifest(directory)
+    whatever rank count or preset wrote it; collective. The manifest's checksum, its
+    step (if `step` is given) and every tile's sha256 are verified. With strict=False,
+    tensors the checkpoint lacks are left as they are. Any error is raised as one
+    CheckpointError on every rank, and nothing is bound unless every rank read
+    everything. Returns the manifest."""
+    manifest, tiles, error = None, {}, None
+    try:
+        manifest = read_manifest(directory, step)
+        tiles = read_local_tiles(cg, Path(directory), manifest, strict)
+    except Exception as exc:   # noqa: BLE001 - every failure becomes the collective verdict
+        error = f"rank {getattr(cg.world, 'rank', 0)}: {describe_error(exc)}"
+    verdicts = gather(cg.world, (error, manifest and manifest.get("checksum")))
+    errors = [e for e, _ in verdicts if e]
+    if errors:   # every rank sees every error: all raise the same one
+        raise CheckpointError(f"load_checkpoint({directory}): " + "; ".join(errors))
+    if len({checksum for _, checksum in verdicts}) > 1:
+        raise CheckpointError(f"load_checkpoint({directory}): the ranks read different "
+                              "manifests (is the directory on a file system they all share?)")
+    for (name, rank), rank_tiles in tiles.items():
+        cg.bind_tiles(name, rank_tiles, rank=rank)
+    return manifest
+
+
+def describe_error(exc) -> str:
+    """A load failure in words: our own errors as they are, others with their type."""
+    if isinstance(exc, CheckpointError):
+        return str(exc)
+    if isinstance(exc, (KeyError, TypeError, IndexError)):
+        return f"the manifest is malformed ({type(exc).__name__}: {exc})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def read_local_tiles(cg, directory, manifest, strict) -> dict:
+    """{(tensor, rank): {coord: array}} of the tiles the local ranks hold."""
     names = tensors_to_load(cg, manifest, strict)
-    reader, tiles, error = TileReader(Path(directory), manifest), {}, None
+    reader, tiles = TileReader(directory, manifest), {}
     try:
         for name in names:
             for rank in cg.world.local_ranks():
                 tiles[(name, rank)] = {coord: reader.assemble(name, cg.plan.tilings[name], coord)
                                        for coord in cg.local_tiles(name, rank)}
-    except (CheckpointError, OSError, ValueError) as exc:
-        error = f"rank {getattr(cg.world, 'rank', 0)}: {exc}"
     finally:
         reader.close()
-    raise_if_any(cg.world, error, f"load_checkpoint({directory})")
-    for name in names:
-        for rank in cg.world.local_ranks():
-            cg.bind_tiles(name, tiles[(name, rank)], rank=rank)
-    return manifest
+    return tiles
 
 
 def tensors_to_load(cg, manifest, strict) -> list:
@@ -245,7 +287,11 @@ class TileReader:
             if record is None:
                 raise CheckpointError(f"checkpoint is incomplete: no record of tile "
                                       f"{tile_key(name, coord)}")
-            array = self.open(record["file"]).get_tensor(record["key"])
+            try:
+                array = self.open(record["file"]).get_tensor(record["key"])
+            except Exception as exc:   # safetensors raises its own error types
+                raise CheckpointError(f"tile {record['key']} of {self.directory / record['file']}"
+                                      f" is unreadable: {exc}") from None
             if checksum(array) != record["sha256"]:
                 raise CheckpointError(f"checksum mismatch for tile {record['key']} in "
                                       f"{self.directory / record['file']}: the file is corrupted")

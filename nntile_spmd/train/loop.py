@@ -14,10 +14,12 @@ import numpy as np
 from tqdm import tqdm
 
 from ..runtime import compile as compile_graph
+from ..runtime.consistency import check_same_on_all_ranks
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data import BatchView, batch_indices, bind_local
 from .losses import accuracy, cross_entropy_numpy
 from .optim import add_optimizer
+from .resume import CheckpointPolicy
 
 TRAIN_PHASES = ("forward", "backward")
 
@@ -30,15 +32,19 @@ class Trainer:
     `comm`, `tiling`, `distribution` and `compile_args` go to nt.compile unchanged.
     `lr_schedule(step) -> lr` (0-based optimizer step), if given, sets the optimizer's
     runtime scalar "lr" before every step (no recompiling; see train/schedule.py).
+    With `checkpoint_every` N, fit() saves into `checkpoint_dir`/step-NNNNNNNN every N
+    steps and keeps the `keep_last` newest; resume() continues from the latest.
     """
 
     def __init__(self, model, optimizer: str = "adam", comm=None, distribution="single",
                  tiling=None, seed: int = 0, log_path=None, progress: bool = True,
-                 compile_args=None, lr_schedule=None, **hyper):
+                 compile_args=None, lr_schedule=None, checkpoint_dir=None,
+                 checkpoint_every: int = 0, keep_last=None, **hyper):
         self.model, self.seed, self.progress = model, seed, progress
         self.lr_schedule = lr_schedule
         self.comm, self.tiling, self.distribution = comm, tiling, distribution
         self.compile_args = dict(compile_args or {})
+        self.checkpoints = CheckpointPolicy(checkpoint_dir, checkpoint_every, keep_last)
         self.optimizer = add_optimizer(model.graph, model.params, model.grads, optimizer,
                                        **hyper)
         self.cg = compile_graph(model.graph, comm=comm, tiling=tiling,
@@ -76,6 +82,7 @@ class Trainer:
                              f"was built for accumulation={self.model.accumulation}")
         start = time.perf_counter()
         lr = self.apply_lr_schedule()
+        self.cg.context = f" (training step {self.step + 1})"   # named by timeout errors
         loss = 0.0
         for batch in micro_batches:
             for name in self.model.inputs:
@@ -122,9 +129,12 @@ class Trainer:
         returns the per-step losses. Resumes the data order from self.step."""
         bar = tqdm(total=steps, desc=f"train[{self.distribution}]", leave=False,
                    disable=not (self.progress and self.rank == 0))
+        check_same_on_all_ranks(self.world, "fit: the seed and the dataset shapes",
+                                (self.seed, {name: array.shape for name, array in data.items()}))
         losses = []
         for _ in range(steps):
             losses.append(self.train_step(self.micro_batches(data, self.step)))
+            self.checkpoints.after_step(self)
             if self.step % log_every == 0 or len(losses) == steps:
                 bar.set_postfix(loss=f"{losses[-1]:.4f}")
             bar.update(1)
@@ -158,14 +168,29 @@ class Trainer:
 
     # -- checkpoints ------------------------------------------------------------------------
     def save(self, directory):
-        """Checkpoint parameters, optimizer state and the step (for the data order)."""
-        save_checkpoint(self.cg, directory, step=self.step, extra={"seed": self.seed})
+        """Checkpoint parameters, optimizer state, the step and the RNG state."""
+        save_checkpoint(self.cg, directory, step=self.step, extra=self.rng_state())
 
-    def load(self, directory):
-        """Restore a checkpoint written by save() (any rank count or preset)."""
-        manifest = load_checkpoint(self.cg, directory)
+    def rng_state(self) -> dict:
+        """All the randomness of training to come: the data order is a pure function of
+        (seed, step) (train.data), and initialization is spent: its result is in the
+        parameters. (The graphs have no dropout.)"""
+        return {"seed": self.seed, "rng": {"data_order": "batch_indices(seed, step)",
+                                           "step": self.step}}
+
+    def load(self, directory, step=None):
+        """Restore a checkpoint written by save() (any rank count or preset), including
+        the seed, so training continues bit-for-bit as if never interrupted."""
+        manifest = load_checkpoint(self.cg, directory, step=step)
         self.step = int(manifest.get("step") or 0)
+        self.seed = int(manifest.get("extra", {}).get("seed", self.seed))
         return manifest
+
+    def resume(self, path=None):
+        """Load `path`, or the latest complete checkpoint in checkpoint_dir; returns its
+        manifest, or None (nothing to resume: a fresh start). Collective."""
+        chosen = self.checkpoints.find(self.world, path)
+        return None if chosen is None else self.load(chosen)
 
     def close(self):
         if self.log_file is not None:

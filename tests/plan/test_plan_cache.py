@@ -22,7 +22,7 @@ def listing(plan):
 
 
 def planned(cache, graph, nranks=2, tiling=None, distribution="fsdp", window=8):
-    return plan_graph_cached(graph, nranks, tiling, distribution, window, cache)
+    return plan_graph_cached(graph, nranks, tiling, distribution, window, False, cache)
 
 
 def test_the_second_plan_of_the_same_graph_comes_from_memory():
@@ -35,16 +35,17 @@ def test_the_second_plan_of_the_same_graph_comes_from_memory():
 
 
 @pytest.mark.parametrize("change", ["nranks", "tiling", "min_tile", "distribution", "window",
-                                    "graph"])
+                                    "deterministic", "graph"])
 def test_anything_that_changes_the_plan_changes_the_key(change):
     base = dict(graph=mlp_graph(), nranks=2, tiling=nt.TilingStrategy.auto(1 << 10),
-                distribution="fsdp", window=8)
+                distribution="fsdp", window=8, deterministic=False)
     changed = dict(base)
     changed.update({"nranks": {"nranks": 3},
                     "tiling": {"tiling": nt.TilingStrategy.auto(1 << 9)},
                     "min_tile": {"tiling": nt.TilingStrategy.auto(1 << 10, min_tile=2)},
                     "distribution": {"distribution": "ddp"},
                     "window": {"window": 4},
+                    "deterministic": {"deterministic": True},
                     "graph": {"graph": mlp_graph(hidden=7)}}[change])
     assert plan_key(**base) == plan_key(**dict(base, graph=mlp_graph()))
     assert plan_key(**base) != plan_key(**changed)

@@ -156,10 +156,10 @@ def test_fingerprint_mismatch_raises_on_every_rank():
     assert collective_ok(COMM, not problems), problems
 
 
-def test_recv_timeout_names_tile_peer_and_op():
-    """Rank 1 skips execute; rank 0 (receiving B from rank 1) times out with a message
-    naming what it waits for. Then rank 1 runs late, its sends complete rank 0's stale
-    receives (nothing left dangling), and a normal execute works on all ranks."""
+def test_recv_timeout_names_the_silent_rank_and_the_step():
+    """Rank 1 skips execute; rank 0 times out within the deadline with a message naming
+    rank 1 as silent and the execute it waited in, and saying the error is final
+    (it used to accept rank 1's late execute, i.e. another step's tiles)."""
     def check():
         cg = matmul(TileDistribution.on_rank(0), TileDistribution.on_rank(1),
                     TileDistribution.on_rank(0), recv_timeout=0.5)
@@ -170,22 +170,15 @@ def test_recv_timeout_names_tile_peer_and_op():
             start = time.perf_counter()
             try:
                 cg.execute()
-                if COMM.rank == 0:
-                    problems.append("rank 0 did not time out")
+                problems.append(f"rank {COMM.rank} did not time out")
             except RecvTimeout as error:
                 text = str(error)
-                wanted = ["B[0,0]", "from rank 1", "needed by op gemm_0"]
+                wanted = ["rank(s) [1] did not respond", "execute #0 of graph", "final"]
                 problems += [f"message lacks {w!r}: {text}" for w in wanted if w not in text]
                 if time.perf_counter() - start > 10:
                     problems.append("timed out too late")
         COMM.Barrier()
-        if COMM.rank == 1:
-            cg.execute()               # late: its sends meet rank 0's stale receives
-        COMM.Barrier()
-        cg.execute()                   # everyone together again
-        if not np.allclose(cg.get_output("C"), A @ B, rtol=1e-12):
-            problems.append("wrong result after the timeout")
-        return problems + stat_problems(cg)
+        return problems
     problems = guarded(check)
     assert collective_ok(COMM, not problems), problems
 

@@ -23,7 +23,7 @@ def sent_once(comm):
     x = g.tensor([4], "x", "fp32", external=True)
     nt.ops.gelu(x, "y").mark_output()
     cg = nt.compile(g, comm=comm, tiling=nt.TilingStrategy.manual({"x": [2]}),
-                    distribution={"x": TileDistribution.custom([0, 1]),
+                    distribution={"x": TileDistribution.custom([0, 1]),   # any rank count
                                   "y": TileDistribution.on_rank(0)})
     cg.bind_data("x", np.arange(4, dtype=np.float32))
     return cg

@@ -16,14 +16,15 @@ def init_params(seed=0):
 
 def make_trainer(ranks=1, distribution="single", batch=12, accumulation=1,
                  optimizer="adam", tile_bytes=96, params=None, comm=None, log_path=None,
-                 **hyper):
+                 seed=0, checkpoints=None, **hyper):
     """A trainer of the small MLP on SimulatedWorld(ranks) (or `comm`, e.g. real MPI);
     tiny tiles, uneven splits."""
     model = build_mlp(SIZES, batch, dtype="fp64", accumulation=accumulation)
     hyper = hyper or {"lr": 1e-2}
     trainer = Trainer(model, optimizer, comm=comm or nt.SimulatedWorld(ranks),
                       distribution=distribution, progress=False, log_path=log_path,
-                      tiling=nt.TilingStrategy.auto(target_tile_bytes=tile_bytes), **hyper)
+                      tiling=nt.TilingStrategy.auto(target_tile_bytes=tile_bytes), seed=seed,
+                      **(checkpoints or {}), **hyper)
     trainer.bind_params(params if params is not None else init_params())
     return trainer
 

@@ -1,0 +1,84 @@
+"""Runtime layer: cheap checks that every rank runs the same step on the same data.
+
+SPMD has no leader to notice a rank that skipped an execute(), ran other phases,
+or was given different "replicated" data: its messages would silently match
+another step's. Each execute therefore starts with one small allgather of a
+fingerprint (execute counter, phases, hash of the data bound with bind_data), and
+a mismatch raises on every rank before any tile moves. Imports no mpi4py.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+FIELDS = ("execute counter", "phases", "data bound with bind_data")
+
+
+def data_hash(array) -> int:
+    """crc32 of the array's values (C order): ~1 GB/s, cheap next to copying them in."""
+    array = np.asarray(array)
+    return zlib.crc32(np.ascontiguousarray(array).view(np.uint8).reshape(-1))
+
+
+def text_hash(text: str) -> int:
+    return zlib.crc32(text.encode())
+
+
+class RankAgreement:
+    """Counts executes and remembers the hash of every tensor bound with bind_data."""
+
+    def __init__(self, graph_name):
+        self.graph_name = graph_name
+        self.executes = 0
+        self.bound = {}     # tensor name -> hash of the whole array last bound
+
+    def record_bind(self, name, array):
+        self.bound[name] = data_hash(array)
+
+    def fingerprint(self, phases_key) -> list:
+        bound = text_hash(repr(sorted(self.bound.items())))
+        return [self.executes, text_hash(repr(phases_key)), bound]
+
+    def verify(self, world, phases_key):
+        """Raise on every rank if any rank's fingerprint differs (MPI worlds only)."""
+        check = getattr(world, "check_fingerprint", None)
+        if check is None or world.size == 1:
+            return
+        mine = self.fingerprint(phases_key)
+        every = check(mine, f"the start of execute #{self.executes} (fingerprint check)")
+        differing = [(rank, FIELDS[field]) for rank in range(world.size)
+                     for field in range(len(FIELDS)) if every[rank][field] != every[0][field]]
+        if not differing:
+            return
+        details = world.agree((self.executes, phases_key, self.bound),
+                              "the details of a fingerprint mismatch")
+        raise RuntimeError(describe_mismatch(self.graph_name, differing, details))
+
+
+def describe_mismatch(graph_name, differing, details) -> str:
+    """Which rank differs from rank 0 in what (names the tensors bound differently)."""
+    lines = []
+    for rank, field in differing:
+        executes, phases, bound = details[rank]
+        if field == "data bound with bind_data":
+            names = sorted(name for name in set(bound) | set(details[0][2])
+                           if bound.get(name) != details[0][2].get(name))
+            lines.append(f"rank {rank} bound different data than rank 0 for {names}")
+        else:
+            lines.append(f"rank {rank} is at execute #{executes} with phases {phases}, rank 0 "
+                         f"at execute #{details[0][0]} with phases {details[0][1]}")
+    return (f"execute of graph {graph_name!r}: the ranks diverged ({'; '.join(lines)}). A rank "
+            "skipped an execute(), ran other phases, or was given different data; "
+            "every rank must make the same calls with the same replicated data.")
+
+
+def check_same_on_all_ranks(world, what: str, value):
+    """Raise ValueError on every rank unless every rank passed an equal `value` (small,
+    picklable: a seed, dataset shapes); one allgather."""
+    values = world.agree(value, what)
+    differ = [rank for rank, theirs in enumerate(values) if theirs != values[0]]
+    if differ:
+        raise ValueError(f"{what} must be the same on every rank: rank 0 has {values[0]!r}, "
+                         + ", ".join(f"rank {rank} has {values[rank]!r}" for rank in differ))

@@ -1,0 +1,237 @@
+"""Fault injection: every case ends with a clear error or the right result, in seconds.
+
+Plain pytest (single process): each case writes a job script, runs it under
+`mpiexec -n 2` in a subprocess and injects the fault (SIGKILL or SIGSTOP of one
+rank, a skipped execute, mismatched data). The deadline of every library wait is
+lowered to 2 s through $NNTILE_SPMD_RECV_TIMEOUT, so a stopped rank must end
+the job within the deadline plus the diagnosis' grace period.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from mpi4py import MPI
+
+REPO = Path(__file__).resolve().parents[2]
+MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+FOREIGN = ("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_", "SLURM_")   # of an enclosing job
+DEADLINE_S = 2.0
+
+pytestmark = [
+    pytest.mark.skipif(MPI.COMM_WORLD.size > 1, reason="single-process tier (spawns jobs)"),
+    pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec"),
+    pytest.mark.timeout(90),
+]
+
+# Steps of a small job: x on rank 0, y = relu(x) on rank 1, z = relu(y) back on rank 0,
+# so every execute moves tiles both ways; a collective get_output follows each step.
+JOB = """
+import os, sys, time
+from pathlib import Path
+import numpy as np
+import nntile_spmd as nt
+from mpi4py import MPI
+
+MODE, STEPS = {mode!r}, {steps}
+rank = MPI.COMM_WORLD.rank
+Path(f"rank{{rank}}.pid").write_text(str(os.getpid()))
+g = nt.LogicalGraph("job")
+x = g.tensor([64, 64], "x", dtype="fp64", external=True)
+y = nt.ops.relu(x, "y")
+nt.ops.relu(y, "z").mark_output()
+on = {{r: nt.TileDistribution.on_rank(r) for r in (0, 1)}}
+cg = nt.compile(g, distribution={{"x": on[0], "y": on[1], "z": on[0]}})
+for step in range(STEPS):
+    data = np.full((64, 64), float(step))
+    if MODE == "mismatched_data" and rank == 1:
+        data = data + 1.0
+    cg.bind_data("x", data)
+    if MODE == "skipped_execute" and rank == 1 and step == 3:
+        continue
+    cg.execute()
+    z = cg.get_output("z")
+    assert np.array_equal(z, np.full((64, 64), float(step))), "wrong result"
+    if step == 2:
+        Path(f"rank{{rank}}.ready").write_text("")
+    if MODE in ("stop", "kill"):
+        time.sleep(0.002)
+print(f"rank {{rank}} finished", flush=True)
+"""
+
+
+def clean_env():
+    env = {key: value for key, value in os.environ.items() if not key.startswith(FOREIGN)}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    env["NNTILE_SPMD_RECV_TIMEOUT"] = str(DEADLINE_S)
+    return env
+
+
+def start(tmp_path, script_text, ranks=2):
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(script_text))
+    return subprocess.Popen([MPIEXEC, "-n", str(ranks), sys.executable, str(script)],
+                            env=clean_env(), cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def finish(job, limit=60):
+    """(return code, output, seconds) of a job, killed if it outlives `limit`."""
+    start_time = time.perf_counter()
+    try:
+        output, _ = job.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        output, _ = job.communicate()
+        pytest.fail(f"the job hung for {limit} s:\n{output}")
+    return job.returncode, output, time.perf_counter() - start_time
+
+
+def wait_ready(tmp_path, job, ranks=2):
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("rank*.ready"))) < ranks:
+        assert job.poll() is None, job.communicate()[0]
+        assert time.monotonic() < deadline, "the job did not get going"
+        time.sleep(0.02)
+    return int((tmp_path / "rank1.pid").read_text())
+
+
+def test_healthy_job_finishes(tmp_path):
+    code, output, _ = finish(start(tmp_path, JOB.format(mode="none", steps=5)))
+    assert code == 0 and output.count("finished") == 2, output
+
+
+def test_sigkill_of_one_rank_ends_the_job(tmp_path):
+    job = start(tmp_path, JOB.format(mode="kill", steps=100000))
+    os.kill(wait_ready(tmp_path, job), signal.SIGKILL)
+    code, output, seconds = finish(job)
+    assert code != 0 and "rank 0 finished" not in output, output
+    assert seconds < 10, f"{seconds:.1f} s to end the job"
+
+
+def test_sigstop_of_one_rank_ends_the_job_naming_it(tmp_path):
+    job = start(tmp_path, JOB.format(mode="stop", steps=100000))
+    stopped = wait_ready(tmp_path, job)
+    os.kill(stopped, signal.SIGSTOP)
+    try:
+        code, output, seconds = finish(job)
+    finally:
+        with_pid_gone(stopped)
+    assert code != 0 and "rank 0 finished" not in output, output
+    assert "rank(s) [1] did not respond" in output and "of graph 'job'" in output, output
+    assert seconds < DEADLINE_S + 10 + 5, f"{seconds:.1f} s to end the job"
+
+
+def with_pid_gone(pid):
+    """Never leave a stopped rank behind (the abort normally killed it already)."""
+    for signum in (signal.SIGKILL, signal.SIGCONT):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            return
+
+
+def test_skipped_execute_raises_instead_of_taking_another_steps_tiles(tmp_path):
+    code, output, seconds = finish(start(tmp_path, JOB.format(mode="skipped_execute",
+                                                               steps=6)))
+    assert code != 0 and "wrong result" not in output, output
+    assert "the ranks diverged" in output and "['x']" in output, output
+    assert seconds < 20, f"{seconds:.1f} s"
+
+
+def test_mismatched_replicated_data_raises(tmp_path):
+    code, output, _ = finish(start(tmp_path, JOB.format(mode="mismatched_data", steps=2)))
+    assert code != 0, output
+    assert "rank 1 bound different data than rank 0 for ['x']" in output, output
+
+
+# -- checkpoints: a killed 2-rank run resumes on 3 ranks under another preset ---------------
+TRAIN = [str(REPO / "examples" / "train_mlp.py"), "--dtype", "fp64", "--target", "0",
+         "--steps", "300", "--hidden", "32", "--tile-bytes", "4096"]
+
+
+def train(ranks, *options, cwd):
+    return subprocess.Popen([MPIEXEC, "-n", str(ranks), sys.executable, *TRAIN, *options],
+                            env=clean_env(), cwd=cwd, text=True, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def summary(job):
+    code, output, _ = finish(job, limit=240)
+    assert code == 0, output
+    return json.loads(output.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(400)
+def test_killed_run_resumes_on_more_ranks_with_the_uninterrupted_loss(tmp_path):
+    root = tmp_path / "ckpt"
+    job = train(2, "--strategy", "fsdp", "--checkpoint-dir", str(root), "--checkpoint-every",
+                "20", "--keep-last", "2", cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not (root / "step-00000040" / "manifest.json").exists():
+        assert job.poll() is None, job.communicate()[0]
+        assert time.monotonic() < deadline, "no checkpoint of step 40 appeared"
+        time.sleep(0.01)
+    os.killpg(job.pid, signal.SIGKILL)       # mpiexec and both ranks, mid-training
+    job.communicate()
+    saved = sorted(path.name for path in root.iterdir())
+    assert "step-00000300" not in saved and len(saved) <= 3, saved   # killed, pruned
+    resumed = summary(train(3, "--strategy", "tp", "--checkpoint-dir", str(root), "--resume",
+                            cwd=tmp_path))
+    assert resumed["resumed_from_step"] >= 40 and resumed["ranks"] == 3, resumed
+    uninterrupted = summary(train(3, "--strategy", "tp", cwd=tmp_path))
+    # fp64: only the rounding of the first steps' presets differs
+    assert resumed["final_loss"] == pytest.approx(uninterrupted["final_loss"], rel=1e-9)
+
+
+def descendants(pid: int) -> list:
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        path = Path(f"/proc/{parent}/task/{parent}/children")
+        children = [int(c) for c in path.read_text().split()] if path.exists() else []
+        found += children
+        frontier += children
+    return found
+
+
+def rank_pid(job_pid: int, rank: int) -> int:
+    """The pid of MPI rank `rank` among the job's processes (from their environment)."""
+    for pid in descendants(job_pid):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"PMI_RANK={rank}".encode() in environ:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"train_mlp.py" in cmdline and b"mpiexec" not in cmdline.split(b"\0")[0]:
+                return pid
+    raise AssertionError(f"no rank {rank} under pid {job_pid}")
+
+
+@pytest.mark.timeout(120)
+def test_stopped_rank_in_training_is_named_with_the_step(tmp_path):
+    root = tmp_path / "ckpt"
+    job = train(2, "--strategy", "ddp", "--steps", "100000", "--checkpoint-dir", str(root),
+                "--checkpoint-every", "20", "--keep-last", "1", cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not (root / "step-00000020" / "manifest.json").exists():
+        assert job.poll() is None, job.communicate()[0]
+        assert time.monotonic() < deadline, "training did not get going"
+        time.sleep(0.01)
+    stopped = rank_pid(job.pid, 1)
+    os.kill(stopped, signal.SIGSTOP)
+    try:
+        code, output, seconds = finish(job)
+    finally:
+        with_pid_gone(stopped)
+    assert code != 0, output
+    assert "rank(s) [1] did not respond" in output and "(training step " in output, output
+    assert seconds < DEADLINE_S + 10 + 5, f"{seconds:.1f} s to end the job"
