@@ -8,7 +8,7 @@ from .graph import LogicalGraph, OpNode, TensorNode, grad, ops
 from .graph.scalars import Scalar
 from .plan import (REPLICATED, DevicePerformanceProfile, DimensionTiling, Plan, PlanError,
                    Preset, TileDistribution, TilingSpec, TilingStrategy, build_plan)
-from .runtime import CompiledGraph, SimulatedWorld, compile
+from .runtime import CompiledGraph, PlanningWorld, SimulatedWorld, compile
 from .runtime.failure import install_abort_on_error
 
 install_abort_on_error()   # only under an MPI launcher with > 1 rank; loads no mpi4py
@@ -16,5 +16,5 @@ install_abort_on_error()   # only under an MPI launcher with > 1 rank; loads no 
 __all__ = ["grad", "LogicalGraph", "OpNode", "TensorNode", "ops", "REPLICATED",
            "DevicePerformanceProfile", "DimensionTiling", "Plan", "PlanError", "Preset",
            "TileDistribution", "TilingSpec", "TilingStrategy", "build_plan", "CompiledGraph",
-           "SimulatedWorld", "compile", "Scalar"]
+           "PlanningWorld", "SimulatedWorld", "compile", "Scalar"]
 __version__ = "0.1.0"

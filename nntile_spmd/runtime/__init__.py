@@ -4,6 +4,7 @@ Imports mpi4py only when a real MPI world is used; never imports CuPy on the CPU
 """
 
 from .compiled import CompiledGraph, compile
+from .planning import PlanningWorld
 from .simulated import SimulatedWorld
 
-__all__ = ["CompiledGraph", "compile", "SimulatedWorld"]
+__all__ = ["CompiledGraph", "compile", "PlanningWorld", "SimulatedWorld"]

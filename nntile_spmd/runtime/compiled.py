@@ -11,6 +11,7 @@ from .binding import BindingMixin
 from .device import check_storage, select_device
 from .executor import RankExecutor
 from .failure import install_abort_on_error
+from .planning import PlanningWorld
 from .scalars import ResolvedProgram, ScalarTable
 from .simulated import SimulatedWorld
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
@@ -19,7 +20,8 @@ from .storage import TileStore
 
 
 def make_world(comm, recv_timeout):
-    if isinstance(comm, SimulatedWorld):
+    """The world `comm` names: a SimulatedWorld or PlanningWorld as is, else MPI ranks."""
+    if isinstance(comm, (SimulatedWorld, PlanningWorld)):
         return comm
     from .mpi_world import MPIWorld   # only real MPI runs need mpi4py loaded
     world = MPIWorld(comm, recv_timeout)
@@ -32,8 +34,9 @@ class CompiledGraph(BindingMixin):
 
     def __init__(self, graph, world, plan, device):
         self.graph, self.world, self.plan, self.device = graph, world, plan, device
-        self.stores = {rank: TileStore(device.xp, device.storage_dtype)
-                       for rank in world.local_ranks()}
+        # a PlanningWorld holds no tiles: its rank's shard may not fit this machine
+        holding = () if isinstance(world, PlanningWorld) else world.local_ranks()
+        self.stores = {rank: TileStore(device.xp, device.storage_dtype) for rank in holding}
         self.bound = {}   # tensor name -> local ranks whose tiles were bound
         self.stats = {}      # rank -> ExecutionStats of its last execute
         self.ops_by_name = {op.name: op for op in graph.ops()}
@@ -51,19 +54,25 @@ class CompiledGraph(BindingMixin):
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
-        plan = build_plan(graph, world.size, tiling, distribution, window)
+        simulated = isinstance(world, SimulatedWorld)
+        # a real rank (or a PlanningWorld's) derives its own program only (DESIGN 4.3)
+        plan = build_plan(graph, world.size, tiling, distribution, window,
+                          rank=None if simulated else world.rank)
         check_same_plan(world, plan)
         # FIX (runtime stage 3 tests): derive the programs now, so a graph that
         # cannot be planned (a tensor read before anything writes it) raises
         # PlanError from compile() on every rank, not from the first execute().
-        plan.programs()
+        if simulated:
+            plan.programs()
+        else:
+            plan.program(world.rank)
         # Select the device first: it imports the kernel backend and so loads its
         # BLAS (scipy's OpenBLAS), which threadpoolctl can only limit once loaded.
         # The other order left the gemm kernels' BLAS at all cores on every rank.
         # GPUs are numbered per node, so the GPU follows the node-local rank: with
         # the global rank, 2 nodes x 4 ranks x 4 GPUs put node 1's ranks 4..7 on
         # GPUs 0..3 only by luck of the modulo (and 3 ranks per node on 2 GPUs not at all).
-        if isinstance(world, SimulatedWorld):
+        if isinstance(world, (SimulatedWorld, PlanningWorld)):
             selected = select_device(device, 0)
         else:
             from . import threads as node_threads
@@ -75,6 +84,8 @@ class CompiledGraph(BindingMixin):
     # -- execution -------------------------------------------------------------------
     def execute(self, phases=None):
         """Run one step of the ops in `phases` (default all) on every rank."""
+        if isinstance(self.world, PlanningWorld):
+            self.world.refuse("execute")
         self.check_inputs_bound()
         executors = {}
         for rank, store in self.stores.items():
@@ -170,7 +181,9 @@ class CompiledGraph(BindingMixin):
 
     def dump_plan(self, phases=None) -> str:
         from ..plan.report import dump_plan
-        return dump_plan(self.plan, phases)
+        # a PlanningWorld lists its own rank: listing all would plan every rank
+        ranks = (self.world.rank,) if isinstance(self.world, PlanningWorld) else None
+        return dump_plan(self.plan, phases, ranks)
 
     def fingerprint(self) -> str:
         return self.plan.fingerprint()
