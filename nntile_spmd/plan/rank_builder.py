@@ -21,6 +21,9 @@ class RankProgramBuilder(ProgramBuilder):
 
     def __init__(self, rank, nranks, meta, owner_table, permanent_holders):
         super().__init__(nranks, meta, owner_table, permanent_holders)
+        # key -> ranks holding its current version: the same facts as `held`, indexed
+        # by tile, so partial_choices can count fetches per tile (see there)
+        self.holders = {key: set(ranks) for key, ranks in permanent_holders.items()}
         self.rank = rank
         self.program = self.programs[rank]
         self.sends = self.inserts[rank]           # program position -> SENDs placed there
@@ -28,6 +31,7 @@ class RankProgramBuilder(ProgramBuilder):
 
     def transfer(self, key, source, target, consumer):
         self.held[target][key] = self.version[key]
+        self.holders[key].add(target)
         rank = self.rank
         if source != rank and target != rank:
             return   # neither side is us: only the copy's existence matters (held above)
@@ -55,6 +59,9 @@ class RankProgramBuilder(ProgramBuilder):
         version.update(new_versions)
         for rank in ranks:
             held[rank].update(new_versions)
+        holders = self.holders
+        for key in writes:
+            holders[key] = set(ranks)
         if self.rank in ranks:
             program = self.program
             program.append(new_tuple(Exec, (kernel, keys, reads, writes, params, flops,
@@ -62,6 +69,60 @@ class RankProgramBuilder(ProgramBuilder):
             position, ready = len(program), self.ready
             for key in writes:
                 ready[key] = position
+
+    def partial_choices(self, groups):
+        """ProgramBuilder.partial_choices, with the (rank, tile) fetch sets kept as
+        {tile: ranks} and set differences per tile. PERF: an output every rank holds
+        (the loss) over batch tiles on every rank made ranks x tiles Python pairs,
+        quadratic in the world size; the decisions are the same (oracle tests)."""
+        if all(len(group.steps) < 2 for group in groups):
+            return [None] * len(groups)
+        fetched, owner_fetch, greedy_cost, choices = {}, {}, 0, []
+        for group in groups:
+            choices.append(None)
+            out_key = group.outputs[0]
+            owner = self.owner_of(out_key)
+            exec_ranks = list(self.ranks_of(out_key))
+            n_inputs = len(group.op.inputs)
+            inputs = {key for step in group.steps for key in step.keys[:n_inputs]}
+            missing = self.lacking(set(exec_ranks), inputs)
+            merge_into(owner_fetch, missing)
+            owner_new = without(missing, fetched)
+            owner_cost = self.pair_bytes(owner_new)
+            if len(group.steps) > 1 and owner_cost > 0:
+                step_ranks, order, messages = self.partial_plan(group, owner, exec_ranks)
+                wanted = {}
+                for step, rank in zip(group.steps, step_ranks):
+                    for key in step.keys[:n_inputs]:
+                        wanted.setdefault(key, set()).add(rank)
+                partial_new = without({key: ranks - self.holders_of(key)
+                                       for key, ranks in wanted.items()}, fetched)
+                partial_cost = (self.pair_bytes(partial_new)
+                                + messages * self.meta[out_key].nbytes)
+                if partial_cost < owner_cost:
+                    choices[-1] = (step_ranks, order)
+                    owner_new, owner_cost = partial_new, partial_cost
+            merge_into(fetched, owner_new)
+            greedy_cost += owner_cost
+        if greedy_cost <= self.pair_bytes(owner_fetch):   # a tie keeps the greedy choice
+            return choices
+        return [None] * len(groups)
+
+    def holders_of(self, key):
+        return self.holders.get(key, EMPTY) if self.version.get(key) is not None else EMPTY
+
+    def lacking(self, ranks, keys) -> dict:
+        """{tile: those of `ranks` without its current version} (non-empty only)."""
+        result = {}
+        for key in keys:
+            missing = ranks - self.holders_of(key)
+            if missing:
+                result[key] = missing
+        return result
+
+    def pair_bytes(self, pairs) -> int:
+        meta = self.meta
+        return sum(meta[key].nbytes * len(ranks) for key, ranks in pairs.items())
 
     def finish_rank(self) -> list:
         """This rank's program with its sends placed where their versions appear."""
@@ -72,6 +133,28 @@ class RankProgramBuilder(ProgramBuilder):
             start = position
         flat.extend(program[start:])
         return flat
+
+
+EMPTY = frozenset()
+
+
+def merge_into(target: dict, pairs: dict) -> None:
+    """target |= pairs, both {tile: set of ranks}."""
+    for key, ranks in pairs.items():
+        if key in target:
+            target[key] |= ranks
+        else:
+            target[key] = set(ranks)
+
+
+def without(pairs: dict, removed: dict) -> dict:
+    """pairs - removed, both {tile: set of ranks}; tiles left with no rank dropped."""
+    result = {}
+    for key, ranks in pairs.items():
+        rest = ranks - removed[key] if key in removed else ranks
+        if rest:
+            result[key] = rest
+    return result
 
 
 def permanent_holders(plan) -> dict:
