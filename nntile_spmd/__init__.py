@@ -8,7 +8,8 @@ from .graph import LogicalGraph, OpNode, TensorNode, grad, ops
 from .graph.scalars import Scalar
 from .plan import (REPLICATED, DevicePerformanceProfile, DimensionTiling, Plan, PlanCache,
                    PlanError, Preset, TileDistribution, TilingSpec, TilingStrategy, build_plan)
-from .runtime import CompiledGraph, PendingCompile, SimulatedWorld, compile, compile_async
+from .runtime import (CompiledGraph, PendingCompile, PlanningWorld, SimulatedWorld, compile,
+                      compile_async)
 from .runtime.failure import install_abort_on_error
 
 install_abort_on_error()   # only under an MPI launcher with > 1 rank; loads no mpi4py
@@ -16,5 +17,6 @@ install_abort_on_error()   # only under an MPI launcher with > 1 rank; loads no 
 __all__ = ["grad", "LogicalGraph", "OpNode", "TensorNode", "ops", "REPLICATED",
            "DevicePerformanceProfile", "DimensionTiling", "Plan", "PlanError", "Preset",
            "TileDistribution", "TilingSpec", "TilingStrategy", "build_plan", "CompiledGraph",
-           "SimulatedWorld", "compile", "compile_async", "PendingCompile", "PlanCache", "Scalar"]
+           "PlanningWorld", "SimulatedWorld", "compile", "compile_async", "PendingCompile",
+           "PlanCache", "Scalar"]
 __version__ = "0.1.0"

@@ -3,7 +3,8 @@ same graph (or a restarted job) skips planning.
 
 The key is a hash of everything a plan is a pure function of: the graph (its JSON
 export), the tiling strategy, the distribution, the world size, the window, the
-deterministic flag and the library version. Arguments without a stable description
+deterministic flag, the rank whose program alone is derived (None: every rank's) and
+the library version. Arguments without a stable description
 (an owner *function* for a custom distribution, an attribute JSON cannot hold) make a
 plan uncacheable:
 it is planned as usual and counted as such, never looked up under a wrong key.
@@ -57,7 +58,8 @@ def stable_text(value) -> str:
     return f"{type(value).__qualname__}{stable_text(fields)}"
 
 
-def plan_key(graph, nranks, tiling, distribution, window, deterministic=False) -> str:
+def plan_key(graph, nranks, tiling, distribution, window, deterministic=False,
+             rank=None) -> str:
     """The cache key of a plan (raises Uncacheable)."""
     from .. import __version__
     from ..graph.export import to_json
@@ -66,7 +68,7 @@ def plan_key(graph, nranks, tiling, distribution, window, deterministic=False) -
     except TypeError as error:
         raise Uncacheable(str(error)) from None
     text = "\n".join([__version__, graph_text, stable_text(tiling), stable_text(distribution),
-                      str(nranks), str(window), str(bool(deterministic))])
+                      str(nranks), str(window), str(bool(deterministic)), str(rank)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -93,11 +95,12 @@ class PlanCache:
         if self.directory:
             os.makedirs(self.directory, exist_ok=True)
 
-    def plan(self, graph, nranks, tiling, distribution, window, build, deterministic=False):
+    def plan(self, graph, nranks, tiling, distribution, window, build, deterministic=False,
+             rank=None):
         """The plan of these arguments: from memory, from disk, or `build()` (which
         must return the plan with its programs derived)."""
         try:
-            key = plan_key(graph, nranks, tiling, distribution, window, deterministic)
+            key = plan_key(graph, nranks, tiling, distribution, window, deterministic, rank)
         except Uncacheable:
             with self.lock:
                 self.stats.uncacheable += 1

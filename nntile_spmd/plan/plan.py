@@ -21,6 +21,7 @@ from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send
 from .lowering import lower_op
 from .memory import TileMeta, insert_frees, simulate_memory
+from .rank_builder import RankProgramBuilder, permanent_holders
 from .presets import as_preset
 from .tiling import TilingRequest, TilingSpec, TilingStrategy
 
@@ -28,21 +29,27 @@ DEFAULT_WINDOW = 8
 
 
 def build_plan(graph, nranks: int, tiling=None, distribution="single",
-               window: int = DEFAULT_WINDOW, deterministic: bool = False) -> Plan:
+               window: int = DEFAULT_WINDOW, deterministic: bool = False,
+               rank=None) -> Plan:
     """Tile and distribute every tensor of `graph` over `nranks` ranks.
 
     deterministic: every sum over tiles runs on the output tile's owner in tile index
     order (never as partial sums reduced in a tree over the ranks that hold them), so
     for one tile grid the results are bitwise the same on any rank count and preset.
+    With `rank`, the plan is that rank's view (an MPI rank, a PlanningWorld):
+    `program(rank)` derives its program alone instead of every rank's.
     """
     if graph.symbols():
         raise PlanError(f"graph {graph.name!r} has unbound symbolic dims "
                         f"{sorted(graph.symbols())}; pass shape_bindings or call g.bind()")
     if nranks < 1 or window < 1:
         raise ValueError(f"need nranks >= 1 and window >= 1, got {nranks} and {window}")
+    if rank is not None and not 0 <= rank < nranks:
+        raise ValueError(f"rank {rank} is not in a world of {nranks} rank(s)")
     with gc_paused():
         plan = plan_graph(graph, nranks, tiling, distribution, window)
     plan.deterministic = bool(deterministic)
+    plan.own_rank = rank
     return plan
 
 
@@ -89,7 +96,9 @@ class Plan:
                 key = (tensor.name, coord)
                 self.meta[key] = TileMeta(shape, tensor.dtype, size, size * itemsize)
                 self.owner_table[key] = owner
-        self._programs = {}
+        self._programs = {}        # phases -> every rank's program
+        self._rank_programs = {}   # (phases, rank) -> one rank's program, derived alone
+        self.own_rank = None       # set by build_plan(rank=...): plan one rank only
         self.deterministic = False   # build_plan sets it before any program is built
 
     # -- ownership ------------------------------------------------------------------
@@ -131,16 +140,27 @@ class Plan:
         return self._programs[phase_key]
 
     def _build_programs(self, phase_key):
-        holders = {}
-        for rank, keys in enumerate(self.permanent):
-            for key in keys:
-                holders.setdefault(key, []).append(rank)
-        builder = ProgramBuilder(self.nranks, self.meta, self.owner_table, holders,
-                                 self.deterministic)
+        builder = ProgramBuilder(self.nranks, self.meta, self.owner_table,
+                                 permanent_holders(self), self.deterministic)
         for op in self.live_ops(phase_key):
             builder.add_op(lower_op(op, self.tilings))
         return [insert_frees(program, self.permanent[rank])
                 for rank, program in enumerate(builder.finish())]
+
+    def rank_program(self, rank: int, phases=None) -> list:
+        """`rank`'s program derived alone (equal to programs(phases)[rank])."""
+        key = (normalize_phases(phases), rank)
+        if key not in self._rank_programs:
+            with gc_paused():
+                self._rank_programs[key] = self._build_rank_program(*key)
+        return self._rank_programs[key]
+
+    def _build_rank_program(self, phase_key, rank):
+        builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owner_table,
+                                     permanent_holders(self), self.deterministic)
+        for op in self.live_ops(phase_key):
+            builder.add_op(lower_op(op, self.tilings))
+        return insert_frees(builder.finish_rank(), self.permanent[rank])
 
     def live_ops(self, phases=None) -> list:
         """The ops of `phases` that an execute runs: dead ops are left out.
@@ -164,8 +184,16 @@ class Plan:
     def kept_ids(self) -> frozenset:
         return frozenset(t.id for t in self.graph.tensors() if t.keeps_storage)
 
+    def programs_of(self, rank, phases=None) -> list:
+        """[program of `rank`], or every rank's programs for rank None (one build)."""
+        return self.programs(phases) if rank is None else [self.program(rank, phases)]
+
     def program(self, rank: int, phases=None) -> list:
-        return self.programs(phases)[rank]
+        """`rank`'s instructions: from the all-ranks programs when this plan builds
+        them (no own_rank, or already built), else derived for `rank` alone."""
+        if self.own_rank is None or normalize_phases(phases) in self._programs:
+            return self.programs(phases)[rank]
+        return self.rank_program(rank, phases)
 
     # -- exact analysis -----------------------------------------------------------------
     def peak_bytes(self, rank: int, phases=None) -> int:
@@ -175,18 +203,18 @@ class Plan:
 
     def bytes_sent(self, rank=None, phases=None) -> int:
         """Tile payload bytes sent during one execute by `rank` (None: all ranks)."""
-        ranks = range(self.nranks) if rank is None else (rank,)
-        return sum(i.nbytes for r in ranks for i in self.program(r, phases) if type(i) is Send)
+        return sum(i.nbytes for program in self.programs_of(rank, phases) for i in program
+                   if type(i) is Send)
 
     def bytes_received(self, rank=None, phases=None) -> int:
         """Tile payload bytes received during one execute by `rank` (None: all ranks)."""
-        ranks = range(self.nranks) if rank is None else (rank,)
-        return sum(i.nbytes for r in ranks for i in self.program(r, phases) if type(i) is Recv)
+        return sum(i.nbytes for program in self.programs_of(rank, phases) for i in program
+                   if type(i) is Recv)
 
     def flops(self, rank=None, phases=None) -> int:
         """FLOPs executed during one execute by `rank` (None: all ranks)."""
-        ranks = range(self.nranks) if rank is None else (rank,)
-        return sum(i.flops for r in ranks for i in self.program(r, phases) if type(i) is Exec)
+        return sum(i.flops for program in self.programs_of(rank, phases) for i in program
+                   if type(i) is Exec)
 
     def fingerprint_parts(self) -> dict:
         """Hashes of the graph, the tiling and the distribution, compared across ranks."""

@@ -27,9 +27,12 @@ def tensor_lines(plan):
     return lines
 
 
-def rank_lines(plan, phases):
+def rank_lines(plan, phases, ranks=None):
     lines = ["ranks:  persistent   transient-peak   peak   sent   flops   instructions"]
-    for rank in range(plan.nranks):
+    if ranks is None:
+        plan.programs(phases)   # all ranks listed: one build of every program, not n
+        ranks = range(plan.nranks)
+    for rank in ranks:
         persistent = plan.persistent_bytes(rank)
         peak = plan.peak_bytes(rank, phases)
         transient = human_bytes(peak - persistent)
@@ -39,11 +42,16 @@ def rank_lines(plan, phases):
     return lines
 
 
-def dump_plan(plan, phases=None) -> str:
-    """Per tensor: tiling, distribution, owners; per rank: memory, traffic, FLOPs."""
+def dump_plan(plan, phases=None, ranks=None) -> str:
+    """Per tensor: tiling, distribution, owners; per rank (all, or `ranks`): memory,
+    traffic, FLOPs. The total is over all ranks only when all are listed."""
     header = (f"plan of graph {plan.graph.name!r} on {plan.nranks} rank(s), receive window "
               f"{plan.window}, fingerprint {plan.fingerprint()}")
-    total = f"total bytes sent per execute: {human_bytes(plan.bytes_sent(None, phases))}"
+    if ranks is None:
+        total = f"total bytes sent per execute: {human_bytes(plan.bytes_sent(None, phases))}"
+    else:
+        total = f"ranks listed: {list(ranks)} of {plan.nranks} (planned alone)"
     dead = plan.dead_ops(phases)
     removed = f"dead ops left out: {', '.join(dead) if dead else 'none'}"
-    return "\n".join([header, *tensor_lines(plan), *rank_lines(plan, phases), total, removed])
+    return "\n".join([header, *tensor_lines(plan), *rank_lines(plan, phases, ranks), total,
+                      removed])

@@ -16,6 +16,7 @@ from .device import check_storage, select_device
 from .executor import RankExecutor
 from .failure import install_abort_on_error
 from .limits import check_fits_in_memory
+from .planning import PlanningWorld
 from .scalars import ResolvedProgram, ScalarTable
 from .simulated import SimulatedWorld
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
@@ -24,20 +25,37 @@ from .storage import TileStore
 from .timeouts import resolve_timeout
 
 
-def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic, cache):
+def own_rank(world):
+    """The rank whose program this process derives alone (DESIGN 4.3): a real MPI rank's
+    or a PlanningWorld's own; None for a SimulatedWorld, which runs every rank."""
+    return None if isinstance(world, SimulatedWorld) else world.rank
+
+
+def ranks_holding_tiles(world) -> int:
+    """Ranks whose tiles this process holds: none for a PlanningWorld, which only plans
+    (its rank's shard of a large job need not fit this machine)."""
+    return 0 if isinstance(world, PlanningWorld) else len(world.local_ranks())
+
+
+def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic, cache,
+                      rank=None):
     """The plan with its programs derived (so a graph that cannot be planned, e.g.
     a tensor read before anything writes it, raises PlanError from compile on every
-    rank rather than from the first execute), through `cache` when there is one."""
+    rank rather than from the first execute), through `cache` when there is one.
+    With `rank`, only that rank's program is derived."""
     def build():
-        plan = build_plan(graph, nranks, tiling, distribution, window, deterministic)
-        plan.programs()
+        plan = build_plan(graph, nranks, tiling, distribution, window, deterministic, rank)
+        if rank is None:
+            plan.programs()
+        else:
+            plan.program(rank)
         return plan
     if cache is None and os.environ.get(ENV_DIRECTORY):
         cache = shared_cache()
     if cache is None or cache is False:
         return build()
     cache = shared_cache() if cache is True else cache
-    return cache.plan(graph, nranks, tiling, distribution, window, build, deterministic)
+    return cache.plan(graph, nranks, tiling, distribution, window, build, deterministic, rank)
 
 
 class PendingCompile:
@@ -71,15 +89,16 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
     if shape_bindings:
         graph = graph.bind(shape_bindings)
     world = make_world(comm, recv_timeout)
-    check_fits_in_memory(graph, world.size, len(world.local_ranks()))
+    check_fits_in_memory(graph, world.size, ranks_holding_tiles(world))
     future = _PLANNER.submit(plan_graph_cached, graph, world.size, tiling, distribution,
-                             window, deterministic, cache)
+                             window, deterministic, cache, own_rank(world))
     return PendingCompile(future, lambda plan: CompiledGraph.from_plan(
         graph, world, plan, device, threads))
 
 
 def make_world(comm, recv_timeout):
-    if isinstance(comm, SimulatedWorld):
+    """The world `comm` names: a SimulatedWorld or PlanningWorld as is, else MPI ranks."""
+    if isinstance(comm, (SimulatedWorld, PlanningWorld)):
         resolve_timeout(recv_timeout)   # a bad value fails the same way on every world
         return comm
     from .mpi_world import MPIWorld   # only real MPI runs need mpi4py loaded
@@ -93,8 +112,8 @@ class CompiledGraph(BindingMixin):
 
     def __init__(self, graph, world, plan, device):
         self.graph, self.world, self.plan, self.device = graph, world, plan, device
-        self.stores = {rank: TileStore(device.xp, device.storage_dtype)
-                       for rank in world.local_ranks()}
+        holding = () if isinstance(world, PlanningWorld) else world.local_ranks()
+        self.stores = {rank: TileStore(device.xp, device.storage_dtype) for rank in holding}
         self.bound = {}   # tensor name -> local ranks whose tiles were bound
         self.stats = {}      # rank -> ExecutionStats of its last execute
         self.ops_by_name = {op.name: op for op in graph.ops()}
@@ -127,9 +146,9 @@ class CompiledGraph(BindingMixin):
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
-        check_fits_in_memory(graph, world.size, len(world.local_ranks()))
+        check_fits_in_memory(graph, world.size, ranks_holding_tiles(world))
         plan = plan_graph_cached(graph, world.size, tiling, distribution, window,
-                                 deterministic, cache)
+                                 deterministic, cache, own_rank(world))
         return cls.from_plan(graph, world, plan, device, threads)
 
     @classmethod
@@ -142,7 +161,7 @@ class CompiledGraph(BindingMixin):
         # GPUs are numbered per node, so the GPU follows the node-local rank: with
         # the global rank, 2 nodes x 4 ranks x 4 GPUs put node 1's ranks 4..7 on
         # GPUs 0..3 only by luck of the modulo (and 3 ranks per node on 2 GPUs not at all).
-        if isinstance(world, SimulatedWorld):
+        if isinstance(world, (SimulatedWorld, PlanningWorld)):
             selected = select_device(device, 0)
         else:
             from . import threads as node_threads
@@ -155,6 +174,8 @@ class CompiledGraph(BindingMixin):
     # -- execution -------------------------------------------------------------------
     def execute(self, phases=None):
         """Run one step of the ops in `phases` (default all) on every rank."""
+        if isinstance(self.world, PlanningWorld):
+            self.world.refuse("execute")
         self.check_graph_unchanged("execute")
         self.check_inputs_bound()
         agreement, phases_key = self.agreement, normalize_phases(phases)
@@ -190,6 +211,12 @@ class CompiledGraph(BindingMixin):
             self.stats[rank] = build_stats(rank, ran, self.ops_by_name, executor,
                                            self.stores[rank], staging,
                                            executor.busy_s + sync_s)
+
+    def get_output(self, name: str, root=None):
+        """The whole tensor on every rank, or on `root` only (None elsewhere)."""
+        if isinstance(self.world, PlanningWorld):
+            self.world.refuse("get_output")      # before any check that it was computed
+        return super().get_output(name, root)
 
     def resolved_program(self, phases, rank):
         """`rank`'s program with the runtime scalars' current values filled in."""
@@ -261,7 +288,9 @@ class CompiledGraph(BindingMixin):
 
     def dump_plan(self, phases=None) -> str:
         from ..plan.report import dump_plan
-        return dump_plan(self.plan, phases)
+        # a PlanningWorld lists its own rank: listing all would plan every rank
+        ranks = (self.world.rank,) if isinstance(self.world, PlanningWorld) else None
+        return dump_plan(self.plan, phases, ranks)
 
     def fingerprint(self) -> str:
         return self.plan.fingerprint()

@@ -1,0 +1,98 @@
+"""Per-rank planning at scale: rank 0 of a GPT-2-XL-shaped FSDP job of 64..1,024 ranks.
+
+GPT-2 XL's shape (48 layers, n_embd 1600, 25 heads, seq 1024, vocab 50257), one
+sequence per rank (batch = ranks), forward + loss + gradients, fp32, FSDP. Tiling:
+a sequence is one tile along seq, the vocabulary is cut into 4096-wide tiles,
+every other axis is chosen by auto tiling for --tile-mib MiB; so the tiles, and
+each rank's share of the work, are the same at every world size (plain auto
+tiling shrinks tiles as the batch grows with the world). For each world size the
+script builds the graph (timed apart), then
+`nt.compile(g, comm=nt.PlanningWorld(n, 0), ...)`: tiling, owners and rank 0's
+program alone. Times are CPU seconds of this process
+(time.process_time: planning is single-threaded Python, and on a shared machine
+wall time would count the neighbours too); "others" is the share of all cores
+other processes used meanwhile. The goal (issue 12): 1,024 ranks in under a
+minute and in at most 2x the 64-rank time.
+
+Command (from the repository root):
+
+    PYTHONPATH=. python benchmarks/bench_plan_rank.py
+    PYTHONPATH=. python benchmarks/bench_plan_rank.py --layers 4 --ranks 16 64 256
+
+--max-seconds skips the larger worlds once one world took longer (so a run that
+cannot meet the goal says so without running for an hour).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter
+
+from _common import CpuLoad, wait_for_quiet
+
+import nntile_spmd as nt
+from nntile_spmd.models import gpt2
+
+
+def gpt2_xl_graph(layers, ranks):
+    cfg = gpt2.GPT2Config(vocab_size=50257, n_positions=1024, n_embd=1600, n_layer=layers,
+                          n_head=25)
+    return gpt2.build_gpt2(cfg, batch=ranks, seq=1024, dtype="fp32").graph
+
+
+def fixed_tiling(tile_mib):
+    return nt.TilingStrategy.constrained(
+        {"input_ids": [1024, 1], "wte": [1600, 4096], "causal_mask": [1024, 1024]},
+        target_tile_bytes=tile_mib << 20)
+
+
+def measure(layers, ranks, tile_mib):
+    """{graph_s, plan_s, instructions by kind, peak, sent, others} for rank 0 of `ranks`."""
+    start = time.process_time()
+    graph = gpt2_xl_graph(layers, ranks)
+    graph_s = time.process_time() - start
+    with CpuLoad() as load:
+        start = time.process_time()
+        cg = nt.compile(graph, comm=nt.PlanningWorld(ranks, 0), distribution="fsdp",
+                        tiling=fixed_tiling(tile_mib))
+        plan_s = time.process_time() - start
+    program = cg.plan.program(0)
+    return {"graph_s": graph_s, "plan_s": plan_s, "ops": len(graph.ops()),
+            "kinds": Counter(type(i).__name__ for i in program), "total": len(program),
+            "peak": cg.memory_on_rank(0), "sent": cg.estimate_communication(0),
+            "others": load.others()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=48)
+    parser.add_argument("--ranks", type=int, nargs="+", default=[64, 256, 1024])
+    parser.add_argument("--tile-mib", type=int, default=64)
+    parser.add_argument("--max-seconds", type=float, default=600.0)
+    args = parser.parse_args()
+    wait_for_quiet()
+    print(f"GPT-2-XL shape, {args.layers} layers, FSDP, {args.tile_mib} MiB tiles, rank 0")
+    print(f"{'ranks':>6} {'ops':>6} {'graph s':>8} {'plan s':>8} {'instr':>8} {'EXEC':>7} "
+          f"{'SEND':>6} {'RECV':>6} {'FREE':>7} {'peak GiB':>9} {'sent GiB':>9} {'others':>7}")
+    results = {}
+    for ranks in args.ranks:
+        result = results[ranks] = measure(args.layers, ranks, args.tile_mib)
+        kinds = result["kinds"]
+        print(f"{ranks:>6} {result['ops']:>6} {result['graph_s']:>8.2f} "
+              f"{result['plan_s']:>8.2f} {result['total']:>8} {kinds['Exec']:>7} "
+              f"{kinds['Send']:>6} {kinds['Recv']:>6} {kinds['Free']:>7} "
+              f"{result['peak'] / 2**30:>9.2f} {result['sent'] / 2**30:>9.2f} "
+              f"{result['others']:>6.0%}", flush=True)
+        if result["plan_s"] > args.max_seconds:
+            print(f"stopped: {ranks} ranks took more than --max-seconds {args.max_seconds}")
+            break
+    first, last = min(results), max(results)
+    if last != first:
+        ratio = results[last]["plan_s"] / results[first]["plan_s"]
+        print(f"plan time ratio {last}/{first} ranks: {ratio:.2f} (goal <= 2; and "
+              f"{results[last]['plan_s']:.1f} s for {last} ranks, goal < 60 s)")
+
+
+if __name__ == "__main__":
+    main()
