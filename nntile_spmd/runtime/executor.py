@@ -245,9 +245,11 @@ class RankExecutor:
 # to ranks that share the core.
 SPIN_SECONDS = 0.02
 # How long an old tile version waits for its sends before it is parked (see
-# retire_sends): long enough that a receiver busy with one kernel posts its receive
-# (so memory stays where the plan puts it), short enough to keep a stall brief.
-SEND_GRACE_SECONDS = 0.05
+# retire_sends): a receiver about to post its receive completes the send in that time
+# and memory stays where the plan puts it; a longer wait only stalls. Measured with
+# benchmarks/bench_simulator.py (small GPT-2, FSDP): 50 ms made a step 180 ms on 3
+# ranks and 330 ms on 4 (the replay predicts ~20 ms); 1 ms, 40 and 34 ms.
+SEND_GRACE_SECONDS = 0.001
 
 
 def wait_with_deadline(test, timeout, describe):
