@@ -127,8 +127,8 @@ def main():
     parser.add_argument("--no-wait", action="store_true",
                         help="do not wait for the machine to be idle first")
     args = parser.parse_args()
-    import kernels
-    kernels.get_kernels("cpu")           # imports (numba, scipy) are not planning
+    import nntile_kernels
+    nntile_kernels.get_kernels("cpu")           # imports (numba, scipy) are not planning
     warm = compile_graph(4, 1, len(CHAIN), nt.SimulatedWorld(1))[0]
     warm.bind_data("x", np.ones((4, 4), dtype=np.float32))
     warm.execute()                       # numba's first calls (cached compilations)

@@ -111,8 +111,8 @@ def main():
     args = parser.parse_args()
     n, tile_k = args.n, args.tile_k or args.n
     flops = 2.0 * n ** 3
-    import kernels
-    kernels.get_kernels("cpu")                  # imports (numba, scipy) are not planning
+    import nntile_kernels
+    nntile_kernels.get_kernels("cpu")                  # imports (numba, scipy) are not planning
 
     rng = np.random.default_rng(0)
     A = np.asfortranarray(rng.standard_normal((n, n), dtype=np.float32))

@@ -2,7 +2,7 @@
 
 Run: python benchmarks/bench_kernels.py [--gemm-size 1024]
 Prints µs per call for a 32x32 fp32 gelu tile (numba kernel vs NumPy reference, plus
-the bare numba dispatch cost) and fp32 gemm GFLOP/s of kernels.cpu vs `a @ b`.
+the bare numba dispatch cost) and fp32 gemm GFLOP/s of nntile_kernels.cpu vs `a @ b`.
 """
 
 import argparse
@@ -14,7 +14,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from kernels import cpu, cpu_elementwise, reference  # noqa: E402 - needs the path above
+from nntile_kernels import cpu, cpu_elementwise, reference  # noqa: E402 - needs the path above
 
 
 def per_call_us(functions, repeat=5, target_seconds=0.2):

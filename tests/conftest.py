@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 _TESTS = Path(__file__).resolve().parent
-for _path in (str(_TESTS.parent), str(_TESTS)):   # `kernels` and `helpers` importable
+for _path in (str(_TESTS.parent), str(_TESTS)):   # `nntile_kernels` and `helpers` importable
     if _path not in sys.path:
         sys.path.insert(0, _path)
 

@@ -3,7 +3,7 @@ stated reason not to (STYLE.md: dispatch is a table lookup, never an if-chain)."
 
 import pytest
 
-import kernels
+import nntile_kernels
 from nntile_spmd.graph import BACKWARD_RULES, REGISTRY
 
 
@@ -11,7 +11,7 @@ from nntile_spmd.graph import BACKWARD_RULES, REGISTRY
 @pytest.mark.parametrize("backend",
                          ["reference", "cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_every_op_has_a_kernel(backend):
-    table = kernels.get_kernels(backend)
+    table = nntile_kernels.get_kernels(backend)
     # the plan also calls each op's combine kernel to merge partial results across ranks
     needed = {spec.kernel for spec in REGISTRY.values()} | \
         {spec.combine for spec in REGISTRY.values()}

@@ -43,15 +43,15 @@ def cuda_available() -> bool:
 
 def select_device(device: str, local_rank: int) -> Device:
     """cpu, cuda, or auto (cuda when a GPU is usable)."""
-    import kernels
+    import nntile_kernels
     if device == "auto":
         device = "cuda" if cuda_available() else "cpu"
     if device == "cpu":
-        return Device("cpu", np, kernels.get_kernels("cpu"))
+        return Device("cpu", np, nntile_kernels.get_kernels("cpu"))
     if device == "cuda":
         import cupy
         cupy.cuda.Device(local_rank % cupy.cuda.runtime.getDeviceCount()).use()
-        return Device("cuda", cupy, kernels.get_kernels("cuda"))
+        return Device("cuda", cupy, nntile_kernels.get_kernels("cuda"))
     raise ValueError(f"unknown device {device!r}; expected 'auto', 'cpu' or 'cuda'")
 
 

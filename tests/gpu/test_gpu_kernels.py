@@ -4,7 +4,7 @@ Everything here is marked gpu (tests/conftest.py skips it, saying why, without C
 a CUDA device; `pytest -m gpu` selects it). The whole case table of every kernel on
 cuda, fp64/fp32/fp16, forward and backward, runs in tests/kernels/test_kernels_table.py
 (its `cuda` backend, also gpu-marked); this module checks what only CUDA has: the
-ElementwiseKernels that cuda.py compiles from the rules of kernels/rules.py. Importing
+ElementwiseKernels that cuda.py compiles from the rules of nntile_kernels/rules.py. Importing
 it needs no CuPy.
 """
 
@@ -13,9 +13,9 @@ import inspect
 import numpy as np
 import pytest
 
-import kernels
-from kernels import reference
-from kernels.rules import ELEMENTWISE
+import nntile_kernels
+from nntile_kernels import reference
+from nntile_kernels.rules import ELEMENTWISE
 
 pytestmark = pytest.mark.gpu
 
@@ -30,7 +30,7 @@ def cuda():
     """(cupy, the cuda KERNELS table)."""
     import cupy
 
-    return cupy, kernels.get_kernels("cuda")
+    return cupy, nntile_kernels.get_kernels("cuda")
 
 
 def rule_inputs(name, rule, dtype, shape=(33, 17), seed=0):
@@ -45,8 +45,8 @@ def rule_inputs(name, rule, dtype, shape=(33, 17), seed=0):
 
 def test_cuda_table_has_every_kernel_with_the_reference_signature(cuda):
     _, table = cuda
-    assert sorted(table) == list(kernels.KERNEL_NAMES)
-    for name in kernels.KERNEL_NAMES:
+    assert sorted(table) == list(nntile_kernels.KERNEL_NAMES)
+    for name in nntile_kernels.KERNEL_NAMES:
         assert inspect.signature(table[name]) == inspect.signature(reference.KERNELS[name]), name
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import nntile_spmd as nt
-from kernels import reference
+from nntile_kernels import reference
 from nntile_spmd import ops
 
 SHAPE = (7, 5, 4)

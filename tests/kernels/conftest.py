@@ -1,4 +1,4 @@
-"""Shared setup of the kernel tests: the repository root must be importable as `kernels`."""
+"""Shared setup of the kernel tests: the repository root must be importable as `nntile_kernels`."""
 
 import sys
 from pathlib import Path

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kernels import cpu, cpu_norm, cpu_reduce, cpu_slice
+from nntile_kernels import cpu, cpu_norm, cpu_reduce, cpu_slice
 
 
 def tile(*shape, dtype=np.float32):

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from kernels import reference as ref
+from nntile_kernels import reference as ref
 
 RNG = np.random.default_rng(77)
 

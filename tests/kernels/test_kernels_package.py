@@ -7,29 +7,29 @@ from pathlib import Path
 
 import pytest
 
-import kernels
+import nntile_kernels
 
-ROOT = Path(kernels.__file__).resolve().parents[1]
+ROOT = Path(nntile_kernels.__file__).resolve().parents[1]
 
 
 def test_kernel_names_are_sorted_and_unique():
     """KERNEL_NAMES is the sorted tuple of the contract's kernel names."""
-    assert isinstance(kernels.KERNEL_NAMES, tuple)
-    assert list(kernels.KERNEL_NAMES) == sorted(set(kernels.KERNEL_NAMES))
+    assert isinstance(nntile_kernels.KERNEL_NAMES, tuple)
+    assert list(nntile_kernels.KERNEL_NAMES) == sorted(set(nntile_kernels.KERNEL_NAMES))
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu"])
 def test_get_kernels_returns_the_backend_table(backend):
     """get_kernels(name) is that module's KERNELS dict, with every kernel name."""
-    table = kernels.get_kernels(backend)
-    assert table is importlib.import_module(f"kernels.{backend}").KERNELS
-    assert sorted(table) == list(kernels.KERNEL_NAMES)
+    table = nntile_kernels.get_kernels(backend)
+    assert table is importlib.import_module(f"nntile_kernels.{backend}").KERNELS
+    assert sorted(table) == list(nntile_kernels.KERNEL_NAMES)
 
 
 def test_get_kernels_rejects_unknown_backends():
     """A typo names the valid choices."""
     with pytest.raises(ValueError, match="reference"):
-        kernels.get_kernels("gpu")
+        nntile_kernels.get_kernels("gpu")
 
 
 def _fresh_python(code):
@@ -41,12 +41,13 @@ def _fresh_python(code):
 
 
 def test_importing_kernels_loads_no_backend():
-    """`import kernels` pulls in neither cupy, numba nor numpy; the reference needs no numba."""
+    """`import nntile_kernels` pulls in neither cupy, numba nor numpy; the reference needs
+    no numba."""
     loaded = _fresh_python(
-        "import sys, kernels\n"
+        "import sys, nntile_kernels\n"
         "heavy = ('cupy', 'numba', 'numpy', 'mpi4py', 'nntile_spmd')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
-        "kernels.get_kernels('reference')\n"
+        "nntile_kernels.get_kernels('reference')\n"
         "print(sorted(m for m in heavy if m != 'numpy' and m in sys.modules))"
     )
     assert loaded.splitlines() == ["[]", "[]"]
@@ -55,7 +56,7 @@ def test_importing_kernels_loads_no_backend():
 def test_cpu_backend_does_not_import_cupy():
     """The numba backend never touches CuPy or MPI."""
     loaded = _fresh_python(
-        "import sys, kernels\nkernels.get_kernels('cpu')\n"
+        "import sys, nntile_kernels\nnntile_kernels.get_kernels('cpu')\n"
         "print(sorted(m for m in ('cupy', 'mpi4py', 'nntile_spmd') if m in sys.modules))"
     )
     assert loaded == "[]"
@@ -65,4 +66,4 @@ def test_cpu_backend_does_not_import_cupy():
 def test_cuda_backend_without_cupy_says_what_is_missing():
     """Without CuPy, asking for the cuda table is a clear ImportError."""
     with pytest.raises(ImportError, match="CuPy"):
-        kernels.get_kernels("cuda")
+        nntile_kernels.get_kernels("cuda")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.special
 
-from kernels import reference as ref
+from nntile_kernels import reference as ref
 
 RNG = np.random.default_rng(1234)
 

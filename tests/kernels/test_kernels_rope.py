@@ -5,7 +5,7 @@ checked against the reference in test_kernels_table.py."""
 import numpy as np
 import pytest
 
-from kernels import reference
+from nntile_kernels import reference
 
 RNG = np.random.default_rng(3)
 

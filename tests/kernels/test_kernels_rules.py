@@ -1,4 +1,4 @@
-"""The elementwise rule table (kernels/rules.py): one formula, two languages.
+"""The elementwise rule table (nntile_kernels/rules.py): one formula, two languages.
 
 The reference evaluates each formula with NumPy; cuda.py compiles the same text as
 C++ into CuPy ElementwiseKernels. Here that C++ (cuda_source, with CUDA_PREAMBLE) is
@@ -13,8 +13,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from kernels import reference
-from kernels.rules import C_TYPES, CUDA_PREAMBLE, ELEMENTWISE, _typed_literals, cuda_source
+from nntile_kernels import reference
+from nntile_kernels.rules import C_TYPES, CUDA_PREAMBLE, ELEMENTWISE, _typed_literals, cuda_source
 
 CXX = shutil.which("g++") or shutil.which("c++")
 TOLERANCE = {"float64": (1e-13, 1e-13), "float32": (2e-5, 2e-5)}

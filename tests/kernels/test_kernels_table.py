@@ -1,8 +1,8 @@
 """Every fast backend against the NumPy reference, one table line per case.
 
 Backends: cpu (numba/BLAS) and cuda (CuPy on a GPU; marked gpu, skipped without
-one). The CuPy table shares its code with the reference (kernels/generic*.py and the
-rules of kernels/rules.py), so what is CUDA's own is tested in tests/gpu.
+one). The CuPy table shares its code with the reference (nntile_kernels/generic*.py and the
+rules of nntile_kernels/rules.py), so what is CUDA's own is tested in tests/gpu.
 """
 
 # ruff: noqa: E501 - the case table keeps one case per line, however long
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-import kernels
-from kernels import cpu, reference
+import nntile_kernels
+from nntile_kernels import cpu, reference
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,7 @@ CASES = [
     case("rope_backward", [A(2, 3), A(2, 3), A(4, 3, 5), A(4, 3, 5)]),
     case("scale_slice", [A(3, 2), Nan(3, 4, 2)], alpha=2.0, axis=1),
     case("scale_slice", [A(4, 3), Nan(4, 3, 2)], alpha=1.0, axis=2),
-    # seed elementwise and reduction kernels (kernels/generic_math.py, kernels/cpu_math.py)
+    # seed elementwise and reduction kernels (nntile_kernels/generic_math.py, nntile_kernels/cpu_math.py)
     case("sub", [A(5, 3), A(5, 3), Nan(5, 3)]),
     case("sub", [A(7), A(7), Same(1)]),
     case("div", [A(5, 3), Pos(5, 3), Nan(5, 3)]),
@@ -419,7 +419,7 @@ def _cuda_backend():
     it without CuPy or a device)."""
     import cupy
 
-    from kernels import cuda
+    from nntile_kernels import cuda
 
     return cuda.KERNELS, lambda a: cupy.array(a, order="F"), cupy.asnumpy
 
@@ -500,15 +500,15 @@ def test_cross_entropy_lse_rejects_labels_outside_the_classes(backend, name, ext
 
 def test_every_kernel_has_cases():
     """Each kernel of the contract appears in the table above."""
-    assert {c.values[0] for c in CASES} == set(kernels.KERNEL_NAMES)
+    assert {c.values[0] for c in CASES} == set(nntile_kernels.KERNEL_NAMES)
 
 
 def test_backend_tables_have_the_same_keys():
     """cpu, reference and the package's name list agree (cuda: tests/gpu)."""
-    assert set(cpu.KERNELS) == set(reference.KERNELS) == set(kernels.KERNEL_NAMES)
+    assert set(cpu.KERNELS) == set(reference.KERNELS) == set(nntile_kernels.KERNEL_NAMES)
 
 
-@pytest.mark.parametrize("name", kernels.KERNEL_NAMES)
+@pytest.mark.parametrize("name", nntile_kernels.KERNEL_NAMES)
 def test_signatures_match_reference(name):
     """Same parameter names, kinds and defaults on every backend: callers pass **params."""
     expected = inspect.signature(reference.KERNELS[name])

@@ -5,7 +5,7 @@ Skipped where torch is not installed."""
 import numpy as np
 import pytest
 
-from kernels import cpu, reference
+from nntile_kernels import cpu, reference
 
 torch = pytest.importorskip("torch")
 
@@ -17,7 +17,7 @@ def backend_table(name):
     if name == "cuda":   # gpu-marked: tests/conftest.py skips it without CuPy or a device
         import cupy
 
-        from kernels import cuda
+        from nntile_kernels import cuda
         return cuda.KERNELS, cupy.asarray, cupy.asnumpy
     table = {"reference": reference.KERNELS, "cpu": cpu.KERNELS}[name]
     return table, np.asarray, np.asarray

@@ -9,7 +9,7 @@ import numpy as np
 from helpers import OpCase, gelu, layer_norm, logsumexp, relu, silu, softmax
 from scipy.special import erf
 
-from kernels import reference
+from nntile_kernels import reference
 from nntile_spmd import ops
 
 E = np.einsum

@@ -12,8 +12,9 @@ try:
     import cupyx.scipy.special
 except ImportError as error:  # only this backend needs CuPy
     raise ImportError(
-        "kernels.cuda needs CuPy with a working CUDA install (e.g. `pip install cupy-cuda12x`); "
-        "use kernels.get_kernels('cpu') on machines without an NVIDIA GPU"
+        "nntile_kernels.cuda needs CuPy with a working CUDA install "
+        "(e.g. `pip install cupy-cuda12x`); "
+        "use nntile_kernels.get_kernels('cpu') on machines without an NVIDIA GPU"
     ) from error
 
 from . import generic

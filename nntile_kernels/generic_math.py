@@ -2,7 +2,7 @@
 
 Part of generic.table, so the NumPy reference and the CuPy table share these bodies:
 every line is an xp ufunc or reduction both modules spell alike. Arrays only: never imports
-nntile_spmd, mpi4py, numba or cupy. Calling convention of kernels.reference, with `xp`
+nntile_spmd, mpi4py, numba or cupy. Calling convention of nntile_kernels.reference, with `xp`
 bound first by table(xp). Reductions fold a tile F-order to (m, k, n), k the reduced
 axis, so any axis reduces with one xp call and no copy.
 """

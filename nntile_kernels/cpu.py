@@ -1,7 +1,7 @@
 """The cpu kernel table: numba loops (disk-cached with cache=True) and BLAS for gemm.
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Same keys, signatures and
-semantics as kernels.reference.
+semantics as nntile_kernels.reference.
 """
 
 from . import (cpu_blas, cpu_elementwise, cpu_loss, cpu_norm, cpu_optim, cpu_reduce,  # noqa: I001

@@ -342,5 +342,6 @@ def sum_backward(dy, x, y, *, alpha=1.0):
 KERNELS |= {kernel.__name__: kernel for kernel in (
     scale_fiber, norm_fiber, norm_fiber_backward, sum_backward)}
 
-# randn is whole-array uint64 hashing that NumPy already vectorises (kernels/generic_random.py)
+# randn is whole-array uint64 hashing that NumPy already vectorises
+# (nntile_kernels/generic_random.py)
 KERNELS["randn"] = REFERENCE["randn"]

@@ -4,7 +4,7 @@ Arrays only: never imports nntile_spmd, mpi4py or cupy. A full tile is folded to
 (m, n, k, batch) around the fiber axis n (layout.fiber_folds) and a fiber to
 (n, batch); numba gets the C-ordered transposed views (cpu_common.folded_t), indexed
 backwards, so x is visited in storage order. Sums accumulate in float64; fp16 falls
-back to the NumPy reference (kernels.reference).
+back to the NumPy reference (nntile_kernels.reference).
 
 PERF: LayerNorm's gamma is the fiber along axis 0, where m is 1: the kernels then loop
 over j innermost (a length-1 loop over i stops vectorization), and sums over i use
