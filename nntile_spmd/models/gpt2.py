@@ -295,7 +295,7 @@ def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
                          f"batch >= 1, got seq={seq}, batch={batch}")
     graph = LogicalGraph(name)
     model = GPT2(graph, cfg, batch, seq, dtype)
-    builder = _Builder(model)
+    builder = Builder(model)
     hidden = builder.embeddings()
     for layer in range(cfg.n_layer):
         hidden = builder.block(layer, hidden)
@@ -305,8 +305,9 @@ def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
     return model
 
 
-class _Builder:
-    """Adds GPT-2's tensors and ops to model.graph in HF's order."""
+class Builder:
+    """Adds GPT-2's tensors and ops to model.graph in HF's order (Llama's builder
+    shares its parameter and constant helpers)."""
 
     def __init__(self, model: GPT2):
         self.model, self.graph, self.cfg = model, model.graph, model.config

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..graph import LogicalGraph, grad, ops
 from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
+from . import gpt2
 from .gpt2 import GPT2, _as_numpy
 
 
@@ -291,26 +292,9 @@ def build_llama(cfg: LlamaConfig, batch: int, seq: int, dtype: str = "fp32",
     return model
 
 
-class _Builder:
-    """Adds Llama's tensors and ops to model.graph in HF's order."""
-
-    def __init__(self, model: Llama):
-        self.model, self.graph, self.cfg = model, model.graph, model.config
-        self.dtype = model.dtype
-
-    def param(self, shape, name, tp_dim=None):
-        tensor = self.graph.tensor(shape, name, self.dtype, requires_grad=True,
-                                   persistent=True)
-        if tp_dim is not None:
-            tensor.split_for_tp(tp_dim)
-        self.model.params.append(tensor)
-        return tensor
-
-    def constant(self, name, value, dtype):
-        tensor = self.graph.tensor(list(value.shape), name, dtype, persistent=True,
-                                   external=True)
-        self.model.constants[name] = value
-        return tensor
+class _Builder(gpt2.Builder):
+    """Adds Llama's tensors and ops to model.graph in HF's order (parameters and
+    constants as GPT-2's builder declares them)."""
 
     def embeddings(self):
         cfg, model, graph = self.cfg, self.model, self.graph
