@@ -73,7 +73,10 @@ MATH_KERNEL_NAMES = (
     "norm_fiber_backward", "norm_slice", "norm_slice_backward", "randn", "scale_fiber",
     "sigmoid", "sigmoid_backward", "sub", "sum_backward", "tanh", "tanh_backward",
 )
-KERNEL_NAMES = tuple(sorted(KERNEL_NAMES + MATH_KERNEL_NAMES))
+# convolutions and copy_intersection (generic_conv.py, cpu_conv.py)
+CONV_KERNEL_NAMES = ("conv2d_inplace", "conv2d_bwd_input_inplace", "conv2d_bwd_weight_inplace",
+                     "copy_intersection")
+KERNEL_NAMES = tuple(sorted(KERNEL_NAMES + MATH_KERNEL_NAMES + CONV_KERNEL_NAMES))
 
 BACKENDS = ("reference", "cpu", "cuda")
 

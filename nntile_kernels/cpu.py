@@ -4,7 +4,7 @@ Arrays only: never imports nntile_spmd, mpi4py or cupy. Same keys, signatures an
 semantics as nntile_kernels.reference.
 """
 
-from . import (cpu_blas, cpu_elementwise, cpu_loss, cpu_norm, cpu_optim, cpu_reduce,  # noqa: I001
+from . import (cpu_blas, cpu_conv, cpu_elementwise, cpu_loss, cpu_norm, cpu_optim, cpu_reduce,  # noqa: I001
                cpu_rope, cpu_slice, reference)
 from .cpu_math import KERNELS as MATH_KERNELS
 
@@ -68,4 +68,8 @@ KERNELS = {
     "sgd_step": cpu_optim.sgd_step,
     "adam_step": cpu_optim.adam_step,
     "adamw_step": cpu_optim.adamw_step,
+    "conv2d_inplace": cpu_conv.conv2d_inplace,
+    "conv2d_bwd_input_inplace": cpu_conv.conv2d_bwd_input_inplace,
+    "conv2d_bwd_weight_inplace": cpu_conv.conv2d_bwd_weight_inplace,
+    "copy_intersection": reference.copy_intersection,
 }

@@ -52,7 +52,12 @@ class OpSpec:
     combine names the kernel that merges two partial results of such a sum when
     they were computed on different ranks: called as combine(child, parent, parent,
     alpha=1, beta) like "add"; an op whose partials are not added (logsumexp's are
-    merged by logaddexp) names its own.
+    merged by logaddexp) names its own; None forbids partial results (the owner runs
+    every step: copy_intersection's steps overwrite, they do not add up).
+    windows(attrs, in_shapes, out_shapes) -> {label: (source_label, window)} restricts a
+    summed label to the tiles meeting window(start, stop), the element range it reads
+    under the source label's tile [start, stop): a convolution's input rows under an
+    output tile (its halo), not the whole axis.
     """
 
     name: str
@@ -64,7 +69,7 @@ class OpSpec:
     attrs: dict = field(default_factory=dict)
     reads_output: Callable = never          # does the kernel read the old output?
     beta_attr: str | None = None
-    combine: str = "add"                     # kernel merging partial results across ranks
+    combine: str | None = "add"              # kernel merging partial results across ranks
     whole: Callable = lambda attrs, axes: frozenset()
     flops: Callable = lambda attrs, in_shapes, out_shapes: 0
     tile_params: Callable | None = None      # (attrs, tile_offsets) -> extra kernel params
@@ -73,6 +78,7 @@ class OpSpec:
     # alone cannot tell an id outside the vocabulary): shapes are concrete once planned
     shape_params: Callable | None = None
     kernel_attrs: tuple | None = None        # attrs passed to the kernel (default: all)
+    windows: Callable | None = None          # summed labels read only near the source tile
     differentiable: bool = True
 
     def normalize_attrs(self, given: dict) -> dict:

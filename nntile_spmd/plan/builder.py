@@ -131,7 +131,8 @@ class ProgramBuilder:
         costed over the whole op, counting each (rank, tile) fetch once, and compared
         with the owner computing every group; the cheaper of the two is used.
         """
-        if self.deterministic or all(len(group.steps) < 2 for group in groups):
+        if self.deterministic or all(len(group.steps) < 2 for group in groups) or \
+                groups[0].op.spec.combine is None:   # copy_intersection: steps overwrite
             return [None] * len(groups)   # owner sums in tile order / nothing to choose
         fetched, owner_fetch, greedy_cost, choices = set(), set(), 0, []
         held, version = self.held, self.version

@@ -7,6 +7,7 @@ beta for the first step a rank runs into a tile, 1 after it.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from operator import getitem, itemgetter
 from typing import NamedTuple
@@ -36,8 +37,12 @@ def lower_op(op, tilings):
     output_labels = set(itertools.chain(*axes[n_inputs:]))
     counts = label_tile_counts(arrays, axes, tilings)
     summed = sorted({label for labels in axes[:n_inputs] for label in labels} - output_labels)
+    windows = {} if spec.windows is None else spec.windows(
+        op.attrs, [t.shape for t in op.inputs], [t.shape for t in op.outputs])
+    summed.sort(key=lambda label: label in windows)   # a window's source comes first
     if any(counts[label] > 1 for label in summed):
-        assert spec.beta_attr, f"{op.op_type} sums over tiles but its kernel has no beta"
+        assert spec.beta_attr or spec.combine is None, \
+            f"{op.op_type} sums over tiles but its kernel has no beta"
     base_params = spec.kernel_params(op.attrs)
     if spec.shape_params is not None:
         base_params |= spec.shape_params(op.attrs, [t.shape for t in op.inputs],
@@ -56,8 +61,14 @@ def lower_op(op, tilings):
     flops_memo = {}
     groups = []
     summed_ranges = list(itertools.product(*[range(counts[label]) for label in summed]))
+    bounds = label_boundaries(arrays, axes, tilings) if windows else None
     for out_coord in tilings[op.outputs[0].name].coords():
         steps = []
+        if windows:
+            summed_ranges = windowed_combos(out_coord, vector_labels, windows, bounds)
+            if not summed_ranges and spec.beta_attr:   # the output still takes its beta
+                summed_ranges = windowed_combos(out_coord, vector_labels, windows, bounds,
+                                                nearest=True)
         for combo in summed_ranges:
             vector = out_coord + combo
             keys = tuple([(name, pick(vector)) for name, pick in pickers])
@@ -68,8 +79,47 @@ def lower_op(op, tilings):
             params = base_params if spec.tile_params is None else \
                 step_params(op, base_params, keys, tilings)
             steps.append(Step(keys, params, flops))
-        groups.append(TaskGroup(op, keys[n_inputs:], tuple(steps), reads_output))
+        outputs = tuple([(name, pick(out_coord)) for name, pick in pickers[n_inputs:]])
+        groups.append(TaskGroup(op, outputs, tuple(steps), reads_output))
     return groups
+
+
+def windowed_combos(out_coord, vector_labels, windows, bounds, nearest=False):
+    """Summed-label tile combos of one output tile, a windowed label restricted to the
+    tiles meeting its window under the source label's tile. An empty window gives no
+    combo (copy_intersection leaves such a tile alone) or, with `nearest`, the nearest
+    tile: a conv output tile entirely in padding still needs a step to apply its beta."""
+    n_out = len(out_coord)
+    combos = [tuple(out_coord)]
+    for label in vector_labels[n_out:]:
+        boundaries = bounds[label]
+        last = len(boundaries) - 2
+        if label in windows:
+            source, window = windows[label]
+            source_position = vector_labels.index(source)
+            source_bounds = bounds[source]
+        extended = []
+        for vector in combos:
+            if label not in windows:
+                extended.extend(vector + (tile,) for tile in range(last + 1))
+                continue
+            tile = vector[source_position]
+            low, high = window(source_bounds[tile], source_bounds[tile + 1])
+            first = min(max(bisect.bisect_right(boundaries, low) - 1, 0), last)
+            stop = min(bisect.bisect_left(boundaries, high), last + 1)
+            if low >= boundaries[-1] or high <= 0 or high <= low:
+                stop = first + 1 if nearest else first
+            elif nearest:
+                stop = max(stop, first + 1)
+            extended.extend(vector + (index,) for index in range(first, stop))
+        combos = extended
+    return [vector[n_out:] for vector in combos]
+
+
+def label_boundaries(arrays, axes, tilings):
+    """Label -> tile boundaries of its axis."""
+    return {label: tilings[tensor.name].dims[dim].boundaries
+            for tensor, labels in zip(arrays, axes) for dim, label in enumerate(labels)}
 
 
 def picker(positions):

@@ -75,7 +75,8 @@ class RankProgramBuilder(ProgramBuilder):
         {tile: ranks} and set differences per tile. PERF: an output every rank holds
         (the loss) over batch tiles on every rank made ranks x tiles Python pairs,
         quadratic in the world size; the decisions are the same (oracle tests)."""
-        if self.deterministic or all(len(group.steps) < 2 for group in groups):
+        if self.deterministic or all(len(group.steps) < 2 for group in groups) or \
+                groups[0].op.spec.combine is None:   # copy_intersection: steps overwrite
             return [None] * len(groups)   # owner sums in tile order / nothing to choose
         fetched, owner_fetch, greedy_cost, choices = {}, {}, 0, []
         for group in groups:

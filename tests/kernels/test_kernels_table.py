@@ -351,6 +351,14 @@ CASES = [
     case("randn", [Nan(5, 3)], seed=3),
     case("randn", [Nan(3, 4, 2)], seed=7, mean=0.5, stddev=2.0, offset=(2, 1, 0), shape=(6, 5, 2)),
     case("randn", [Nan()], seed=0, offset=(), shape=()),
+    case("conv2d_inplace", [A(6, 5, 3, 2), A(3, 2, 3, 4), Nan(4, 4, 4, 2)], padding=(0, 0), stride=(1, 1), dilation=(1, 1), x_start=(0, 0), c_start=(0, 0), y_start=(0, 0)),
+    case("conv2d_inplace", [A(4, 3, 2, 2), A(2, 3, 2, 3), A(3, 4, 3, 2)], alpha=0.5, beta=0.5, padding=(1, 2), stride=(2, 1), dilation=(1, 2), x_start=(2, 1), c_start=(1, 0), y_start=(1, 0)),
+    case("conv2d_bwd_input_inplace", [A(4, 4, 4, 2), A(3, 2, 3, 4), Nan(6, 5, 3, 2)], padding=(0, 0), stride=(1, 1), dilation=(1, 1), x_start=(0, 0), c_start=(0, 0), y_start=(0, 0)),
+    case("conv2d_bwd_input_inplace", [A(3, 4, 3, 2), A(2, 3, 2, 3), A(4, 3, 2, 2)], alpha=2.0, beta=1.0, padding=(1, 2), stride=(2, 1), dilation=(1, 2), x_start=(2, 1), c_start=(1, 0), y_start=(1, 0)),
+    case("conv2d_bwd_weight_inplace", [A(6, 5, 3, 2), A(4, 4, 4, 2), Nan(3, 2, 3, 4)], padding=(0, 0), stride=(1, 1), dilation=(1, 1), x_start=(0, 0), c_start=(0, 0), y_start=(0, 0)),
+    case("conv2d_bwd_weight_inplace", [A(4, 3, 2, 2), A(3, 4, 3, 2), A(2, 3, 2, 3)], alpha=-1.0, beta=1.0, padding=(1, 2), stride=(2, 1), dilation=(1, 2), x_start=(2, 1), c_start=(1, 0), y_start=(1, 0)),
+    case("copy_intersection", [A(4, 3), A(5, 2)], src_start=(1, 0), dst_start=(0, 1)),
+    case("copy_intersection", [A(4, 3, 2), A(2, 2, 2)], src_start=(0, 0, 0), dst_start=(5, 0, 0)),
 ]
 # fmt: on
 

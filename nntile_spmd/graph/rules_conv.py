@@ -1,0 +1,167 @@
+"""Graph layer: rules of NNTile's 2-D convolutions and copy_intersection.
+
+Layout as in NNTile (column-major, WHCN): an image batch is [W, H, C, N], a kernel
+[K_w, K_h, C_in, C_out]; conv2d_inplace is a cross-correlation like PyTorch's conv2d:
+Y[i, j, o, b] = alpha * sum_{p, q, c} X[s0*i - p0 + d0*p, s1*j - p1 + d1*q, c, b]
+* C[p, q, c, o] + beta * Y (X is zero outside its bounds: padding p0, p1).
+Every dim may be tiled: the spatial dims of X and Y are separate axes, and a window
+(OpSpec.windows) tells the plan which X tiles an output tile reads (its halo), so
+neighbouring tiles move like any other remote tile. Channels are summed like gemm's K.
+"""
+
+from .registry import REQUIRED, OpSpec, always, labels, op_error, register
+from .rules_common import numel, require_float, require_same_dtype
+
+CONV_ATTRS = {"alpha": 1.0, "beta": 0.0, "padding": (0, 0), "stride": (1, 1),
+              "dilation": (1, 1)}
+X_AXES, C_AXES, Y_AXES = ("xw", "xh", "ci", "b"), ("kw", "kh", "ci", "co"), \
+    ("yw", "yh", "co", "b")
+
+
+def conv_geometry(op, attrs, tensors):
+    """(padding, stride, dilation) as int pairs, checked."""
+    checked = []
+    for key, low in (("padding", 0), ("stride", 1), ("dilation", 1)):
+        value = attrs[key]
+        if not (isinstance(value, tuple) and len(value) == 2 and
+                all(isinstance(v, int) and v >= low for v in value)):
+            raise op_error(op, f"{key}={value!r} must be a pair of ints >= {low}", tensors)
+        checked.append(value)
+    return tuple(checked)
+
+
+def conv_out_size(size, kernel, padding, stride, dilation):
+    """Output length of a convolution along one axis (NNTile's and PyTorch's formula)."""
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def conv_output_shape(op, attrs, x, c):
+    """Y's shape [W_out, H_out, C_out, N] for input x and kernel c, checked."""
+    require_float(op, x, c)
+    require_same_dtype(op, x, c)
+    padding, stride, dilation = conv_geometry(op, attrs, (x, c))
+    if x.ndim != 4 or c.ndim != 4:
+        raise op_error(op, f"{x.name} must be [W, H, C_in, N] and {c.name} "
+                       "[K_w, K_h, C_in, C_out]", (x, c))
+    if not all(isinstance(d, int) for d in x.shape[:3] + c.shape):
+        raise op_error(op, "spatial and channel dims must be concrete ints", (x, c))
+    if x.shape[2] != c.shape[2]:
+        raise op_error(op, f"input channels differ ({x.shape[2]} != {c.shape[2]})", (x, c))
+    spatial = tuple(conv_out_size(x.shape[i], c.shape[i], padding[i], stride[i], dilation[i])
+                    for i in range(2))
+    if min(spatial) < 1:
+        raise op_error(op, f"kernel {list(c.shape[:2])} with padding {list(padding)} and "
+                       f"dilation {list(dilation)} is larger than the image", (x, c))
+    return spatial + (c.shape[3], x.shape[3])
+
+
+def input_window(attrs, kernel_shape, dim):
+    """X rows read by Y rows [start, stop) along spatial dim `dim`."""
+    pad, stride = attrs["padding"][dim], attrs["stride"][dim]
+    reach = attrs["dilation"][dim] * (kernel_shape[dim] - 1) + 1
+    return lambda start, stop: (stride * start - pad, stride * (stop - 1) - pad + reach)
+
+
+def output_window(attrs, kernel_shape, dim):
+    """Y rows that read X rows [start, stop) along spatial dim `dim`."""
+    pad, stride = attrs["padding"][dim], attrs["stride"][dim]
+    reach = attrs["dilation"][dim] * (kernel_shape[dim] - 1)
+    return lambda start, stop: (-((reach - start - pad) // stride),
+                                (stop - 1 + pad) // stride + 1)
+
+
+def conv_tile_params(x_at, c_at, y_at):
+    """Kernel params: the (w, h) offsets of the X, C and Y tiles of one step."""
+    def params(attrs, offsets):
+        return {"x_start": offsets[x_at][:2], "c_start": offsets[c_at][:2],
+                "y_start": offsets[y_at][:2]}
+    return params
+
+
+def conv2d_infer(op, attrs, inputs):
+    x, c = inputs
+    return [(conv_output_shape(op, attrs, x, c), x.dtype)]
+
+
+def conv2d_flops(attrs, in_shapes, out_shapes):
+    x, c = in_shapes
+    y = out_shapes[0]
+    return 2 * y[0] * y[1] * numel(c) * y[3]
+
+
+def given_output(op, attrs, inputs):
+    """The output is given (its shape checked by the builder in ops_conv)."""
+    require_float(op, *inputs)
+    require_same_dtype(op, *inputs)
+    conv_geometry(op, attrs, inputs)
+    if any(tensor.ndim != 4 for tensor in inputs):
+        raise op_error(op, "operands must be 4-D ([W, H, C, N] images, [K_w, K_h, C_in, "
+                       "C_out] kernels)", inputs)
+    return [None]
+
+
+def bwd_input_flops(attrs, in_shapes, out_shapes):
+    dy, c = in_shapes
+    return 2 * dy[0] * dy[1] * numel(c) * dy[3]
+
+
+def bwd_weight_flops(attrs, in_shapes, out_shapes):
+    x, dy = in_shapes
+    return 2 * dy[0] * dy[1] * numel(out_shapes[0]) * dy[3]
+
+
+def register_conv(name, infer, axes, windows, tile_params, flops, differentiable=False):
+    register(OpSpec(name, name, 2, 1, infer, lambda attrs, i, o: axes, attrs=CONV_ATTRS,
+                    reads_output=lambda attrs: attrs["beta"] != 0, beta_attr="beta",
+                    windows=windows, tile_params=tile_params, flops=flops,
+                    differentiable=differentiable))
+
+
+# Y = alpha * conv(X, C) + beta * Y: X rows under a Y tile are its window
+register_conv("conv2d_inplace", conv2d_infer, (X_AXES, C_AXES, Y_AXES),
+              lambda attrs, i, o: {f"x{a}": (f"y{a}", input_window(attrs, i[1], d))
+                                   for d, a in enumerate("wh")},
+              conv_tile_params(0, 1, 2), conv2d_flops, differentiable=True)
+# dX = alpha * conv^T(dY, C) + beta * dX: the dY rows that read a dX tile
+register_conv("conv2d_bwd_input_inplace", given_output, (Y_AXES, C_AXES, X_AXES),
+              lambda attrs, i, o: {f"y{a}": (f"x{a}", output_window(attrs, i[1], d))
+                                   for d, a in enumerate("wh")},
+              conv_tile_params(2, 1, 0), bwd_input_flops)
+# dC = alpha * sum over X and dY + beta * dC: for each X tile, the dY rows that read it
+register_conv("conv2d_bwd_weight_inplace", given_output, (X_AXES, Y_AXES, C_AXES),
+              lambda attrs, i, o: {f"y{a}": (f"x{a}", output_window(attrs, o[0], d))
+                                   for d, a in enumerate("wh")},
+              conv_tile_params(0, 2, 1), bwd_weight_flops)
+
+
+# -- copy_intersection ---------------------------------------------------------------
+def copy_intersection_infer(op, attrs, inputs):
+    (src,) = inputs
+    for key in ("src_offset", "dst_offset"):
+        offset = attrs[key]
+        if not (isinstance(offset, tuple) and len(offset) == src.ndim and
+                all(isinstance(v, int) for v in offset)):
+            raise op_error(op, f"{key}={offset!r} must be a tuple of {src.ndim} ints",
+                           inputs)
+    return [None]
+
+
+def copy_intersection_windows(attrs, in_shapes, out_shapes):
+    """Source tiles meeting a destination tile [start, stop) (in destination coords)."""
+    shift = [d - s for s, d in zip(attrs["src_offset"], attrs["dst_offset"])]
+    return {f"s{i}": (f"d{i}", lambda start, stop, k=k: (start + k, stop + k))
+            for i, k in enumerate(shift)}
+
+
+def copy_intersection_params(attrs, offsets):
+    """Where the step's source and destination tiles start, in the common coordinates."""
+    return {"src_start": tuple(a + b for a, b in zip(attrs["src_offset"], offsets[0])),
+            "dst_start": tuple(a + b for a, b in zip(attrs["dst_offset"], offsets[1]))}
+
+
+register(OpSpec("copy_intersection", "copy_intersection", 1, 1, copy_intersection_infer,
+                lambda attrs, i, o: (labels("s", len(i[0])), labels("d", len(o[0]))),
+                attrs={"src_offset": REQUIRED, "dst_offset": REQUIRED}, reads_output=always,
+                combine=None, windows=copy_intersection_windows,
+                tile_params=copy_intersection_params, kernel_attrs=(),
+                flops=lambda attrs, i, o: 0, differentiable=False))
