@@ -39,7 +39,8 @@ def parse_args(argv=None):
     parser.add_argument("--batch", type=int, default=60, help="samples per optimizer step")
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--dtype", choices=("fp32", "fp64"), default="fp32")
-    parser.add_argument("--channels", type=int, nargs=2, default=[c.channels for c in DIGITS_LAYERS],
+    parser.add_argument("--channels", type=int, nargs=2,
+                        default=[layer.channels for layer in DIGITS_LAYERS],
                         help="channels of the two convolutions")
     parser.add_argument("--spatial-tile", type=int, default=0,
                         help="tile width and height of the images and feature maps (0: whole)")

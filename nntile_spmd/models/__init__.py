@@ -6,5 +6,6 @@ from .gpt2 import GPT2, GPT2Config, build_gpt2
 from .llama import Llama, LlamaConfig, build_llama
 from .mlp import MLP, build_mlp, init_linear_params
 
-__all__ = ["CNN", "build_cnn", "GPT2", "GPT2Config", "Llama", "LlamaConfig", "MLP", "build_gpt2", "build_llama",
+__all__ = ["GPT2", "GPT2Config", "Llama", "LlamaConfig", "MLP", "build_gpt2", "build_llama",
            "build_mlp", "gpt2", "init_linear_params", "llama"]
+__all__ += ["CNN", "build_cnn"]

@@ -83,7 +83,8 @@ def test_backward_kernels_are_the_adjoints(padding, stride, dilation):
     x, c = random(7, 6, 3, 2), random(3, 2, 3, 4)
     y = conv_by_loops(x, c, padding, stride, dilation)
     dy = random(*y.shape)
-    dx, dc = np.asfortranarray(np.full(x.shape, np.nan)), np.asfortranarray(np.full(c.shape, np.nan))
+    dx = np.asfortranarray(np.full(x.shape, np.nan))
+    dc = np.asfortranarray(np.full(c.shape, np.nan))
     geometry = {"padding": padding, "stride": stride, "dilation": dilation, **WHOLE}
     reference.conv2d_bwd_input_inplace(dy, c, dx, **geometry)
     reference.conv2d_bwd_weight_inplace(x, dy, dc, **geometry)

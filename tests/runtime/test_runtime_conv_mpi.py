@@ -1,7 +1,8 @@
 """conv2d forward and backward on real MPI ranks against the one-process NumPy
 reference: every preset, uneven tiles on every axis, measured traffic equal to planned.
 
-    mpiexec -n 3 python -m pytest --with-mpi -p no:cacheprovider tests/runtime/test_runtime_conv_mpi.py
+    mpiexec -n 3 python -m pytest --with-mpi -p no:cacheprovider \
+        tests/runtime/test_runtime_conv_mpi.py
 
 Verdicts are collective (helpers.collective_ok): a failing rank never leaves the others
 waiting.
