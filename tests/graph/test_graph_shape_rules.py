@@ -288,6 +288,16 @@ RULE_CASES = [
      lambda t: ops.norm_fiber_backward(*t, axis=1), lambda x, y, dy, dx: dx),
     ("sum_backward", [SCALAR, X345], lambda t: ops.sum_backward(*t), lambda dy, dx: dx + dy),
     ("randn", [X345], lambda t: ops.randn(t[0], 3), lambda x: x),
+    ("conv2d_inplace", [([5, 4, 3, 2], F32), ([3, 2, 3, 4], F32)],
+     lambda t: ops.conv2d(t[0], t[1], "y"),   # [i, j, c, b, p, q] windows . [p, q, c, o]
+     lambda x, c: np.einsum("ijcbpq,pqco->ijob",
+                            np.lib.stride_tricks.sliding_window_view(x, (3, 2), (0, 1)), c)),
+    ("conv2d_bwd_input_inplace", [([3, 3, 4, 2], F32), ([3, 2, 3, 4], F32), ([5, 4, 3, 2], F32)],
+     lambda t: ops.conv2d_bwd_input_inplace(1.0, t[0], t[1], 0.0, t[2]), lambda dy, c, dx: dx),
+    ("conv2d_bwd_weight_inplace", [([5, 4, 3, 2], F32), ([3, 3, 4, 2], F32), ([3, 2, 3, 4], F32)],
+     lambda t: ops.conv2d_bwd_weight_inplace(1.0, t[0], t[1], 0.0, t[2]), lambda x, dy, dc: dc),
+    ("copy_intersection", [([4, 3], F32), ([5, 2], F32)],
+     lambda t: ops.copy_intersection(t[0], (1, 0), t[1], (0, 1)), lambda src, dst: dst),
 ]
 
 
