@@ -7,6 +7,7 @@ re-exports them as `nntile_spmd.ops`, import it without a cycle.
 from __future__ import annotations
 
 from .registry import get_spec, op_error
+from .scalars import check_scalar_attrs
 from .tensor import TensorNode
 
 
@@ -18,6 +19,7 @@ def apply(op_type: str, inputs, outputs, **attrs):
     graph.check_operands(spec, inputs, [t for t in outputs if not isinstance(t, str)],
                          partial_outputs=True)
     normalized = spec.normalize_attrs(attrs)
+    check_scalar_attrs(spec, normalized)
     if spec.beta_attr and normalized[spec.beta_attr] != 0 and \
             any(isinstance(output, str) for output in outputs):
         names = [repr(output) for output in outputs if isinstance(output, str)]
@@ -32,7 +34,7 @@ def apply(op_type: str, inputs, outputs, **attrs):
                 raise op_error(op_type, f"output {output!r} must be an existing tensor")
             output = graph.tensor(want[0], output, want[1])
         created.append(output)
-    graph.add_op(op_type, inputs, created, attrs)
+    graph.add_inferred_op(op_type, inputs, tuple(created), normalized, expected)
     return created[0] if len(created) == 1 else tuple(created)
 
 

@@ -114,7 +114,14 @@ class LogicalGraph:
         check_scalar_attrs(spec, attrs)
         inputs, outputs = tuple(inputs), tuple(outputs)
         self.check_operands(spec, inputs, outputs)
-        expected = spec.infer(op_type, attrs, inputs)
+        return self.add_inferred_op(op_type, inputs, outputs, attrs,
+                                    spec.infer(op_type, attrs, inputs), name, phase)
+
+    def add_inferred_op(self, op_type, inputs, outputs, attrs, expected, name=None,
+                        phase=None) -> OpNode:
+        """add_op once attributes are normalized and checked, operands checked and the
+        outputs' (shape, dtype) inferred as `expected` (apply() infers them first to
+        create the outputs, so they are not inferred twice)."""
         for output, want in zip(outputs, expected):
             if want is not None and (output.shape, output.dtype) != tuple(want):
                 shape, dtype = want

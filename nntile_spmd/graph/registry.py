@@ -37,9 +37,9 @@ def always(attrs) -> bool:
     return True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OpSpec:
-    """The rules of one op type.
+    """The rules of one op type, built with keywords (OpSpec(name=..., kernel=..., ...)).
 
     infer(op, attrs, inputs) -> [(shape, dtype), ...] expected for each output,
     or None where an output is only given (fill, clear); raises ValueError /

@@ -12,39 +12,46 @@ UNARY_COSTS = {"gelu": (8, 12), "gelutanh": (10, 14), "relu": (1, 2),
 def register_unary(name: str, forward_cost: int, backward_cost: int):
     """y = f(x), its in-place form, and dx += f'(x) * dy."""
     flops = elementwise_flops(forward_cost)
-    register(OpSpec(name, name, 1, 1, elementwise_infer, elementwise_axes, flops=flops))
-    register(OpSpec(f"{name}_inplace", name, 1, 1, elementwise_infer, elementwise_axes,
-                    flops=flops))
-    register(OpSpec(f"{name}_backward", f"{name}_backward", 2, 1, elementwise_infer,
-                    elementwise_axes, reads_output=always,
-                    flops=elementwise_flops(backward_cost)))
+    register(OpSpec(name=name, kernel=name, num_inputs=1, num_outputs=1,
+                    infer=elementwise_infer, axes=elementwise_axes, flops=flops))
+    register(OpSpec(name=f"{name}_inplace", kernel=name, num_inputs=1, num_outputs=1,
+                    infer=elementwise_infer, axes=elementwise_axes, flops=flops))
+    register(OpSpec(name=f"{name}_backward", kernel=f"{name}_backward", num_inputs=2,
+                    num_outputs=1, infer=elementwise_infer, axes=elementwise_axes,
+                    reads_output=always, flops=elementwise_flops(backward_cost)))
 
 
 for unary_name, (forward, backward) in UNARY_COSTS.items():
     register_unary(unary_name, forward, backward)
 
 AXPBY = {"alpha": 1.0, "beta": 1.0}
-register(OpSpec("add", "add", 2, 1, elementwise_infer, elementwise_axes, attrs=AXPBY,
+register(OpSpec(name="add", kernel="add", num_inputs=2, num_outputs=1, infer=elementwise_infer,
+                axes=elementwise_axes, attrs=AXPBY, flops=elementwise_flops(3)))
+register(OpSpec(name="add_inplace", kernel="add", num_inputs=2, num_outputs=1,
+                infer=elementwise_infer, axes=elementwise_axes, attrs=AXPBY,
                 flops=elementwise_flops(3)))
-register(OpSpec("add_inplace", "add", 2, 1, elementwise_infer, elementwise_axes,
-                attrs=AXPBY, flops=elementwise_flops(3)))
-register(OpSpec("multiply", "multiply", 2, 1, elementwise_infer, elementwise_axes,
-                attrs={"alpha": 1.0}, flops=elementwise_flops(2)))
-register(OpSpec("multiply_inplace", "multiply", 2, 1, elementwise_infer, elementwise_axes,
-                attrs={"alpha": 1.0}, flops=elementwise_flops(2)))
-register(OpSpec("scale", "scale", 1, 1, elementwise_infer, elementwise_axes,
-                attrs={"alpha": 1.0}, flops=elementwise_flops(1)))
-register(OpSpec("scale_inplace", "scale", 1, 1, elementwise_infer, elementwise_axes,
-                attrs={"alpha": 1.0}, flops=elementwise_flops(1)))
+register(OpSpec(name="multiply", kernel="multiply", num_inputs=2, num_outputs=1,
+                infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
+                flops=elementwise_flops(2)))
+register(OpSpec(name="multiply_inplace", kernel="multiply", num_inputs=2, num_outputs=1,
+                infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
+                flops=elementwise_flops(2)))
+register(OpSpec(name="scale", kernel="scale", num_inputs=1, num_outputs=1,
+                infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
+                flops=elementwise_flops(1)))
+register(OpSpec(name="scale_inplace", kernel="scale", num_inputs=1, num_outputs=1,
+                infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
+                flops=elementwise_flops(1)))
 
 # pow (NNTile's y = alpha * x**exp), its in-place form, and dx += alpha*exp*x**(exp-1)*dy
 POW_ATTRS = {"alpha": 1.0, "exp": 1.0}
 for pow_name in ("pow", "pow_inplace"):
-    register(OpSpec(pow_name, "pow", 1, 1, elementwise_infer, elementwise_axes,
-                    attrs=POW_ATTRS, flops=elementwise_flops(2)))
-register(OpSpec("pow_backward", "pow_backward", 2, 1, elementwise_infer, elementwise_axes,
-                attrs=POW_ATTRS, reads_output=always, flops=elementwise_flops(4),
-                differentiable=False))
+    register(OpSpec(name=pow_name, kernel="pow", num_inputs=1, num_outputs=1,
+                    infer=elementwise_infer, axes=elementwise_axes, attrs=POW_ATTRS,
+                    flops=elementwise_flops(2)))
+register(OpSpec(name="pow_backward", kernel="pow_backward", num_inputs=2, num_outputs=1,
+                infer=elementwise_infer, axes=elementwise_axes, attrs=POW_ATTRS,
+                reads_output=always, flops=elementwise_flops(4), differentiable=False))
 
 
 # -- mask_scalar: A = val where mask is False, in place ---------------------------------
@@ -70,5 +77,6 @@ def mask_scalar_axes(attrs, in_shapes, out_shapes):
 
 
 # inputs (mask, A), output A itself: the kernel is y = where(mask, x, val) on aliased x, y
-register(OpSpec("mask_scalar", "mask_scalar", 2, 1, mask_scalar_infer, mask_scalar_axes,
+register(OpSpec(name="mask_scalar", kernel="mask_scalar", num_inputs=2, num_outputs=1,
+                infer=mask_scalar_infer, axes=mask_scalar_axes,
                 attrs={"val": REQUIRED, "batch_ndim": 0}, flops=elementwise_flops(1)))

@@ -14,11 +14,13 @@ from .rules_reduce import add_fiber_axes, add_fiber_infer, fiber_labels, fiber_s
 FIBER_ATTRS = {"axis": 0, "batch_ndim": 0, "alpha": 1.0}
 
 # z = alpha * f (broadcast) * x;  dx += alpha * f (broadcast) * x  (both checked like add_fiber)
-register(OpSpec("multiply_fiber", "multiply_fiber", 2, 1, add_fiber_infer, add_fiber_axes,
-                attrs=FIBER_ATTRS, flops=lambda attrs, i, o: 2 * numel(o[0])))
-register(OpSpec("sumprod_fiber_backward", "sumprod_fiber_backward", 2, 1, add_fiber_infer,
-                add_fiber_axes, attrs=FIBER_ATTRS, reads_output=always,
-                flops=lambda attrs, i, o: 3 * numel(o[0]), differentiable=False))
+register(OpSpec(name="multiply_fiber", kernel="multiply_fiber", num_inputs=2, num_outputs=1,
+                infer=add_fiber_infer, axes=add_fiber_axes, attrs=FIBER_ATTRS,
+                flops=lambda attrs, i, o: 2 * numel(o[0])))
+register(OpSpec(name="sumprod_fiber_backward", kernel="sumprod_fiber_backward", num_inputs=2,
+                num_outputs=1, infer=add_fiber_infer, axes=add_fiber_axes, attrs=FIBER_ATTRS,
+                reads_output=always, flops=lambda attrs, i, o: 3 * numel(o[0]),
+                differentiable=False))
 
 
 def sumprod_fiber_infer(op, attrs, inputs):
@@ -36,7 +38,8 @@ def sumprod_fiber_axes(attrs, in_shapes, out_shapes):
 
 
 # f = alpha * sum of x*y over all dims but `axis` and the batch dims + beta*f
-register(OpSpec("sumprod_fiber", "sumprod_fiber", 2, 1, sumprod_fiber_infer,
-                sumprod_fiber_axes, attrs=FIBER_ATTRS | {"beta": 0.0},
+register(OpSpec(name="sumprod_fiber", kernel="sumprod_fiber", num_inputs=2, num_outputs=1,
+                infer=sumprod_fiber_infer, axes=sumprod_fiber_axes,
+                attrs=FIBER_ATTRS | {"beta": 0.0},
                 reads_output=lambda attrs: attrs["beta"] != 0, beta_attr="beta",
                 flops=lambda attrs, i, o: 2 * numel(i[0])))

@@ -69,9 +69,9 @@ def gemm_flops(attrs, in_shapes, out_shapes):
     return 2 * numel(out_shapes[0]) * numel(k_dims)
 
 
-register(OpSpec("gemm", "gemm", 2, 1, gemm_infer, gemm_axes, attrs=GEMM_ATTRS,
-                reads_output=lambda attrs: attrs["beta"] != 0, beta_attr="beta",
-                flops=gemm_flops))
+register(OpSpec(name="gemm", kernel="gemm", num_inputs=2, num_outputs=1, infer=gemm_infer,
+                axes=gemm_axes, attrs=GEMM_ATTRS, reads_output=lambda attrs: attrs["beta"] != 0,
+                beta_attr="beta", flops=gemm_flops))
 
 
 def transpose_infer(op, attrs, inputs):
@@ -88,6 +88,6 @@ def transpose_axes(attrs, in_shapes, out_shapes):
     return x, x[ndim:] + x[:ndim]
 
 
-register(OpSpec("transpose", "transpose", 1, 1, transpose_infer, transpose_axes,
-                attrs={"alpha": 1.0, "ndim": 1},
+register(OpSpec(name="transpose", kernel="transpose", num_inputs=1, num_outputs=1,
+                infer=transpose_infer, axes=transpose_axes, attrs={"alpha": 1.0, "ndim": 1},
                 flops=lambda attrs, i, o: numel(o[0])))

@@ -28,8 +28,8 @@ def valid_count_infer(op, attrs, inputs):
 
 
 # count = number of labels != ignore_index (+ beta*count): added over batch tiles
-register(OpSpec("valid_count", "valid_count", 1, 1, valid_count_infer,
-                lambda attrs, i, o: (labels("b", len(i[0])), ()),
+register(OpSpec(name="valid_count", kernel="valid_count", num_inputs=1, num_outputs=1,
+                infer=valid_count_infer, axes=lambda attrs, i, o: (labels("b", len(i[0])), ()),
                 attrs={"ignore_index": -100, "dtype": "fp32", "beta": 0.0},
                 kernel_attrs=("ignore_index", "beta"), beta_attr="beta",
                 reads_output=lambda attrs: attrs["beta"] != 0,
@@ -72,13 +72,14 @@ CROSS_ENTROPY_PARAMS = dict(
 # loss = sum over valid positions p of (lse[p] - logits[label_p, p]) / count (+ beta*loss):
 # class tile 0 adds the lse terms, each class tile subtracts the logits of the labels it
 # holds; the partial results over class and batch tiles are added
-register(OpSpec("cross_entropy_lse", "cross_entropy_lse", 4, 1, cross_entropy_lse_infer,
-                cross_entropy_lse_axes, attrs={"ignore_index": -100, "beta": 0.0},
-                beta_attr="beta", reads_output=lambda attrs: attrs["beta"] != 0,
+register(OpSpec(name="cross_entropy_lse", kernel="cross_entropy_lse", num_inputs=4,
+                num_outputs=1, infer=cross_entropy_lse_infer, axes=cross_entropy_lse_axes,
+                attrs={"ignore_index": -100, "beta": 0.0}, beta_attr="beta",
+                reads_output=lambda attrs: attrs["beta"] != 0,
                 flops=lambda attrs, i, o: 2 * numel(i[2]), **CROSS_ENTROPY_PARAMS))
 # dlogits += dloss/count * valid * (exp(logits - lse) - onehot(label)), per class tile
-register(OpSpec("cross_entropy_lse_backward", "cross_entropy_lse_backward", 5, 1,
-                cross_entropy_lse_infer, cross_entropy_lse_axes,
-                attrs={"ignore_index": -100}, reads_output=always,
+register(OpSpec(name="cross_entropy_lse_backward", kernel="cross_entropy_lse_backward",
+                num_inputs=5, num_outputs=1, infer=cross_entropy_lse_infer,
+                axes=cross_entropy_lse_axes, attrs={"ignore_index": -100}, reads_output=always,
                 flops=lambda attrs, i, o: 4 * numel(i[0]), differentiable=False,
                 **CROSS_ENTROPY_PARAMS))

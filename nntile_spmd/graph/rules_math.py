@@ -18,20 +18,21 @@ for unary_name, (forward, backward) in {"tanh": (6, 8), "sigmoid": (7, 9)}.items
     register_unary(unary_name, forward, backward)
 
 # z = x - y and z = x / y (seed 003)
-register(OpSpec("sub", "sub", 2, 1, elementwise_infer, elementwise_axes,
-                flops=elementwise_flops(1)))
-register(OpSpec("div", "div", 2, 1, elementwise_infer, elementwise_axes,
-                flops=elementwise_flops(1)))
+register(OpSpec(name="sub", kernel="sub", num_inputs=2, num_outputs=1, infer=elementwise_infer,
+                axes=elementwise_axes, flops=elementwise_flops(1)))
+register(OpSpec(name="div", kernel="div", num_inputs=2, num_outputs=1, infer=elementwise_infer,
+                axes=elementwise_axes, flops=elementwise_flops(1)))
 
 # z = hypot(alpha*x, beta*y) (NNTile's hypot), and the same into y itself
 HYPOT_ATTRS = {"alpha": 1.0, "beta": 1.0}
 for hypot_name in ("hypot", "hypot_inplace"):
-    register(OpSpec(hypot_name, "hypot", 2, 1, elementwise_infer, elementwise_axes,
-                    attrs=HYPOT_ATTRS, flops=elementwise_flops(4)))
+    register(OpSpec(name=hypot_name, kernel="hypot", num_inputs=2, num_outputs=1,
+                    infer=elementwise_infer, axes=elementwise_axes, attrs=HYPOT_ATTRS,
+                    flops=elementwise_flops(4)))
 # dx += alpha^2 * x / z * dz, inputs (x, z, dz): the gradient of z = hypot(alpha*x, ...)
-register(OpSpec("hypot_backward", "hypot_backward", 3, 1, elementwise_infer,
-                elementwise_axes, attrs={"alpha": 1.0}, reads_output=always,
-                flops=elementwise_flops(4), differentiable=False))
+register(OpSpec(name="hypot_backward", kernel="hypot_backward", num_inputs=3, num_outputs=1,
+                infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
+                reads_output=always, flops=elementwise_flops(4), differentiable=False))
 
 
 def hypot_scalar_inverse_infer(op, attrs, inputs):
@@ -44,8 +45,8 @@ def hypot_scalar_inverse_infer(op, attrs, inputs):
 # x = 1 / hypot(alpha*x, eps), in place as in NNTile. Not differentiable: the old x is
 # overwritten and its sign cannot be recovered from the result; differentiate
 # hypot + pow(exp=-1) instead
-register(OpSpec("hypot_scalar_inverse", "hypot_scalar_inverse", 1, 1,
-                hypot_scalar_inverse_infer, elementwise_axes,
+register(OpSpec(name="hypot_scalar_inverse", kernel="hypot_scalar_inverse", num_inputs=1,
+                num_outputs=1, infer=hypot_scalar_inverse_infer, axes=elementwise_axes,
                 attrs={"eps": REQUIRED, "alpha": 1.0}, flops=elementwise_flops(5),
                 differentiable=False))
 

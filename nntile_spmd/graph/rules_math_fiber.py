@@ -42,7 +42,8 @@ def full_and_fiber_axes(attrs, in_shapes, out_shapes):
 
 
 # y = alpha * f broadcast along every dim but `axis` and the batch dims (NNTile's scale_fiber)
-register(OpSpec("scale_fiber", "scale_fiber", 1, 1, scale_fiber_infer, full_and_fiber_axes,
+register(OpSpec(name="scale_fiber", kernel="scale_fiber", num_inputs=1, num_outputs=1,
+                infer=scale_fiber_infer, axes=full_and_fiber_axes,
                 attrs=FIBER_ATTRS | {"shape": REQUIRED},
                 kernel_attrs=("axis", "batch_ndim", "alpha"),
                 flops=lambda attrs, i, o: numel(o[0])))
@@ -52,8 +53,9 @@ register(OpSpec("scale_fiber", "scale_fiber", 1, 1, scale_fiber_infer, full_and_
 NORM_BETA = dict(beta_attr="beta", reads_output=lambda attrs: attrs["beta"] != 0,
                  combine="hypot", flops=lambda attrs, i, o: 2 * numel(i[0]))
 for norm_name, beta in (("norm_fiber", 0.0), ("norm_fiber_inplace", 1.0)):
-    register(OpSpec(norm_name, "norm_fiber", 1, 1, sum_fiber_infer,
-                    lambda attrs, i, o: fiber_labels(attrs, len(i[0])),
+    register(OpSpec(name=norm_name, kernel="norm_fiber", num_inputs=1, num_outputs=1,
+                    infer=sum_fiber_infer,
+                    axes=lambda attrs, i, o: fiber_labels(attrs, len(i[0])),
                     attrs=FIBER_ATTRS | {"beta": beta}, **NORM_BETA))
 
 
@@ -75,10 +77,10 @@ def norm_fiber_backward_axes(attrs, in_shapes, out_shapes):
 
 
 # dx += alpha^2 * x / y * dy, y and dy fibers broadcast: norm_fiber's gradient
-register(OpSpec("norm_fiber_backward", "norm_fiber_backward", 3, 1,
-                norm_fiber_backward_infer, norm_fiber_backward_axes, attrs=FIBER_ATTRS,
-                reads_output=always, flops=lambda attrs, i, o: 3 * numel(o[0]),
-                differentiable=False))
+register(OpSpec(name="norm_fiber_backward", kernel="norm_fiber_backward", num_inputs=3,
+                num_outputs=1, infer=norm_fiber_backward_infer, axes=norm_fiber_backward_axes,
+                attrs=FIBER_ATTRS, reads_output=always,
+                flops=lambda attrs, i, o: 3 * numel(o[0]), differentiable=False))
 
 
 def sum_backward_infer(op, attrs, inputs):
@@ -91,7 +93,8 @@ def sum_backward_infer(op, attrs, inputs):
 
 
 # dx = dx + alpha * dy, dy 0-d, inputs (dy, dx), output dx itself: sum's gradient
-register(OpSpec("sum_backward", "sum_backward", 2, 1, sum_backward_infer,
-                lambda attrs, i, o: ((), labels("d", len(i[1])), labels("d", len(o[0]))),
+register(OpSpec(name="sum_backward", kernel="sum_backward", num_inputs=2, num_outputs=1,
+                infer=sum_backward_infer,
+                axes=lambda attrs, i, o: ((), labels("d", len(i[1])), labels("d", len(o[0]))),
                 attrs={"alpha": 1.0}, flops=lambda attrs, i, o: numel(o[0]),
                 differentiable=False))

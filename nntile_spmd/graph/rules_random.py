@@ -14,7 +14,8 @@ def randn_offset(attrs, offsets):
     return {"offset": tuple(s + o for s, o in zip(start, offsets[0]))}
 
 
-register(OpSpec("randn", "randn", 0, 1, given_output, output_only_axes,
+register(OpSpec(name="randn", kernel="randn", num_inputs=0, num_outputs=1, infer=given_output,
+                axes=output_only_axes,
                 attrs={"seed": REQUIRED, "mean": 0.0, "stddev": 1.0, "start": None,
                        "underlying_shape": None},
                 kernel_attrs=("seed", "mean", "stddev"), tile_params=randn_offset,

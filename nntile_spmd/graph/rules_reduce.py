@@ -23,8 +23,8 @@ def sum_infer(op, attrs, inputs):
     return [((), inputs[0].dtype)]
 
 
-register(OpSpec("sum", "sum", 1, 1, sum_infer,
-                lambda attrs, i, o: (labels("d", len(i[0])), ()),
+register(OpSpec(name="sum", kernel="sum", num_inputs=1, num_outputs=1, infer=sum_infer,
+                axes=lambda attrs, i, o: (labels("d", len(i[0])), ()),
                 attrs={"alpha": 1.0, "beta": 0.0},
                 reads_output=lambda attrs: attrs["beta"] != 0, beta_attr="beta",
                 flops=lambda attrs, i, o: numel(i[0])))
@@ -38,8 +38,8 @@ def sum_fiber_infer(op, attrs, inputs):
     return [(fiber_shape(op, attrs, x, inputs), x.dtype)]
 
 
-register(OpSpec("sum_fiber", "sum_fiber", 1, 1, sum_fiber_infer,
-                lambda attrs, i, o: fiber_labels(attrs, len(i[0])),
+register(OpSpec(name="sum_fiber", kernel="sum_fiber", num_inputs=1, num_outputs=1,
+                infer=sum_fiber_infer, axes=lambda attrs, i, o: fiber_labels(attrs, len(i[0])),
                 attrs=FIBER_ATTRS | {"redux": 0},
                 kernel_attrs=("axis", "batch_ndim", "alpha", "beta"),
                 reads_output=lambda attrs: attrs["beta"] != 0, beta_attr="beta",
@@ -63,7 +63,8 @@ def add_fiber_axes(attrs, in_shapes, out_shapes):
 
 
 for add_fiber_name in ("add_fiber", "add_fiber_inplace"):
-    register(OpSpec(add_fiber_name, "add_fiber", 2, 1, add_fiber_infer, add_fiber_axes,
+    register(OpSpec(name=add_fiber_name, kernel="add_fiber", num_inputs=2, num_outputs=1,
+                    infer=add_fiber_infer, axes=add_fiber_axes,
                     attrs={"axis": 0, "batch_ndim": 0, "alpha": 1.0, "beta": 1.0},
                     flops=lambda attrs, i, o: 3 * numel(o[0])))
 
@@ -103,14 +104,16 @@ def softmax_backward_infer(op, attrs, inputs):
     return [(y.shape, y.dtype)]
 
 
-register(OpSpec("softmax_backward", "softmax_backward", 2, 1, softmax_backward_infer,
-                lambda attrs, i, o: (labels("d", len(i[0])),) * 3, attrs={"axis": 0},
+register(OpSpec(name="softmax_backward", kernel="softmax_backward", num_inputs=2, num_outputs=1,
+                infer=softmax_backward_infer,
+                axes=lambda attrs, i, o: (labels("d", len(i[0])),) * 3, attrs={"axis": 0},
                 whole=whole_axis, reads_output=lambda attrs: True,
                 flops=lambda attrs, i, o: 4 * numel(i[0]), differentiable=False))
 
 # (logsumexp, whose axis may be split, is registered in rules_slice.py)
 for axis_op, axis_kind in (("softmax", "same"), ("maxsumexp", "pair")):
-    register(OpSpec(axis_op, axis_op, 1, 1, along_axis_infer(axis_kind),
-                    along_axis_axes(axis_kind), attrs={"axis": 0}, whole=whole_axis,
+    register(OpSpec(name=axis_op, kernel=axis_op, num_inputs=1, num_outputs=1,
+                    infer=along_axis_infer(axis_kind), axes=along_axis_axes(axis_kind),
+                    attrs={"axis": 0}, whole=whole_axis,
                     flops=lambda attrs, i, o: 4 * numel(i[0]),
                     differentiable=axis_op == "softmax"))

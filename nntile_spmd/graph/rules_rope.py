@@ -50,12 +50,12 @@ def rope_flops(attrs, in_shapes, out_shapes):
 
 
 # dst = the rotated src (a new tensor)
-register(OpSpec("rope", "rope", 3, 1, rope_infer, rope_axes, whole=rope_whole,
-                flops=rope_flops))
+register(OpSpec(name="rope", kernel="rope", num_inputs=3, num_outputs=1, infer=rope_infer,
+                axes=rope_axes, whole=rope_whole, flops=rope_flops))
 # dx += the inverse rotation of dy: rope is orthogonal, so its transpose is its inverse
-register(OpSpec("rope_backward", "rope_backward", 3, 1, rope_infer, rope_axes,
-                whole=rope_whole, flops=rope_flops, reads_output=always,
-                differentiable=False))
+register(OpSpec(name="rope_backward", kernel="rope_backward", num_inputs=3, num_outputs=1,
+                infer=rope_infer, axes=rope_axes, whole=rope_whole, flops=rope_flops,
+                reads_output=always, differentiable=False))
 
 
 def scale_slice_infer(op, attrs, inputs):
@@ -76,6 +76,7 @@ def scale_slice_axes(attrs, in_shapes, out_shapes):
 
 
 # dst = alpha * src broadcast along `axis` (NNTile's scale_slice); every axis may split
-register(OpSpec("scale_slice", "scale_slice", 1, 1, scale_slice_infer, scale_slice_axes,
-                attrs={"alpha": 1.0, "axis": 0, "size": REQUIRED}, kernel_attrs=("alpha", "axis"),
-                flops=lambda attrs, i, o: numel(o[0])))
+register(OpSpec(name="scale_slice", kernel="scale_slice", num_inputs=1, num_outputs=1,
+                infer=scale_slice_infer, axes=scale_slice_axes,
+                attrs={"alpha": 1.0, "axis": 0, "size": REQUIRED},
+                kernel_attrs=("alpha", "axis"), flops=lambda attrs, i, o: numel(o[0])))

@@ -60,10 +60,10 @@ def full_flops(per_element):
 
 def register_slice_op(name, pattern, attrs, per_element, kernel=None, nonnegative_beta=False,
                       **options):
-    register(OpSpec(name, kernel or name, pattern.index("->"),
-                    len(pattern) - pattern.index("->") - 2,
-                    slice_infer(pattern, nonnegative_beta), slice_axes(pattern), attrs=attrs,
-                    flops=full_flops(per_element), **options))
+    register(OpSpec(name=name, kernel=kernel or name, num_inputs=pattern.index("->"),
+                    num_outputs=len(pattern) - pattern.index("->") - 2,
+                    infer=slice_infer(pattern, nonnegative_beta), axes=slice_axes(pattern),
+                    attrs=attrs, flops=full_flops(per_element), **options))
 
 
 BETA = dict(beta_attr="beta", reads_output=lambda attrs: attrs["beta"] != 0)

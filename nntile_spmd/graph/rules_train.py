@@ -22,9 +22,9 @@ def embedding_axes(attrs, in_shapes, out_shapes):
     return index, ("e", "v"), embedded
 
 
-register(OpSpec("embedding", "embedding", 2, 1, embedding_infer, embedding_axes,
-                attrs={"axis": 0, "beta": 0.0}, beta_attr="beta",
-                reads_output=lambda attrs: attrs["beta"] != 0,
+register(OpSpec(name="embedding", kernel="embedding", num_inputs=2, num_outputs=1,
+                infer=embedding_infer, axes=embedding_axes, attrs={"axis": 0, "beta": 0.0},
+                beta_attr="beta", reads_output=lambda attrs: attrs["beta"] != 0,
                 tile_params=lambda attrs, offsets: {"vocab_offset": offsets[1][1]},
                 shape_params=lambda attrs, i, o: {"vocab_size": i[1][1]},
                 flops=lambda attrs, i, o: numel(o[0])))
@@ -42,8 +42,9 @@ def embedding_backward_axes(attrs, in_shapes, out_shapes):
     return index, index[:attrs["axis"]] + ("e",) + index[attrs["axis"]:], ("e", "v")
 
 
-register(OpSpec("embedding_backward", "embedding_backward", 2, 1, embedding_backward_infer,
-                embedding_backward_axes, attrs={"axis": 0, "beta": 1.0}, beta_attr="beta",
+register(OpSpec(name="embedding_backward", kernel="embedding_backward", num_inputs=2,
+                num_outputs=1, infer=embedding_backward_infer, axes=embedding_backward_axes,
+                attrs={"axis": 0, "beta": 1.0}, beta_attr="beta",
                 reads_output=lambda attrs: attrs["beta"] != 0,
                 tile_params=lambda attrs, offsets: {"vocab_offset": offsets[2][1]},
                 shape_params=lambda attrs, i, o: {"vocab_size": o[0][1]},
@@ -75,15 +76,22 @@ def class_axis(attrs, axes):
     return frozenset({"class"})
 
 
-register(OpSpec("cross_entropy_loss", "cross_entropy", 2, 1, cross_entropy_infer,
-                cross_entropy_axes, attrs={"alpha": 1.0, "beta": 0.0}, beta_attr="beta",
+register(OpSpec(name="cross_entropy_loss", kernel="cross_entropy", num_inputs=2, num_outputs=1,
+                infer=cross_entropy_infer, axes=cross_entropy_axes,
+                attrs={"alpha": 1.0, "beta": 0.0}, beta_attr="beta",
                 reads_output=lambda attrs: attrs["beta"] != 0, whole=class_axis,
                 flops=lambda attrs, i, o: 5 * numel(i[0])))
-register(OpSpec("cross_entropy_loss_backward", "cross_entropy_backward", 3, 1,
-                lambda op, attrs, inputs: like_first_input(cross_entropy_infer, op, attrs, inputs),
-                lambda attrs, i, o: (("class",) + labels("b", len(i[1])),
-                                     labels("b", len(i[1])), (),
-                                     ("class",) + labels("b", len(i[1]))),
+def cross_entropy_backward_axes(attrs, in_shapes, out_shapes):
+    """(logits, labels, dloss) -> dlogits: the class axis, then the batch axes."""
+    batch = labels("b", len(in_shapes[1]))
+    return ("class",) + batch, batch, (), ("class",) + batch
+
+
+register(OpSpec(name="cross_entropy_loss_backward", kernel="cross_entropy_backward",
+                num_inputs=3, num_outputs=1,
+                infer=lambda op, attrs, inputs: like_first_input(cross_entropy_infer, op,
+                                                                 attrs, inputs),
+                axes=cross_entropy_backward_axes,
                 attrs={"alpha": 1.0}, reads_output=always, whole=class_axis,
                 flops=lambda attrs, i, o: 6 * numel(i[0]), differentiable=False))
 
@@ -96,15 +104,15 @@ def mse_infer(op, attrs, inputs):
     return [((), x.dtype)]
 
 
-register(OpSpec("mse_loss", "mse", 2, 1, mse_infer,
-                lambda attrs, i, o: (labels("d", len(i[0])),) * 2 + ((),),
+register(OpSpec(name="mse_loss", kernel="mse", num_inputs=2, num_outputs=1, infer=mse_infer,
+                axes=lambda attrs, i, o: (labels("d", len(i[0])),) * 2 + ((),),
                 attrs={"alpha": 1.0, "beta": 0.0}, beta_attr="beta",
                 reads_output=lambda attrs: attrs["beta"] != 0,
                 flops=lambda attrs, i, o: 3 * numel(i[0])))
-register(OpSpec("mse_loss_backward", "mse_backward", 3, 1,
-                lambda op, attrs, inputs: like_first_input(mse_infer, op, attrs, inputs),
-                lambda attrs, i, o: (labels("d", len(i[0])),) * 2 + ((),)
-                + (labels("d", len(i[0])),),
+register(OpSpec(name="mse_loss_backward", kernel="mse_backward", num_inputs=3, num_outputs=1,
+                infer=lambda op, attrs, inputs: like_first_input(mse_infer, op, attrs, inputs),
+                axes=lambda attrs, i, o: (labels("d", len(i[0])),) * 2 + ((),)
+                                         + (labels("d", len(i[0])),),
                 attrs={"alpha": 1.0}, reads_output=always,
                 flops=lambda attrs, i, o: 4 * numel(i[0]), differentiable=False))
 
@@ -132,7 +140,8 @@ OPTIMIZER_ATTRS = {
     "adamw_step": ADAM_ATTRS | {"weight_decay": 1e-2},
 }
 for optimizer, outputs in OPTIMIZER_OUTPUTS.items():
-    register(OpSpec(optimizer, optimizer, 2, outputs, optimizer_infer, optimizer_axes,
+    register(OpSpec(name=optimizer, kernel=optimizer, num_inputs=2, num_outputs=outputs,
+                    infer=optimizer_infer, axes=optimizer_axes,
                     attrs=OPTIMIZER_ATTRS[optimizer], reads_output=always,
                     flops=lambda attrs, i, o: 10 * numel(i[1]), differentiable=False))
 

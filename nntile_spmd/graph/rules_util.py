@@ -14,12 +14,13 @@ def output_only_axes(attrs, in_shapes, out_shapes):
     return (labels("d", len(out_shapes[0])),)
 
 
-register(OpSpec("clear", "clear", 0, 1, given_output, output_only_axes,
-                differentiable=False))
-register(OpSpec("fill", "fill", 0, 1, given_output, output_only_axes,
-                attrs={"value": 0.0}, differentiable=False))
-register(OpSpec("add_scalar", "add_scalar", 0, 1, given_output, output_only_axes,
-                attrs={"value": 1}, reads_output=always, differentiable=False))
+register(OpSpec(name="clear", kernel="clear", num_inputs=0, num_outputs=1, infer=given_output,
+                axes=output_only_axes, differentiable=False))
+register(OpSpec(name="fill", kernel="fill", num_inputs=0, num_outputs=1, infer=given_output,
+                axes=output_only_axes, attrs={"value": 0.0}, differentiable=False))
+register(OpSpec(name="add_scalar", kernel="add_scalar", num_inputs=0, num_outputs=1,
+                infer=given_output, axes=output_only_axes, attrs={"value": 1},
+                reads_output=always, differentiable=False))
 
 
 def copy_infer(op, attrs, inputs):
@@ -34,7 +35,8 @@ def cast_infer(op, attrs, inputs):
     return [(inputs[0].shape, dtype)]
 
 
-register(OpSpec("copy", "copy", 1, 1, copy_infer, elementwise_axes,
-                flops=lambda attrs, i, o: 0))
-register(OpSpec("cast", "cast", 1, 1, cast_infer, elementwise_axes, attrs={"dtype": "fp32"},
-                kernel_attrs=(), flops=lambda attrs, i, o: numel(o[0])))
+register(OpSpec(name="copy", kernel="copy", num_inputs=1, num_outputs=1, infer=copy_infer,
+                axes=elementwise_axes, flops=lambda attrs, i, o: 0))
+register(OpSpec(name="cast", kernel="cast", num_inputs=1, num_outputs=1, infer=cast_infer,
+                axes=elementwise_axes, attrs={"dtype": "fp32"}, kernel_attrs=(),
+                flops=lambda attrs, i, o: numel(o[0])))

@@ -5,12 +5,11 @@ Imports the graph layer only; no runtime, no MPI, no kernels.
 
 from .builder import PlanError
 from .cache import PlanCache
-from .costmodel import CostModel, predict_step_time
 from .distribution import REPLICATED, TileDistribution
 from .plan import Plan, build_plan
 from .presets import Preset
 from .tiling import DevicePerformanceProfile, DimensionTiling, TilingSpec, TilingStrategy
 
-__all__ = ["PlanCache", "CostModel", "predict_step_time", "PlanError", "REPLICATED",
+__all__ = ["PlanCache", "PlanError", "REPLICATED",
            "TileDistribution", "Plan", "build_plan", "Preset",
            "DevicePerformanceProfile", "DimensionTiling", "TilingSpec", "TilingStrategy"]

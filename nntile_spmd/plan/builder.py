@@ -124,12 +124,12 @@ class ProgramBuilder:
     def partial_choices(self, groups):
         """Per group (step ranks, tree order) when partial sums send fewer bytes, else None.
 
-        FIX (plan stage 2 tests): this was decided group by group with no look-ahead,
-        so `C = A @ B` with A on rank 0, B on rank 1, C on rank 0 moved all of A plus
-        the partial C tiles instead of just B (a tile the owner fetches for one group
-        stays cached for the op's later groups). Now the group-by-group choice is
-        costed over the whole op, counting each (rank, tile) fetch once, and compared
-        with the owner computing every group; the cheaper of the two is used.
+        The choice is costed over the whole op, not group by group: a tile the owner
+        fetches for one group stays cached for the op's later groups, so for
+        `C = A @ B` with A on rank 0, B on rank 1 and C on rank 0, fetching B once is
+        cheaper than moving A's partial products. Partial sums group by group are
+        compared with the owner computing every group (each (rank, tile) fetch
+        counted once), and the cheaper of the two is used.
         """
         if self.deterministic or all(len(group.steps) < 2 for group in groups) or \
                 groups[0].op.spec.combine is None:   # copy_intersection: steps overwrite

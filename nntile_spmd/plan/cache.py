@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import gc
 import hashlib
 import json
 import os
@@ -28,6 +27,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
+
+from .plan import gc_paused
 
 ENV_DIRECTORY = "NNTILE_SPMD_PLAN_CACHE"
 CODE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
@@ -143,18 +144,13 @@ class PlanCache:
         if not self.directory or not os.path.exists(self.path(key)):
             return None
         start = time.perf_counter()
-        # PERF: a plan is ~10^5 small tuples; the cyclic collector's passes over them
-        # while unpickling tripled the load time (0.41 s -> 0.16 s, GPT-2 6 layers).
-        was_enabled = gc.isenabled()
-        gc.disable()
         try:
-            with open(self.path(key), "rb") as source:
+            # a plan is ~10^5 small tuples: the cyclic collector's passes over them
+            # tripled the load time (0.41 s -> 0.16 s without, GPT-2 6 layers)
+            with gc_paused(), open(self.path(key), "rb") as source:
                 plan = pickle.load(source)
         except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
             return None          # a damaged or stale file: plan again and overwrite it
-        finally:
-            if was_enabled:
-                gc.enable()
         plan.graph = graph
         with self.lock:
             self.stats.disk_hits += 1

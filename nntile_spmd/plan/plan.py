@@ -106,13 +106,6 @@ class Plan:
         """Owner rank of a tensor tile, or REPLICATED (-1)."""
         return self.owner_table[key]
 
-    def holds_permanently(self, rank: int, key) -> bool:
-        """Does `rank` keep this tile across executes (owned tile of a kept tensor)?"""
-        name = key[0]
-        if not self.graph.has_tensor(name) or not self.graph.get_tensor(name).keeps_storage:
-            return False
-        return self.owner_of(key) in (rank, REPLICATED)
-
     @cached_property
     def permanent(self) -> list:
         """Per rank, the set of tile keys kept across executes."""
@@ -240,8 +233,9 @@ class Plan:
 
 @contextlib.contextmanager
 def gc_paused():
-    """PERF (plan-speed tests): building programs allocates ~10^6 acyclic tuples;
-    the cyclic collector's repeated passes over them doubled the planning time."""
+    """Pause the cyclic garbage collector: building or loading a plan allocates ~10^6
+    acyclic tuples, and the collector's repeated passes over them doubled the
+    planning time."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

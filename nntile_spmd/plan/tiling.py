@@ -254,9 +254,9 @@ def auto_tilings(request, chosen, strategy):
             tile = min(tile, -(-axis_class.size // request.nranks))
         chosen[class_id] = DimensionTiling.uniform(axis_class.size, max(tile, 1))
         if split and chosen[class_id].num_tiles < min(request.nranks, axis_class.size):
-            # FIX (plan stage 2 tests): tiles of ceil(size / nranks) can be too few
-            # (30 over 7 ranks: tiles of 5 make 6), leaving a rank with no share of
-            # the preset axis; cut nranks balanced tiles instead.
+            # tiles of ceil(size / nranks) can be too few (30 over 7 ranks: tiles
+            # of 5 make 6), leaving a rank with no share of the preset axis; cut
+            # nranks balanced tiles instead
             chosen[class_id] = DimensionTiling.proportional(axis_class.size,
                                                             [1] * request.nranks)
 

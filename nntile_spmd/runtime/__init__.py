@@ -6,6 +6,7 @@ Imports mpi4py only when a real MPI world is used; never imports CuPy on the CPU
 from .compiled import CompiledGraph, PendingCompile, compile, compile_async
 from .planning import PlanningWorld
 from .simulated import SimulatedWorld
+from .world import World
 
 __all__ = ["CompiledGraph", "PendingCompile", "compile", "compile_async", "PlanningWorld",
-           "SimulatedWorld"]
+           "SimulatedWorld", "World"]

@@ -12,29 +12,22 @@ from ..plan.cache import ENV_DIRECTORY, shared_cache
 from ..plan.plan import build_plan, normalize_phases
 from .binding import BindingMixin
 from .consistency import RankAgreement
-from .device import check_storage, select_device
+from .device import check_storage
 from .executor import RankExecutor
 from .failure import install_abort_on_error
 from .limits import check_fits_in_memory
-from .planning import PlanningWorld
 from .scalars import ResolvedProgram, ScalarTable
-from .simulated import SimulatedWorld
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
 from .staging import wrap_transport
 from .storage import TileStore
 from .timeouts import resolve_timeout
+from .world import World, refuse_unless_executing
 
 
-def own_rank(world):
+def own_rank(world: World):
     """The rank whose program this process derives alone (DESIGN 4.3): a real MPI rank's
-    or a PlanningWorld's own; None for a SimulatedWorld, which runs every rank."""
-    return None if isinstance(world, SimulatedWorld) else world.rank
-
-
-def ranks_holding_tiles(world) -> int:
-    """Ranks whose tiles this process holds: none for a PlanningWorld, which only plans
-    (its rank's shard of a large job need not fit this machine)."""
-    return 0 if isinstance(world, PlanningWorld) else len(world.local_ranks())
+    or a PlanningWorld's own; None for a world that runs every rank."""
+    return None if world.runs_every_rank else world.rank
 
 
 def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic, cache,
@@ -89,7 +82,7 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
     if shape_bindings:
         graph = graph.bind(shape_bindings)
     world = make_world(comm, recv_timeout)
-    check_fits_in_memory(graph, world.size, ranks_holding_tiles(world))
+    check_fits_in_memory(graph, world.size, len(world.local_ranks()))
     future = _PLANNER.submit(plan_graph_cached, graph, world.size, tiling, distribution,
                              window, deterministic, cache, own_rank(world))
     return PendingCompile(future, lambda plan: CompiledGraph.from_plan(
@@ -97,8 +90,9 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
 
 
 def make_world(comm, recv_timeout):
-    """The world `comm` names: a SimulatedWorld or PlanningWorld as is, else MPI ranks."""
-    if isinstance(comm, (SimulatedWorld, PlanningWorld)):
+    """The world `comm` names: a World (SimulatedWorld, PlanningWorld) as is, else the
+    ranks of an MPI communicator (default MPI.COMM_WORLD)."""
+    if isinstance(comm, World):
         resolve_timeout(recv_timeout)   # a bad value fails the same way on every world
         return comm
     from .mpi_world import MPIWorld   # only real MPI runs need mpi4py loaded
@@ -112,8 +106,8 @@ class CompiledGraph(BindingMixin):
 
     def __init__(self, graph, world, plan, device):
         self.graph, self.world, self.plan, self.device = graph, world, plan, device
-        holding = () if isinstance(world, PlanningWorld) else world.local_ranks()
-        self.stores = {rank: TileStore(device.xp, device.storage_dtype) for rank in holding}
+        self.stores = {rank: TileStore(device.xp, device.storage_dtype)
+                       for rank in world.local_ranks()}
         self.bound = {}   # tensor name -> local ranks whose tiles were bound
         self.stats = {}      # rank -> ExecutionStats of its last execute
         self.ops_by_name = {op.name: op for op in graph.ops()}
@@ -146,7 +140,7 @@ class CompiledGraph(BindingMixin):
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
-        check_fits_in_memory(graph, world.size, ranks_holding_tiles(world))
+        check_fits_in_memory(graph, world.size, len(world.local_ranks()))
         plan = plan_graph_cached(graph, world.size, tiling, distribution, window,
                                  deterministic, cache, own_rank(world))
         return cls.from_plan(graph, world, plan, device, threads)
@@ -155,27 +149,14 @@ class CompiledGraph(BindingMixin):
     def from_plan(cls, graph, world, plan, device="auto", threads=None) -> CompiledGraph:
         """The collective half of compile: ranks agree on the plan, pick a device."""
         check_same_plan(world, plan)
-        # Select the device first: it imports the kernel backend and so loads its
-        # BLAS (scipy's OpenBLAS), which threadpoolctl can only limit once loaded.
-        # The other order left the gemm kernels' BLAS at all cores on every rank.
-        # GPUs are numbered per node, so the GPU follows the node-local rank: with
-        # the global rank, 2 nodes x 4 ranks x 4 GPUs put node 1's ranks 4..7 on
-        # GPUs 0..3 only by luck of the modulo (and 3 ranks per node on 2 GPUs not at all).
-        if isinstance(world, (SimulatedWorld, PlanningWorld)):
-            selected = select_device(device, 0)
-        else:
-            from . import threads as node_threads
-            world.barrier("the node setup of compile() (GPU and BLAS threads)")
-            selected = select_device(device, node_threads.local_rank(world.comm))
-            node_threads.configure_blas_threads(world.comm, threads)
+        selected = world.setup_node(device, threads)
         check_storage(graph, selected)
         return cls(graph, world, plan, selected)
 
     # -- execution -------------------------------------------------------------------
     def execute(self, phases=None):
         """Run one step of the ops in `phases` (default all) on every rank."""
-        if isinstance(self.world, PlanningWorld):
-            self.world.refuse("execute")
+        refuse_unless_executing(self.world, "execute")
         self.check_graph_unchanged("execute")
         self.check_inputs_bound()
         agreement, phases_key = self.agreement, normalize_phases(phases)
@@ -187,14 +168,15 @@ class CompiledGraph(BindingMixin):
         executors = {}
         for rank, store in self.stores.items():
             transport = wrap_transport(self.world.transport(rank, epoch), self.device,
-                                       isinstance(self.world, SimulatedWorld))
+                                       self.world.cuda_aware)
             program = self.resolved_program(phases, rank)
             executors[rank] = RankExecutor(rank, program, self.plan.meta, store,
                                            transport, self.device.kernels, self.plan.window)
         try:
             self.world.run(executors)
         except BaseException:
-            # FIX (runtime stage 3 tests): leave the stores as a fresh execute expects
+            # a failed execute must not leave half-written transient tiles behind:
+            # the next execute allocates them afresh
             for rank, store in self.stores.items():
                 store.drop_transient(self.plan.permanent[rank], self.plan.meta)
             raise
@@ -214,8 +196,7 @@ class CompiledGraph(BindingMixin):
 
     def get_output(self, name: str, root=None):
         """The whole tensor on every rank, or on `root` only (None elsewhere)."""
-        if isinstance(self.world, PlanningWorld):
-            self.world.refuse("get_output")      # before any check that it was computed
+        refuse_unless_executing(self.world, "get_output")   # before the computed check
         return super().get_output(name, root)
 
     def resolved_program(self, phases, rank):
@@ -288,8 +269,8 @@ class CompiledGraph(BindingMixin):
 
     def dump_plan(self, phases=None) -> str:
         from ..plan.report import dump_plan
-        # a PlanningWorld lists its own rank: listing all would plan every rank
-        ranks = (self.world.rank,) if isinstance(self.world, PlanningWorld) else None
+        # a world that only plans lists its own rank: listing all would plan every rank
+        ranks = None if self.world.executes else (self.world.rank,)
         return dump_plan(self.plan, phases, ranks)
 
     def fingerprint(self) -> str:

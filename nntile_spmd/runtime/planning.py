@@ -7,9 +7,16 @@ before anyone books the 1,024 ranks (DESIGN.md section 4.3).
 
 from __future__ import annotations
 
+from .device import select_device
+from .world import refuse_unless_executing
+
 
 class PlanningWorld:
     """Rank `rank` of a `size`-rank world; pass as `comm=` to nt.compile."""
+
+    runs_every_rank = False
+    executes = False
+    cuda_aware = False
 
     def __init__(self, size: int, rank: int = 0):
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
@@ -18,29 +25,29 @@ class PlanningWorld:
             raise ValueError(f"PlanningWorld({size}): rank must be in 0..{size - 1}, "
                              f"got {rank!r}")
         self.size, self.rank = size, rank
+        self.where = "compile"
 
     def __repr__(self) -> str:
         return f"PlanningWorld({self.size}, rank={self.rank})"
 
     def local_ranks(self):
-        return (self.rank,)
+        return ()    # no tiles here: the rank's shard of a large job need not fit this machine
 
-    def refuse(self, what: str):
-        raise RuntimeError(f"{what}: {self!r} only plans; compile on MPI ranks (comm=None "
-                           f"under mpiexec) or on nt.SimulatedWorld(n) to run the plan")
+    def setup_node(self, device, threads):
+        return select_device(device, 0)
 
-    def transport(self, rank):
-        self.refuse("execute")
+    def transport(self, rank, epoch=0):
+        refuse_unless_executing(self, "execute")
 
     def run(self, executors: dict):
-        self.refuse("execute")
+        refuse_unless_executing(self, "execute")
 
     def fetch_tile(self, stores, key, owner, root, tile_shape_dtype):
-        self.refuse("get_output")
+        refuse_unless_executing(self, "get_output")
 
-    def agree(self, value):
+    def agree(self, value, what=None):
         """Every rank derives the same plan by construction; there is nobody to ask."""
         return [value] * self.size
 
-    def all_true(self, flag: bool) -> bool:
-        return bool(flag)
+    def check_fingerprint(self, values, what):
+        return [values] * self.size

@@ -8,7 +8,6 @@ RECV completes. NNTILE_SPMD_CUDA_AWARE=1 (with a CUDA-aware MPI) skips staging.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
@@ -86,10 +85,10 @@ class DeviceSyncTransport:
         return getattr(self.inner, name)
 
 
-def wrap_transport(transport, device, simulated: bool):
-    """The transport to use for tiles on `device`."""
+def wrap_transport(transport, device, cuda_aware: bool):
+    """The transport to use for tiles on `device` (`cuda_aware`: MPI takes device buffers)."""
     if device.xp is np:
         return transport
-    if not simulated and os.environ.get("NNTILE_SPMD_CUDA_AWARE") == "1":
+    if cuda_aware:
         return DeviceSyncTransport(transport, device)
     return HostStagedTransport(transport, device)

@@ -101,13 +101,13 @@ def save_checkpoint(cg, directory, step=None, extra=None) -> Path:
         for rank in world.local_ranks():
             records += write_shard(cg, directory, token, names, rank)
     except Exception as exc:   # reported collectively below, so no rank hangs
-        error = f"rank {getattr(world, 'rank', 0)} could not write its shard ({exc!r})"
+        error = f"rank {world.rank} could not write its shard ({exc!r})"
     gathered = gather(world, (records, error))
     raise_if_any(world, next((e for _, e in gathered if e), None),
                  "save_checkpoint failed, the previous checkpoint is kept")
     records = [record for part, _ in gathered for record in part]
     manifest_path, error = directory / MANIFEST, None
-    if getattr(world, "rank", 0) == 0:
+    if world.rank == 0:
         try:
             manifest = build_manifest(cg, names, records, step, extra)
             write_atomic(manifest_path, json.dumps(manifest, indent=1).encode())
@@ -201,7 +201,7 @@ def load_checkpoint(cg, directory, strict: bool = True, step=None) -> dict:
         manifest = read_manifest(directory, step)
         tiles = read_local_tiles(cg, Path(directory), manifest, strict)
     except Exception as exc:   # noqa: BLE001 - every failure becomes the collective verdict
-        error = f"rank {getattr(cg.world, 'rank', 0)}: {describe_error(exc)}"
+        error = f"rank {cg.world.rank}: {describe_error(exc)}"
     verdicts = gather(cg.world, (error, manifest and manifest.get("checksum")))
     errors = [e for e, _ in verdicts if e]
     if errors:   # every rank sees every error: all raise the same one
@@ -326,7 +326,7 @@ def export_safetensors(cg, path, names=None, metadata=None) -> list:
         if value is not None:
             arrays[name] = np.array(value, order="C", copy=True)
     error = None
-    if getattr(cg.world, "rank", 0) == 0:
+    if cg.world.rank == 0:
         header = {"format": "nntile_spmd", "graph": cg.graph.name} | dict(metadata or {})
         try:
             write_atomic(path, safetensors_bytes(arrays, {k: str(v) for k, v in header.items()}))

@@ -50,7 +50,7 @@ class Trainer:
         self.cg = compile_graph(model.graph, comm=comm, tiling=tiling,
                                 distribution=distribution, **self.compile_args)
         self.world = self.cg.world
-        self.rank = getattr(self.world, "rank", 0)
+        self.rank = self.world.rank
         self.step = 0                  # optimizer steps done
         self.history = []              # one record per step: step, loss, step_time_ms
         self.log_file = open(log_path, "a") if log_path and self.rank == 0 else None

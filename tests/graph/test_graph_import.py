@@ -1,4 +1,6 @@
-"""`import nntile_spmd` is fast and pulls in no numba, mpi4py or cupy (graph/ is inert data)."""
+"""`import nntile_spmd` pulls in no numba, mpi4py or cupy (graph/ is inert data), so building
+and planning graphs stays cheap. The import time is a measurement, not asserted here: a
+loaded machine doubles it."""
 
 import json
 import subprocess
@@ -19,10 +21,9 @@ print(json.dumps({"seconds": seconds, "heavy": heavy}))
 """
 
 
-def test_import_is_fast_and_light():
+def test_import_is_light():
     # A fresh interpreter: this test process may already have numba or mpi4py loaded.
     result = subprocess.run([sys.executable, "-c", PROBE], cwd=REPO_ROOT, check=True,
                             capture_output=True, text=True, timeout=60)
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report["heavy"] == []
-    assert report["seconds"] < 1.0, f"import nntile_spmd took {report['seconds']:.2f} s"
+    assert report["heavy"] == [], f"import nntile_spmd loaded {report['heavy']}"

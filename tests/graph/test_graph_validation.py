@@ -150,7 +150,8 @@ def test_unknown_phase_context_raises():
 
 
 def test_missing_required_attribute():
-    spec = OpSpec("needs_k", "needs_k", 1, 1, lambda *args: [None], lambda *args: (),
+    spec = OpSpec(name="needs_k", kernel="needs_k", num_inputs=1, num_outputs=1,
+                  infer=lambda *args: [None], axes=lambda *args: (),
                   attrs={"k": REQUIRED, "alpha": 1.0})
     assert spec.normalize_attrs({"k": 3}) == {"k": 3, "alpha": 1.0}
     with pytest.raises(TypeError, match="needs_k: missing attribute 'k'"):

@@ -142,12 +142,12 @@ def test_compile_selects_the_device_by_node_local_rank(monkeypatch, restore_thre
     """compile() asks the shared-memory split for this rank's place on its node and
     hands that (not the global rank) to the GPU choice."""
     import nntile_spmd as nt
-    from nntile_spmd.runtime import compiled
+    from nntile_spmd.runtime import mpi_world
     node = FakeNodeComm(4, [set(range(4))] * 4, rank=3)
     monkeypatch.setattr(threads, "_node_comm", lambda comm: node)
     chosen = []
-    real_select = compiled.select_device
-    monkeypatch.setattr(compiled, "select_device",
+    real_select = mpi_world.select_device
+    monkeypatch.setattr(mpi_world, "select_device",
                         lambda device, rank: chosen.append(rank) or real_select("cpu", rank))
     g = nt.LogicalGraph("g")
     nt.ops.relu(g.tensor([2], "x", external=True), "y").mark_output()
