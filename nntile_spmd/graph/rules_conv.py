@@ -111,7 +111,8 @@ def bwd_weight_flops(attrs, in_shapes, out_shapes):
 
 
 def register_conv(name, infer, axes, windows, tile_params, flops, differentiable=False):
-    register(OpSpec(name, name, 2, 1, infer, lambda attrs, i, o: axes, attrs=CONV_ATTRS,
+    register(OpSpec(name=name, kernel=name, num_inputs=2, num_outputs=1, infer=infer,
+                    axes=lambda attrs, i, o: axes, attrs=CONV_ATTRS,
                     reads_output=lambda attrs: attrs["beta"] != 0, beta_attr="beta",
                     windows=windows, tile_params=tile_params, flops=flops,
                     differentiable=differentiable))
@@ -159,8 +160,9 @@ def copy_intersection_params(attrs, offsets):
             "dst_start": tuple(a + b for a, b in zip(attrs["dst_offset"], offsets[1]))}
 
 
-register(OpSpec("copy_intersection", "copy_intersection", 1, 1, copy_intersection_infer,
-                lambda attrs, i, o: (labels("s", len(i[0])), labels("d", len(o[0]))),
+register(OpSpec(name="copy_intersection", kernel="copy_intersection", num_inputs=1,
+                num_outputs=1, infer=copy_intersection_infer,
+                axes=lambda attrs, i, o: (labels("s", len(i[0])), labels("d", len(o[0]))),
                 attrs={"src_offset": REQUIRED, "dst_offset": REQUIRED}, reads_output=always,
                 combine=None, windows=copy_intersection_windows,
                 tile_params=copy_intersection_params, kernel_attrs=(),
