@@ -176,3 +176,59 @@ def test_bad_input_names_op_and_tensors(make, match):
         make(nt.LogicalGraph("bad"))
     assert error.value.args[0].split(":")[0] in {"conv2d_inplace", "conv2d_bwd_input_inplace",
                                                  "copy_intersection"}
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_output_tiles_entirely_in_padding(ranks):
+    """Padding 3 with a 3x3 kernel: output rows 0 and 7 read only padding. Their tiles
+    (size 1) meet no input tile; the plan still gives them a step (the nearest input
+    tile) so beta is applied, and the gradients of every tile still come out right."""
+    geometry = ((3, 3), (1, 1), (1, 1))
+    g = nt.LogicalGraph("padded")
+    x = g.tensor([4, 5, 2, 3], "x", "fp64", external=True, requires_grad=True)
+    c = g.tensor([3, 3, 2, 2], "c", "fp64", requires_grad=True, persistent=True)
+    y = ops.conv2d(x, c, "y", padding=3).mark_output()
+    target = g.tensor(list(y.shape), "target", "fp64", external=True)
+    loss = ops.mse_loss(y, target, "loss").mark_output()
+    grads = nt.grad(g, loss, [x, c])
+    preset = "single" if ranks == 1 else "fsdp"
+    cg = nt.compile(g, comm=nt.SimulatedWorld(ranks), distribution=preset,
+                    tiling=nt.TilingStrategy.manual({"x": [3, 2, 2, 2], "y": [1, 4, 2, 2]}))
+    rng = np.random.default_rng(4)
+    xv, cv = rng.standard_normal((4, 5, 2, 3)), rng.standard_normal((3, 3, 2, 2))
+    tv = rng.standard_normal(y.shape)
+    for name, value in (("x", xv), ("c", cv), ("target", tv)):
+        cg.bind_data(name, value)
+    cg.execute()
+    expected = numpy_conv(xv, cv, *geometry)
+    assert not expected[0].any() and not expected[-1].any()
+    np.testing.assert_allclose(cg.get_output("y"), expected, rtol=1e-12, atol=1e-12)
+    dx, dc = numpy_grads(xv, cv, 2.0 * (expected - tv), *geometry)
+    got = {grad.grad_of: cg.get_output(grad.name) for grad in grads}
+    np.testing.assert_allclose(got["x"], dx, rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(got["c"], dc, rtol=1e-11, atol=1e-12)
+    assert stat_problems(cg) == []
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_beta_reaches_output_tiles_in_padding(ranks):
+    """conv2d_inplace with beta = 0.5: a tile that reads only padding still becomes
+    0.5 * its old value (the plan gives it one step for that)."""
+    g = nt.LogicalGraph("padded_beta")
+    x = g.tensor([4, 5, 2, 3], "x", "fp64", external=True)
+    c = g.tensor([3, 3, 2, 2], "c", "fp64", persistent=True)
+    y = g.tensor([8, 9, 2, 3], "y", "fp64", external=True).mark_output()
+    ops.conv2d_inplace(2.0, x, c, 0.5, y, padding=3)
+    distribution = "single" if ranks == 1 else \
+        {name: nt.TileDistribution.round_robin() for name in ("x", "c", "y")}
+    cg = nt.compile(g, comm=nt.SimulatedWorld(ranks), distribution=distribution,
+                    tiling=nt.TilingStrategy.manual({"x": [3, 2, 2, 2], "y": [1, 4, 2, 2]}))
+    rng = np.random.default_rng(5)
+    xv, cv, yv = (rng.standard_normal(shape) for shape in ((4, 5, 2, 3), (3, 3, 2, 2),
+                                                           (8, 9, 2, 3)))
+    for name, value in (("x", xv), ("c", cv), ("y", yv)):
+        cg.bind_data(name, value)
+    cg.execute()
+    expected = 2.0 * numpy_conv(xv, cv, (3, 3), (1, 1), (1, 1)) + 0.5 * yv
+    np.testing.assert_allclose(cg.get_output("y"), expected, rtol=1e-12, atol=1e-12)
+    assert stat_problems(cg) == []
