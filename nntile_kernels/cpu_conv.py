@@ -5,8 +5,9 @@
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Same tap geometry as
 generic_conv (tap_rows); numba gets the C-ordered transposed views of the F-ordered
 tiles (xt[b, c, j, i] is x[i, j, c, b]). fp16 falls back to the NumPy reference.
-Direct loops (one multiply-add per tap, channel and position) ran 15x slower than this
-on the digits CNN's shapes: their inner loops span a few pixels, BLAS spans channels.
+Why not direct loops (one multiply-add per tap, channel and position): on small
+feature maps their inner loops span a few pixels, while the patch product spans
+channels and batch (benchmarks/bench_conv_kernels.py times this against the reference).
 """
 
 import numpy as np
