@@ -121,6 +121,8 @@ def conv_block(model, hidden, index, layer):
     in_channels = hidden.shape[2]
     kernel = parameter(model, f"conv{index}",
                        [layer.kernel, layer.kernel, in_channels, layer.channels])
+    if index % 2 == 1:   # tp: Megatron-style, this layer's output channels column-parallel,
+        kernel.split_for_tp(3)   # the next layer's input channels row-parallel (partial sums)
     bias = parameter(model, f"conv{index}_bias", [layer.channels])
     out = ops.conv2d(hidden, kernel, f"conv{index}_out", padding=layer.padding,
                      stride=layer.stride)
