@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .distribution import REPLICATED
-from .instructions import Exec, Recv, Send, key_str
+from .instructions import Exec, Recv, Send, key_str, new_tuple
 
-TAG_LIMIT = 32000
-new_tuple = tuple.__new__  # MPI guarantees tags up to 32767 only
+TAG_LIMIT = 32000   # MPI guarantees tags up to 32767 only
 
 
 class PlanError(ValueError):
@@ -74,7 +73,6 @@ class ProgramBuilder:
         self.pair_count[pair] = count + 1
         tag = count % TAG_LIMIT
         nbytes = self.meta[key].nbytes
-        # PERF: tuple.__new__ skips the NamedTuple constructor's Python frame
         self.inserts[source][self.ready_at[source][key]].append(
             new_tuple(Send, (key, target, tag, nbytes, consumer)))
         program = self.programs[target]

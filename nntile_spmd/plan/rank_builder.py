@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .builder import TAG_LIMIT, ProgramBuilder, new_tuple
-from .instructions import Exec, Recv, Send
+from .builder import TAG_LIMIT, ProgramBuilder
+from .instructions import Exec, Recv, Send, new_tuple
 
 
 class RankProgramBuilder(ProgramBuilder):
