@@ -21,6 +21,9 @@ KERNELS = {
     "clear": reference.clear,
     "copy": reference.copy,
     "cast": reference.cast,
+    # box copies are NumPy slice assignments (memcpy runs); reshape_box is index arithmetic
+    "add_box": reference.add_box,
+    "reshape_box": reference.reshape_box,
     "gelu": cpu_elementwise.gelu,
     "gelutanh": cpu_elementwise.gelutanh,
     "relu": cpu_elementwise.relu,

@@ -56,11 +56,14 @@ def lower_op(op, tilings):
     flops_memo = {}
     groups = []
     summed_ranges = list(itertools.product(*[range(counts[label]) for label in summed]))
+    needed = step_filter(op, arrays, tilings)
     for out_coord in tilings[op.outputs[0].name].coords():
         steps = []
         for combo in summed_ranges:
             vector = out_coord + combo
             keys = tuple([(name, pick(vector)) for name, pick in pickers])
+            if needed is not None and not needed(keys):
+                continue
             signature = tuple(map(getitem, size_tables, vector))
             flops = flops_memo.get(signature)
             if flops is None:
@@ -68,8 +71,27 @@ def lower_op(op, tilings):
             params = base_params if spec.tile_params is None else \
                 step_params(op, base_params, keys, tilings)
             steps.append(Step(keys, params, flops))
+        if needed is not None and not steps:
+            if not spec.beta_attr or op.attrs[spec.beta_attr] != 0:
+                continue   # the tile keeps its value: nothing to run
+            # beta = 0 clears the tile even where no input tile meets it
+            keys = tuple([(name, pick(out_coord + summed_ranges[0])) for name, pick in pickers])
+            steps.append(Step(keys, step_params(op, base_params, keys, tilings), 0))
         groups.append(TaskGroup(op, keys[n_inputs:], tuple(steps), reads_output))
     return groups
+
+
+def step_filter(op, arrays, tilings):
+    """keys -> whether the step changes its output tile (OpSpec.step_needed), or None."""
+    if op.spec.step_needed is None:
+        return None
+    whole_shapes = [t.shape for t in arrays]
+
+    def needed(keys):
+        offsets = [tilings[name].tile_offset(coord) for name, coord in keys]
+        shapes = [tilings[name].tile_shape(coord) for name, coord in keys]
+        return op.spec.step_needed(op.attrs, offsets, shapes, whole_shapes)
+    return needed
 
 
 def picker(positions):
