@@ -4,6 +4,8 @@ Arrays only: never imports nntile_spmd, mpi4py or cupy. Same keys, signatures an
 semantics as nntile_kernels.reference.
 """
 
+import functools
+
 from . import (cpu_blas, cpu_elementwise, cpu_loss, cpu_norm, cpu_optim, cpu_reduce,  # noqa: I001
                cpu_rope, cpu_slice, reference)
 from .cpu_math import KERNELS as MATH_KERNELS
@@ -72,3 +74,5 @@ KERNELS = {
     "adam_step": cpu_optim.adam_step,
     "adamw_step": cpu_optim.adamw_step,
 }
+# kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)
+KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)

@@ -159,6 +159,8 @@ def table(xp, special):
                  **vars(generic_data), **globals()}
     namespace = rule_namespace(xp, special)
     kernels = generic_math.table(xp)    # the seed elementwise and reduction kernels
+    # a kernel of this very table on reshaped tiles (the table is complete when it runs)
+    kernels["reshaped_call"] = functools.partial(generic_data.reshaped_call, kernels)
     for name in KERNEL_NAMES:
         if name in kernels:
             continue

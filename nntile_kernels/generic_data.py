@@ -55,3 +55,15 @@ def reshape_box(xp, x, y, *, x_offset, y_offset, x_shape, y_shape, beta=0.0):
         local_stride *= size
     x_flat = x.reshape(-1, order="F")
     y[inside] += x_flat[local[inside]]
+
+
+def reshaped_call(table, *arrays, view_kernel, view_shapes, **params):
+    """table[view_kernel](*arrays, **params) with arrays[i] reshaped to `shape` for each
+    (i, shape) of view_shapes: tiles that the plan aliases as views of other tiles
+    (column-major reshapes of an F-contiguous tile are views, so outputs land in it)."""
+    arrays = list(arrays)
+    for position, shape in view_shapes:
+        tile = arrays[position]
+        assert tile.flags.f_contiguous, "a viewed tile must be F-contiguous"
+        arrays[position] = tile.reshape(shape, order="F")
+    table[view_kernel](*arrays, **params)

@@ -76,6 +76,7 @@ class OpSpec:
     # (attrs, tile_offsets, tile_shapes, whole_shapes) -> False for a step that leaves its
     # output tile as it is (a box copy whose input tile misses the output tile): not lowered
     step_needed: Callable | None = None
+    view: str | None = None    # plan/views.py's rule for when the output may alias the input
     differentiable: bool = True
 
     def normalize_attrs(self, given: dict) -> dict:

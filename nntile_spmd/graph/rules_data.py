@@ -91,7 +91,7 @@ def boxes_meet(boxes):
 
 register(OpSpec("slice", "add_box", 1, 1, slice_infer, moved_axis_labels,
                 attrs={"axis": REQUIRED, "start": REQUIRED, "stop": REQUIRED, "beta": 0.0},
-                tile_params=slice_boxes, step_needed=boxes_meet(slice_boxes),
+                tile_params=slice_boxes, step_needed=boxes_meet(slice_boxes), view="box",
                 kernel_attrs=("beta",), **BETA))
 register(OpSpec("slice_backward", "add_box", 1, 1, slice_backward_infer, moved_axis_labels,
                 attrs={"axis": REQUIRED, "start": REQUIRED, "size": REQUIRED, "beta": 1.0},
@@ -166,7 +166,7 @@ def reshape_step_needed(attrs, offsets, shapes, whole_shapes):
 
 register(OpSpec("reshape", "reshape_box", 1, 1, reshape_infer, retile_axes,
                 attrs={"shape": REQUIRED, "beta": 0.0}, tile_params=plain_boxes,
-                shape_params=reshape_shapes, step_needed=reshape_step_needed,
+                shape_params=reshape_shapes, step_needed=reshape_step_needed, view="flat",
                 kernel_attrs=("beta",), **BETA))
 
 
