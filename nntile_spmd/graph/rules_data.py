@@ -53,7 +53,10 @@ def slice_backward_infer(op, attrs, inputs):
     axis = attrs["axis"]
     concrete(op, dy, [axis], inputs)
     start = require_int_attr(op, attrs, "start", inputs, 0)
-    size = require_int_attr(op, attrs, "size", inputs, start + dy.shape[axis])
+    size = attrs["size"]
+    if not isinstance(size, int) or size < start + dy.shape[axis]:
+        raise op_error(op, f"the output's axis {axis} (size {size}) cannot hold {dy.name}'s "
+                       f"{dy.shape[axis]} entries from start={start}", inputs)
     return [(dy.shape[:axis] + (size,) + dy.shape[axis + 1:], dy.dtype)]
 
 
