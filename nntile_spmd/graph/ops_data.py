@@ -40,6 +40,8 @@ def concat(xs, name, axis=0):
                            f"axis {axis}", xs)
         if not isinstance(x.shape[axis], int):
             raise op_error("concat", f"{x.name}'s axis {axis} must have a concrete size", xs)
+    if first.graph.has_tensor(name):
+        raise op_error("concat", f"tensor name {name!r} is already in use", xs)
     total = sum(x.shape[axis] for x in xs)
     y = first.graph.tensor(first.shape[:axis] + (total,) + first.shape[axis + 1:], name,
                            first.dtype)

@@ -22,8 +22,8 @@ def require_int_attr(op, attrs, key, inputs, low=0, high=None):
     value = attrs[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < low or \
             (high is not None and value > high):
-        bound = f" <= {high}" if high is not None else ""
-        raise op_error(op, f"{key}={value!r} must be an int >= {low}{bound}", inputs)
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise op_error(op, f"{key}={value!r} must be an int {bound}", inputs)
     return value
 
 
