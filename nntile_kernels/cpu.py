@@ -6,7 +6,7 @@ semantics as nntile_kernels.reference.
 
 import functools
 
-from . import (cpu_blas, cpu_elementwise, cpu_loss, cpu_norm, cpu_optim, cpu_reduce,  # noqa: I001
+from . import (cpu_blas, cpu_data, cpu_elementwise, cpu_loss, cpu_norm, cpu_optim, cpu_reduce,  # noqa: I001
                cpu_rope, cpu_slice, reference)
 from .cpu_math import KERNELS as MATH_KERNELS
 
@@ -23,9 +23,9 @@ KERNELS = {
     "clear": reference.clear,
     "copy": reference.copy,
     "cast": reference.cast,
-    # box copies are NumPy slice assignments (memcpy runs); reshape_box is index arithmetic
+    # box copies are NumPy slice assignments (memcpy runs)
     "add_box": reference.add_box,
-    "reshape_box": reference.reshape_box,
+    "reshape_box": cpu_data.reshape_box,
     "gelu": cpu_elementwise.gelu,
     "gelutanh": cpu_elementwise.gelutanh,
     "relu": cpu_elementwise.relu,

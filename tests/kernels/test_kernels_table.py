@@ -360,6 +360,8 @@ CASES = [
     case("reshape_box", [A(4, 3), Nan(3, 2)], x_offset=(2, 0), y_offset=(3, 0), x_shape=(6, 3), y_shape=(6, 3), beta=0.0),
     case("reshape_box", [A(3, 2), A(2, 5)], x_offset=(3, 1), y_offset=(0, 1), x_shape=(6, 4), y_shape=(4, 6), beta=1.0),
     case("reshape_box", [A(2, 2, 2), Nan(4, 3)], x_offset=(0, 1, 0), y_offset=(4, 0), x_shape=(2, 3, 4), y_shape=(8, 3), beta=0.0),
+    case("reshape_box", [A(3, 4), A(2, 3, 2)], x_offset=(3, 0), y_offset=(1, 0, 1), x_shape=(6, 4), y_shape=(3, 4, 2), beta=-0.5),
+    case("reshape_box", [A(1, 1), Nan()], x_offset=(0, 0), y_offset=(), x_shape=(1, 1), y_shape=(), beta=0.0),
     case("reshaped_call", [A(6), Nan(3, 2)], view_kernel="scale", view_shapes=((0, (3, 2)),), alpha=2.0),
     case("reshaped_call", [A(2, 3), A(6)], view_kernel="add_box", view_shapes=((1, (2, 3)),), x_offset=(0, 0), y_offset=(0, 1), beta=0.5),
 ]
