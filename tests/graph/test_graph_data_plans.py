@@ -235,3 +235,16 @@ def test_build_errors_name_the_op_and_the_tensors():
     with pytest.raises(ValueError, match=r"batch_norm: g must have shape \[3\]"):
         ops.batch_norm(x, g.tensor([4], "g", "fp64"), g.tensor([3], "b", "fp64"), "y", axis=1)
     assert not g.has_tensor("y")
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_one_rank_alone_plans_the_same_views_and_copies(preset):
+    """build_plan(rank=r) (a real MPI rank, PlanningWorld) derives the all-ranks program."""
+    g = view_graph(VIEWS[0][1])
+    ops.slice(g.get_tensor("h"), "s", 1, 1, 3).mark_output()      # and a copy
+    tiling = nt.TilingStrategy.explicit(VIEWS[0][3])
+    oracle = nt.build_plan(g, 3, tiling, preset).programs()
+    for rank in range(3):
+        alone = nt.build_plan(g, 3, tiling, preset, rank=rank)
+        assert alone.views.names == {"y"}
+        assert alone.program(rank) == oracle[rank]
