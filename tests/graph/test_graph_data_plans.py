@@ -242,7 +242,9 @@ def test_one_rank_alone_plans_the_same_views_and_copies(preset):
     """build_plan(rank=r) (a real MPI rank, PlanningWorld) derives the all-ranks program."""
     g = view_graph(VIEWS[0][1])
     ops.slice(g.get_tensor("h"), "s", 1, 1, 3).mark_output()      # and a copy
-    tiling = nt.TilingStrategy.explicit(VIEWS[0][3])
+    # each part of the concat meets only one of c's row tiles: groups without steps
+    ops.concat([g.get_tensor("h"), g.get_tensor("x")], "c", axis=0).mark_output()
+    tiling = nt.TilingStrategy.explicit(dict(VIEWS[0][3], c=[[0, 6, 12], None]))
     oracle = nt.build_plan(g, 3, tiling, preset).programs()
     for rank in range(3):
         alone = nt.build_plan(g, 3, tiling, preset, rank=rank)
