@@ -92,11 +92,13 @@ def boxes_meet(boxes):
     return needed
 
 
-register(OpSpec("slice", "add_box", 1, 1, slice_infer, moved_axis_labels,
+register(OpSpec(name="slice", kernel="add_box", num_inputs=1, num_outputs=1,
+                infer=slice_infer, axes=moved_axis_labels,
                 attrs={"axis": REQUIRED, "start": REQUIRED, "stop": REQUIRED, "beta": 0.0},
                 tile_params=slice_boxes, step_needed=boxes_meet(slice_boxes), view="box",
                 kernel_attrs=("beta",), **BETA))
-register(OpSpec("slice_backward", "add_box", 1, 1, slice_backward_infer, moved_axis_labels,
+register(OpSpec(name="slice_backward", kernel="add_box", num_inputs=1, num_outputs=1,
+                infer=slice_backward_infer, axes=moved_axis_labels,
                 attrs={"axis": REQUIRED, "start": REQUIRED, "size": REQUIRED, "beta": 1.0},
                 tile_params=slice_backward_boxes, step_needed=boxes_meet(slice_backward_boxes),
                 kernel_attrs=("beta",), **BETA))
@@ -121,7 +123,8 @@ def whole_side(prefix):
 
 
 for name, side in (("gather", "out"), ("scatter", "in")):
-    register(OpSpec(name, "add_box", 1, 1, same_infer, retile_axes, attrs={"beta": 0.0},
+    register(OpSpec(name=name, kernel="add_box", num_inputs=1, num_outputs=1,
+                    infer=same_infer, axes=retile_axes, attrs={"beta": 0.0},
                     whole=whole_side(side), tile_params=plain_boxes,
                     step_needed=boxes_meet(plain_boxes), kernel_attrs=("beta",), **BETA))
 
@@ -167,7 +170,8 @@ def reshape_step_needed(attrs, offsets, shapes, whole_shapes):
     return x_first <= y_last and y_first <= x_last
 
 
-register(OpSpec("reshape", "reshape_box", 1, 1, reshape_infer, retile_axes,
+register(OpSpec(name="reshape", kernel="reshape_box", num_inputs=1, num_outputs=1,
+                infer=reshape_infer, axes=retile_axes,
                 attrs={"shape": REQUIRED, "beta": 0.0}, tile_params=plain_boxes,
                 shape_params=reshape_shapes, step_needed=reshape_step_needed, view="flat",
                 kernel_attrs=("beta",), **BETA))
@@ -182,5 +186,6 @@ def log_scalar_infer(op, attrs, inputs):
     return [((), x.dtype)]
 
 
-register(OpSpec("log_scalar", "copy", 1, 1, log_scalar_infer,
-                lambda attrs, in_shapes, out_shapes: ((), ()), differentiable=False))
+register(OpSpec(name="log_scalar", kernel="copy", num_inputs=1, num_outputs=1,
+                infer=log_scalar_infer, axes=lambda attrs, in_shapes, out_shapes: ((), ()),
+                differentiable=False))
