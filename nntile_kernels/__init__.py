@@ -73,7 +73,10 @@ MATH_KERNEL_NAMES = (
     "norm_fiber_backward", "norm_slice", "norm_slice_backward", "randn", "scale_fiber",
     "sigmoid", "sigmoid_backward", "sub", "sum_backward", "tanh", "tanh_backward",
 )
-KERNEL_NAMES = tuple(sorted(KERNEL_NAMES + MATH_KERNEL_NAMES))
+# data movement between tilings: slice, gather, scatter, concat, reshape (generic_data.py)
+# (reshaped_call runs another kernel of its table on tiles the plan aliases as views)
+DATA_KERNEL_NAMES = ("add_box", "reshape_box", "reshaped_call")
+KERNEL_NAMES = tuple(sorted(KERNEL_NAMES + MATH_KERNEL_NAMES + DATA_KERNEL_NAMES))
 
 BACKENDS = ("reference", "cpu", "cuda")
 

@@ -4,7 +4,9 @@ Arrays only: never imports nntile_spmd, mpi4py or cupy. Same keys, signatures an
 semantics as nntile_kernels.reference.
 """
 
-from . import (cpu_blas, cpu_elementwise, cpu_loss, cpu_norm, cpu_optim, cpu_reduce,  # noqa: I001
+import functools
+
+from . import (cpu_blas, cpu_data, cpu_elementwise, cpu_loss, cpu_norm, cpu_optim, cpu_reduce,  # noqa: I001
                cpu_rope, cpu_slice, reference)
 from .cpu_math import KERNELS as MATH_KERNELS
 
@@ -21,6 +23,9 @@ KERNELS = {
     "clear": reference.clear,
     "copy": reference.copy,
     "cast": reference.cast,
+    # box copies are NumPy slice assignments (memcpy runs)
+    "add_box": reference.add_box,
+    "reshape_box": cpu_data.reshape_box,
     "gelu": cpu_elementwise.gelu,
     "gelutanh": cpu_elementwise.gelutanh,
     "relu": cpu_elementwise.relu,
@@ -69,3 +74,5 @@ KERNELS = {
     "adam_step": cpu_optim.adam_step,
     "adamw_step": cpu_optim.adamw_step,
 }
+# kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)
+KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)

@@ -11,7 +11,7 @@ id and label checks (generic_loss.py): scalars that live in tiles stay 0-d array
 
 import functools
 
-from . import KERNEL_NAMES, generic_loss, generic_math, generic_rope, generic_slice
+from . import KERNEL_NAMES, generic_data, generic_loss, generic_math, generic_rope, generic_slice
 from .generic_common import fiber_axes, store, wide
 from .layout import gemm_folds
 from .rules import ELEMENTWISE, ArrayRule, rule_namespace
@@ -156,9 +156,11 @@ def maxsumexp(xp, x, y, *, axis):
 def table(xp, special):
     """Every kernel of KERNEL_NAMES on `xp` arrays; `special` is its scipy.special."""
     functions = {**vars(generic_loss), **vars(generic_slice), **vars(generic_rope),
-                 **globals()}
+                 **vars(generic_data), **globals()}
     namespace = rule_namespace(xp, special)
     kernels = generic_math.table(xp)    # the seed elementwise and reduction kernels
+    # a kernel of this very table on reshaped tiles (the table is complete when it runs)
+    kernels["reshaped_call"] = functools.partial(generic_data.reshaped_call, kernels)
     for name in KERNEL_NAMES:
         if name in kernels:
             continue

@@ -13,6 +13,7 @@ from .backward_norm import NORM_BACKWARD_RULES
 from .backward_rope import ROPE_BACKWARD_RULES
 from .backward_math import MATH_BACKWARD_RULES
 from .backward_inplace import INPLACE_BACKWARD_RULES
+from .backward_data import DATA_BACKWARD_RULES
 
 
 class GradContext:
@@ -284,6 +285,7 @@ BACKWARD_RULES = {
     **ROPE_BACKWARD_RULES,   # rope, scale_slice (backward_rope.py)
     **MATH_BACKWARD_RULES,   # seed elementwise ops and reductions (backward_math.py)
     **INPLACE_BACKWARD_RULES,   # in-place forms (backward_inplace.py)
+    **DATA_BACKWARD_RULES,   # slice, concat's parts, gather, scatter, reshape (backward_data.py)
     **{name: unary_rule for name in ("gelu", "gelutanh", "relu", "silu", "sqrt")},
     "add": add_rule,
     "multiply": multiply_rule,

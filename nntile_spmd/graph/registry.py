@@ -73,6 +73,10 @@ class OpSpec:
     # alone cannot tell an id outside the vocabulary): shapes are concrete once planned
     shape_params: Callable | None = None
     kernel_attrs: tuple | None = None        # attrs passed to the kernel (default: all)
+    # (attrs, tile_offsets, tile_shapes, whole_shapes) -> False for a step that leaves its
+    # output tile as it is (a box copy whose input tile misses the output tile): not lowered
+    step_needed: Callable | None = None
+    view: str | None = None    # plan/views.py's rule for when the output may alias the input
     differentiable: bool = True
 
     def normalize_attrs(self, given: dict) -> dict:

@@ -8,6 +8,7 @@ beta for the first step a rank runs into a tile, 1 after it.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from operator import getitem, itemgetter
 from typing import NamedTuple
 
@@ -27,8 +28,16 @@ class TaskGroup(NamedTuple):
     reads_output_first: bool   # does step 0 read the old output?
 
 
-def lower_op(op, tilings):
-    """All task groups of `op`, one per tile of its first output."""
+def lower_op(op, tilings, views=None):
+    """All task groups of `op`, one per tile of its first output.
+
+    `views` (plan/views.py) maps the tiles of view outputs to the input tiles they
+    alias: a view op lowers to nothing, and the keys of other ops are rewritten.
+    """
+    if views and any(t.name in views.names for t in op.inputs + op.outputs):
+        if op.spec.view and op.outputs[0].name in views.names:
+            return []
+        return [reading_views(group, views) for group in lower_op(op, tilings)]
     spec = op.spec
     axes = op_axes(op)
     arrays = op.inputs + op.outputs
@@ -56,11 +65,14 @@ def lower_op(op, tilings):
     flops_memo = {}
     groups = []
     summed_ranges = list(itertools.product(*[range(counts[label]) for label in summed]))
+    needed = step_filter(op, arrays, tilings)
     for out_coord in tilings[op.outputs[0].name].coords():
         steps = []
         for combo in summed_ranges:
             vector = out_coord + combo
             keys = tuple([(name, pick(vector)) for name, pick in pickers])
+            if needed is not None and not needed(keys):
+                continue
             signature = tuple(map(getitem, size_tables, vector))
             flops = flops_memo.get(signature)
             if flops is None:
@@ -68,8 +80,57 @@ def lower_op(op, tilings):
             params = base_params if spec.tile_params is None else \
                 step_params(op, base_params, keys, tilings)
             steps.append(Step(keys, params, flops))
+        if needed is not None and not steps:
+            if not spec.beta_attr or op.attrs[spec.beta_attr] != 0:
+                continue   # the tile keeps its value: nothing to run
+            # beta = 0 clears the tile even where no input tile meets it
+            keys = tuple([(name, pick(out_coord + summed_ranges[0])) for name, pick in pickers])
+            steps.append(Step(keys, step_params(op, base_params, keys, tilings), 0))
         groups.append(TaskGroup(op, keys[n_inputs:], tuple(steps), reads_output))
     return groups
+
+
+class ViewReadingOp(NamedTuple):
+    """An op some of whose operand tiles are views: its kernel gets them reshaped."""
+    name: str
+    op_type: str
+    inputs: tuple
+    outputs: tuple
+    attrs: dict
+    phase: str
+    spec: object
+
+
+def reading_views(group, views):
+    """`group` with view keys replaced by the input tiles they alias."""
+    op = group.op
+    proxy = ViewReadingOp(op.name, op.op_type, op.inputs, op.outputs, op.attrs, op.phase,
+                          replace(op.spec, kernel="reshaped_call"))
+    steps = []
+    for step in group.steps:
+        keys, shapes = list(step.keys), []
+        for position, key in enumerate(step.keys):
+            if key in views:
+                keys[position], shape = views[key]
+                shapes.append((position, shape))
+        params = dict(step.params, view_kernel=op.spec.kernel, view_shapes=tuple(shapes))
+        steps.append(Step(tuple(keys), params, step.flops))
+    outputs = steps[0].keys[len(op.inputs):] if steps else \
+        tuple(views.get(key, (key,))[0] for key in group.outputs)
+    return TaskGroup(proxy, outputs, tuple(steps), group.reads_output_first)
+
+
+def step_filter(op, arrays, tilings):
+    """keys -> whether the step changes its output tile (OpSpec.step_needed), or None."""
+    if op.spec.step_needed is None:
+        return None
+    whole_shapes = [t.shape for t in arrays]
+
+    def needed(keys):
+        offsets = [tilings[name].tile_offset(coord) for name, coord in keys]
+        shapes = [tilings[name].tile_shape(coord) for name, coord in keys]
+        return op.spec.step_needed(op.attrs, offsets, shapes, whole_shapes)
+    return needed
 
 
 def picker(positions):

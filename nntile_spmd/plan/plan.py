@@ -20,6 +20,7 @@ from .builder import PlanError, ProgramBuilder
 from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send
 from .lowering import lower_op
+from .views import find_views
 from .memory import TileMeta, insert_frees, simulate_memory
 from .rank_builder import RankProgramBuilder, permanent_holders
 from .presets import as_preset
@@ -136,7 +137,7 @@ class Plan:
         builder = ProgramBuilder(self.nranks, self.meta, self.owner_table,
                                  permanent_holders(self), self.deterministic)
         for op in self.live_ops(phase_key):
-            builder.add_op(lower_op(op, self.tilings))
+            builder.add_op(lower_op(op, self.tilings, self.views))
         return [insert_frees(program, self.permanent[rank])
                 for rank, program in enumerate(builder.finish())]
 
@@ -152,8 +153,13 @@ class Plan:
         builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owner_table,
                                      permanent_holders(self), self.deterministic)
         for op in self.live_ops(phase_key):
-            builder.add_op(lower_op(op, self.tilings))
+            builder.add_op(lower_op(op, self.tilings, self.views))
         return insert_frees(builder.finish_rank(), self.permanent[rank])
+
+    @cached_property
+    def views(self):
+        """The ops planned as views: their output tiles alias input tiles (plan/views.py)."""
+        return find_views(self.graph, self.tilings)
 
     def live_ops(self, phases=None) -> list:
         """The ops of `phases` that an execute runs: dead ops are left out.

@@ -139,6 +139,13 @@ class BindingMixin:
                 result[spec.tile_slices(coord)] = tile
         return result
 
+    def logged_scalars(self) -> dict:
+        """{name: value} of every `ops.log_scalar` an execute has run, in program order:
+        each value as it was where the op stands in the program. Collective."""
+        names = [op.outputs[0].name for op in self.graph.ops()
+                 if op.op_type == "log_scalar" and op.outputs[0].name in self.produced]
+        return {name: float(self.get_output(name)) for name in names}
+
     def phases_writing(self, name):
         return sorted({op.phase for op in self.graph.ops()
                        if any(t.name == name for t in op.outputs)})

@@ -351,6 +351,19 @@ CASES = [
     case("randn", [Nan(5, 3)], seed=3),
     case("randn", [Nan(3, 4, 2)], seed=7, mean=0.5, stddev=2.0, offset=(2, 1, 0), shape=(6, 5, 2)),
     case("randn", [Nan()], seed=0, offset=(), shape=()),
+    # data movement between tilings (nntile_kernels/generic_data.py)
+    case("add_box", [A(4, 3), Nan(3, 5)], x_offset=(2, 0), y_offset=(3, 1), beta=0.0),
+    case("add_box", [A(4, 3), A(3, 5)], x_offset=(2, 0), y_offset=(3, 1), beta=1.0),
+    case("add_box", [A(2, 2), A(3, 5)], x_offset=(9, 0), y_offset=(0, 0), beta=0.5),
+    case("add_box", [A(3, 4, 2), Nan(3, 2, 2)], x_offset=(0, 4, 0), y_offset=(0, 5, 1), beta=0.0),
+    case("add_box", [A(), Nan()], x_offset=(), y_offset=(), beta=0.0),
+    case("reshape_box", [A(4, 3), Nan(3, 2)], x_offset=(2, 0), y_offset=(3, 0), x_shape=(6, 3), y_shape=(6, 3), beta=0.0),
+    case("reshape_box", [A(3, 2), A(2, 5)], x_offset=(3, 1), y_offset=(0, 1), x_shape=(6, 4), y_shape=(4, 6), beta=1.0),
+    case("reshape_box", [A(2, 2, 2), Nan(4, 3)], x_offset=(0, 1, 0), y_offset=(4, 0), x_shape=(2, 3, 4), y_shape=(8, 3), beta=0.0),
+    case("reshape_box", [A(3, 4), A(2, 3, 2)], x_offset=(3, 0), y_offset=(1, 0, 1), x_shape=(6, 4), y_shape=(3, 4, 2), beta=-0.5),
+    case("reshape_box", [A(1, 1), Nan()], x_offset=(0, 0), y_offset=(), x_shape=(1, 1), y_shape=(), beta=0.0),
+    case("reshaped_call", [A(6), Nan(3, 2)], view_kernel="scale", view_shapes=((0, (3, 2)),), alpha=2.0),
+    case("reshaped_call", [A(2, 3), A(6)], view_kernel="add_box", view_shapes=((1, (2, 3)),), x_offset=(0, 0), y_offset=(0, 1), beta=0.5),
 ]
 # fmt: on
 
