@@ -1,8 +1,10 @@
-"""Compare single, DDP, FSDP and TP on the same model and data: memory, traffic, time, loss.
+"""Compare single, DDP, FSDP, TP and meshes on the same model and data: memory, traffic,
+time, loss.
 
     mpiexec -n 2 python examples/compare_strategies.py
     python examples/compare_strategies.py --simulate 3        # 3 ranks in one process
     mpiexec -n 2 python examples/compare_strategies.py --model gpt2
+    python examples/compare_strategies.py --simulate 4       # adds dp2xtp2 and fsdp2xtp2
 
 Trains the digits MLP of train_mlp.py (or, with --model gpt2, the byte-level GPT-2
 of train_gpt2.py on its stdlib corpus) in fp64 under each preset on the current
@@ -10,9 +12,10 @@ world, prints planned vs measured peak memory per rank, bytes sent and received
 and FLOPs per step (measured: buffers handed to MPI, the tile store's tracking
 allocator, the executor's clock), the measured time per phase, final loss, next
 to the ZeRO paper's formulas (and, for GPT-2, Megatron's per-layer tensor-parallel
-traffic), writes a PNG of the loss curves and memory, and
-fails unless all loss curves agree to 1e-5 relative and every measurement equals
-the plan.
+traffic; on a world that splits into two axes of >= 2 ranks, the dp x tp and fsdp x tp
+meshes with their traffic per mesh axis next to those formulas), writes a PNG of the
+loss curves and memory, and fails unless all loss curves agree to 1e-5 relative and
+every measurement equals the plan.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from gpt2_corpus import train_batch  # noqa: E402
 
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.plan.instructions import Send  # noqa: E402
+from nntile_spmd.plan.mesh import Mesh, traffic_by_mesh_axis  # noqa: E402
 
 PRESETS = ("single", "ddp", "fsdp", "tp")
 MODEL_STATE_ROLES = ("parameter", "gradient", "state")
@@ -52,6 +56,17 @@ def parse_args(argv=None):
     args.steps = args.steps or {"mlp": 60, "gpt2": 10}[args.model]
     args.batch = args.batch or {"mlp": 60, "gpt2": 8}[args.model]
     return args
+
+
+def meshes_for(nranks) -> list:
+    """dp x tp and fsdp x tp for every split of the world into two axes of >= 2 ranks."""
+    return [{batch: outer, "tp": nranks // outer} for outer in range(2, nranks)
+            if nranks % outer == 0 and nranks // outer >= 2 for batch in ("dp", "fsdp")]
+
+
+def label(distribution) -> str:
+    return distribution if isinstance(distribution, str) else Mesh(
+        tuple(distribution.items())).name
 
 
 def per_rank(world, local_values: dict) -> list:
@@ -81,9 +96,10 @@ def train_gpt2_preset(preset, args, comm, data):
     """(trainer, losses) of train_gpt2.py's model (fp64, AdamW, cosine rate) on its corpus."""
     layers, embd, heads, seq = args.gpt2.split(",")
     options = train_gpt2.parse_args([
-        "--strategy", preset, "--n-layer", layers, "--n-embd", embd, "--n-head", heads,
+        "--strategy", "single", "--n-layer", layers, "--n-embd", embd, "--n-head", heads,
         "--seq", seq, "--batch", str(args.batch), "--steps", str(args.steps),
         "--warmup", str(max(1, args.steps // 10)), "--dtype", "fp64"])
+    options.strategy = preset   # a preset name or a mesh {axis: size}
     trainer = train_gpt2.make_trainer(options, comm)
     losses = [trainer.train_step([dict(zip(("input_ids", "targets"), train_batch(
         data, 0, step, options.seq, options.batch)))]) for step in range(args.steps)]
@@ -105,7 +121,7 @@ def run_preset(preset, args, comm, data) -> dict:
     def both(name):   # (planned, measured) per rank
         return [rank_versus[name] for rank_versus in versus]
 
-    return {"preset": preset, "losses": losses, "versus": versus,
+    return {"preset": label(preset), "distribution": preset, "losses": losses, "versus": versus,
             "planned_peak": [p for p, _ in both("peak_bytes")],
             "measured_peak": [m for _, m in both("peak_bytes")],
             "model_state": [model_state_bytes(plan, r) for r in range(world.size)],
@@ -116,7 +132,7 @@ def run_preset(preset, args, comm, data) -> dict:
             "measured_flops": sum(m for _, m in both("flops_executed")),
             "phase_ms": phase_times(stats),
             "step_ms": statistics.median(e["step_time_ms"] for e in trainer.history[1:]),
-            "traffic": traffic_by_kind(plan),
+            "traffic": traffic_by_kind(plan), "plan": plan,
             "params": plan.graph.num_parameters(), "world": world}
 
 
@@ -247,6 +263,78 @@ def print_megatron_comparison(results, args, n):
               "gathered).")
 
 
+def mesh_axis_formulas(plan, mesh, tp_activation_bytes) -> dict:
+    """Bytes all ranks send per step along each mesh axis, by the formulas: the batch
+    axis all-reduces (dp: 2(d-1)/d, ring) or all-gathers and reduce-scatters (fsdp,
+    ZeRO-3: 3(f-1)/f) each tp column's parameters Ψ_col; the tp axis all-reduces
+    (2(t-1)/t) the activations Megatron does, `tp_activation_bytes` per dp row."""
+    mesh = Mesh(tuple(mesh.items()))
+    sizes = dict(mesh.axes)
+    factor = {"dp": lambda d: 2 * (d - 1) / d, "fsdp": lambda f: 3 * (f - 1) / f}
+    result = {}
+    for axis, size in mesh.axes:
+        if axis == "tp":
+            rows = plan.nranks // size
+            result[axis] = plan.nranks * 2 * (size - 1) / size * tp_activation_bytes / rows
+        else:
+            result[axis] = sum(factor[axis](size) * column_parameter_bytes(plan, mesh, rank)
+                               for rank in range(plan.nranks))
+    assert set(result) == set(sizes)
+    return result
+
+
+def column_parameter_bytes(plan, mesh, rank) -> int:
+    """Ψ_col: bytes of the parameter tiles held on `rank`'s tp column (the ranks with
+    its tp index): the share of the model the batch axis has to synchronize."""
+    names = [name for name, _ in mesh.axes]
+    if "tp" not in names:
+        column = set(range(plan.nranks))
+    else:
+        tp = names.index("tp")
+        index = np.unravel_index(rank, mesh.shape)[tp]
+        column = {r for r in range(plan.nranks)
+                  if np.unravel_index(r, mesh.shape)[tp] == index}
+    return sum(plan.meta[key].nbytes for key, owner in plan.owner_table.items()
+               if plan.graph.has_tensor(key[0])
+               and plan.graph.get_tensor(key[0]).role == "parameter"
+               and column & set(plan.ranks_of_owner(owner)))
+
+
+def megatron_activation_bytes(args, plan, mesh) -> int:
+    """Bytes of the activations Megatron all-reduces over tp per step, whole batch: per
+    GPT-2 layer 4 x [B, T, h] plus embedding and head; for the MLP the outputs of its
+    row-parallel layers (weights [out, in] split along `in`; x needs no gradient, so
+    the column-parallel first layer sends nothing in backward)."""
+    if args.model == "gpt2":
+        layers, embd, _, seq = (int(v) for v in args.gpt2.split(","))
+        return (4 * layers + 2) * args.batch * seq * embd * 8
+    tp = list(mesh).index("tp")
+    return sum(tensor.shape[0] * args.batch * 8 for tensor in plan.graph.tensors()
+               if tensor.role == "parameter" and tensor.ndim == 2
+               and plan.distributions[tensor.name].mesh[1][tp] == ("block", 1))
+
+
+def print_mesh_comparison(results, args):
+    """Per mesh: planned bytes sent per step along each mesh axis next to the formulas."""
+    meshes = [r for r in results if not isinstance(r["distribution"], str)]
+    if not meshes:
+        return
+    print("\nMeshes (ranks on a grid, first axis outermost): planned bytes sent per step, "
+          "all ranks, per mesh axis, vs the formulas (dp: DDP all-reduce 2(d-1)/d Ψ_col, "
+          "fsdp: ZeRO-3 3(f-1)/f Ψ_col, tp: Megatron 2(t-1)/t x activations of a dp row)")
+    for r in meshes:
+        plan, mesh = r["plan"], r["distribution"]
+        ours = traffic_by_mesh_axis(plan, mesh)
+        formula = mesh_axis_formulas(plan, mesh, megatron_activation_bytes(args, plan, mesh))
+        parts = "; ".join(f"{axis} ours {human(ours.get(axis, 0))}B formula "
+                          f"{human(formula[axis])}B" for axis in formula)
+        other = {axis: b for axis, b in ours.items() if axis not in formula and b}
+        extra = "; ".join(f"{axis} {human(b)}B" for axis, b in other.items())
+        print(f"  {r['preset']:10s} {parts}" + (f"; across both: {extra}" if extra else ""))
+    print("  fsdp sends ~2/3 of ZeRO-3's formula for the reason given above (parameters "
+          "gathered once per step).")
+
+
 def plot(results, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -254,7 +342,7 @@ def plot(results, path):
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for r in results:
         left.plot(range(1, len(r["losses"]) + 1), r["losses"], label=r["preset"],
-                  linestyle=("-", "--", ":", "-.")[PRESETS.index(r["preset"])])
+                  linestyle=("-", "--", ":", "-.")[results.index(r) % 4])
     left.set(xlabel="step", ylabel="training loss", yscale="log", title="loss (fp64)")
     left.legend()
     ranks = len(results[0]["planned_peak"])
@@ -288,6 +376,7 @@ def main(argv=None):
              train_gpt2.corpus.load_corpus(200_000).train)
     results = [run_preset(preset, args, comm, data) for preset in PRESETS]
     world = results[0]["world"]
+    results += [run_preset(mesh, args, comm, data) for mesh in meshes_for(world.size)]
     worst = check_agreement(results)
     if getattr(world, "rank", 0) == 0:
         print(f"{args.model}: {world.size} rank(s), {args.steps} steps, batch {args.batch}, "
@@ -299,6 +388,7 @@ def main(argv=None):
         print_zero_comparison(results, world.size)
         if args.model == "gpt2":
             print_megatron_comparison(results, args, world.size)
+        print_mesh_comparison(results, args)
         print(f"\nloss curves of all presets agree: max relative difference {worst:.1e} "
               f"(tolerance {TOLERANCE})")
         plot(results, args.plot)

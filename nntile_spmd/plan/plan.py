@@ -64,7 +64,8 @@ def plan_graph(graph, nranks, tiling, distribution, window) -> Plan:
     distributions = preset.assign(graph, class_of, classes, nranks)
     owners = {name: tensor_owners(name, distributions[name], spec.grid, nranks)
               for name, spec in tilings.items()}
-    return Plan(graph, nranks, window, classes, class_of, tilings, distributions, owners)
+    return Plan(graph, nranks, window, classes, class_of, tilings, distributions, owners,
+                preset.rank_groups(nranks))
 
 
 def tensor_owners(name, distribution, grid, nranks):
@@ -79,8 +80,9 @@ class Plan:
     """Tilings, owners and per-rank programs of one graph on `nranks` ranks."""
 
     def __init__(self, graph, nranks, window, classes, class_of, tilings, distributions,
-                 owners):
+                 owners, groups=()):
         self.graph, self.nranks, self.window = graph, nranks, window
+        self.groups = groups   # rank sets of a mesh; owner code -2 - g names groups[g]
         self.classes, self.class_of = classes, class_of
         self.tilings, self.distributions, self.owners = tilings, distributions, owners
         # PERF (plan-speed tests): math.prod and a plain dict of owners instead of
@@ -106,12 +108,24 @@ class Plan:
         """Owner rank of a tensor tile, or REPLICATED (-1)."""
         return self.owner_table[key]
 
+    def ranks_of_owner(self, owner):
+        """The ranks an owner value names: one rank, every rank, or a mesh group."""
+        if owner >= 0:
+            return (owner,)
+        return range(self.nranks) if owner == REPLICATED else self.groups[-2 - owner]
+
+    def first_holder(self, key) -> int:
+        """The owner of a tile held by one rank; REPLICATED for every rank; the
+        lowest rank of a mesh group (who writes it to a checkpoint, say)."""
+        owner = self.owner_of(key)
+        return owner if owner >= REPLICATED else self.groups[-2 - owner][0]
+
     def holds_permanently(self, rank: int, key) -> bool:
         """Does `rank` keep this tile across executes (owned tile of a kept tensor)?"""
         name = key[0]
         if not self.graph.has_tensor(name) or not self.graph.get_tensor(name).keeps_storage:
             return False
-        return self.owner_of(key) in (rank, REPLICATED)
+        return rank in self.ranks_of_owner(self.owner_of(key))
 
     @cached_property
     def permanent(self) -> list:
@@ -121,8 +135,7 @@ class Plan:
             if tensor.keeps_storage:
                 for coord in self.tilings[tensor.name].coords():
                     owner = int(self.owners[tensor.name][coord])
-                    ranks = range(self.nranks) if owner == REPLICATED else (owner,)
-                    for rank in ranks:
+                    for rank in self.ranks_of_owner(owner):
                         result[rank].add((tensor.name, coord))
         return result
 
@@ -141,7 +154,7 @@ class Plan:
 
     def _build_programs(self, phase_key):
         builder = ProgramBuilder(self.nranks, self.meta, self.owner_table,
-                                 permanent_holders(self), self.deterministic)
+                                 permanent_holders(self), self.deterministic, self.groups)
         for op in self.live_ops(phase_key):
             builder.add_op(lower_op(op, self.tilings))
         return [insert_frees(program, self.permanent[rank])
@@ -157,7 +170,7 @@ class Plan:
 
     def _build_rank_program(self, phase_key, rank):
         builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owner_table,
-                                     permanent_holders(self), self.deterministic)
+                                     permanent_holders(self), self.deterministic, self.groups)
         for op in self.live_ops(phase_key):
             builder.add_op(lower_op(op, self.tilings))
         return insert_frees(builder.finish_rank(), self.permanent[rank])

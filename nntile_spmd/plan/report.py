@@ -21,10 +21,26 @@ def tensor_lines(plan):
         spec = plan.tilings[tensor.name]
         owners = Counter(int(o) for o in plan.owners[tensor.name].reshape(-1))
         where = ("replicated" if set(owners) == {REPLICATED} else
-                 " ".join(f"r{r}:{n}" for r, n in sorted(owners.items())))
+                 " ".join(f"{owner_text(plan, r)}:{n}" for r, n in sorted(
+                     owners.items(), key=lambda item: owner_order(plan, item[0]))))
         lines.append(f"  {tensor.describe():40s} {tensor.role:9s} tiles {list(spec.grid)} "
                      f"{spec!r} {plan.distributions[tensor.name]!r} -> {where}")
     return lines
+
+
+def owner_text(plan, owner) -> str:
+    """r3 for one rank, r* for every rank, r{1,3} for a mesh group."""
+    if owner >= 0:
+        return f"r{owner}"
+    if owner == REPLICATED:
+        return "r*"
+    return "r{" + ",".join(str(r) for r in plan.ranks_of_owner(owner)) + "}"
+
+
+def owner_order(plan, owner):
+    """Ranks in order, then mesh groups by their ranks."""
+    return (owner < REPLICATED, tuple(plan.ranks_of_owner(owner)) if owner < REPLICATED
+            else (owner,))
 
 
 def rank_lines(plan, phases, ranks=None):
