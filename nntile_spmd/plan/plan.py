@@ -15,6 +15,7 @@ from functools import cached_property
 from ..graph.analysis import dead_ops
 from ..graph.dtypes import ITEMSIZE
 from ..graph.logical_graph import PHASES
+from ..graph.recompute import recomputed_ops
 from .axes import axis_classes
 from .builder import PlanError, ProgramBuilder
 from .distribution import REPLICATED
@@ -228,6 +229,12 @@ class Plan:
         """FLOPs executed during one execute by `rank` (None: all ranks)."""
         return sum(i.flops for program in self.programs_of(rank, phases) for i in program
                    if type(i) is Exec)
+
+    def recompute_flops(self, rank=None, phases=None) -> int:
+        """The part of flops() spent recomputing activations in backward (graph.recompute)."""
+        copies = recomputed_ops(self.graph)
+        return sum(i.flops for program in self.programs_of(rank, phases) for i in program
+                   if type(i) is Exec and i.op_name in copies)
 
     def fingerprint_parts(self) -> dict:
         """Hashes of the graph, the tiling and the distribution, compared across ranks."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..graph.recompute import recomputed_ops
 from .distribution import REPLICATED
 
 
@@ -67,6 +68,15 @@ def dump_plan(plan, phases=None, ranks=None) -> str:
         total = f"total bytes sent per execute: {human_bytes(plan.bytes_sent(None, phases))}"
     else:
         total = f"ranks listed: {list(ranks)} of {plan.nranks} (planned alone)"
+    copies = recomputed_ops(plan.graph)
+    if copies and ranks is None:
+        extra = plan.recompute_flops(None, phases)
+        total += (f"\nrecomputation: {len(copies)} forward ops run again in backward, "
+                  f"{extra} FLOPs ({100 * extra / max(plan.flops(None, phases), 1):.1f}% "
+                  "of the total)")
+    elif copies:
+        total += (f"\nrecomputation: {len(copies)} forward ops run again in backward, "
+                  + ", ".join(f"r{r} {plan.recompute_flops(r, phases)} FLOPs" for r in ranks))
     dead = plan.dead_ops(phases)
     removed = f"dead ops left out: {', '.join(dead) if dead else 'none'}"
     return "\n".join([header, *tensor_lines(plan), *rank_lines(plan, phases, ranks), total,
