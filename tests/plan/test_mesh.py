@@ -139,3 +139,15 @@ def test_bad_meshes_fail_at_compile(distribution, nranks, match):
     model = build_mlp(SIZES, BATCH, dtype="fp64")
     with pytest.raises(ValueError, match=match):
         nt.compile(model.graph, comm=nt.SimulatedWorld(nranks), distribution=distribution)
+
+
+@pytest.mark.parametrize("mesh", MESHES[:2], ids=lambda m: Mesh(tuple(m.items())).name)
+def test_checkpoint_of_a_mesh_resumes_under_single(tmp_path, mesh):
+    """Each group-held tile is written once (by its lowest rank) and read back."""
+    _, _, source = train(4, mesh)
+    source.save(tmp_path)
+    expected = source.fit(data(), 2)
+    model = build_mlp(SIZES, BATCH, dtype="fp64")
+    target = Trainer(model, "adam", comm=nt.SimulatedWorld(1), progress=False, lr=1e-2)
+    target.load(tmp_path)
+    np.testing.assert_allclose(target.fit(data(), 2), expected, rtol=1e-12)
