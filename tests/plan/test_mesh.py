@@ -151,3 +151,12 @@ def test_checkpoint_of_a_mesh_resumes_under_single(tmp_path, mesh):
     target = Trainer(model, "adam", comm=nt.SimulatedWorld(1), progress=False, lr=1e-2)
     target.load(tmp_path)
     np.testing.assert_allclose(target.fit(data(), 2), expected, rtol=1e-12)
+
+
+def test_plan_cache_tells_axis_orders_apart():
+    from nntile_spmd.plan.cache import plan_key
+    graph = build_mlp(SIZES, BATCH, dtype="fp64").graph
+    keys = {plan_key(graph, 4, None, mesh, 8) for mesh in MESHES}
+    assert len(keys) == 3
+    assert plan_key(graph, 4, None, {"dp": 2, "tp": 2}, 8) == plan_key(
+        graph, 4, None, {"dp": 2, "tp": 2}, 8)
