@@ -320,8 +320,8 @@ def print_mesh_comparison(results, args):
     if not meshes:
         return
     print("\nMeshes (ranks on a grid, first axis outermost): planned bytes sent per step, "
-          "all ranks, per mesh axis, vs the formulas (dp: DDP all-reduce 2(d-1)/d Ψ_col, "
-          "fsdp: ZeRO-3 3(f-1)/f Ψ_col, tp: Megatron 2(t-1)/t x activations of a dp row)")
+          "all ranks, per mesh axis,\nvs the formulas (dp: DDP all-reduce 2(d-1)/d Ψ_col, "
+          "fsdp: ZeRO-3 3(f-1)/f Ψ_col, tp: Megatron\n2(t-1)/t x activations of a dp row)")
     for r in meshes:
         plan, mesh = r["plan"], r["distribution"]
         ours = traffic_by_mesh_axis(plan, mesh)
@@ -331,8 +331,11 @@ def print_mesh_comparison(results, args):
         other = {axis: b for axis, b in ours.items() if axis not in formula and b}
         extra = "; ".join(f"{axis} {human(b)}B" for axis, b in other.items())
         print(f"  {r['preset']:10s} {parts}" + (f"; across both: {extra}" if extra else ""))
-    print("  fsdp sends ~2/3 of ZeRO-3's formula for the reason given above (parameters "
-          "gathered once per step).")
+    print("  As above: fsdp sends ~2/3 of ZeRO-3's formula (parameters gathered once per "
+          "step), and with few\n  samples per rank the planner sends activation tiles "
+          "instead of all-reducing a gradient,\n  which is cheaper and may cross both "
+          "axes (tests/plan/test_mesh.py checks the formulas at 240\n  samples, where "
+          "the all-reduce is the cheaper way: within 1 %).")
 
 
 def plot(results, path):
