@@ -5,16 +5,18 @@ with `recompute=True` (every block keeps only its input; backward runs the block
 forward again), on --ranks simulated ranks under each --preset. One execute each;
 "measured" peak is the tile store's tracking allocator (cg.get_stats), FLOPs are the
 executor's count; recompute FLOPs are those of the copies (plan.recompute_flops);
-time is the second of two executes (optimizer steps). The two runs' loss and
-gradients after them are compared bitwise.
+time is the second of two executes (optimizer steps), median of --repeat alternated
+runs. The two runs' loss and gradients after them are compared bitwise.
 
     python benchmarks/bench_recompute.py [--layers 6 --embd 256 --heads 4 --seq 128
-                                          --batch 8 --ranks 1 --preset single]
+                                          --batch 8 --ranks 1 --preset single
+                                          --repeat 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import numpy as np
@@ -64,14 +66,21 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--ranks", type=int, default=1)
     parser.add_argument("--preset", nargs="+", default=["single"])
+    parser.add_argument("--repeat", type=int, default=1, help="alternated runs; median time")
     args = parser.parse_args()
     print(f"GPT-2 {args.layers} layers, n_embd {args.embd}, {args.heads} heads, seq "
           f"{args.seq}, batch {args.batch}, fp32, AdamW; {args.ranks} simulated rank(s)")
     print(f"{'preset':8s} {'recompute':9s} {'peak MiB/rank planned':>22s} "
           f"{'measured':>18s} {'GFLOP':>7s} {'of which recompute':>19s} {'s/step':>7s}")
     for preset in args.preset:
-        runs = {flag: step(args, preset, flag) for flag in (False, True)}
-        for flag, run in runs.items():
+        runs, seconds = {}, {False: [], True: []}
+        for _ in range(args.repeat):   # alternated, so both see the same machine load
+            for flag in (True, False):
+                runs[flag] = step(args, preset, flag)
+                seconds[flag].append(runs[flag]["seconds"])
+        for flag in (False, True):
+            run = runs[flag]
+            run["seconds"] = statistics.median(seconds[flag])
             print(f"{preset:8s} {str(flag):9s} {mib(run['planned']):>22s} "
                   f"{mib(run['measured']):>18s} {run['flops'] / 1e9:7.2f} "
                   f"{run['extra'] / 1e9:12.2f} ({100 * run['extra'] / run['flops']:4.1f}%)"
