@@ -2,7 +2,8 @@
 
 The MLP trains to the numbers of one rank on 4 simulated ranks (fp64, uneven tiles),
 bitwise so with deterministic=True; a one-axis mesh is exactly its preset; owners
-follow the grid; traffic per mesh axis matches compare_strategies.py's formulas;
+follow the grid; traffic per mesh axis matches the formulas compare_strategies.py prints
+(examples/mesh_formulas.py);
 bad meshes fail at compile naming the problem. GPT-2: tests/models/test_gpt2_mesh.py.
 """
 
@@ -112,15 +113,15 @@ def test_traffic_per_mesh_axis_matches_the_formulas():
     outweigh a weight gradient), so dp traffic is the ring all-reduce's 2(d-1)/d of
     each tp column's parameters and tp traffic Megatron's all-reduce of the row-parallel
     layer's output; fsdp gathers parameters once per step: 2/3 of ZeRO-3's 3(f-1)/f."""
-    import compare_strategies as cs
+    import mesh_formulas
     args = type("Args", (), {"model": "mlp", "batch": 240})()
     for mesh, ratio in (({"dp": 2, "tp": 2}, {"dp": 1.0, "tp": 1.0}),
                         ({"fsdp": 2, "tp": 2}, {"fsdp": 2 / 3, "tp": 1.0})):
         plan = mlp_plan(4, mesh, batch=240, sizes=[64, 128, 10],
                         tiling=nt.TilingStrategy.auto(16384))
         ours = traffic_by_mesh_axis(plan, mesh)
-        formula = cs.mesh_axis_formulas(plan, mesh, cs.megatron_activation_bytes(args, plan,
-                                                                                 mesh))
+        activations = mesh_formulas.megatron_activation_bytes(args, plan, mesh)
+        formula = mesh_formulas.mesh_axis_formulas(plan, mesh, activations)
         assert set(formula) == set(mesh)
         for axis in formula:
             assert ours[axis] == pytest.approx(ratio[axis] * formula[axis], rel=0.01), axis
