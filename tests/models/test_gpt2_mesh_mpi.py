@@ -1,6 +1,7 @@
 """dp x tp and fsdp x tp meshes on 4 real MPI ranks: GPT-2 (fp64) matches transformers
 and the MLP trains to the losses of one rank (collective verdicts; other world sizes
-skip, a 2 x 2 mesh needs 4 ranks):
+skip, a 2 x 2 mesh needs 4 ranks); and GPT-2 with activation recomputation equals
+GPT-2 without it bitwise on any number of ranks:
     mpiexec -n 4 python -m pytest --with-mpi -m mpi -p no:cacheprovider tests/models"""
 
 import numpy as np
@@ -69,3 +70,37 @@ def test_mpi_mlp_mesh_trains_as_one_rank(mesh):
         return [] if np.allclose(ours, single, rtol=1e-12) else [f"losses {ours} != {single}"]
 
     collective_verdict(work)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("distribution", ["ddp", "fsdp", "tp"])
+def test_mpi_recompute_is_bitwise_equal(reference, distribution):
+    """build_gpt2(recompute=True) on real ranks (each plans its own program alone):
+    loss and gradients bitwise those without recomputation; any world size."""
+    from gpt2_helpers import BATCH, SEQ
+
+    from nntile_spmd.models import gpt2
+    config, state, ids, targets, _ = reference
+
+    def values(comm, recompute):
+        model = gpt2.build_gpt2(config, batch=BATCH, seq=SEQ, dtype="fp64",
+                                recompute=recompute)
+        cg = nt.compile(model.graph, comm=comm, distribution=distribution,
+                        tiling=nt.TilingStrategy.manual(SMALL_TILES))
+        model.load_hf_state_dict(cg, state)
+        cg.bind_data("input_ids", ids)
+        cg.bind_data("targets", targets)
+        cg.execute()
+        cg.check_stats()
+        return [cg.get_output("loss")] + [cg.get_output(g.name) for g in model.grads]
+
+    comm = MPI.COMM_WORLD
+    try:
+        plain, again = values(comm, False), values(comm, True)
+        problems = [f"value {i} differs" for i, (a, b) in enumerate(zip(plain, again))
+                    if not np.array_equal(a, b)]
+    except Exception as error:   # reported collectively below
+        problems = [f"{type(error).__name__}: {error}"]
+    failures = [f"rank {rank}: {p}" for rank, ps in enumerate(comm.allgather(problems))
+                for p in ps]
+    assert not failures, "; ".join(failures[:10])
