@@ -28,6 +28,7 @@ import numpy as np
 
 from ..graph import LogicalGraph, grad, ops
 from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
+from ..graph.recompute import recompute as recompute_segments
 
 
 @dataclass
@@ -280,12 +281,14 @@ def _as_numpy(value):
 
 
 def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
-               with_grads: bool = True, name: str = "gpt2") -> GPT2:
+               with_grads: bool = True, name: str = "gpt2", recompute=False) -> GPT2:
     """GPT-2 on input_ids/targets int64 [seq, batch]: logits [V, seq, batch] and loss.
 
     The loss is the mean cross-entropy over the positions whose target is not -100
     (targets are the next tokens, already shifted). With `with_grads`, the graph
     also computes d loss / d parameter for every parameter (model.grads).
+    `recompute`: True (every transformer block) or a list of block indices whose
+    activations backward recomputes from the block's input (graph.recompute).
     """
     cfg.check()
     if dtype not in FLOAT_DTYPES:
@@ -302,6 +305,12 @@ def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
     builder.head(hidden)
     if with_grads:
         model.grads = grad(graph, model.loss, model.params)
+    if recompute:
+        blocks = range(cfg.n_layer) if recompute is True else recompute
+        if not with_grads or any(not 0 <= b < cfg.n_layer for b in blocks):
+            raise ValueError(f"build_gpt2: recompute={recompute!r} needs with_grads and "
+                             f"block indices in [0, {cfg.n_layer})")
+        recompute_segments(graph, [f"h{block}_" for block in blocks])
     return model
 
 
