@@ -12,7 +12,7 @@ from ..plan.cache import ENV_DIRECTORY, shared_cache
 from ..plan.plan import build_plan, normalize_phases
 from .binding import BindingMixin
 from .consistency import RankAgreement
-from .device import check_storage, select_device
+from .device import check_storage, for_graph, select_device
 from .executor import RankExecutor
 from .failure import install_abort_on_error
 from .limits import check_fits_in_memory
@@ -169,7 +169,7 @@ class CompiledGraph(BindingMixin):
             selected = select_device(device, node_threads.local_rank(world.comm))
             node_threads.configure_blas_threads(world.comm, threads)
         check_storage(graph, selected)
-        return cls(graph, world, plan, selected)
+        return cls(graph, world, plan, for_graph(selected, graph))
 
     # -- execution -------------------------------------------------------------------
     def execute(self, phases=None):
