@@ -173,6 +173,7 @@ class GPT2:
     batch: int
     seq: int
     dtype: str
+    compute_dtype: str | None = None   # mixed precision: forward/backward dtype (bf16)
     input_ids: object = None
     targets: object = None
     logits: object = None
@@ -280,21 +281,28 @@ def _as_numpy(value):
 
 
 def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
-               with_grads: bool = True, name: str = "gpt2") -> GPT2:
+               with_grads: bool = True, name: str = "gpt2",
+               compute_dtype: str | None = None) -> GPT2:
     """GPT-2 on input_ids/targets int64 [seq, batch]: logits [V, seq, batch] and loss.
 
     The loss is the mean cross-entropy over the positions whose target is not -100
     (targets are the next tokens, already shifted). With `with_grads`, the graph
     also computes d loss / d parameter for every parameter (model.grads).
+    Mixed precision: with `compute_dtype` (e.g. "bf16") the parameters, their
+    gradients and the optimizer state stay in `dtype` (the master weights), every
+    parameter is cast to `compute_dtype` where the forward starts, activations and
+    their gradients are `compute_dtype`, and the logits are cast back to `dtype` for
+    the loss (docs/precision.md).
     """
     cfg.check()
-    if dtype not in FLOAT_DTYPES:
-        raise TypeError(f"build_gpt2: dtype {dtype!r} is not a float dtype")
+    for what, value in (("dtype", dtype), ("compute_dtype", compute_dtype or dtype)):
+        if value not in FLOAT_DTYPES:
+            raise TypeError(f"build_gpt2: {what} {value!r} is not a float dtype")
     if not 1 <= seq <= cfg.n_positions or batch < 1:
         raise ValueError(f"build_gpt2: need 1 <= seq <= n_positions={cfg.n_positions} and "
                          f"batch >= 1, got seq={seq}, batch={batch}")
     graph = LogicalGraph(name)
-    model = GPT2(graph, cfg, batch, seq, dtype)
+    model = GPT2(graph, cfg, batch, seq, dtype, compute_dtype)
     builder = Builder(model)
     hidden = builder.embeddings()
     for layer in range(cfg.n_layer):
@@ -319,7 +327,18 @@ class Builder:
         if tp_dim is not None:
             tensor.split_for_tp(tp_dim)
         self.model.params.append(tensor)
-        return tensor
+        return self.compute_copy(tensor)
+
+    def compute_copy(self, master):
+        """What the forward reads: `master` itself, or under mixed precision its cast to
+        the compute dtype (whose gradient autodiff casts back and adds to master's)."""
+        compute = self.model.compute_dtype
+        if compute is None or compute == master.dtype:
+            return master
+        copy = ops.cast(master, compute, f"{master.name}_{compute}")
+        if master.parallel_dim is not None:
+            copy.split_for_tp(master.parallel_dim)
+        return copy
 
     def constant(self, name, value, dtype):
         tensor = self.graph.tensor(list(value.shape), name, dtype, persistent=True,
@@ -397,6 +416,11 @@ class Builder:
         model = self.model
         normed = self.layer_norm(hidden, "ln_f")
         # the tied lm_head: logits[V, T, B] = wte^T h; wte's gradient sums both uses
-        model.logits = ops.gemm(self.wte, normed, "logits", trans_a=True).mark_output()
+        if model.compute_dtype in (None, model.dtype):
+            model.logits = ops.gemm(self.wte, normed, "logits", trans_a=True).mark_output()
+        else:   # the softmax of the loss in the master dtype, as autocast does
+            product = ops.gemm(self.wte, normed, f"logits_{model.compute_dtype}",
+                               trans_a=True)
+            model.logits = ops.cast(product, model.dtype, "logits").mark_output()
         model.loss = ops.cross_entropy(model.logits, model.targets, "loss",
                                        ignore_index=-100).mark_output()
