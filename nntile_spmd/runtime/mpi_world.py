@@ -36,10 +36,9 @@ def tile_message(array):
     A NumPy tile of ndim >= 1 is passed as it is: mpi4py takes the storage of
     any contiguous (C or Fortran) array as bytes and raises on a non-contiguous
     one; this saves the ~1 us of byte_view per message. 0-d arrays would be
-    sent as 0 bytes that way, and other array types keep the explicit view, as do
-    dtypes that are not NumPy's own (bf16: the buffer protocol has no code for it).
+    sent as 0 bytes that way, and other array types keep the explicit view.
     """
-    if array.ndim and type(array) is np.ndarray and array.dtype.isbuiltin == 1:
+    if array.ndim and type(array) is np.ndarray:
         return [array, MPI.BYTE]
     return [byte_view(array), MPI.BYTE]
 
