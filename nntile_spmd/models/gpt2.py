@@ -338,6 +338,8 @@ class Builder:
         if compute is None or compute == x.dtype:
             return x
         copy = ops.cast(x, compute, f"{x.name}_{compute}")
+        if x.role == "parameter":
+            copy.copy_of = x.name
         if x.parallel_dim is not None:
             copy.split_for_tp(x.parallel_dim)
         return copy

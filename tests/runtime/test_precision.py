@@ -77,7 +77,7 @@ CONFIG = dict(vocab_size=23, n_positions=8, n_embd=16, n_layer=2, n_head=4)
 BATCH, SEQ, STEPS = 3, 8, 6
 
 
-def gpt2_curve(compute_dtype, ranks, preset):
+def gpt2_curve(compute_dtype, ranks, preset, steps=STEPS):
     model = gpt2.build_gpt2(gpt2.GPT2Config(**CONFIG), batch=BATCH, seq=SEQ, dtype="fp32",
                             compute_dtype=compute_dtype)
     add_optimizer(model.graph, model.params, model.grads, "adamw", lr=1e-2,
@@ -88,7 +88,7 @@ def gpt2_curve(compute_dtype, ranks, preset):
     rng = np.random.default_rng(0)
     stream = np.tile(rng.integers(0, CONFIG["vocab_size"], 5), 20)
     losses = []
-    for _ in range(STEPS):
+    for _ in range(steps):
         starts = rng.integers(0, len(stream) - SEQ - 1, BATCH)
         cg.bind_data("input_ids", np.stack([stream[s:s + SEQ] for s in starts], 1))
         cg.bind_data("targets", np.stack([stream[s + 1:s + SEQ + 1] for s in starts], 1))
@@ -116,3 +116,24 @@ def test_gpt2_bf16_mixed_follows_fp32(fp32_curve, ranks, preset):
     assert model.graph.get_tensor("h0_fc_weight_bf16").dtype == "bf16"
     assert model.graph.get_tensor("h0_act").dtype == "bf16"
     assert not stat_problems(cg)
+
+
+def bytes_by_op_type(cg, ranks):
+    totals = {}
+    for rank in range(ranks):
+        for op_type, entry in cg.get_stats(rank).by_op_type.items():
+            totals[op_type] = totals.get(op_type, 0) + entry.bytes_sent
+    return totals
+
+
+def test_fsdp_gathers_the_bf16_copies_not_the_fp32_masters():
+    """Under FSDP a weight's bf16 copy is sharded with it: the cast runs on the owner
+    and the gemms receive bf16 tiles, half the bytes of fp32's gather and reduction
+    (the casts themselves move nothing)."""
+    sent = {}
+    for compute in (None, "bf16"):
+        _, _, cg = gpt2_curve(compute, 2, "fsdp", steps=1)
+        assert not stat_problems(cg)
+        sent[compute] = bytes_by_op_type(cg, 2)
+    assert sent["bf16"].get("cast", 0) == 0
+    assert 0 < sent["bf16"]["gemm"] <= 0.55 * sent[None]["gemm"]
