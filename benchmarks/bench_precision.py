@@ -1,13 +1,15 @@
 """bf16 mixed precision vs fp32: the loss curves of examples/train_gpt2.py, and memory
 and traffic planned and measured.
 
-Both runs train the same byte-level GPT-2 on the same batches from the same weights
-(examples/train_gpt2.py's make_trainer), one after the other in this process: fp32
-(--precision plain) and bf16-mixed (fp32 master weights, gradients and AdamW state; a
-bf16 forward and backward; loss in fp32). Printed: the two curves' relative difference
-at the last step, its largest value over all steps, and over the mean of the last 20
-steps; per rank the planned and measured peak bytes and bytes sent in the last step
-(statistics from the runtime: the tile store's allocator, the buffers handed to MPI).
+Two trainers (examples/train_gpt2.py's make_trainer) train the same byte-level GPT-2
+on the same batches from the same weights in this process, step by step in
+alternation (so a busy machine slows both alike): fp32 (--precision plain) and
+bf16-mixed (fp32 master weights, gradients and AdamW state; attention and MLP in bf16;
+docs/precision.md). Printed: the two curves' relative difference at the last step,
+its largest value over all steps, and that of the means of the last 20 steps; for
+each, the median step time and per rank the planned and measured peak bytes and
+bytes sent in the last step (statistics from the runtime: the tile store's
+allocator, the buffers handed to the transport).
 
     PYTHONPATH=. python benchmarks/bench_precision.py                   # 1 rank
     PYTHONPATH=. python benchmarks/bench_precision.py --simulate 2 --strategy fsdp
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -45,35 +48,37 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def run(args, precision, text):
+def make(args, precision):
     example = train_gpt2.parse_args([
         "--strategy", args.strategy, "--steps", str(args.steps), "--n-layer",
         str(args.n_layer), "--n-embd", str(args.n_embd), "--n-head", str(args.n_head),
         "--seq", str(args.seq), "--batch", str(args.batch), "--precision", precision])
-    trainer = train_gpt2.make_trainer(example, nt.SimulatedWorld(args.simulate))
-    start = time.perf_counter()
-    losses = []
-    for step in range(args.steps):
-        ids, targets = corpus.train_batch(text.train, example.seed, step, args.seq, args.batch)
-        losses.append(trainer.train_step([{"input_ids": ids, "targets": targets}]))
-    seconds = time.perf_counter() - start
-    cg = trainer.cg
-    ranks = range(args.simulate)
-    result = {
-        "precision": precision, "seconds": round(seconds, 1), "losses": losses,
-        "peak_bytes_planned": [cg.memory_on_rank(r) for r in ranks],
-        "peak_bytes_measured": [cg.get_stats(r).peak_bytes for r in ranks],
-        "bytes_sent_planned": [cg.estimate_communication(r) for r in ranks],
-        "bytes_sent_measured": [cg.get_stats(r).bytes_transferred for r in ranks]}
-    trainer.close()
-    return result
+    return train_gpt2.make_trainer(example, nt.SimulatedWorld(args.simulate))
+
+
+def summary_of(cg, ranks, milliseconds):
+    return {"median_step_ms": round(statistics.median(milliseconds), 1),
+            "peak_bytes_planned": [cg.memory_on_rank(r) for r in ranks],
+            "peak_bytes_measured": [cg.get_stats(r).peak_bytes for r in ranks],
+            "bytes_sent_planned": [cg.estimate_communication(r) for r in ranks],
+            "bytes_sent_measured": [cg.get_stats(r).bytes_transferred for r in ranks]}
 
 
 def main(argv=None):
     args = parse_args(argv)
     text = corpus.load_corpus(args.corpus_bytes)
-    fp32, mixed = (run(args, precision, text) for precision in ("plain", "bf16-mixed"))
-    a, b = np.array(fp32["losses"]), np.array(mixed["losses"])
+    precisions = ("plain", "bf16-mixed")
+    trainers = {precision: make(args, precision) for precision in precisions}
+    losses = {precision: [] for precision in precisions}
+    times = {precision: [] for precision in precisions}
+    for step in range(args.steps):
+        ids, targets = corpus.train_batch(text.train, 0, step, args.seq, args.batch)
+        for precision, trainer in trainers.items():   # paired: a busy machine slows both
+            start = time.perf_counter()
+            losses[precision].append(trainer.train_step([{"input_ids": ids,
+                                                          "targets": targets}]))
+            times[precision].append((time.perf_counter() - start) * 1e3)
+    a, b = np.array(losses["plain"]), np.array(losses["bf16-mixed"])
     relative = np.abs(b - a) / a
     summary = {
         "steps": args.steps, "strategy": args.strategy, "ranks": args.simulate,
@@ -83,10 +88,9 @@ def main(argv=None):
         "max_relative_difference": round(float(relative.max()), 5),
         "last20_mean_relative_difference": round(float(abs(b[-20:].mean() / a[-20:].mean()
                                                            - 1)), 5)}
-    for run_result in (fp32, mixed):
-        name = run_result.pop("precision")
-        run_result.pop("losses")
-        summary[name] = run_result
+    for precision, trainer in trainers.items():
+        summary[precision] = summary_of(trainer.cg, range(args.simulate), times[precision])
+        trainer.close()
     print(json.dumps(summary, indent=1))
 
 
