@@ -14,6 +14,7 @@ import functools
 from . import KERNEL_NAMES, generic_data, generic_loss, generic_math, generic_rope, generic_slice
 from .generic_common import fiber_axes, store, wide
 from .layout import gemm_folds
+from .rounding import round_operand
 from .rules import ELEMENTWISE, ArrayRule, rule_namespace
 
 # ---------------------------------------------------------------- products
@@ -25,8 +26,10 @@ def _batch_first(x, shape3, trans):
 
 
 def gemm(xp, a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1,
-         batch_ndim=0):
-    """c = alpha*op(a)·op(b) + beta*c with NNTile's multi-dim and batch rules."""
+         batch_ndim=0, compute_type=None):
+    """c = alpha*op(a)·op(b) + beta*c with NNTile's multi-dim and batch rules;
+    compute_type (tf32, bf16, fp16) rounds fp32 inputs first (rounding.py)."""
+    a, b = round_operand(xp, a, compute_type), round_operand(xp, b, compute_type)
     a3, b3, _ = gemm_folds(a.shape, b.shape, trans_a, trans_b, ndim, batch_ndim)
     carried = wide(xp, c.dtype)
     product = xp.matmul(_batch_first(a, a3, trans_a).astype(carried, copy=False),

@@ -239,6 +239,8 @@ def copy_rule(op, ctx):
         source = ctx.grad(y)
         if op.op_type == "cast":
             source = ops.cast(source, x.dtype, ctx.temp(f"{x.name}_dcast"))
+            if y.copy_of is not None:   # a parameter's compute copy: shard with its grad
+                source.copy_of = ctx.grad(x).name
         ops.add_inplace(1.0, source, 1.0, ctx.grad(x))
 
 

@@ -51,6 +51,9 @@ def lower_op(op, tilings, views=None):
     if spec.shape_params is not None:
         base_params |= spec.shape_params(op.attrs, [t.shape for t in op.inputs],
                                          [t.shape for t in op.outputs])
+    if spec.dtype_params is not None:
+        base_params |= spec.dtype_params([t.dtype for t in op.inputs],
+                                         [t.dtype for t in op.outputs])
     reads_output = spec.reads_output(op.attrs)
     # PERF (plan-speed tests): each step's tile coordinates are one vector (output
     # tile coordinate, then summed-label indices) from which per-array pickers take

@@ -62,7 +62,8 @@ class Preset:
         if blocked:
             # (with several split axes, the innermost listed last wins)
             return TileDistribution.block_along_dim(blocked[-1])
-        if self.name == "fsdp" and tensor.role in SHARDED_ROLES and tensor.ndim > 0:
+        sharded = tensor.role in SHARDED_ROLES or tensor.copy_of is not None
+        if self.name == "fsdp" and sharded and tensor.ndim > 0:
             # tensors on the same axes (a parameter, its gradient, its optimizer
             # state) share one offset so their tiles land together; the offsets
             # advance so small parameters do not all start on rank 0.
