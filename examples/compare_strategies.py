@@ -1,8 +1,10 @@
-"""Compare single, DDP, FSDP and TP on the same model and data: memory, traffic, time, loss.
+"""Compare single, DDP, FSDP, TP and meshes on the same model and data: memory, traffic,
+time, loss.
 
     mpiexec -n 2 python examples/compare_strategies.py
     python examples/compare_strategies.py --simulate 3        # 3 ranks in one process
     mpiexec -n 2 python examples/compare_strategies.py --model gpt2
+    python examples/compare_strategies.py --simulate 4       # adds dp2xtp2 and fsdp2xtp2
 
 Trains the digits MLP of train_mlp.py (or, with --model gpt2, the byte-level GPT-2
 of train_gpt2.py on its stdlib corpus) in fp64 under each preset on the current
@@ -10,9 +12,10 @@ world, prints planned vs measured peak memory per rank, bytes sent and received
 and FLOPs per step (measured: buffers handed to MPI, the tile store's tracking
 allocator, the executor's clock), the measured time per phase, final loss, next
 to the ZeRO paper's formulas (and, for GPT-2, Megatron's per-layer tensor-parallel
-traffic), writes a PNG of the loss curves and memory, and
-fails unless all loss curves agree to 1e-5 relative and every measurement equals
-the plan.
+traffic; on a world that splits into two axes of >= 2 ranks, the dp x tp and fsdp x tp
+meshes with their traffic per mesh axis next to those formulas), writes a PNG of the
+loss curves and memory, and fails unless all loss curves agree to 1e-5 relative and
+every measurement equals the plan.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_gpt2  # noqa: E402  (same models, data and trainer set-ups)
 import train_mlp  # noqa: E402
 from gpt2_corpus import train_batch  # noqa: E402
+from mesh_formulas import label as mesh_label  # noqa: E402
+from mesh_formulas import meshes_for, print_mesh_comparison  # noqa: E402
 
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.plan.instructions import Send  # noqa: E402
@@ -81,9 +86,10 @@ def train_gpt2_preset(preset, args, comm, data):
     """(trainer, losses) of train_gpt2.py's model (fp64, AdamW, cosine rate) on its corpus."""
     layers, embd, heads, seq = args.gpt2.split(",")
     options = train_gpt2.parse_args([
-        "--strategy", preset, "--n-layer", layers, "--n-embd", embd, "--n-head", heads,
+        "--strategy", "single", "--n-layer", layers, "--n-embd", embd, "--n-head", heads,
         "--seq", seq, "--batch", str(args.batch), "--steps", str(args.steps),
         "--warmup", str(max(1, args.steps // 10)), "--dtype", "fp64"])
+    options.strategy = preset   # a preset name or a mesh {axis: size}
     trainer = train_gpt2.make_trainer(options, comm)
     losses = [trainer.train_step([dict(zip(("input_ids", "targets"), train_batch(
         data, 0, step, options.seq, options.batch)))]) for step in range(args.steps)]
@@ -105,7 +111,8 @@ def run_preset(preset, args, comm, data) -> dict:
     def both(name):   # (planned, measured) per rank
         return [rank_versus[name] for rank_versus in versus]
 
-    return {"preset": preset, "losses": losses, "versus": versus,
+    return {"preset": mesh_label(preset), "distribution": preset, "losses": losses,
+            "versus": versus,
             "planned_peak": [p for p, _ in both("peak_bytes")],
             "measured_peak": [m for _, m in both("peak_bytes")],
             "model_state": [model_state_bytes(plan, r) for r in range(world.size)],
@@ -116,7 +123,7 @@ def run_preset(preset, args, comm, data) -> dict:
             "measured_flops": sum(m for _, m in both("flops_executed")),
             "phase_ms": phase_times(stats),
             "step_ms": statistics.median(e["step_time_ms"] for e in trainer.history[1:]),
-            "traffic": traffic_by_kind(plan),
+            "traffic": traffic_by_kind(plan), "plan": plan,
             "params": plan.graph.num_parameters(), "world": world}
 
 
@@ -254,7 +261,7 @@ def plot(results, path):
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     for r in results:
         left.plot(range(1, len(r["losses"]) + 1), r["losses"], label=r["preset"],
-                  linestyle=("-", "--", ":", "-.")[PRESETS.index(r["preset"])])
+                  linestyle=("-", "--", ":", "-.")[results.index(r) % 4])
     left.set(xlabel="step", ylabel="training loss", yscale="log", title="loss (fp64)")
     left.legend()
     ranks = len(results[0]["planned_peak"])
@@ -288,6 +295,7 @@ def main(argv=None):
              train_gpt2.corpus.load_corpus(200_000).train)
     results = [run_preset(preset, args, comm, data) for preset in PRESETS]
     world = results[0]["world"]
+    results += [run_preset(mesh, args, comm, data) for mesh in meshes_for(world.size)]
     worst = check_agreement(results)
     if getattr(world, "rank", 0) == 0:
         print(f"{args.model}: {world.size} rank(s), {args.steps} steps, batch {args.batch}, "
@@ -299,6 +307,7 @@ def main(argv=None):
         print_zero_comparison(results, world.size)
         if args.model == "gpt2":
             print_megatron_comparison(results, args, world.size)
+        print_mesh_comparison(results, args)
         print(f"\nloss curves of all presets agree: max relative difference {worst:.1e} "
               f"(tolerance {TOLERANCE})")
         plot(results, args.plot)

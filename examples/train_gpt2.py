@@ -4,6 +4,10 @@
     python examples/train_gpt2.py --strategy tp --simulate 2     # 2 ranks in one process
     mpiexec -n 2 python examples/train_gpt2.py --model llama --n-kv-head 2
 
+--precision bf16-mixed (GPT-2) keeps fp32 master weights, gradients and AdamW state
+and runs the forward and backward in bf16 (docs/precision.md); the summary then also
+holds the whole train loss curve ("train_losses").
+
 --model llama trains a Llama of the same width and depth instead (RMSNorm, rotary
 positions, SwiGLU MLP of --intermediate units, grouped-query attention with
 --n-kv-head key/value heads, untied output layer) on the same corpus and schedule.
@@ -64,6 +68,8 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, default=50, help="linear warm-up steps")
     parser.add_argument("--weight-decay", type=float, default=0.01)
     parser.add_argument("--dtype", choices=("fp32", "fp64"), default="fp32")
+    parser.add_argument("--precision", choices=("plain", "bf16-mixed"), default="plain",
+                        help="bf16-mixed: --dtype master weights, bf16 forward/backward")
     parser.add_argument("--eval-every", type=int, default=100,
                         help="held-out loss every N steps (and at the end)")
     parser.add_argument("--eval-batches", type=int, default=8,
@@ -89,7 +95,11 @@ def build_model(args):
     if args.model == "gpt2":
         config = gpt2.GPT2Config(vocab_size=corpus.VOCAB, n_positions=args.seq,
                                  n_embd=args.n_embd, n_layer=args.n_layer, n_head=args.n_head)
-        return gpt2.build_gpt2(config, batch=args.batch, seq=args.seq, dtype=args.dtype)
+        compute = "bf16" if args.precision == "bf16-mixed" else None
+        return gpt2.build_gpt2(config, batch=args.batch, seq=args.seq, dtype=args.dtype,
+                               compute_dtype=compute)
+    if args.precision != "plain":
+        raise SystemExit("--precision bf16-mixed is built for --model gpt2 only")
     config = llama.LlamaConfig(
         vocab_size=corpus.VOCAB, hidden_size=args.n_embd, num_hidden_layers=args.n_layer,
         num_attention_heads=args.n_head,
@@ -208,6 +218,9 @@ def run(args) -> dict:
             "peak_bytes_per_rank": result["peak_bytes_per_rank"],
             "bytes_sent_per_step": result["bytes_sent_per_step"],
             "first_train_loss": trainer.history[0]["loss"], "steps": args.steps,
+            "precision": args.precision,
+            **({"train_losses": [entry["loss"] for entry in trainer.history]}
+               if args.precision != "plain" else {}),
             "corpus": {"train_bytes": len(text.train), "heldout_bytes": len(text.heldout),
                        "train_files": text.train_files, "heldout_files": text.heldout_files},
             "sample": generated.decode("utf-8", errors="replace"), "rank": trainer.rank}

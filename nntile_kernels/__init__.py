@@ -73,10 +73,14 @@ MATH_KERNEL_NAMES = (
     "norm_fiber_backward", "norm_slice", "norm_slice_backward", "randn", "scale_fiber",
     "sigmoid", "sigmoid_backward", "sub", "sum_backward", "tanh", "tanh_backward",
 )
+# data movement between tilings: slice, gather, scatter, concat, reshape (generic_data.py)
+# (reshaped_call runs another kernel of its table on tiles the plan aliases as views)
+DATA_KERNEL_NAMES = ("add_box", "reshape_box", "reshaped_call")
 # convolutions and copy_intersection (generic_conv.py, cpu_conv.py)
 CONV_KERNEL_NAMES = ("conv2d_inplace", "conv2d_bwd_input_inplace", "conv2d_bwd_weight_inplace",
                      "copy_intersection")
-KERNEL_NAMES = tuple(sorted(KERNEL_NAMES + MATH_KERNEL_NAMES + CONV_KERNEL_NAMES))
+KERNEL_NAMES = tuple(sorted(KERNEL_NAMES + MATH_KERNEL_NAMES + DATA_KERNEL_NAMES +
+                            CONV_KERNEL_NAMES))
 
 BACKENDS = ("reference", "cpu", "cuda")
 

@@ -4,8 +4,10 @@ Arrays only: never imports nntile_spmd, mpi4py or cupy. Same keys, signatures an
 semantics as nntile_kernels.reference.
 """
 
-from . import (cpu_blas, cpu_conv, cpu_elementwise, cpu_loss, cpu_norm, cpu_optim, cpu_reduce,  # noqa: I001
-               cpu_rope, cpu_slice, reference)
+import functools
+
+from . import (cpu_blas, cpu_conv, cpu_data, cpu_elementwise, cpu_loss, cpu_norm,  # noqa: I001
+               cpu_optim, cpu_reduce, cpu_rope, cpu_slice, reference)
 from .cpu_math import KERNELS as MATH_KERNELS
 
 KERNELS = {
@@ -21,6 +23,9 @@ KERNELS = {
     "clear": reference.clear,
     "copy": reference.copy,
     "cast": reference.cast,
+    # box copies are NumPy slice assignments (memcpy runs)
+    "add_box": reference.add_box,
+    "reshape_box": cpu_data.reshape_box,
     "gelu": cpu_elementwise.gelu,
     "gelutanh": cpu_elementwise.gelutanh,
     "relu": cpu_elementwise.relu,
@@ -73,3 +78,5 @@ KERNELS = {
     "conv2d_bwd_weight_inplace": cpu_conv.conv2d_bwd_weight_inplace,
     "copy_intersection": reference.copy_intersection,
 }
+# kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)
+KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)

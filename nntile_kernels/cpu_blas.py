@@ -2,7 +2,8 @@
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. The multi-dim operands fold
 to F-order (rows, cols, batch) views with no copy; each batch element is one BLAS
-call that writes C in place. fp16 falls back to the NumPy reference.
+call that writes C in place. fp16 falls back to the NumPy reference. A compute_type
+(the fp32_fast_* modes) rounds the fp32 inputs first and lets sgemm accumulate in fp32.
 """
 
 import numpy as np
@@ -10,13 +11,17 @@ from scipy.linalg import blas
 
 from .cpu_common import fp16_uses_reference
 from .layout import gemm_folds
+from .rounding import round_operand
 
 _GEMM = {np.dtype(np.float32): blas.sgemm, np.dtype(np.float64): blas.dgemm}
 
 
 @fp16_uses_reference(position=2)
-def gemm(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1, batch_ndim=0):
+def gemm(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1, batch_ndim=0,
+         compute_type=None):
     """c = alpha*op(a)·op(b) + beta*c with NNTile's multi-dim and batch rules."""
+    if compute_type is not None:
+        a, b = round_operand(np, a, compute_type), round_operand(np, b, compute_type)
     routine = _GEMM[c.dtype]
     # A non-F-contiguous C would fold into a copy and silently drop the result.
     if not c.flags.f_contiguous:

@@ -11,10 +11,11 @@ id and label checks (generic_loss.py): scalars that live in tiles stay 0-d array
 
 import functools
 
-from . import (KERNEL_NAMES, generic_conv, generic_loss, generic_math, generic_rope,
-               generic_slice)
+from . import (KERNEL_NAMES, generic_conv, generic_data, generic_loss, generic_math,
+               generic_rope, generic_slice)
 from .generic_common import fiber_axes, store, wide
 from .layout import gemm_folds
+from .rounding import round_operand
 from .rules import ELEMENTWISE, ArrayRule, rule_namespace
 
 # ---------------------------------------------------------------- products
@@ -26,8 +27,10 @@ def _batch_first(x, shape3, trans):
 
 
 def gemm(xp, a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1,
-         batch_ndim=0):
-    """c = alpha*op(a)·op(b) + beta*c with NNTile's multi-dim and batch rules."""
+         batch_ndim=0, compute_type=None):
+    """c = alpha*op(a)·op(b) + beta*c with NNTile's multi-dim and batch rules;
+    compute_type (tf32, bf16, fp16) rounds fp32 inputs first (rounding.py)."""
+    a, b = round_operand(xp, a, compute_type), round_operand(xp, b, compute_type)
     a3, b3, _ = gemm_folds(a.shape, b.shape, trans_a, trans_b, ndim, batch_ndim)
     carried = wide(xp, c.dtype)
     product = xp.matmul(_batch_first(a, a3, trans_a).astype(carried, copy=False),
@@ -157,9 +160,11 @@ def maxsumexp(xp, x, y, *, axis):
 def table(xp, special):
     """Every kernel of KERNEL_NAMES on `xp` arrays; `special` is its scipy.special."""
     functions = {**vars(generic_loss), **vars(generic_slice), **vars(generic_rope),
-                 **vars(generic_conv), **globals()}
+                 **vars(generic_conv), **vars(generic_data), **globals()}
     namespace = rule_namespace(xp, special)
     kernels = generic_math.table(xp)    # the seed elementwise and reduction kernels
+    # a kernel of this very table on reshaped tiles (the table is complete when it runs)
+    kernels["reshaped_call"] = functools.partial(generic_data.reshaped_call, kernels)
     for name in KERNEL_NAMES:
         if name in kernels:
             continue

@@ -5,9 +5,11 @@ per-rank programs) and runs only its own program; see DESIGN in docs/.
 """
 
 from .graph import LogicalGraph, OpNode, TensorNode, grad, ops
+from .graph.recompute import recompute
 from .graph.scalars import Scalar
 from .plan import (REPLICATED, DevicePerformanceProfile, DimensionTiling, Plan, PlanCache,
                    PlanError, Preset, TileDistribution, TilingSpec, TilingStrategy, build_plan)
+from .plan.mesh import Mesh
 from .runtime import (CompiledGraph, PendingCompile, PlanningWorld, SimulatedWorld, compile,
                       compile_async)
 from .runtime.failure import install_abort_on_error
@@ -19,4 +21,5 @@ __all__ = ["grad", "LogicalGraph", "OpNode", "TensorNode", "ops", "REPLICATED",
            "TileDistribution", "TilingSpec", "TilingStrategy", "build_plan", "CompiledGraph",
            "PlanningWorld", "SimulatedWorld", "compile", "compile_async", "PendingCompile",
            "PlanCache", "Scalar"]
+__all__ += ["Mesh", "recompute"]   # device meshes, activation recomputation
 __version__ = "0.1.0"

@@ -3,6 +3,7 @@
 from . import (rules_elementwise, rules_fiber, rules_linalg, rules_loss,  # noqa: F401
                rules_reduce, rules_rope, rules_slice, rules_train, rules_util)
 from . import rules_math, rules_math_fiber, rules_random  # noqa: F401 - seed ops
+from . import rules_data  # noqa: F401 - slice, gather, scatter, reshape, log_scalar
 from . import rules_conv  # noqa: F401 - seed convolutions, copy_intersection
 from .autodiff import BACKWARD_RULES, grad
 from .logical_graph import PHASES, LogicalGraph, OpNode

@@ -13,6 +13,7 @@ from .backward_norm import NORM_BACKWARD_RULES
 from .backward_rope import ROPE_BACKWARD_RULES
 from .backward_math import MATH_BACKWARD_RULES
 from .backward_inplace import INPLACE_BACKWARD_RULES
+from .backward_data import DATA_BACKWARD_RULES
 from .ops_conv import CONV_BACKWARD_RULES
 
 
@@ -239,6 +240,8 @@ def copy_rule(op, ctx):
         source = ctx.grad(y)
         if op.op_type == "cast":
             source = ops.cast(source, x.dtype, ctx.temp(f"{x.name}_dcast"))
+            if y.copy_of is not None:   # a parameter's compute copy: shard with its grad
+                source.copy_of = ctx.grad(x).name
         ops.add_inplace(1.0, source, 1.0, ctx.grad(x))
 
 
@@ -285,6 +288,7 @@ BACKWARD_RULES = {
     **ROPE_BACKWARD_RULES,   # rope, scale_slice (backward_rope.py)
     **MATH_BACKWARD_RULES,   # seed elementwise ops and reductions (backward_math.py)
     **INPLACE_BACKWARD_RULES,   # in-place forms (backward_inplace.py)
+    **DATA_BACKWARD_RULES,   # slice, concat's parts, gather, scatter, reshape (backward_data.py)
     **CONV_BACKWARD_RULES,   # conv2d_inplace (ops_conv.py)
     **{name: unary_rule for name in ("gelu", "gelutanh", "relu", "silu", "sqrt")},
     "add": add_rule,

@@ -25,7 +25,7 @@ FORMAT = "nntile_spmd.graph"
 VERSION = 1
 OP_COLOR = "#ffffcc"
 TENSOR_FLAGS = ("requires_grad", "persistent", "external", "is_input", "is_output",
-                "grad_of", "parallel_dim")
+                "grad_of", "parallel_dim", "copy_of")
 PLAIN_TYPES = (bool, int, float, str)
 
 
@@ -169,6 +169,7 @@ def declare_tensor(graph: LogicalGraph, entry: dict) -> TensorNode:
     tensor.is_input, tensor.is_output = entry["is_input"], entry["is_output"]
     tensor.grad_of = entry["grad_of"]
     tensor.parallel_dim = entry.get("parallel_dim")   # absent in older documents
+    tensor.copy_of = entry.get("copy_of")
     # The role is derived from the flags; a disagreeing one means an edited file.
     if "role" in entry and entry["role"] != tensor.role:
         raise ValueError(f"tensor {tensor.name}: stored role {entry['role']!r} "

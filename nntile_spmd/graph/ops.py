@@ -20,6 +20,10 @@ from .ops_math import (div, extremum_backward, extremum_count, hypot,  # noqa: F
                       norm_slice_backward, norm_slice_inplace, randn, scale_fiber, sub,
                       sum_backward)
 from .ops_total_sum import total_sum_accum  # noqa: F401
+from .ops_batch_norm import batch_norm  # noqa: F401
+from .ops_flash import flash_sdpa_bwd_cudnn, flash_sdpa_fwd_cudnn  # noqa: F401
+from .ops_data import (concat, gather, log_scalar, reshape, scatter, slice,  # noqa: F401
+                       slice_backward)
 from .ops_rope import rms_norm, rope, rope_backward, scale_slice  # noqa: F401
 from .ops_slice import (add_slice, add_slice_inplace, logsumexp, logsumexp_backward,  # noqa: F401
                         multiply_slice, softmax_from_logsumexp, softmax_from_logsumexp_backward,

@@ -77,7 +77,14 @@ class OpSpec:
     # every tile (cross_entropy_lse's class count; embedding's vocab_size, as a vocab tile
     # alone cannot tell an id outside the vocabulary): shapes are concrete once planned
     shape_params: Callable | None = None
+    # (input dtypes, output dtypes) -> extra kernel params (gemm's compute_type for the
+    # fp32_fast_* dtypes, whose tiles are plain fp32 so the kernel cannot tell)
+    dtype_params: Callable | None = None
     kernel_attrs: tuple | None = None        # attrs passed to the kernel (default: all)
+    # (attrs, tile_offsets, tile_shapes, whole_shapes) -> False for a step that leaves its
+    # output tile as it is (a box copy whose input tile misses the output tile): not lowered
+    step_needed: Callable | None = None
+    view: str | None = None    # plan/views.py's rule for when the output may alias the input
     windows: Callable | None = None          # summed labels read only near the source tile
     differentiable: bool = True
 

@@ -5,6 +5,7 @@ A is [M..., K..., batch...] (trans_a: [K..., M..., batch...]), B is
 ndim counts the K dims, batch_ndim the trailing batch dims.
 """
 
+from .dtypes import FAST_FP32_COMPUTE
 from .registry import OpSpec, labels, op_error, register
 from .rules_common import numel, require_float, require_same_dtype
 
@@ -50,6 +51,12 @@ def gemm_infer(op, attrs, inputs):
     return [(m_dims + n_dims + batch, a.dtype)]
 
 
+def gemm_compute_type(in_dtypes, out_dtypes):
+    """fp32_fast_* tensors: the reduced type gemm rounds its inputs to (docs/precision.md)."""
+    compute_type = FAST_FP32_COMPUTE.get(in_dtypes[0])
+    return {} if compute_type is None else {"compute_type": compute_type}
+
+
 def gemm_axes(attrs, in_shapes, out_shapes):
     a_shape, b_shape = in_shapes
     ndim, batch_ndim = attrs["ndim"], attrs["batch_ndim"]
@@ -71,7 +78,7 @@ def gemm_flops(attrs, in_shapes, out_shapes):
 
 register(OpSpec(name="gemm", kernel="gemm", num_inputs=2, num_outputs=1, infer=gemm_infer,
                 axes=gemm_axes, attrs=GEMM_ATTRS, reads_output=lambda attrs: attrs["beta"] != 0,
-                beta_attr="beta", flops=gemm_flops))
+                beta_attr="beta", flops=gemm_flops, dtype_params=gemm_compute_type))
 
 
 def transpose_infer(op, attrs, inputs):

@@ -60,6 +60,10 @@ class TensorNode:
     # Megatron-style tensor parallelism themselves (heads, MLP inner dim, vocab);
     # None leaves the choice to the preset's own rule.
     parallel_dim: int | None = None
+    # The parameter this tensor is a cast of (mixed precision's compute copy): the
+    # "fsdp" preset shards it with that parameter, so the cast runs on the owner and
+    # the gather moves the copy's (bf16) bytes, not the master's.
+    copy_of: str | None = None
 
     def __post_init__(self):
         self.shape = check_shape(self.shape)

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..graph import LogicalGraph, grad, ops
 from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
+from ..graph.recompute import recompute as recompute_segments
 
 
 @dataclass
@@ -173,6 +174,7 @@ class GPT2:
     batch: int
     seq: int
     dtype: str
+    compute_dtype: str | None = None   # mixed precision: forward/backward dtype (bf16)
     input_ids: object = None
     targets: object = None
     logits: object = None
@@ -280,21 +282,30 @@ def _as_numpy(value):
 
 
 def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
-               with_grads: bool = True, name: str = "gpt2") -> GPT2:
+               with_grads: bool = True, name: str = "gpt2", recompute=False,
+               compute_dtype: str | None = None) -> GPT2:
     """GPT-2 on input_ids/targets int64 [seq, batch]: logits [V, seq, batch] and loss.
 
     The loss is the mean cross-entropy over the positions whose target is not -100
     (targets are the next tokens, already shifted). With `with_grads`, the graph
     also computes d loss / d parameter for every parameter (model.grads).
+    `recompute`: True (every transformer block) or a list of block indices whose
+    activations backward recomputes from the block's input (graph.recompute).
+    Mixed precision: with `compute_dtype` (e.g. "bf16") the parameters, their
+    gradients and the optimizer state stay in `dtype` (the master weights); the
+    attention and MLP of every block run in `compute_dtype` on casts of their weights
+    and of the normalized input, while the residual stream, the layer norms, the
+    embeddings and the loss stay in `dtype` (docs/precision.md).
     """
     cfg.check()
-    if dtype not in FLOAT_DTYPES:
-        raise TypeError(f"build_gpt2: dtype {dtype!r} is not a float dtype")
+    for what, value in (("dtype", dtype), ("compute_dtype", compute_dtype or dtype)):
+        if value not in FLOAT_DTYPES:
+            raise TypeError(f"build_gpt2: {what} {value!r} is not a float dtype")
     if not 1 <= seq <= cfg.n_positions or batch < 1:
         raise ValueError(f"build_gpt2: need 1 <= seq <= n_positions={cfg.n_positions} and "
                          f"batch >= 1, got seq={seq}, batch={batch}")
     graph = LogicalGraph(name)
-    model = GPT2(graph, cfg, batch, seq, dtype)
+    model = GPT2(graph, cfg, batch, seq, dtype, compute_dtype)
     builder = Builder(model)
     hidden = builder.embeddings()
     for layer in range(cfg.n_layer):
@@ -302,6 +313,12 @@ def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
     builder.head(hidden)
     if with_grads:
         model.grads = grad(graph, model.loss, model.params)
+    if recompute:
+        blocks = range(cfg.n_layer) if recompute is True else recompute
+        if not with_grads or any(not 0 <= b < cfg.n_layer for b in blocks):
+            raise ValueError(f"build_gpt2: recompute={recompute!r} needs with_grads and "
+                             f"block indices in [0, {cfg.n_layer})")
+        recompute_segments(graph, [f"h{block}_" for block in blocks])
     return model
 
 
@@ -313,13 +330,32 @@ class Builder:
         self.model, self.graph, self.cfg = model, model.graph, model.config
         self.dtype = model.dtype
 
-    def param(self, shape, name, tp_dim=None):
+    def param(self, shape, name, tp_dim=None, compute=False):
+        """A parameter (the master weight); with `compute`, what the block reads of it:
+        under mixed precision its cast to the compute dtype."""
         tensor = self.graph.tensor(shape, name, self.dtype, requires_grad=True,
                                    persistent=True)
         if tp_dim is not None:
             tensor.split_for_tp(tp_dim)
         self.model.params.append(tensor)
-        return tensor
+        return self.to_compute(tensor) if compute else tensor
+
+    def to_compute(self, x):
+        """x cast to the compute dtype (x itself without mixed precision). Autodiff casts
+        the gradient back, so a master weight's gradient stays in the master dtype."""
+        compute = self.model.compute_dtype
+        if compute is None or compute == x.dtype:
+            return x
+        copy = ops.cast(x, compute, f"{x.name}_{compute}")
+        if x.role == "parameter":
+            copy.copy_of = x.name
+        if x.parallel_dim is not None:
+            copy.split_for_tp(x.parallel_dim)
+        return copy
+
+    def to_master(self, x):
+        """x cast back to the master dtype (the residual stream's)."""
+        return x if x.dtype == self.dtype else ops.cast(x, self.dtype, f"{x.name}_{self.dtype}")
 
     def constant(self, name, value, dtype):
         tensor = self.graph.tensor(list(value.shape), name, dtype, persistent=True,
@@ -347,8 +383,8 @@ class Builder:
         n = self.cfg.n_embd
         weight = self.param([n], f"{prefix}_weight")
         bias = self.param([n], f"{prefix}_bias")
-        return ops.layer_norm(x, weight, bias, f"{prefix}_out", axis=0,
-                              eps=self.cfg.layer_norm_epsilon)
+        return self.to_compute(ops.layer_norm(x, weight, bias, f"{prefix}_out", axis=0,
+                                              eps=self.cfg.layer_norm_epsilon))
 
     def linear(self, x, weight, bias, name, ndim=1):
         product = ops.gemm(weight, x, f"{name}_product", ndim=ndim)
@@ -368,8 +404,9 @@ class Builder:
         heads, head_dim, n = cfg.n_head, cfg.head_dim, cfg.n_embd
         per_head = {}
         for part in ("q", "k", "v"):
-            weight = self.param([heads, head_dim, n], f"{p}_{part}_weight", tp_dim=0)
-            bias = self.param([head_dim, heads], f"{p}_{part}_bias", tp_dim=1)
+            weight = self.param([heads, head_dim, n], f"{p}_{part}_weight", tp_dim=0,
+                                compute=True)
+            bias = self.param([head_dim, heads], f"{p}_{part}_bias", tp_dim=1, compute=True)
             product = ops.gemm(weight, x, f"{p}_{part}_heads")           # [H, E, T, B]
             moved = ops.transpose(product, f"{p}_{part}_moved", ndim=1)   # [E, T, B, H]
             per_head[part] = ops.add_fiber(1.0, bias, 1.0, moved, f"{p}_{part}", axis=0,
@@ -379,24 +416,32 @@ class Builder:
             per_head["q"], per_head["k"], per_head["v"], f"{p}_context", mask=self.mask,
             scale=float(scale))                                            # [E, T, B, H]
         merged = ops.transpose(context, f"{p}_context_heads", ndim=3)     # [H, E, T, B]
-        weight = self.param([n, heads, head_dim], f"{p}_attn_proj_weight", tp_dim=1)
-        bias = self.param([n], f"{p}_attn_proj_bias")
-        return self.linear(merged, weight, bias, f"{p}_attn_out", ndim=2)
+        weight = self.param([n, heads, head_dim], f"{p}_attn_proj_weight", tp_dim=1,
+                            compute=True)
+        bias = self.param([n], f"{p}_attn_proj_bias", compute=True)
+        return self.to_master(self.linear(merged, weight, bias, f"{p}_attn_out", ndim=2))
 
     def mlp(self, p, x):
         cfg = self.cfg
-        fc_weight = self.param([cfg.inner, cfg.n_embd], f"{p}_fc_weight", tp_dim=0)
-        fc_bias = self.param([cfg.inner], f"{p}_fc_bias", tp_dim=0)
-        proj_weight = self.param([cfg.n_embd, cfg.inner], f"{p}_proj_weight", tp_dim=1)
-        proj_bias = self.param([cfg.n_embd], f"{p}_proj_bias")
+        fc_weight = self.param([cfg.inner, cfg.n_embd], f"{p}_fc_weight", tp_dim=0,
+                               compute=True)
+        fc_bias = self.param([cfg.inner], f"{p}_fc_bias", tp_dim=0, compute=True)
+        proj_weight = self.param([cfg.n_embd, cfg.inner], f"{p}_proj_weight", tp_dim=1,
+                                 compute=True)
+        proj_bias = self.param([cfg.n_embd], f"{p}_proj_bias", compute=True)
         inner = self.linear(x, fc_weight, fc_bias, f"{p}_fc")
         activated = ACTIVATIONS[cfg.activation_function](inner, f"{p}_act")
-        return self.linear(activated, proj_weight, proj_bias, f"{p}_mlp_out")
+        return self.to_master(self.linear(activated, proj_weight, proj_bias, f"{p}_mlp_out"))
 
     def head(self, hidden):
         model = self.model
         normed = self.layer_norm(hidden, "ln_f")
         # the tied lm_head: logits[V, T, B] = wte^T h; wte's gradient sums both uses
-        model.logits = ops.gemm(self.wte, normed, "logits", trans_a=True).mark_output()
+        if model.compute_dtype in (None, model.dtype):
+            model.logits = ops.gemm(self.wte, normed, "logits", trans_a=True).mark_output()
+        else:   # the head's gemm in the compute dtype, the loss's softmax in the master's
+            product = ops.gemm(self.to_compute(self.wte), normed,
+                               f"logits_{model.compute_dtype}", trans_a=True)
+            model.logits = ops.cast(product, model.dtype, "logits").mark_output()
         model.loss = ops.cross_entropy(model.logits, model.targets, "loss",
                                        ignore_index=-100).mark_output()

@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .distribution import REPLICATED
-from .instructions import Exec, Recv, Send, key_str
+from .instructions import Exec, Recv, Send, key_str, new_tuple
 
-TAG_LIMIT = 32000
-new_tuple = tuple.__new__  # MPI guarantees tags up to 32767 only
+TAG_LIMIT = 32000   # MPI guarantees tags up to 32767 only
 
 
 class PlanError(ValueError):
@@ -24,8 +23,10 @@ class PlanError(ValueError):
 
 
 class ProgramBuilder:
-    def __init__(self, nranks, meta, owner_table, permanent_holders, deterministic=False):
+    def __init__(self, nranks, meta, owner_table, permanent_holders, deterministic=False,
+                 groups=()):
         self.nranks = nranks
+        self.groups = groups                # mesh rank sets: owner code -2 - g
         self.deterministic = deterministic   # no partial sums: tile order, not rank order
         self.meta = meta                    # key -> TileMeta
         # key -> rank or REPLICATED; partial-sum tiles are added with the rank computing
@@ -51,8 +52,10 @@ class ProgramBuilder:
         return self.owner[key]
 
     def ranks_of(self, key):
-        owner = self.owner_of(key)
-        return range(self.nranks) if owner == REPLICATED else (owner,)
+        owner = self.owner[key]
+        if owner >= 0:
+            return (owner,)
+        return range(self.nranks) if owner == REPLICATED else self.groups[-2 - owner]
 
     def is_current(self, rank, key):
         return self.held[rank].get(key, -1) == self.version.get(key)
@@ -74,7 +77,6 @@ class ProgramBuilder:
         self.pair_count[pair] = count + 1
         tag = count % TAG_LIMIT
         nbytes = self.meta[key].nbytes
-        # PERF: tuple.__new__ skips the NamedTuple constructor's Python frame
         self.inserts[source][self.ready_at[source][key]].append(
             new_tuple(Send, (key, target, tag, nbytes, consumer)))
         program = self.programs[target]
@@ -196,6 +198,10 @@ class ProgramBuilder:
         if owner == REPLICATED:
             order = sorted(set(step_ranks))
             messages = len(order) - 1 + self.nranks - 1
+        elif owner < 0:   # a mesh group: reduce to a member if one computes, broadcast there
+            group = set(self.groups[-2 - owner])
+            order = sorted(set(step_ranks) & group) + sorted(set(step_ranks) - group)
+            messages = len(order) - 1 + len(group) - (order[0] in group)
         else:
             order = [owner] + sorted(set(step_ranks) - {owner})
             messages = len(order) - 1
@@ -242,8 +248,8 @@ class ProgramBuilder:
                     beta = beta if group.reads_output_first else 0.0
                 self.combine(parent, accumulators[child], parent_key, beta, op)
             stride *= 2
-        if owner == REPLICATED:
-            self.broadcast(out_key, root, op.name)
+        if owner < 0:
+            self.broadcast(out_key, root, op.name, self.ranks_of(out_key))
 
     def combine(self, rank, child_key, parent_key, beta, op):
         """parent = merge(child, parent) on `rank` with the op's combine kernel (add, or
@@ -256,8 +262,9 @@ class ProgramBuilder:
         self.run_task((rank,), op.spec.combine, (child_key, parent_key, parent_key), reads,
                       (parent_key,), params, flops, op.name)
 
-    def broadcast(self, key, root, op_name):
-        order = [root] + [rank for rank in range(self.nranks) if rank != root]
+    def broadcast(self, key, root, op_name, targets):
+        """Binomial tree from `root` to the `targets` (every rank, or a mesh group)."""
+        order = [root] + [rank for rank in targets if rank != root]
         stride = 1
         while stride < len(order):
             for index in range(stride):

@@ -68,6 +68,8 @@ def plan_key(graph, nranks, tiling, distribution, window, deterministic=False,
         graph_text = json.dumps(to_json(graph), sort_keys=True)
     except TypeError as error:
         raise Uncacheable(str(error)) from None
+    if isinstance(distribution, dict) and any(isinstance(v, int) for v in distribution.values()):
+        distribution = ("mesh", tuple(distribution.items()))   # a mesh's axis order counts
     text = "\n".join([__version__, graph_text, stable_text(tiling), stable_text(distribution),
                       str(nranks), str(window), str(bool(deterministic)), str(rank)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]

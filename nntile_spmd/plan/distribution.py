@@ -23,6 +23,7 @@ class TileDistribution:
     offset: int = 0
     function: object = field(default=None, compare=False)
     owner_list: tuple | None = None    # custom(owners): ranks in column-major tile order
+    mesh: tuple | None = None          # mesh_layout: (mesh shape, one rule per mesh axis)
 
     @classmethod
     def round_robin(cls, offset: int = 0) -> TileDistribution:
@@ -60,6 +61,13 @@ class TileDistribution:
         return cls("custom", owner_list=ranks)
 
     @classmethod
+    def mesh_layout(cls, shape: tuple, rules: tuple) -> TileDistribution:
+        """Placement on a device mesh of `shape` (plan/mesh.py): per mesh axis
+        ("block", dim), ("cyclic", offset) or ("replicate",). Tiles held by a proper
+        sub-grid get a group code below REPLICATED (plan.mesh.mesh_groups)."""
+        return cls("mesh", mesh=(tuple(shape), tuple(rules)))
+
+    @classmethod
     def replicated(cls) -> TileDistribution:
         """Every rank holds and computes every tile."""
         return cls("replicated")
@@ -78,7 +86,7 @@ class TileDistribution:
         detail = {"round_robin": f"offset={self.offset}" if self.offset else "",
                   "block_along_dim": f"dim={self.dim}", "on_rank": f"{self.rank}",
                   "load_balanced": f"{list(self.weights or ())}",
-                  "custom": custom_detail(self)}.get(self.kind, "")
+                  "custom": custom_detail(self), "mesh": mesh_detail(self)}.get(self.kind, "")
         return f"{self.kind}({detail})"
 
     def owners(self, grid: tuple, nranks: int) -> np.ndarray:
@@ -88,7 +96,8 @@ class TileDistribution:
         rule = OWNER_RULES[self.kind]
         result = np.asarray(rule(self, linear, grid, nranks), dtype=np.int64)
         result = np.broadcast_to(result, grid).copy() if grid else result.reshape(())
-        if ((result < REPLICATED) | (result >= nranks)).any():
+        lowest = REPLICATED if self.kind != "mesh" else -(1 << 62)   # mesh: group codes
+        if ((result < lowest) | (result >= nranks)).any():
             raise ValueError(f"distribution {self} gives ranks outside 0..{nranks - 1}")
         return result
 
@@ -122,6 +131,19 @@ def custom_detail(spec) -> str:
     return f"{shown}"[:-1] + (", ...]" if len(spec.owner_list) > 8 else "]")
 
 
+def mesh_detail(spec) -> str:
+    if spec.mesh is None:
+        return ""
+    shape, rules = spec.mesh
+    return ", ".join(f"{size}:" + " ".join(str(part) for part in rule)
+                     for size, rule in zip(shape, rules))
+
+
+def _mesh(spec, linear, grid, nranks):
+    from .mesh import mesh_owners   # mesh.py builds TileDistributions: import when used
+    return mesh_owners(spec, linear, grid, nranks)
+
+
 def _custom(spec, linear, grid, nranks):
     if spec.owner_list is not None:
         if len(spec.owner_list) != linear.size:
@@ -142,4 +164,5 @@ OWNER_RULES = {
     "replicated": lambda spec, linear, grid, n: REPLICATED,
     "on_rank": lambda spec, linear, grid, n: spec.rank,
     "load_balanced": _load_balanced,
+    "mesh": _mesh,
 }

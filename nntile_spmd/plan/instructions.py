@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+# new_tuple(Send, (key, peer, tag, nbytes, consumer)) builds an instruction without the
+# NamedTuple constructor's Python frame: 0.7 us instead of 1.6 us per instruction
+# (timeit, this machine), and the all-ranks planner builds ~10^6 of them at 64 ranks.
+new_tuple = tuple.__new__
+
 
 def key_str(key) -> str:
     """B[1] / A[0,1] / loss[] for messages and listings."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from dataclasses import replace
 from operator import getitem, itemgetter
 from typing import NamedTuple
 
@@ -28,8 +29,16 @@ class TaskGroup(NamedTuple):
     reads_output_first: bool   # does step 0 read the old output?
 
 
-def lower_op(op, tilings):
-    """All task groups of `op`, one per tile of its first output."""
+def lower_op(op, tilings, views=None):
+    """All task groups of `op`, one per tile of its first output.
+
+    `views` (plan/views.py) maps the tiles of view outputs to the input tiles they
+    alias: a view op lowers to nothing, and the keys of other ops are rewritten.
+    """
+    if views and any(t.name in views.names for t in op.inputs + op.outputs):
+        if op.spec.view and op.outputs[0].name in views.names:
+            return []
+        return [reading_views(group, views) for group in lower_op(op, tilings)]
     spec = op.spec
     axes = op_axes(op)
     arrays = op.inputs + op.outputs
@@ -47,6 +56,9 @@ def lower_op(op, tilings):
     if spec.shape_params is not None:
         base_params |= spec.shape_params(op.attrs, [t.shape for t in op.inputs],
                                          [t.shape for t in op.outputs])
+    if spec.dtype_params is not None:
+        base_params |= spec.dtype_params([t.dtype for t in op.inputs],
+                                         [t.dtype for t in op.outputs])
     reads_output = spec.reads_output(op.attrs)
     # PERF (plan-speed tests): each step's tile coordinates are one vector (output
     # tile coordinate, then summed-label indices) from which per-array pickers take
@@ -62,6 +74,7 @@ def lower_op(op, tilings):
     groups = []
     summed_ranges = list(itertools.product(*[range(counts[label]) for label in summed]))
     bounds = label_boundaries(arrays, axes, tilings) if windows else None
+    needed = step_filter(op, arrays, tilings)
     for out_coord in tilings[op.outputs[0].name].coords():
         steps = []
         if windows:
@@ -72,6 +85,8 @@ def lower_op(op, tilings):
         for combo in summed_ranges:
             vector = out_coord + combo
             keys = tuple([(name, pick(vector)) for name, pick in pickers])
+            if needed is not None and not needed(keys):
+                continue
             signature = tuple(map(getitem, size_tables, vector))
             flops = flops_memo.get(signature)
             if flops is None:
@@ -79,6 +94,12 @@ def lower_op(op, tilings):
             params = base_params if spec.tile_params is None else \
                 step_params(op, base_params, keys, tilings)
             steps.append(Step(keys, params, flops))
+        if not steps:
+            if needed is None or not spec.beta_attr or op.attrs[spec.beta_attr] != 0:
+                continue   # the tile keeps its value: nothing to run
+            # beta = 0 clears the tile even where no input tile meets it
+            keys = tuple([(name, pick(out_coord + summed_ranges[0])) for name, pick in pickers])
+            steps.append(Step(keys, step_params(op, base_params, keys, tilings), 0))
         outputs = tuple([(name, pick(out_coord)) for name, pick in pickers[n_inputs:]])
         groups.append(TaskGroup(op, outputs, tuple(steps), reads_output))
     return groups
@@ -120,6 +141,49 @@ def label_boundaries(arrays, axes, tilings):
     """Label -> tile boundaries of its axis."""
     return {label: tilings[tensor.name].dims[dim].boundaries
             for tensor, labels in zip(arrays, axes) for dim, label in enumerate(labels)}
+
+
+class ViewReadingOp(NamedTuple):
+    """An op some of whose operand tiles are views: its kernel gets them reshaped."""
+    name: str
+    op_type: str
+    inputs: tuple
+    outputs: tuple
+    attrs: dict
+    phase: str
+    spec: object
+
+
+def reading_views(group, views):
+    """`group` with view keys replaced by the input tiles they alias."""
+    op = group.op
+    proxy = ViewReadingOp(op.name, op.op_type, op.inputs, op.outputs, op.attrs, op.phase,
+                          replace(op.spec, kernel="reshaped_call"))
+    steps = []
+    for step in group.steps:
+        keys, shapes = list(step.keys), []
+        for position, key in enumerate(step.keys):
+            if key in views:
+                keys[position], shape = views[key]
+                shapes.append((position, shape))
+        params = dict(step.params, view_kernel=op.spec.kernel, view_shapes=tuple(shapes))
+        steps.append(Step(tuple(keys), params, step.flops))
+    outputs = steps[0].keys[len(op.inputs):] if steps else \
+        tuple(views.get(key, (key,))[0] for key in group.outputs)
+    return TaskGroup(proxy, outputs, tuple(steps), group.reads_output_first)
+
+
+def step_filter(op, arrays, tilings):
+    """keys -> whether the step changes its output tile (OpSpec.step_needed), or None."""
+    if op.spec.step_needed is None:
+        return None
+    whole_shapes = [t.shape for t in arrays]
+
+    def needed(keys):
+        offsets = [tilings[name].tile_offset(coord) for name, coord in keys]
+        shapes = [tilings[name].tile_shape(coord) for name, coord in keys]
+        return op.spec.step_needed(op.attrs, offsets, shapes, whole_shapes)
+    return needed
 
 
 def picker(positions):

@@ -10,9 +10,8 @@ from __future__ import annotations
 import bisect
 from typing import NamedTuple
 
-from .instructions import Exec, Free, Recv
+from .instructions import Exec, Free, Recv, new_tuple
 
-new_tuple = tuple.__new__   # PERF: skips the NamedTuple constructor's Python frame
 
 
 class TileMeta(NamedTuple):

@@ -15,11 +15,13 @@ from functools import cached_property
 from ..graph.analysis import dead_ops
 from ..graph.dtypes import ITEMSIZE
 from ..graph.logical_graph import PHASES
+from ..graph.recompute import recomputed_ops
 from .axes import axis_classes
 from .builder import PlanError, ProgramBuilder
 from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send
 from .lowering import lower_op
+from .views import find_views
 from .memory import TileMeta, insert_frees, simulate_memory
 from .rank_builder import RankProgramBuilder, permanent_holders
 from .presets import as_preset
@@ -64,7 +66,8 @@ def plan_graph(graph, nranks, tiling, distribution, window) -> Plan:
     distributions = preset.assign(graph, class_of, classes, nranks)
     owners = {name: tensor_owners(name, distributions[name], spec.grid, nranks)
               for name, spec in tilings.items()}
-    return Plan(graph, nranks, window, classes, class_of, tilings, distributions, owners)
+    return Plan(graph, nranks, window, classes, class_of, tilings, distributions, owners,
+                preset.rank_groups(nranks))
 
 
 def tensor_owners(name, distribution, grid, nranks):
@@ -79,8 +82,9 @@ class Plan:
     """Tilings, owners and per-rank programs of one graph on `nranks` ranks."""
 
     def __init__(self, graph, nranks, window, classes, class_of, tilings, distributions,
-                 owners):
+                 owners, groups=()):
         self.graph, self.nranks, self.window = graph, nranks, window
+        self.groups = groups   # rank sets of a mesh; owner code -2 - g names groups[g]
         self.classes, self.class_of = classes, class_of
         self.tilings, self.distributions, self.owners = tilings, distributions, owners
         # PERF (plan-speed tests): math.prod and a plain dict of owners instead of
@@ -106,6 +110,18 @@ class Plan:
         """Owner rank of a tensor tile, or REPLICATED (-1)."""
         return self.owner_table[key]
 
+    def ranks_of_owner(self, owner):
+        """The ranks an owner value names: one rank, every rank, or a mesh group."""
+        if owner >= 0:
+            return (owner,)
+        return range(self.nranks) if owner == REPLICATED else self.groups[-2 - owner]
+
+    def first_holder(self, key) -> int:
+        """The owner of a tile held by one rank; REPLICATED for every rank; the
+        lowest rank of a mesh group (who writes it to a checkpoint, say)."""
+        owner = self.owner_of(key)
+        return owner if owner >= REPLICATED else self.groups[-2 - owner][0]
+
     @cached_property
     def permanent(self) -> list:
         """Per rank, the set of tile keys kept across executes."""
@@ -114,8 +130,7 @@ class Plan:
             if tensor.keeps_storage:
                 for coord in self.tilings[tensor.name].coords():
                     owner = int(self.owners[tensor.name][coord])
-                    ranks = range(self.nranks) if owner == REPLICATED else (owner,)
-                    for rank in ranks:
+                    for rank in self.ranks_of_owner(owner):
                         result[rank].add((tensor.name, coord))
         return result
 
@@ -134,9 +149,9 @@ class Plan:
 
     def _build_programs(self, phase_key):
         builder = ProgramBuilder(self.nranks, self.meta, self.owner_table,
-                                 permanent_holders(self), self.deterministic)
+                                 permanent_holders(self), self.deterministic, self.groups)
         for op in self.live_ops(phase_key):
-            builder.add_op(lower_op(op, self.tilings))
+            builder.add_op(lower_op(op, self.tilings, self.views))
         return [insert_frees(program, self.permanent[rank])
                 for rank, program in enumerate(builder.finish())]
 
@@ -150,10 +165,15 @@ class Plan:
 
     def _build_rank_program(self, phase_key, rank):
         builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owner_table,
-                                     permanent_holders(self), self.deterministic)
+                                     permanent_holders(self), self.deterministic, self.groups)
         for op in self.live_ops(phase_key):
-            builder.add_op(lower_op(op, self.tilings))
+            builder.add_op(lower_op(op, self.tilings, self.views))
         return insert_frees(builder.finish_rank(), self.permanent[rank])
+
+    @cached_property
+    def views(self):
+        """The ops planned as views: their output tiles alias input tiles (plan/views.py)."""
+        return find_views(self.graph, self.tilings)
 
     def live_ops(self, phases=None) -> list:
         """The ops of `phases` that an execute runs: dead ops are left out.
@@ -208,6 +228,12 @@ class Plan:
         """FLOPs executed during one execute by `rank` (None: all ranks)."""
         return sum(i.flops for program in self.programs_of(rank, phases) for i in program
                    if type(i) is Exec)
+
+    def recompute_flops(self, rank=None, phases=None) -> int:
+        """The part of flops() spent recomputing activations in backward (graph.recompute)."""
+        copies = recomputed_ops(self.graph)
+        return sum(i.flops for program in self.programs_of(rank, phases) for i in program
+                   if type(i) is Exec and i.op_name in copies)
 
     def fingerprint_parts(self) -> dict:
         """Hashes of the graph, the tiling and the distribution, compared across ranks."""

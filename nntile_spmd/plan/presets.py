@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .distribution import TileDistribution
+from .mesh import Mesh
 
 PRESET_NAMES = ("single", "ddp", "fsdp", "tp")
 SHARDED_ROLES = ("parameter", "gradient", "state", "constant")
@@ -26,6 +27,10 @@ class Preset:
         if self.name not in PRESET_NAMES:
             raise ValueError(f"unknown distribution preset {self.name!r}; expected one of "
                              f"{PRESET_NAMES} or a dict of TileDistribution")
+
+    def rank_groups(self, nranks) -> tuple:
+        """Rank sets that owner codes below REPLICATED name: none outside a mesh."""
+        return ()
 
     def split_classes(self, graph, class_of, classes) -> frozenset:
         """The axis classes this preset blocks over ranks (none for single)."""
@@ -57,7 +62,8 @@ class Preset:
         if blocked:
             # (with several split axes, the innermost listed last wins)
             return TileDistribution.block_along_dim(blocked[-1])
-        if self.name == "fsdp" and tensor.role in SHARDED_ROLES and tensor.ndim > 0:
+        sharded = tensor.role in SHARDED_ROLES or tensor.copy_of is not None
+        if self.name == "fsdp" and sharded and tensor.ndim > 0:
             # tensors on the same axes (a parameter, its gradient, its optimizer
             # state) share one offset so their tiles land together; the offsets
             # advance so small parameters do not all start on rank 0.
@@ -111,13 +117,20 @@ def default_tp_classes(graph, class_of, classes) -> frozenset:
     return frozenset() if batch is None else frozenset({batch})
 
 
-def as_preset(distribution) -> Preset:
-    """Accept a preset name, a Preset, or a dict of per-tensor overrides on 'single'."""
-    if isinstance(distribution, Preset):
+def as_preset(distribution) -> Preset | Mesh:
+    """Accept a preset name, a Preset, a Mesh, a mesh as {axis: size} ({"dp": 2, "tp": 2}),
+    or a dict of per-tensor overrides {name: TileDistribution} on 'single'."""
+    if isinstance(distribution, (Preset, Mesh)):
         return distribution
     if isinstance(distribution, str):
         return Preset(distribution)
     if isinstance(distribution, dict):
+        sizes = [v for v in distribution.values() if not isinstance(v, TileDistribution)]
+        if sizes:
+            if len(sizes) < len(distribution):
+                raise ValueError(f"distribution {distribution!r} mixes mesh axis sizes and "
+                                 "per-tensor TileDistributions; pass one or the other")
+            return Mesh(tuple(distribution.items()))
         return Preset("single", overrides=dict(distribution))
     raise TypeError(f"distribution must be a preset name, Preset or dict, got "
                     f"{type(distribution).__name__}")

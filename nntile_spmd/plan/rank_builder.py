@@ -12,15 +12,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .builder import TAG_LIMIT, ProgramBuilder, new_tuple
-from .instructions import Exec, Recv, Send
+from .builder import TAG_LIMIT, ProgramBuilder
+from .instructions import Exec, Recv, Send, new_tuple
 
 
 class RankProgramBuilder(ProgramBuilder):
     """ProgramBuilder that keeps every rank's state but builds `rank`'s program only."""
 
-    def __init__(self, rank, nranks, meta, owner_table, permanent_holders, deterministic=False):
-        super().__init__(nranks, meta, owner_table, permanent_holders, deterministic)
+    def __init__(self, rank, nranks, meta, owner_table, permanent_holders, deterministic=False,
+                 groups=()):
+        super().__init__(nranks, meta, owner_table, permanent_holders, deterministic, groups)
         # key -> ranks holding its current version: the same facts as `held`, indexed
         # by tile, so partial_choices can count fetches per tile (see there)
         self.holders = {key: set(ranks) for key, ranks in permanent_holders.items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..graph.recompute import recomputed_ops
 from .distribution import REPLICATED
 
 
@@ -21,10 +22,26 @@ def tensor_lines(plan):
         spec = plan.tilings[tensor.name]
         owners = Counter(int(o) for o in plan.owners[tensor.name].reshape(-1))
         where = ("replicated" if set(owners) == {REPLICATED} else
-                 " ".join(f"r{r}:{n}" for r, n in sorted(owners.items())))
+                 " ".join(f"{owner_text(plan, r)}:{n}" for r, n in sorted(
+                     owners.items(), key=lambda item: owner_order(plan, item[0]))))
         lines.append(f"  {tensor.describe():40s} {tensor.role:9s} tiles {list(spec.grid)} "
                      f"{spec!r} {plan.distributions[tensor.name]!r} -> {where}")
     return lines
+
+
+def owner_text(plan, owner) -> str:
+    """r3 for one rank, r* for every rank, r{1,3} for a mesh group."""
+    if owner >= 0:
+        return f"r{owner}"
+    if owner == REPLICATED:
+        return "r*"
+    return "r{" + ",".join(str(r) for r in plan.ranks_of_owner(owner)) + "}"
+
+
+def owner_order(plan, owner):
+    """Ranks in order, then mesh groups by their ranks."""
+    return (owner < REPLICATED, tuple(plan.ranks_of_owner(owner)) if owner < REPLICATED
+            else (owner,))
 
 
 def rank_lines(plan, phases, ranks=None):
@@ -51,6 +68,15 @@ def dump_plan(plan, phases=None, ranks=None) -> str:
         total = f"total bytes sent per execute: {human_bytes(plan.bytes_sent(None, phases))}"
     else:
         total = f"ranks listed: {list(ranks)} of {plan.nranks} (planned alone)"
+    copies = recomputed_ops(plan.graph)
+    if copies and ranks is None:
+        extra = plan.recompute_flops(None, phases)
+        total += (f"\nrecomputation: {len(copies)} forward ops run again in backward, "
+                  f"{extra} FLOPs ({100 * extra / max(plan.flops(None, phases), 1):.1f}% "
+                  "of the total)")
+    elif copies:
+        total += (f"\nrecomputation: {len(copies)} forward ops run again in backward, "
+                  + ", ".join(f"r{r} {plan.recompute_flops(r, phases)} FLOPs" for r in ranks))
     dead = plan.dead_ops(phases)
     removed = f"dead ops left out: {', '.join(dead) if dead else 'none'}"
     return "\n".join([header, *tensor_lines(plan), *rank_lines(plan, phases, ranks), total,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.dtypes import storage_dtype
+from ..plan.distribution import REPLICATED
 from .consistency import data_hash, text_hash
 
 
@@ -94,7 +95,8 @@ class BindingMixin:
     def _replicated_hash(self, name, arrays):
         """Hash of the tiles every rank holds (None if none): ranks must agree on it."""
         owners = self.plan.owners[name]
-        shared = [coord for coord in sorted(arrays) if int(owners[coord]) < 0]
+        # tiles every rank holds (a mesh group's tiles are held by some ranks only)
+        shared = [coord for coord in sorted(arrays) if int(owners[coord]) == REPLICATED]
         if not shared or len(self.stores) == self.world.size:
             return None
         return text_hash(repr([data_hash(arrays[coord]) for coord in shared]))
@@ -132,12 +134,19 @@ class BindingMixin:
         here = root is None or root == self.world.rank
         result = np.empty(tensor.shape, dtype=dtype, order="F") if here else None
         for coord in spec.coords():
-            owner = int(self.plan.owners[name][coord])
+            owner = self.plan.first_holder((name, coord))
             tile = self.world.fetch_tile(self.host_stores(), (name, coord), owner, root,
                                          (spec.tile_shape(coord), dtype))
             if here:
                 result[spec.tile_slices(coord)] = tile
         return result
+
+    def logged_scalars(self) -> dict:
+        """{name: value} of every `ops.log_scalar` an execute has run, in program order:
+        each value as it was where the op stands in the program. Collective."""
+        names = [op.outputs[0].name for op in self.graph.ops()
+                 if op.op_type == "log_scalar" and op.outputs[0].name in self.produced]
+        return {name: float(self.get_output(name)) for name in names}
 
     def phases_writing(self, name):
         return sorted({op.phase for op in self.graph.ops()

@@ -12,7 +12,7 @@ from ..plan.cache import ENV_DIRECTORY, shared_cache
 from ..plan.plan import build_plan, normalize_phases
 from .binding import BindingMixin
 from .consistency import RankAgreement
-from .device import check_storage
+from .device import check_storage, for_graph
 from .executor import RankExecutor
 from .failure import install_abort_on_error
 from .limits import check_fits_in_memory
@@ -151,7 +151,7 @@ class CompiledGraph(BindingMixin):
         check_same_plan(world, plan)
         selected = world.setup_node(device, threads)
         check_storage(graph, selected)
-        return cls(graph, world, plan, selected)
+        return cls(graph, world, plan, for_graph(selected, graph))
 
     # -- execution -------------------------------------------------------------------
     def execute(self, phases=None):

@@ -10,7 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph.dtypes import storage_dtype
+from ..graph.dtypes import HALF_DTYPES, storage_dtype
+from ..graph.registry import REGISTRY
+
+# CuPy has no bfloat16 dtype, so a GPU rank cannot hold bf16 tiles (docs/precision.md).
+NO_STORAGE = {"cuda": frozenset({"bf16"})}
 
 
 @dataclass
@@ -20,6 +24,8 @@ class Device:
     kernels: dict
 
     def storage_dtype(self, dtype):
+        if dtype in NO_STORAGE.get(self.name, ()):
+            raise TypeError(f"dtype {dtype!r} has no {self.name} storage")
         return storage_dtype(dtype)
 
     def copy_in(self, tile, array):
@@ -55,10 +61,29 @@ def select_device(device: str, local_rank: int) -> Device:
     raise ValueError(f"unknown device {device!r}; expected 'auto', 'cpu' or 'cuda'")
 
 
+def kernel_output_counts() -> dict:
+    """{kernel name: number of outputs}, from the op registry (a combine kernel has one)."""
+    counts = {}
+    for spec in REGISTRY.values():
+        for kernel, outputs in ((spec.kernel, spec.num_outputs), (spec.combine, 1)):
+            # a kernel two ops call with different output counts writes back everything
+            counts[kernel] = outputs if counts.get(kernel, outputs) == outputs else None
+    return counts
+
+
+def for_graph(device: Device, graph) -> Device:
+    """`device`, with a kernel table that takes 16-bit tiles if `graph` has any on the CPU
+    (fp32 graphs keep the plain table: no per-call dtype check)."""
+    if device.name != "cpu" or not any(t.dtype in HALF_DTYPES for t in graph.tensors()):
+        return device
+    from nntile_kernels.widen import widen_table
+    return Device(device.name, device.xp, widen_table(device.kernels, kernel_output_counts()))
+
+
 def check_storage(graph, device: Device) -> None:
     """Raise at compile, naming the tensors, if some dtype has no storage on `device`.
 
-    Not at declaration: a graph with such a dtype (bf16) can still be planned
+    Not at declaration: a graph with such a dtype (bf16 on a GPU) can still be planned
     (nt.build_plan: memory, traffic) — only running it needs tiles.
     """
     missing = []

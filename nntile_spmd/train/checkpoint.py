@@ -125,7 +125,7 @@ def write_shard(cg, directory, token, names, rank) -> list:
     arrays, records = {}, []
     for name in names:
         for coord in plan.tilings[name].coords():
-            owner = plan.owner_of((name, coord))
+            owner = plan.first_holder((name, coord))   # a mesh group's: its lowest rank
             if owner == rank or (owner == REPLICATED and rank == 0):
                 tile = np.array(stores[rank][(name, coord)], order="C", copy=True)
                 key = tile_key(name, coord)

@@ -239,7 +239,7 @@ def test_to_json_content(mlp):
     assert x == {"name": "x", "shape": [784, 64], "dtype": "fp32", "role": "input",
                  "requires_grad": False, "persistent": False, "external": True,
                  "is_input": True, "is_output": False, "grad_of": None,
-                 "parallel_dim": None}
+                 "parallel_dim": None, "copy_of": None}
     assert data["ops"][0] == {"name": "gemm_0", "type": "gemm", "phase": "forward",
                               "inputs": ["w1", "x"], "outputs": ["h"],
                               "attrs": {"alpha": 1.0, "beta": 0.0, "trans_a": False,

@@ -288,6 +288,15 @@ RULE_CASES = [
      lambda t: ops.norm_fiber_backward(*t, axis=1), lambda x, y, dy, dx: dx),
     ("sum_backward", [SCALAR, X345], lambda t: ops.sum_backward(*t), lambda dy, dx: dx + dy),
     ("randn", [X345], lambda t: ops.randn(t[0], 3), lambda x: x),
+    # data movement (rules_data.py)
+    ("slice", [X345], lambda t: ops.slice(t[0], "y", 1, 1, 3), lambda x: x[:, 1:3]),
+    ("slice_backward", [X345, ([3, 9, 5], F32)],
+     lambda t: ops.slice_backward(t[0], t[1], 1, 2), lambda dy, dx: dx),
+    ("reshape", [X345], lambda t: ops.reshape(t[0], "y", [12, 5]),
+     lambda x: x.reshape(12, 5, order="F")),
+    ("gather", [X345], lambda t: ops.gather(t[0], "y"), lambda x: x),
+    ("scatter", [X345], lambda t: ops.scatter(t[0], "y"), lambda x: x),
+    ("log_scalar", [SCALAR], lambda t: ops.log_scalar(t[0], "y"), lambda x: x),
     ("conv2d_inplace", [([5, 4, 3, 2], F32), ([3, 2, 3, 4], F32)],
      lambda t: ops.conv2d(t[0], t[1], "y"),   # [i, j, c, b, p, q] windows . [p, q, c, o]
      lambda x, c: np.einsum("ijcbpq,pqco->ijob",

@@ -1,6 +1,7 @@
 """Per-rank planning (DESIGN.md section 4.3): each rank's program derived alone
 equals that rank's program in the all-ranks plan, for every preset, on worlds of
-1-16 ranks, for an MLP with an optimizer and a tiny GPT-2, with uneven tilings.
+1-16 ranks and for dp x tp and fsdp x tp meshes on 4-8 ranks, for an MLP with an
+optimizer and a tiny GPT-2, with uneven tilings.
 
 The oracle is the all-ranks builder (Plan.programs(), what a SimulatedWorld runs):
 the union of the per-rank programs must be that plan exactly, instruction for
@@ -84,6 +85,23 @@ def test_union_of_rank_programs_is_the_all_ranks_plan(graph_name, preset, nranks
     assert sends == recvs
     if nranks > 1 and preset != "single":
         assert sends, "no message at all: the comparison would prove little"
+
+
+MESH_WORLDS = [({"dp": 2, "tp": 2}, 4), ({"fsdp": 2, "tp": 2}, 4), ({"tp": 2, "dp": 2}, 4),
+               ({"dp": 3, "tp": 2}, 6), ({"fsdp": 2, "tp": 3}, 6), ({"fsdp": 4, "tp": 2}, 8)]
+
+
+@pytest.mark.parametrize("mesh,nranks", MESH_WORLDS, ids=lambda v: str(v))
+@pytest.mark.parametrize("graph_name", sorted(GRAPHS))
+def test_meshes_too(graph_name, mesh, nranks):
+    """Mesh group owners (a tile held by a tp column or a dp row) plan alike alone."""
+    graph, tiling = GRAPHS[graph_name]()
+    oracle = nt.build_plan(graph, nranks, tiling, mesh).programs()
+    derived = rank_plans(graph, nranks, tiling, mesh)
+    for rank in range(nranks):
+        assert derived[rank] == oracle[rank], f"rank {rank} of {mesh} differs"
+    sends, recvs = messages(derived)
+    assert sends == recvs and sends
 
 
 def test_every_preset_is_covered():

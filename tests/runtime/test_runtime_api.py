@@ -244,14 +244,17 @@ def test_a_failed_execute_leaves_nothing_behind():
 
 
 def test_a_dtype_without_storage_fails_at_compile_naming_the_tensor():
-    """bf16 has no CPU storage: compile raises naming the tensors (it used to get as
-    far as execute() for an intermediate), while planning such a graph still works."""
+    """A GPU rank has no bf16 storage (CuPy has no bfloat16): the storage check of
+    compile raises naming the tensors, while planning such a graph still works and
+    the CPU compiles it."""
+    from nntile_spmd.runtime.device import Device, check_storage
     g = nt.LogicalGraph("half")
     x = g.tensor([4, 4], "x", dtype="fp32", external=True)
     h = nt.ops.cast(x, "bf16", "h")
     nt.ops.cast(h, "fp32", "y").mark_output()
     plan = nt.build_plan(g, 4, TilingStrategy.manual({"x": [2, 2]}), "ddp")
     assert plan.peak_bytes(0) > 0 and plan.meta[("h", (0, 0))].nbytes == 2 * 2 * 2
-    with pytest.raises(TypeError, match=r"no cpu storage for the dtype of h\[4, 4\]:bf16; "
+    with pytest.raises(TypeError, match=r"no cuda storage for the dtype of h\[4, 4\]:bf16; "
                                         "such a graph can be planned"):
-        nt.compile(g, comm=nt.SimulatedWorld(2))
+        check_storage(g, Device("cuda", np, {}))
+    nt.compile(g, comm=nt.SimulatedWorld(2), device="cpu")

@@ -1,0 +1,100 @@
+"""The mesh rows of compare_strategies.py: which meshes a world splits into, and the
+formulas the plan's traffic per mesh axis is set against (DDP's ring all-reduce,
+ZeRO-3's gathers and reduce-scatters, Megatron's tensor-parallel all-reduces).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nntile_spmd.plan.mesh import Mesh, traffic_by_mesh_axis
+
+
+def human(count) -> str:
+    return f"{count / 1024:.1f}K"
+
+
+def meshes_for(nranks) -> list:
+    """dp x tp and fsdp x tp for every split of the world into two axes of >= 2 ranks."""
+    return [{batch: outer, "tp": nranks // outer} for outer in range(2, nranks)
+            if nranks % outer == 0 and nranks // outer >= 2 for batch in ("dp", "fsdp")]
+
+
+def label(distribution) -> str:
+    return distribution if isinstance(distribution, str) else Mesh(
+        tuple(distribution.items())).name
+
+
+def mesh_axis_formulas(plan, mesh, tp_activation_bytes) -> dict:
+    """Bytes all ranks send per step along each mesh axis, by the formulas: the batch
+    axis all-reduces (dp: 2(d-1)/d, ring) or all-gathers and reduce-scatters (fsdp,
+    ZeRO-3: 3(f-1)/f) each tp column's parameters Ψ_col; the tp axis all-reduces
+    (2(t-1)/t) the activations Megatron does, `tp_activation_bytes` per dp row."""
+    mesh = Mesh(tuple(mesh.items()))
+    sizes = dict(mesh.axes)
+    factor = {"dp": lambda d: 2 * (d - 1) / d, "fsdp": lambda f: 3 * (f - 1) / f}
+    result = {}
+    for axis, size in mesh.axes:
+        if axis == "tp":
+            rows = plan.nranks // size
+            result[axis] = plan.nranks * 2 * (size - 1) / size * tp_activation_bytes / rows
+        else:
+            result[axis] = sum(factor[axis](size) * column_parameter_bytes(plan, mesh, rank)
+                               for rank in range(plan.nranks))
+    assert set(result) == set(sizes)
+    return result
+
+
+def column_parameter_bytes(plan, mesh, rank) -> int:
+    """Ψ_col: bytes of the parameter tiles held on `rank`'s tp column (the ranks with
+    its tp index): the share of the model the batch axis has to synchronize."""
+    names = [name for name, _ in mesh.axes]
+    if "tp" not in names:
+        column = set(range(plan.nranks))
+    else:
+        tp = names.index("tp")
+        index = np.unravel_index(rank, mesh.shape)[tp]
+        column = {r for r in range(plan.nranks)
+                  if np.unravel_index(r, mesh.shape)[tp] == index}
+    return sum(plan.meta[key].nbytes for key, owner in plan.owner_table.items()
+               if plan.graph.has_tensor(key[0])
+               and plan.graph.get_tensor(key[0]).role == "parameter"
+               and column & set(plan.ranks_of_owner(owner)))
+
+
+def megatron_activation_bytes(args, plan, mesh) -> int:
+    """Bytes of the activations Megatron all-reduces over tp per step, whole batch: per
+    GPT-2 layer 4 x [B, T, h] plus embedding and head; for the MLP the outputs of its
+    row-parallel layers (weights [out, in] split along `in`; x needs no gradient, so
+    the column-parallel first layer sends nothing in backward)."""
+    if args.model == "gpt2":
+        layers, embd, _, seq = (int(v) for v in args.gpt2.split(","))
+        return (4 * layers + 2) * args.batch * seq * embd * 8
+    tp = list(mesh).index("tp")
+    return sum(tensor.shape[0] * args.batch * 8 for tensor in plan.graph.tensors()
+               if tensor.role == "parameter" and tensor.ndim == 2
+               and plan.distributions[tensor.name].mesh[1][tp] == ("block", 1))
+
+
+def print_mesh_comparison(results, args):
+    """Per mesh: planned bytes sent per step along each mesh axis next to the formulas."""
+    meshes = [r for r in results if not isinstance(r["distribution"], str)]
+    if not meshes:
+        return
+    print("\nMeshes (ranks on a grid, first axis outermost): planned bytes sent per step, "
+          "all ranks, per mesh axis,\nvs the formulas (dp: DDP all-reduce 2(d-1)/d Ψ_col, "
+          "fsdp: ZeRO-3 3(f-1)/f Ψ_col, tp: Megatron\n2(t-1)/t x activations of a dp row)")
+    for r in meshes:
+        plan, mesh = r["plan"], r["distribution"]
+        ours = traffic_by_mesh_axis(plan, mesh)
+        formula = mesh_axis_formulas(plan, mesh, megatron_activation_bytes(args, plan, mesh))
+        parts = "; ".join(f"{axis} ours {human(ours.get(axis, 0))}B formula "
+                          f"{human(formula[axis])}B" for axis in formula)
+        other = {axis: b for axis, b in ours.items() if axis not in formula and b}
+        extra = "; ".join(f"{axis} {human(b)}B" for axis, b in other.items())
+        print(f"  {r['preset']:10s} {parts}" + (f"; across both: {extra}" if extra else ""))
+    print("  As above: fsdp sends ~2/3 of ZeRO-3's formula (parameters gathered once per "
+          "step), and with few\n  samples per rank the planner sends activation tiles "
+          "instead of all-reducing a gradient,\n  which is cheaper and may cross both "
+          "axes (tests/plan/test_mesh.py checks the formulas at 240\n  samples, where "
+          "the all-reduce is the cheaper way: within 1 %).")

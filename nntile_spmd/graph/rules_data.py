@@ -1,0 +1,191 @@
+"""Graph layer: rules of the data-movement ops (slice, slice_backward, gather, scatter,
+reshape, log_scalar).
+
+Each op copies boxes of its input into its output. The dims that move (a slice's
+axis, every dim of gather/scatter/reshape) carry different labels on the two sides,
+so they are tiled independently: the input's labels are summed over, one step per
+input tile, and `step_needed` drops the steps whose input tile does not meet the
+output tile, so an output tile fetches only the input tiles it overlaps. The kernels
+(`add_box`, `reshape_box`) compute y = beta*y + (x placed in y's box); the steps of one
+output tile write disjoint parts, so the plan's partial results merge by `add`.
+"""
+
+from __future__ import annotations
+
+from .registry import REQUIRED, OpSpec, labels, op_error, register
+from .rules_common import require_axis, require_float
+
+BETA = dict(beta_attr="beta", reads_output=lambda attrs: attrs["beta"] != 0, flops=lambda *a: 0)
+
+
+def require_int_attr(op, attrs, key, inputs, low=0, high=None):
+    value = attrs[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or \
+            (high is not None and value > high):
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise op_error(op, f"{key}={value!r} must be an int {bound}", inputs)
+    return value
+
+
+def concrete(op, tensor, dims, inputs):
+    for dim in dims:
+        if not isinstance(tensor.shape[dim], int):
+            raise op_error(op, f"dim {dim} of {tensor.name} must have a concrete size, not "
+                           f"the symbol {tensor.shape[dim]!r} (bind it first)", inputs)
+
+
+# -- slice: y = x[start:stop] along axis; slice_backward: dx[start:start+n] = dy + beta*dx
+def slice_infer(op, attrs, inputs):
+    (x,) = inputs
+    require_float(op, x)
+    require_axis(op, attrs["axis"], x.ndim, inputs)
+    axis = attrs["axis"]
+    concrete(op, x, [axis], inputs)
+    start = require_int_attr(op, attrs, "start", inputs, 0, x.shape[axis] - 1)
+    stop = require_int_attr(op, attrs, "stop", inputs, start + 1, x.shape[axis])
+    return [(x.shape[:axis] + (stop - start,) + x.shape[axis + 1:], x.dtype)]
+
+
+def slice_backward_infer(op, attrs, inputs):
+    (dy,) = inputs
+    require_float(op, dy)
+    require_axis(op, attrs["axis"], dy.ndim, inputs)
+    axis = attrs["axis"]
+    concrete(op, dy, [axis], inputs)
+    start = require_int_attr(op, attrs, "start", inputs, 0)
+    size = attrs["size"]
+    if not isinstance(size, int) or size < start + dy.shape[axis]:
+        raise op_error(op, f"the output's axis {axis} (size {size}) cannot hold {dy.name}'s "
+                       f"{dy.shape[axis]} entries from start={start}", inputs)
+    return [(dy.shape[:axis] + (size,) + dy.shape[axis + 1:], dy.dtype)]
+
+
+def moved_axis_labels(attrs, in_shapes, out_shapes):
+    """The slice axis differs on the two sides; the other dims are one axis each."""
+    common = labels("d", len(in_shapes[0]))
+    axis = attrs["axis"]
+    return (common[:axis] + ("from",) + common[axis + 1:],
+            common[:axis] + ("to",) + common[axis + 1:])
+
+
+def shifted(offset, axis, by):
+    return offset[:axis] + (offset[axis] + by,) + offset[axis + 1:]
+
+
+def slice_boxes(attrs, offsets):
+    """x's and y's tile offsets in x's coordinates."""
+    return {"x_offset": tuple(offsets[0]), "y_offset": shifted(tuple(offsets[1]), attrs["axis"],
+                                                               attrs["start"])}
+
+
+def slice_backward_boxes(attrs, offsets):
+    """dy's and dx's tile offsets in dx's coordinates."""
+    return {"x_offset": shifted(tuple(offsets[0]), attrs["axis"], attrs["start"]),
+            "y_offset": tuple(offsets[1])}
+
+
+def boxes_meet(boxes):
+    def needed(attrs, offsets, shapes, whole_shapes):
+        params = boxes(attrs, offsets)
+        return all(max(a, b) < min(a + n, b + m) for a, n, b, m in
+                   zip(params["x_offset"], shapes[0], params["y_offset"], shapes[1]))
+    return needed
+
+
+register(OpSpec(name="slice", kernel="add_box", num_inputs=1, num_outputs=1,
+                infer=slice_infer, axes=moved_axis_labels,
+                attrs={"axis": REQUIRED, "start": REQUIRED, "stop": REQUIRED, "beta": 0.0},
+                tile_params=slice_boxes, step_needed=boxes_meet(slice_boxes), view="box",
+                kernel_attrs=("beta",), **BETA))
+register(OpSpec(name="slice_backward", kernel="add_box", num_inputs=1, num_outputs=1,
+                infer=slice_backward_infer, axes=moved_axis_labels,
+                attrs={"axis": REQUIRED, "start": REQUIRED, "size": REQUIRED, "beta": 1.0},
+                tile_params=slice_backward_boxes, step_needed=boxes_meet(slice_backward_boxes),
+                kernel_attrs=("beta",), **BETA))
+
+
+# -- gather (all tiles into one) and scatter (one tile into all) --------------------------
+def same_infer(op, attrs, inputs):
+    return [(inputs[0].shape, inputs[0].dtype)]
+
+
+def retile_axes(attrs, in_shapes, out_shapes):
+    return labels("in", len(in_shapes[0])), labels("out", len(out_shapes[0]))
+
+
+def plain_boxes(attrs, offsets):
+    return {"x_offset": tuple(offsets[0]), "y_offset": tuple(offsets[1])}
+
+
+def whole_side(prefix):
+    return lambda attrs, axes: frozenset(label for array in axes for label in array
+                                         if label.startswith(prefix))
+
+
+for name, side in (("gather", "out"), ("scatter", "in")):
+    register(OpSpec(name=name, kernel="add_box", num_inputs=1, num_outputs=1,
+                    infer=same_infer, axes=retile_axes, attrs={"beta": 0.0},
+                    whole=whole_side(side), tile_params=plain_boxes,
+                    step_needed=boxes_meet(plain_boxes), kernel_attrs=("beta",), **BETA))
+
+
+# -- reshape: the same elements in column-major order, another shape ----------------------
+def reshape_infer(op, attrs, inputs):
+    (x,) = inputs
+    shape = attrs["shape"]
+    if not isinstance(shape, (list, tuple)) or \
+            not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape):
+        raise op_error(op, f"shape={shape!r} must be a list of positive ints", inputs)
+    concrete(op, x, range(x.ndim), inputs)
+    count = 1
+    for n in x.shape:
+        count *= n
+    wanted = 1
+    for n in shape:
+        wanted *= n
+    if wanted != count:
+        raise op_error(op, f"shape {list(shape)} holds {wanted} elements, {x.name} {count}",
+                       inputs)
+    return [(tuple(shape), x.dtype)]
+
+
+def flat_range(offset, shape, whole):
+    """First and last column-major flat index of a box of a tensor shaped `whole`."""
+    first = last = 0
+    stride = 1
+    for start, size, total in zip(offset, shape, whole):
+        first += start * stride
+        last += (start + size - 1) * stride
+        stride *= total
+    return first, last
+
+
+def reshape_shapes(attrs, in_shapes, out_shapes):
+    return {"x_shape": tuple(in_shapes[0]), "y_shape": tuple(out_shapes[0])}
+
+
+def reshape_step_needed(attrs, offsets, shapes, whole_shapes):
+    x_first, x_last = flat_range(offsets[0], shapes[0], whole_shapes[0])
+    y_first, y_last = flat_range(offsets[1], shapes[1], whole_shapes[1])
+    return x_first <= y_last and y_first <= x_last
+
+
+register(OpSpec(name="reshape", kernel="reshape_box", num_inputs=1, num_outputs=1,
+                infer=reshape_infer, axes=retile_axes,
+                attrs={"shape": REQUIRED, "beta": 0.0}, tile_params=plain_boxes,
+                shape_params=reshape_shapes, step_needed=reshape_step_needed, view="flat",
+                kernel_attrs=("beta",), **BETA))
+
+
+# -- log_scalar: the value of a 0-d tensor at this point of the program, kept by name -----
+def log_scalar_infer(op, attrs, inputs):
+    (x,) = inputs
+    require_float(op, x)
+    if x.ndim != 0:
+        raise op_error(op, f"{x.name} must be a 0-d tensor (a scalar), not {x.ndim}-d", inputs)
+    return [((), x.dtype)]
+
+
+register(OpSpec(name="log_scalar", kernel="copy", num_inputs=1, num_outputs=1,
+                infer=log_scalar_infer, axes=lambda attrs, in_shapes, out_shapes: ((), ()),
+                differentiable=False))

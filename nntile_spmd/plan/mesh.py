@@ -1,0 +1,188 @@
+"""Plan layer: device meshes, `distribution={"dp": 2, "tp": 2}` (or fsdp x tp).
+
+The ranks form a grid, the first named axis outermost (rank = dp_index * tp + tp_index
+for dp x tp). Each mesh axis applies one preset's rule along its own coordinate:
+a batch axis (dp or fsdp) blocks the batch tiles over its coordinate, fsdp also deals
+parameter, gradient and optimizer-state tiles round-robin over it, and tp blocks the
+hidden axes the tp preset would split. A tile no rule places along some axis is held
+by every rank along that axis: a parameter shard of dp x tp lives on one tp column
+(its replicas across dp), an activation of one dp row on the whole row (replicated
+across tp). Such a rank set is a *group*; owners name it by a code below REPLICATED
+(group g is -2 - g), listed in `mesh_groups(shape)`, so every rank derives the same
+owners and the same groups alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+MESH_AXES = ("dp", "fsdp", "tp")
+BATCH_AXES = ("dp", "fsdp")
+FIRST_GROUP_CODE = -2
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """A device mesh: ((axis name, size), ...) outer to inner."""
+
+    axes: tuple
+
+    def __post_init__(self):
+        names = [name for name, _ in self.axes]
+        unknown = [name for name in names if name not in MESH_AXES]
+        if unknown or not names:
+            raise ValueError(f"distribution mesh {self.describe()}: unknown mesh axis "
+                             f"{unknown[0] if unknown else None!r}; a mesh names some of "
+                             f"{MESH_AXES} with their sizes, e.g. {{'dp': 2, 'tp': 2}}")
+        bad = [(name, size) for name, size in self.axes
+               if isinstance(size, bool) or not isinstance(size, int) or size < 1]
+        if bad:
+            raise ValueError(f"distribution mesh {self.describe()}: axis {bad[0][0]!r} needs "
+                             f"a positive integer size, got {bad[0][1]!r}")
+        if sum(name in BATCH_AXES for name in names) > 1:
+            raise ValueError(f"distribution mesh {self.describe()}: dp and fsdp both split "
+                             "the batch axis; name one of them")
+
+    @property
+    def name(self) -> str:
+        return "x".join(f"{axis}{size}" for axis, size in self.axes)
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(size for _, size in self.axes)
+
+    def describe(self) -> str:
+        return "{" + ", ".join(f"{name!r}: {size!r}" for name, size in self.axes) + "}"
+
+    def check_world(self, nranks):
+        if math.prod(self.shape) != nranks:
+            raise ValueError(f"distribution mesh {self.describe()} has "
+                             f"{math.prod(self.shape)} ranks but the world has {nranks}; "
+                             "the product of the mesh sizes must be the world size")
+
+    def rank_groups(self, nranks) -> tuple:
+        """The rank sets that group owner codes name (see the module docstring)."""
+        self.check_world(nranks)
+        return mesh_groups(self.shape)
+
+    def coordinates(self, rank) -> tuple:
+        """{axis name: index} of `rank` on the grid."""
+        return dict(zip((name for name, _ in self.axes),
+                        np.unravel_index(rank, self.shape)))
+
+    def split_classes(self, graph, class_of, classes) -> frozenset:
+        batch, hidden = self.batch_and_hidden(graph, class_of, classes)
+        return frozenset(({batch} if batch is not None else set()) | hidden)
+
+    def batch_and_hidden(self, graph, class_of, classes):
+        from .presets import default_batch_class, default_tp_classes
+        names = {name for name, _ in self.axes}
+        batch = (default_batch_class(graph, class_of, classes)
+                 if names & set(BATCH_AXES) else None)
+        hidden = set(default_tp_classes(graph, class_of, classes)) if "tp" in names else set()
+        if batch is not None and batch in hidden:
+            raise ValueError(f"distribution mesh {self.describe()}: the batch axis is also "
+                             "the tensor-parallel axis (the graph marks no hidden axis); "
+                             "mark one with tensor.split_for_tp(dim)")
+        return batch, hidden
+
+    def assign(self, graph, class_of, classes, nranks) -> dict:
+        """TileDistribution for every tensor name."""
+        from .distribution import TileDistribution
+        from .presets import SHARDED_ROLES
+        self.check_world(nranks)
+        batch, hidden = self.batch_and_hidden(graph, class_of, classes)
+        result, offsets = {}, {}
+        for tensor in graph.tensors():
+            dims = [class_of[(tensor.name, d)] for d in range(tensor.ndim)]
+            batch_dims = [d for d, c in enumerate(dims) if c == batch]
+            hidden_dims = [d for d, c in enumerate(dims) if c in hidden]
+            rules = []
+            for axis, _ in self.axes:
+                if axis == "tp":
+                    rules.append(("block", hidden_dims[-1]) if hidden_dims else ("replicate",))
+                elif batch_dims:
+                    rules.append(("block", batch_dims[-1]))
+                elif axis == "fsdp" and tensor.role in SHARDED_ROLES and tensor.ndim > 0:
+                    # as the fsdp preset: a parameter, its gradient and state share tiles
+                    offsets.setdefault(tuple(dims), len(offsets))
+                    rules.append(("cyclic", offsets[tuple(dims)]))
+                else:
+                    rules.append(("replicate",))
+            result[tensor.name] = TileDistribution.mesh_layout(self.shape, tuple(rules))
+        return result
+
+
+@lru_cache(maxsize=64)
+def mesh_groups(shape) -> tuple:
+    """Every rank set of `shape` that is a proper sub-grid: per choice of replicated
+    axes (neither none nor all, in order of their bit masks), one group per index of
+    the other axes (outer to inner). Group g has owner code -2 - g."""
+    groups = []
+    for mask in range(1, (1 << len(shape)) - 1):
+        replicated = [axis for axis in range(len(shape)) if mask >> axis & 1]
+        fixed = [axis for axis in range(len(shape)) if not mask >> axis & 1]
+        for fixed_index in itertools.product(*(range(shape[a]) for a in fixed)):
+            ranks = []
+            for free_index in itertools.product(*(range(shape[a]) for a in replicated)):
+                index = [0] * len(shape)
+                for axis, value in zip(fixed + replicated, fixed_index + free_index):
+                    index[axis] = value
+                ranks.append(int(np.ravel_multi_index(index, shape)))
+            groups.append(tuple(sorted(ranks)))
+    return tuple(groups)
+
+
+def mesh_owners(spec, linear, grid, nranks):
+    """Owner (rank, REPLICATED or group code) of every tile under a mesh layout."""
+    shape, rules = spec.mesh
+    if math.prod(shape) != nranks:
+        raise ValueError(f"mesh layout of {math.prod(shape)} ranks in a world of {nranks}")
+    coords = np.indices(grid) if grid else np.zeros((0,), dtype=np.int64)
+    index = [axis_index(rule, size, coords, linear, grid) for rule, size in zip(rules, shape)]
+    replicated = [axis for axis, value in enumerate(index) if value is None]
+    if len(replicated) == len(shape):
+        return -1   # REPLICATED: every rank holds the tile
+    if not replicated:
+        return np.ravel_multi_index(tuple(np.broadcast_to(i, linear.shape) for i in index),
+                                    shape)
+    mask = sum(1 << axis for axis in replicated)
+    first_group = sum(math.prod(shape[a] for a in range(len(shape)) if not m >> a & 1)
+                      for m in range(1, mask))
+    fixed = [axis for axis in range(len(shape)) if axis not in replicated]
+    within = np.ravel_multi_index(tuple(np.broadcast_to(index[a], linear.shape)
+                                        for a in fixed), tuple(shape[a] for a in fixed))
+    return FIRST_GROUP_CODE - (first_group + within)
+
+
+def axis_index(rule, size, coords, linear, grid):
+    """Each tile's index along one mesh axis, or None where every index holds it."""
+    if rule[0] == "replicate":
+        return None
+    if rule[0] == "cyclic":
+        return (linear + rule[1]) % size
+    dim = rule[1]
+    return coords[dim] * size // max(grid[dim], 1)
+
+
+def traffic_by_mesh_axis(plan, mesh, phases=None) -> dict:
+    """Planned bytes sent per execute (all ranks), by the mesh axes along which sender
+    and receiver differ: {"dp": ..., "tp": ..., "dp+tp": ...} (a message between ranks
+    that differ along both axes counts under both names joined)."""
+    from .instructions import Send
+    mesh = mesh if isinstance(mesh, Mesh) else Mesh(tuple(mesh.items()))
+    names = [name for name, _ in mesh.axes]
+    result = dict.fromkeys(names, 0)
+    for rank, program in enumerate(plan.programs(phases)):
+        here = np.unravel_index(rank, mesh.shape)
+        for instruction in program:
+            if type(instruction) is Send:
+                there = np.unravel_index(instruction.peer, mesh.shape)
+                axes = "+".join(n for n, a, b in zip(names, here, there) if a != b)
+                result[axes] = result.get(axes, 0) + instruction.nbytes
+    return result
