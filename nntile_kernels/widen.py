@@ -8,6 +8,8 @@ the stored results are rounded (nearest, ties to even). Arrays only: imports Num
 ml_dtypes, never nntile_spmd, mpi4py, numba or cupy.
 """
 
+import functools
+
 import ml_dtypes
 import numpy as np
 
@@ -15,6 +17,9 @@ HALF = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
 F32 = np.dtype(np.float32)
 # Kernels that only move or convert values: NumPy does them on 16-bit arrays directly.
 DATA_MOVEMENT = frozenset({"cast", "copy", "clear", "fill"})
+# Kernels that call another kernel of their own table (reshaped_call runs one on tiles
+# the plan aliases as views): bound to the widened table, which does the widening.
+TABLE_BOUND = frozenset({"reshaped_call"})
 
 
 def widened(kernel, num_outputs=None):
@@ -56,5 +61,8 @@ def widen_table(kernels, num_outputs=None):
     it writes back every array it converted (correct, but it rewrites its inputs).
     """
     num_outputs = num_outputs or {}
-    return {name: kernel if name in DATA_MOVEMENT else widened(kernel, num_outputs.get(name))
-            for name, kernel in kernels.items()}
+    table = {name: kernel if name in DATA_MOVEMENT else widened(kernel, num_outputs.get(name))
+             for name, kernel in kernels.items() if name not in TABLE_BOUND}
+    for name in TABLE_BOUND & kernels.keys():
+        table[name] = functools.partial(kernels[name].func, table)
+    return table

@@ -13,7 +13,7 @@ import pytest
 import nntile_kernels
 from nntile_kernels import cpu, reference
 from nntile_kernels.rounding import round_operand
-from nntile_kernels.widen import DATA_MOVEMENT, widen_table
+from nntile_kernels.widen import DATA_MOVEMENT, TABLE_BOUND, widen_table
 from nntile_spmd.runtime.device import kernel_output_counts
 
 from test_kernels_table import CASES, distinct, make_arrays
@@ -39,7 +39,7 @@ def as_bytes(array):
 def test_every_computing_kernel_knows_its_outputs():
     """Output counts come from the op registry: a kernel missing there would write its
     inputs back too."""
-    missing = set(nntile_kernels.KERNEL_NAMES) - set(COUNTS) - DATA_MOVEMENT
+    missing = set(nntile_kernels.KERNEL_NAMES) - set(COUNTS) - DATA_MOVEMENT - TABLE_BOUND
     assert not missing
     assert all(COUNTS[name] for name in nntile_kernels.KERNEL_NAMES if name in COUNTS)
 
@@ -118,3 +118,11 @@ def test_fast_gemm_rejects_other_dtypes():
     a = np.ones((2, 2), order="F")
     with pytest.raises(TypeError, match="compute_type='tf32' applies to fp32 tiles"):
         cpu.KERNELS["gemm"](a, a, np.zeros((2, 2), order="F"), compute_type="tf32")
+
+
+def test_a_view_kernel_runs_the_widened_kernel_of_its_table():
+    """reshaped_call on bf16 tiles: the kernel it delegates to computes in fp32 too."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3, order="F").astype(BF16)
+    y = np.zeros(6, dtype=BF16)
+    WIDE_CPU["reshaped_call"](x, y, view_kernel="scale", view_shapes=[(0, (6,))], alpha=2.0)
+    assert np.array_equal(y.astype(F32), 2 * np.arange(6, dtype=np.float32))

@@ -137,3 +137,21 @@ def test_fsdp_gathers_the_bf16_copies_not_the_fp32_masters():
         sent[compute] = bytes_by_op_type(cg, 2)
     assert sent["bf16"].get("cast", 0) == 0
     assert 0 < sent["bf16"]["gemm"] <= 0.55 * sent[None]["gemm"]
+
+
+@pytest.mark.parametrize("tiles", [{"x": [6, 1], "y": [3, 2]}, {"x": [3, 2], "y": [3, 4]}],
+                         ids=["view", "copy"])
+def test_bf16_reshape_as_view_and_as_copy(tiles):
+    """A bf16 reshape the plan aliases (view) or copies gives the same tiles: kernels
+    running on a viewed bf16 tile compute in fp32 like any other."""
+    g = nt.LogicalGraph("bf16_view")
+    x = g.tensor([6, 4], "x", "bf16", external=True)
+    y = nt.ops.reshape(nt.ops.scale(x, "h", 2.0), "y", [3, 8])
+    nt.ops.scale(y, "z", 3.0).mark_output()
+    cg = nt.compile(g, comm=nt.SimulatedWorld(2), distribution="ddp",
+                    tiling=nt.TilingStrategy.explicit(tiles))
+    data = np.arange(24, dtype=np.float32).reshape(6, 4, order="F") / 8
+    cg.bind_data("x", data.astype(ml_dtypes.bfloat16))
+    cg.execute()
+    want = (6 * data).reshape(3, 8, order="F")
+    assert np.array_equal(np.asarray(cg.get_output("z"), dtype=np.float32), want)
