@@ -117,6 +117,6 @@ def _by_type(fast32):
     return typer
 
 
-overload(fast_tanh, inline="always")(_by_type(_tanh32)(math.tanh))
-overload(fast_erf, inline="always")(_by_type(_erf32)(math.erf))
-overload(fast_exp, inline="always")(_by_type(_exp32)(math.exp))
+overload(fast_tanh)(_by_type(_tanh32)(math.tanh))
+overload(fast_erf)(_by_type(_erf32)(math.erf))
+overload(fast_exp)(_by_type(_exp32)(math.exp))

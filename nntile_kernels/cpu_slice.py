@@ -77,6 +77,11 @@ def _logsumexp_backward(xt, yt, dyt, dxt):
 def _softmax_from_logsumexp(lset, xt, yt):
     k, n, m = xt.shape
     for p in range(k):
+        if m == 1:   # PERF: axis 0 (attention's key axis): a contiguous run, vectorises
+            shift = lset[p, 0]
+            for j in range(n):
+                yt[p, j, 0] = fast_exp(xt[p, j, 0] - shift)
+            continue
         for j in range(n):
             for i in range(m):
                 yt[p, j, i] = fast_exp(xt[p, j, i] - lset[p, i])
