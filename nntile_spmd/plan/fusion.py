@@ -10,6 +10,10 @@ old value) and that nothing but its FREE touches after the chain never becomes a
 tile at all: it lives in a register of the fused loop, and its allocation and FREE
 leave the program (the planned and measured peaks drop alike).
 
+A `clear` whose tile is next written whole by an accumulating kernel (a gradient's
+first gemm with beta 1) is dropped and that kernel runs with beta 0 instead
+(fold_clears): no pass zero-filling a buffer that is overwritten anyway.
+
 The fused program prints like any other (`cg.program(r)`): the kernel name lists
 the chain's kernels and slots, the op name its ops joined by "+".
 """
@@ -21,6 +25,8 @@ from nntile_kernels.fused_rules import ELEMENT_RULES, Step, chain_name
 from .instructions import Exec, Free
 
 FUSED_DTYPES = ("fp32", "fp64")
+# Kernels that write their whole output from the inputs alone when beta == 0.
+BETA_OVERWRITES = ("gemm", "sum_fiber", "sumprod_fiber", "sum_slice", "sumprod_slice")
 MAX_CHAIN = 8     # a longer loop body only spills registers
 
 
@@ -95,8 +101,8 @@ class Chain:
 def fuse_program(program, meta) -> list:
     """`program` with its elementwise chains fused (see the module docstring)."""
     out, last_touch = [], {}     # last_touch: key -> index in `out`
-    for instruction in program:
-        keys = instruction.keys if type(instruction) is Exec else (instruction.key,)
+    for instruction in fold_clears(program):
+        keys = touched(instruction)
         if fusible(instruction, meta):
             previous = max((last_touch.get(key, -1) for key in keys), default=-1)
             target = out[previous] if previous >= 0 else None
@@ -116,8 +122,7 @@ def eliminate_temporaries(items) -> list:
     first_touch, next_touch = {}, {}   # key -> index; (index, key) -> next index
     last = {}
     for index, item in enumerate(items):
-        keys = item.touches() if type(item) is Chain else (
-            item.keys if type(item) is Exec else (item.key,))
+        keys = item.touches() if type(item) is Chain else touched(item)
         for key in keys:
             first_touch.setdefault(key, index)
             if key in last:
@@ -139,3 +144,34 @@ def eliminate_temporaries(items) -> list:
                     dropped.add(after)
         result.append(item.to_exec(frozenset(temporaries)))
     return result
+
+
+def fold_clears(program) -> list:
+    """Drop a `clear` of a tile whose next toucher overwrites all of it through a beta
+    parameter: beta 1 (add to zeros) becomes beta 0 (the kernel does not read the
+    tile). The same values (x + 0 == x), one pass over the tile less. Only kernels
+    whose only use of the tile is that output (never also an input) qualify."""
+    next_touch, last = {}, {}
+    for index, instruction in enumerate(program):
+        for key in touched(instruction):
+            if key in last:
+                next_touch[(last[key], key)] = index
+            last[key] = index
+    result, rewritten = [], {}
+    for index, instruction in enumerate(program):
+        instruction = rewritten.pop(index, instruction)
+        if type(instruction) is Exec and instruction.kernel == "clear":
+            key = instruction.writes[0]
+            after = next_touch.get((index, key))
+            target = program[after] if after is not None else None
+            if (type(target) is Exec and target.kernel in BETA_OVERWRITES
+                    and target.writes == (key,) and key not in target.keys[:-1]
+                    and target.params.get("beta") == 1.0 and after not in rewritten):
+                rewritten[after] = target._replace(params={**target.params, "beta": 0.0})
+                continue
+        result.append(instruction)
+    return result
+
+
+def touched(instruction):
+    return instruction.keys if type(instruction) is Exec else (instruction.key,)
