@@ -7,8 +7,8 @@ warm-up step each, the variants run in turn, --steps times, so a busy neighbour
 slows all alike. The table shows the best and median wall-clock ms/step and the
 best CPU ms/step (time.process_time: on a shared, oversubscribed machine a
 single-threaded step's CPU time excludes the time other processes held the core),
-each with its ratio to PyTorch (< 1: ours is faster). On a checkout without compile(fuse=...) only the
-unfused variant runs (for before/after comparisons of the kernels).
+each with its ratio to PyTorch (< 1: ours is faster). On a checkout without
+compile(fuse=...) only the unfused variant runs (for before/after comparisons).
 
     OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_fusion.py --threads 1
     OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_fusion.py --models mlp --steps 20
