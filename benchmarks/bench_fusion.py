@@ -37,11 +37,15 @@ def parse_args(argv=None):
     parser.add_argument("--models", nargs="+", default=["mlp", "gpt2"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=5, help="timed steps of each variant")
+    parser.add_argument("--tile-mib", type=float, default=None,
+                        help="TilingStrategy.auto target in MiB (default: compile's default)")
     return parser.parse_args(argv)
 
 
-def compile_options(fuse, threads):
+def compile_options(fuse, threads, tile_mib=None):
     options = {"threads": threads}
+    if tile_mib is not None:
+        options["tiling"] = nt.TilingStrategy.auto(int(tile_mib * (1 << 20)))
     if "fuse" in inspect.signature(nt.compile).parameters:
         options["fuse"] = fuse
     elif fuse:
@@ -49,7 +53,7 @@ def compile_options(fuse, threads):
     return options
 
 
-def mlp_variants(threads):
+def mlp_variants(threads, tile_mib=None):
     """{label: step function} for ours (fused, unfused) and torch on the MLP."""
     import torch
     rng = np.random.default_rng(0)
@@ -57,7 +61,7 @@ def mlp_variants(threads):
     y = rng.integers(0, MLP_SIZES[-1], MLP_BATCH)
     variants = {}
     for fuse in (False, True):
-        options = compile_options(fuse, threads)
+        options = compile_options(fuse, threads, tile_mib)
         if options is None:
             continue
         model = build_mlp(MLP_SIZES, MLP_BATCH, "fp32", "gelu")
@@ -90,7 +94,7 @@ def mlp_variants(threads):
     return variants
 
 
-def gpt2_variants(threads):
+def gpt2_variants(threads, tile_mib=None):
     """{label: step function} for ours (fused, unfused) and transformers' GPT-2."""
     import bench_gpt2
     args = bench_gpt2.parse_args([])
@@ -98,7 +102,7 @@ def gpt2_variants(threads):
     ids = np.random.default_rng(0).integers(0, args.vocab, (args.batch, args.seq))
     variants = {}
     for fuse in (False, True):
-        options = compile_options(fuse, threads)
+        options = compile_options(fuse, threads, tile_mib)
         if options is None:
             continue
         config = bench_gpt2.gpt2.GPT2Config(vocab_size=args.vocab, n_positions=args.seq,
@@ -136,7 +140,7 @@ def main(argv=None):
     builders = {"mlp": mlp_variants, "gpt2": gpt2_variants}
     for name in args.models:
         with CpuLoad() as load:
-            times = time_variants(builders[name](args.threads), args.steps)
+            times = time_variants(builders[name](args.threads, args.tile_mib), args.steps)
         wall_ref, cpu_ref = (min(series) for series in times[list(times)[-1]])
         print(f"{name}: fp32, {args.threads} thread(s), {args.steps} timed steps each; "
               f"other processes used {load.others():.0%} of all cores")
