@@ -44,11 +44,16 @@ def test_mlp_training_step_is_bitwise_the_same_fused(nranks, preset):
         cg.bind_data("y", y)
     outputs = [p.name for p in model.params] + ["loss"]
     tiling = nt.TilingStrategy.manual({"x": [7, 5], "w1": [9, 7]})   # uneven tiles
-    _, unfused = run_steps(model.graph, bind, outputs, nranks, preset, tiling, False)
+    plain, unfused = run_steps(model.graph, bind, outputs, nranks, preset, tiling, False)
     cg, fused = run_steps(model.graph, bind, outputs, nranks, preset, tiling, True)
     assert_bitwise(unfused, fused)
     listing = "\n".join(cg.program(r) for r in range(nranks))
     assert "EXEC fused[clear(>2) gelu_backward(0,1>2)]" in listing
+    # the clear of a2_grad is folded into its first gemm's beta
+    assert "EXEC clear(->a2_grad" in "\n".join(plain.program(r) for r in range(nranks))
+    assert "EXEC clear(->a2_grad" not in listing
+    measured = set().union(*(cg.stats[r].by_op_type for r in range(nranks)))
+    assert "fused(clear+gelu_backward)" in measured
 
 
 @pytest.mark.parametrize("nranks", [1, 3])
