@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import shlex
 import statistics
 import time
 
@@ -37,6 +38,8 @@ def parse_args(argv=None):
     parser.add_argument("--models", nargs="+", default=["mlp", "gpt2"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=5, help="timed steps of each variant")
+    parser.add_argument("--gpt2-args", default="",
+                        help='bench_gpt2 shape options, e.g. "--n-layer 2 --n-embd 64 --seq 64"')
     parser.add_argument("--tile-mib", type=float, default=None,
                         help="TilingStrategy.auto target in MiB (default: compile's default)")
     return parser.parse_args(argv)
@@ -53,7 +56,7 @@ def compile_options(fuse, threads, tile_mib=None):
     return options
 
 
-def mlp_variants(threads, tile_mib=None):
+def mlp_variants(threads, tile_mib=None, gpt2_args=""):
     """{label: step function} for ours (fused, unfused) and torch on the MLP."""
     import torch
     rng = np.random.default_rng(0)
@@ -94,10 +97,10 @@ def mlp_variants(threads, tile_mib=None):
     return variants
 
 
-def gpt2_variants(threads, tile_mib=None):
+def gpt2_variants(threads, tile_mib=None, gpt2_args=""):
     """{label: step function} for ours (fused, unfused) and transformers' GPT-2."""
     import bench_gpt2
-    args = bench_gpt2.parse_args([])
+    args = bench_gpt2.parse_args(shlex.split(gpt2_args))
     hf = bench_gpt2.make_hf(args)
     ids = np.random.default_rng(0).integers(0, args.vocab, (args.batch, args.seq))
     variants = {}
@@ -140,7 +143,8 @@ def main(argv=None):
     builders = {"mlp": mlp_variants, "gpt2": gpt2_variants}
     for name in args.models:
         with CpuLoad() as load:
-            times = time_variants(builders[name](args.threads, args.tile_mib), args.steps)
+            variants = builders[name](args.threads, args.tile_mib, args.gpt2_args)
+            times = time_variants(variants, args.steps)
         wall_ref, cpu_ref = (min(series) for series in times[list(times)[-1]])
         print(f"{name}: fp32, {args.threads} thread(s), {args.steps} timed steps each; "
               f"other processes used {load.others():.0%} of all cores")
