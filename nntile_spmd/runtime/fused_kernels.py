@@ -3,12 +3,17 @@
 A fused EXEC's kernel name spells its chain (nntile_kernels/fused_rules.py); its
 callable is generated and compiled on first use (nntile_kernels/cpu_fused.py) and
 added to a copy of the device's table, so the backend's table keeps exactly its
-seed kernels. Fused loops exist for the CPU only.
+seed kernels. Generated loops exist for the CPU only; another device runs a fused
+task's kernels one after another from its own table (stepwise_chain): the unfused
+arithmetic, with scratch arrays (outside the tile store's accounting) for the
+chain's register temporaries.
 """
 
 from __future__ import annotations
 
 import os
+
+from nntile_kernels.fused_rules import parse_chain
 
 from ..plan.instructions import Exec
 
@@ -34,14 +39,34 @@ def kernel_table(device, program, cache: dict) -> dict:
     names = fused_names(program)
     if not names:
         return device.kernels
-    if device.name != "cpu":
-        raise NotImplementedError(
-            f"fused elementwise kernels run on the CPU only; compile with fuse=False "
-            f"for device {device.name!r}")
-    from nntile_kernels.cpu_fused import fused_kernel
     table = cache.get("table")
     if table is None:
         table = cache["table"] = dict(device.kernels)
+    if device.name == "cpu":
+        from nntile_kernels.cpu_fused import fused_kernel
     for name in names - table.keys():
-        table[name] = fused_kernel(name)
+        table[name] = (fused_kernel(name) if device.name == "cpu"
+                       else stepwise_chain(name, device.kernels, device.xp))
     return table
+
+
+def stepwise_chain(name, kernels, xp):
+    """A fused chain run as its kernels, one call each (devices with no generated loops)."""
+    steps = parse_chain(name)
+
+    def run(*tiles, **params):
+        scratch = {}
+
+        def array(slot):
+            if isinstance(slot, int):
+                return tiles[slot]
+            if slot not in scratch:
+                scratch[slot] = xp.empty_like(tiles[0])
+            return scratch[slot]
+        for index, step in enumerate(steps):
+            prefix = f"s{index}_"
+            own = {key[len(prefix):]: value for key, value in params.items()
+                   if key.startswith(prefix)}
+            kernels[step.kernel](*map(array, step.inputs + step.outputs), **own)
+    run.__name__ = name
+    return run

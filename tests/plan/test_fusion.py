@@ -120,3 +120,26 @@ def test_fusion_is_off_by_default_and_the_env_var_turns_it_on(monkeypatch):
     monkeypatch.setenv("NNTILE_SPMD_FUSE", "yes")
     with pytest.raises(ValueError, match="NNTILE_SPMD_FUSE"):
         nt.compile(chain_graph(), comm=nt.SimulatedWorld(1))
+
+
+def test_a_device_without_generated_loops_runs_the_chain_kernel_by_kernel():
+    """The stepwise fallback (any non-CPU device) with the NumPy reference kernels gives
+    bitwise what those kernels give unfused, register temporaries included."""
+    from nntile_kernels import get_kernels
+    from nntile_spmd.runtime.device import Device
+    from nntile_spmd.runtime.fused_kernels import kernel_table
+
+    reference = get_kernels("reference")
+    cg = nt.compile(chain_graph(), comm=nt.SimulatedWorld(1), fuse=True,
+                    tiling=nt.TilingStrategy.manual({"x": [13, 20]}))
+    fused = next(i for i in cg.plan.program(0) if i.kernel.startswith("fused["))
+    table = kernel_table(Device("numpy", np, reference), cg.plan.program(0), {})
+    rng = np.random.default_rng(3)
+    x, y = (np.asfortranarray(rng.standard_normal((13, 20))) for _ in range(2))
+    v = np.empty((13, 20), order="F")
+    table[fused.kernel](x, y, v, **fused.params)
+    t, u, expected = (np.empty((13, 20), order="F") for _ in range(3))
+    reference["add"](x, y, t, alpha=1.0, beta=1.0)
+    reference["gelu"](t, u)
+    reference["scale"](u, expected, alpha=2.0)
+    assert np.array_equal(v, expected)
