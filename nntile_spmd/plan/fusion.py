@@ -64,8 +64,12 @@ class Chain:
             reads = list(part.keys[:n_in])
             if ELEMENT_RULES[part.kernel].reads_output:
                 reads += part.writes
-            read_first += [k for k in reads if k not in written and k not in read_first]
-            written += [k for k in part.writes if k not in written]
+            for key in reads:           # a loop: a step may read one tile twice (x * x)
+                if key not in written and key not in read_first:
+                    read_first.append(key)
+            for key in part.writes:
+                if key not in written:
+                    written.append(key)
         inputs = [k for k in read_first if k not in written and k not in temporaries]
         outputs = [k for k in written if k not in temporaries]
         for key in inputs + outputs:

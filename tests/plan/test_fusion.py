@@ -143,3 +143,24 @@ def test_a_device_without_generated_loops_runs_the_chain_kernel_by_kernel():
     reference["gelu"](t, u)
     reference["scale"](u, expected, alpha=2.0)
     assert np.array_equal(v, expected)
+
+
+def test_a_step_that_reads_one_tile_twice():
+    """tanh's backward squares its output (multiply(out, out)): the tile is one operand."""
+    g = nt.LogicalGraph("square")
+    x = g.tensor([4, 5, 3], "x", "fp64", requires_grad=True, persistent=True)
+    out = nt.ops.tanh_inplace(nt.ops.copy(x, "out")).mark_output()
+    target = g.tensor([4, 5, 3], "target", "fp64", external=True)
+    loss = nt.ops.mse_loss(out, target, "loss").mark_output()
+    nt.grad(g, loss, [x])
+    rng = np.random.default_rng(4)
+    values = {"x": rng.standard_normal((4, 5, 3)), "target": rng.standard_normal((4, 5, 3))}
+
+    def bind(cg):
+        for name, value in values.items():
+            cg.bind_data(name, value)
+    tiling = nt.TilingStrategy.manual({"x": [3, 5, 2]})
+    _, unfused = run_steps(g, bind, ["out", "x_grad"], 1, "single", tiling, False)
+    cg, fused = run_steps(g, bind, ["out", "x_grad"], 1, "single", tiling, True)
+    assert_bitwise(unfused, fused)
+    assert "EXEC fused[multiply(0,0>t1) multiply(t1,1>t0)" in cg.program(0)
