@@ -13,6 +13,7 @@ import math
 from numba import njit
 
 from .cpu_common import fp16_uses_reference, folded_t
+from .cpu_fastmath import fast_tanh
 from . import reference
 
 REFERENCE = reference.KERNELS
@@ -30,7 +31,7 @@ def _binary(x, y, z, op):
 @njit(cache=True)
 def _unary(x, y, op):
     for i in range(y.size):
-        t = math.tanh(x[i]) if op == 0 else 0.5 + 0.5 * math.tanh(0.5 * x[i])
+        t = fast_tanh(x[i]) if op == 0 else 0.5 + 0.5 * fast_tanh(0.5 * x[i])
         y[i] = t
 
 
@@ -38,10 +39,10 @@ def _unary(x, y, op):
 def _unary_backward(x, dy, dx, op):
     for i in range(dx.size):
         if op == 0:
-            t = math.tanh(x[i])
+            t = fast_tanh(x[i])
             dx[i] += (1 - t * t) * dy[i]
         else:
-            s = 0.5 + 0.5 * math.tanh(0.5 * x[i])
+            s = 0.5 + 0.5 * fast_tanh(0.5 * x[i])
             dx[i] += s * (1 - s) * dy[i]
 
 

@@ -26,7 +26,7 @@ def _sgd(grad, param, velocity, first, lr, momentum, weight_decay, dampening, ne
         param[i] -= lr_ * g
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")   # no zero-division branch: the loop vectorises
 def _adam(grad, param, m, v, first, hyper):
     step_size, beta1, beta2, eps, bias2_sqrt, l2, decay = hyper
     t = param.dtype.type

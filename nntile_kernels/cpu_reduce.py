@@ -12,7 +12,8 @@ import numpy as np
 from numba import njit
 
 from . import reference
-from .cpu_common import F16, folded_t, row_sum
+from .cpu_common import F16, folded_t, row_max, row_sum
+from .cpu_fastmath import fast_exp
 from .layout import fiber_folds, fold
 
 
@@ -126,25 +127,35 @@ def _slab_max(xt, p, top):
             top[i] = max(top[i], xt[p, j, i])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _slab_max_sumexp(xt, p, top, total):
+    if xt.shape[2] == 1:
+        # PERF: axis 0 (attention's key axis, the loss's classes): one contiguous run;
+        # the exps vectorise into a scratch row summed by row_sum's 8 chains
+        column = xt[p].reshape(xt.shape[1])   # C-contiguous (xt[p, :, 0] is typed strided)
+        peak = row_max(column)
+        exps = np.empty(column.size)
+        for j in range(column.size):
+            exps[j] = fast_exp(column[j] - peak)
+        top[0], total[0] = peak, row_sum(exps)
+        return
     _slab_max(xt, p, top)
     total[:] = 0.0
     for j in range(xt.shape[1]):
         for i in range(xt.shape[2]):
-            total[i] += math.exp(xt[p, j, i] - top[i])
+            total[i] += fast_exp(xt[p, j, i] - top[i])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _softmax(xt, yt):
     k, n, m = xt.shape
-    top, total = np.empty(m), np.empty(m)
+    top, total = np.empty(m, xt.dtype), np.empty(m)   # top in the tile dtype: fast_exp
     for p in range(k):
         _slab_max(xt, p, top)
         total[:] = 0.0
         for j in range(n):
             for i in range(m):
-                e = math.exp(xt[p, j, i] - top[i])
+                e = fast_exp(xt[p, j, i] - top[i])
                 yt[p, j, i] = e  # when y is x, x[i, j, p] is never read again
                 total[i] += e
         for j in range(n):
@@ -161,10 +172,10 @@ def _log_add(a, b):
     return top + math.log1p(math.exp(min(a, b) - top))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _logsumexp(xt, yt, beta, log_beta):
     k, m = xt.shape[0], xt.shape[2]  # y is (m, k)
-    top, total = np.empty(m), np.empty(m)
+    top, total = np.empty(m, xt.dtype), np.empty(m)
     for p in range(k):
         _slab_max_sumexp(xt, p, top, total)  # total is nan where top is infinite
         for i in range(m):

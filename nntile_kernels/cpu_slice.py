@@ -20,6 +20,7 @@ from numba import njit
 
 from . import reference
 from .cpu_common import F16, folded_t, row_dot, row_sum
+from .cpu_fastmath import fast_exp
 from .layout import fold
 
 
@@ -61,7 +62,7 @@ def _sumprod_slice_backward(st, xt, dxt, alpha):
                 dxt[p, j, i] += a * st[p, i] * xt[p, j, i]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _logsumexp_backward(xt, yt, dyt, dxt):
     k, n, m = xt.shape
     for p in range(k):
@@ -69,16 +70,21 @@ def _logsumexp_backward(xt, yt, dyt, dxt):
             for i in range(m):
                 y = yt[p, i]
                 shift = y if math.isfinite(y) else 0.0  # a slice of all -inf gets zeros
-                dxt[p, j, i] += math.exp(xt[p, j, i] - shift) * dyt[p, i]
+                dxt[p, j, i] += fast_exp(xt[p, j, i] - shift) * dyt[p, i]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _softmax_from_logsumexp(lset, xt, yt):
     k, n, m = xt.shape
     for p in range(k):
+        if m == 1:   # PERF: axis 0 (attention's key axis): a contiguous run, vectorises
+            shift = lset[p, 0]
+            for j in range(n):
+                yt[p, j, 0] = fast_exp(xt[p, j, 0] - shift)
+            continue
         for j in range(n):
             for i in range(m):
-                yt[p, j, i] = math.exp(xt[p, j, i] - lset[p, i])
+                yt[p, j, i] = fast_exp(xt[p, j, i] - lset[p, i])
 
 
 @njit(cache=True)

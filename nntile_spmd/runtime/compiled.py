@@ -15,6 +15,7 @@ from .consistency import RankAgreement
 from .device import check_storage, for_graph
 from .executor import RankExecutor
 from .failure import install_abort_on_error
+from .fused_kernels import kernel_table, resolve_fuse
 from .limits import check_fits_in_memory
 from .scalars import ResolvedProgram, ScalarTable
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
@@ -31,13 +32,14 @@ def own_rank(world: World):
 
 
 def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic, cache,
-                      rank=None):
+                      rank=None, fuse=False):
     """The plan with its programs derived (so a graph that cannot be planned, e.g.
     a tensor read before anything writes it, raises PlanError from compile on every
     rank rather than from the first execute), through `cache` when there is one.
     With `rank`, only that rank's program is derived."""
     def build():
-        plan = build_plan(graph, nranks, tiling, distribution, window, deterministic, rank)
+        plan = build_plan(graph, nranks, tiling, distribution, window, deterministic, rank,
+                          fuse)
         if rank is None:
             plan.programs()
         else:
@@ -48,7 +50,8 @@ def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic
     if cache is None or cache is False:
         return build()
     cache = shared_cache() if cache is True else cache
-    return cache.plan(graph, nranks, tiling, distribution, window, build, deterministic, rank)
+    return cache.plan(graph, nranks, tiling, distribution, window, build, deterministic, rank,
+                      fuse)
 
 
 class PendingCompile:
@@ -73,7 +76,7 @@ _PLANNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nntile-planner"
 
 def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bindings=None,
                   device="auto", window=8, recv_timeout=None, threads=None,
-                  deterministic=False, cache=None) -> PendingCompile:
+                  deterministic=False, cache=None, fuse=None) -> PendingCompile:
     """compile() with its planning in a background thread, so that planning the next
     shape overlaps with executing the current one. Planning is pure Python: it runs
     while the current execute's kernels (BLAS, numba) release the interpreter lock.
@@ -84,7 +87,7 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
     world = make_world(comm, recv_timeout)
     check_fits_in_memory(graph, world.size, len(world.local_ranks()))
     future = _PLANNER.submit(plan_graph_cached, graph, world.size, tiling, distribution,
-                             window, deterministic, cache, own_rank(world))
+                             window, deterministic, cache, own_rank(world), resolve_fuse(fuse))
     return PendingCompile(future, lambda plan: CompiledGraph.from_plan(
         graph, world, plan, device, threads))
 
@@ -113,6 +116,7 @@ class CompiledGraph(BindingMixin):
         self.ops_by_name = {op.name: op for op in graph.ops()}
         self.scalars = ScalarTable(graph)
         self.resolved = {}   # (phases, rank) -> ResolvedProgram
+        self.fused_kernels = {}   # the kernel table with the fused chains (fused_kernels.py)
         self.agreement = RankAgreement(graph.name)
         self.graph_size = (len(graph.tensors()), len(graph.ops()))   # to notice later edits
         self.produced = set()  # tensors some execute() has computed (get_output checks)
@@ -124,7 +128,7 @@ class CompiledGraph(BindingMixin):
     @classmethod
     def compile(cls, graph, comm=None, tiling=None, distribution="single",
                 shape_bindings=None, device="auto", window=8, recv_timeout=None,
-                threads=None, deterministic=False, cache=None) -> CompiledGraph:
+                threads=None, deterministic=False, cache=None, fuse=None) -> CompiledGraph:
         """Plan `graph` on the ranks of `comm` (MPI.COMM_WORLD by default).
 
         `recv_timeout`: seconds any wait of the library (a tile, a collective) may
@@ -136,13 +140,15 @@ class CompiledGraph(BindingMixin):
         `cache`: a PlanCache (plans in memory and, with a directory, on disk), True for
         the process-wide in-memory one, or None (default: plan every time, unless
         $NNTILE_SPMD_PLAN_CACHE names a directory).
+        `fuse`: run chains of elementwise tasks on one tile as one fused loop (plan/fusion.py;
+        bitwise the same results); None reads $NNTILE_SPMD_FUSE (default off).
         """
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
         check_fits_in_memory(graph, world.size, len(world.local_ranks()))
         plan = plan_graph_cached(graph, world.size, tiling, distribution, window,
-                                 deterministic, cache, own_rank(world))
+                                 deterministic, cache, own_rank(world), resolve_fuse(fuse))
         return cls.from_plan(graph, world, plan, device, threads)
 
     @classmethod
@@ -170,8 +176,9 @@ class CompiledGraph(BindingMixin):
             transport = wrap_transport(self.world.transport(rank, epoch), self.device,
                                        self.world.cuda_aware)
             program = self.resolved_program(phases, rank)
+            kernels = kernel_table(self.device, program, self.fused_kernels)
             executors[rank] = RankExecutor(rank, program, self.plan.meta, store,
-                                           transport, self.device.kernels, self.plan.window)
+                                           transport, kernels, self.plan.window)
         try:
             self.world.run(executors)
         except BaseException:

@@ -94,7 +94,13 @@ def build_stats(rank, phases, ops_by_name, executor, store, staging,
                            executor.flops, elapsed_s * 1e3, store.peak,
                            staging.peak if staging is not None else 0)
     for op_name, totals in executor.per_op.items():
-        op = ops_by_name[op_name]
+        op = ops_by_name.get(op_name)
+        if op is None:   # a fused task (plan/fusion.py): "op_a+op_b", under its chain's types
+            ops = [ops_by_name[name] for name in op_name.split("+")]
+            op_type = "fused(" + "+".join(o.op_type for o in ops) + ")"
+            stats.by_phase.setdefault(ops[0].phase, OpTotals()).add(totals)
+            stats.by_op_type.setdefault(op_type, OpTotals()).add(totals)
+            continue
         stats.by_phase.setdefault(op.phase, OpTotals()).add(totals)
         stats.by_op_type.setdefault(op.op_type, OpTotals()).add(totals)
     return stats
