@@ -13,12 +13,14 @@ from ..plan.plan import build_plan, normalize_phases
 from .binding import BindingMixin
 from .consistency import RankAgreement
 from .device import check_storage, select_device
-from .executor import RankExecutor
+from .executor_threads import make_executor
 from .failure import install_abort_on_error
 from .limits import check_fits_in_memory
 from .planning import PlanningWorld
+from .profile import ProfileMixin, profile_from_env, write_env_profile
 from .scalars import ResolvedProgram, ScalarTable
 from .simulated import SimulatedWorld
+from .thread_budget import simulated_task_threads
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
 from .staging import wrap_transport
 from .storage import TileStore
@@ -80,7 +82,7 @@ _PLANNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nntile-planner"
 
 def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bindings=None,
                   device="auto", window=8, recv_timeout=None, threads=None,
-                  deterministic=False, cache=None) -> PendingCompile:
+                  deterministic=False, cache=None, task_threads=None) -> PendingCompile:
     """compile() with its planning in a background thread, so that planning the next
     shape overlaps with executing the current one. Planning is pure Python: it runs
     while the current execute's kernels (BLAS, numba) release the interpreter lock.
@@ -93,7 +95,7 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
     future = _PLANNER.submit(plan_graph_cached, graph, world.size, tiling, distribution,
                              window, deterministic, cache, own_rank(world))
     return PendingCompile(future, lambda plan: CompiledGraph.from_plan(
-        graph, world, plan, device, threads))
+        graph, world, plan, device, threads, task_threads))
 
 
 def make_world(comm, recv_timeout):
@@ -107,11 +109,14 @@ def make_world(comm, recv_timeout):
     return world
 
 
-class CompiledGraph(BindingMixin):
+class CompiledGraph(BindingMixin, ProfileMixin):
     """A graph planned for a world; every rank calls the collective methods in order."""
 
-    def __init__(self, graph, world, plan, device):
+    def __init__(self, graph, world, plan, device, task_threads=1):
         self.graph, self.world, self.plan, self.device = graph, world, plan, device
+        self.task_threads = task_threads   # tile tasks run side by side on each rank
+        self.profiling = profile_from_env()   # record every execute's tasks (profile.py)
+        self.events = {}     # rank -> events of the last execute, when profiling
         holding = () if isinstance(world, PlanningWorld) else world.local_ranks()
         self.stores = {rank: TileStore(device.xp, device.storage_dtype) for rank in holding}
         self.bound = {}   # tensor name -> local ranks whose tiles were bound
@@ -130,8 +135,15 @@ class CompiledGraph(BindingMixin):
     @classmethod
     def compile(cls, graph, comm=None, tiling=None, distribution="single",
                 shape_bindings=None, device="auto", window=8, recv_timeout=None,
-                threads=None, deterministic=False, cache=None) -> CompiledGraph:
+                threads=None, deterministic=False, cache=None,
+                task_threads=None) -> CompiledGraph:
         """Plan `graph` on the ranks of `comm` (MPI.COMM_WORLD by default).
+
+        `threads`: this rank's threads (default: cores // ranks on the node);
+        `task_threads`: how many of them run tile tasks side by side, each task's
+        BLAS getting threads // task_threads (default $NNTILE_SPMD_TASK_THREADS, else
+        all of them; 1 is the serial executor; runtime/threads.py). A
+        SimulatedWorld runs serially unless `task_threads` or the variable is set.
 
         `recv_timeout`: seconds any wait of the library (a tile, a collective) may
         last before the job ends with an error naming the silent rank; default
@@ -149,10 +161,11 @@ class CompiledGraph(BindingMixin):
         check_fits_in_memory(graph, world.size, ranks_holding_tiles(world))
         plan = plan_graph_cached(graph, world.size, tiling, distribution, window,
                                  deterministic, cache, own_rank(world))
-        return cls.from_plan(graph, world, plan, device, threads)
+        return cls.from_plan(graph, world, plan, device, threads, task_threads)
 
     @classmethod
-    def from_plan(cls, graph, world, plan, device="auto", threads=None) -> CompiledGraph:
+    def from_plan(cls, graph, world, plan, device="auto", threads=None,
+                  task_threads=None) -> CompiledGraph:
         """The collective half of compile: ranks agree on the plan, pick a device."""
         check_same_plan(world, plan)
         # Select the device first: it imports the kernel backend and so loads its
@@ -163,13 +176,17 @@ class CompiledGraph(BindingMixin):
         # GPUs 0..3 only by luck of the modulo (and 3 ranks per node on 2 GPUs not at all).
         if isinstance(world, (SimulatedWorld, PlanningWorld)):
             selected = select_device(device, 0)
+            task_threads = simulated_task_threads(task_threads)
         else:
             from . import threads as node_threads
             world.barrier("the node setup of compile() (GPU and BLAS threads)")
             selected = select_device(device, node_threads.local_rank(world.comm))
-            node_threads.configure_blas_threads(world.comm, threads)
+            task_threads, _ = node_threads.configure_rank_threads(world.comm, threads,
+                                                                  task_threads)
         check_storage(graph, selected)
-        return cls(graph, world, plan, selected)
+        if selected.name != "cpu":
+            task_threads = 1    # a GPU rank's kernels are launches on one stream
+        return cls(graph, world, plan, selected, task_threads)
 
     # -- execution -------------------------------------------------------------------
     def execute(self, phases=None):
@@ -189,8 +206,9 @@ class CompiledGraph(BindingMixin):
             transport = wrap_transport(self.world.transport(rank, epoch), self.device,
                                        isinstance(self.world, SimulatedWorld))
             program = self.resolved_program(phases, rank)
-            executors[rank] = RankExecutor(rank, program, self.plan.meta, store,
-                                           transport, self.device.kernels, self.plan.window)
+            executors[rank] = make_executor(
+                rank, program, self.plan.meta, store, transport, self.device.kernels,
+                self.plan.window, self.task_threads, [] if self.profiling else None)
         try:
             self.world.run(executors)
         except BaseException:
@@ -211,6 +229,10 @@ class CompiledGraph(BindingMixin):
             self.stats[rank] = build_stats(rank, ran, self.ops_by_name, executor,
                                            self.stores[rank], staging,
                                            executor.busy_s + sync_s)
+        if self.profiling:
+            self.events = {rank: executor.events for rank, executor in executors.items()}
+            if profile_from_env():
+                write_env_profile(self)
 
     def get_output(self, name: str, root=None):
         """The whole tensor on every rank, or on `root` only (None elsewhere)."""
