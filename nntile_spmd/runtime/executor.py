@@ -28,11 +28,14 @@ class RankExecutor:
     """Runs `program` on `store`; with blocking=False (simulation) it returns when a
     receive has not arrived yet and resumes from there on the next call."""
 
+    uses_spares = True              # freed large tiles serve later allocations (storage.py)
+
     def __init__(self, rank, program, meta, store, transport, kernels, window, events=None):
         self.rank, self.program, self.meta = rank, program, meta
         self.events = events        # list of (kind, op, kernel, start, end, thread) or None
         self.store, self.transport, self.kernels = store, transport, kernels
         self.window = window
+        store.use_spares = self.uses_spares
         store.begin(program)
         self.positions = recv_positions(program)
         self.pc = 0

@@ -12,14 +12,18 @@ The dependencies come from the program, per tile:
   land in program order and every sum is added in the same order as the serial
   executor's: results are bitwise identical;
 * write after read: a task waits for the readers of the version it overwrites;
-* SEND waits for the tile's last writer; FREE, and a RECV that replaces a
-  tile, wait for every task that uses the tile (its buffer may be reused at once).
+* SEND waits for the tile's last writer; a RECV that replaces a tile waits for
+  every task that uses it;
+* FREE of a tile that running or queued tasks still use is deferred: the tile
+  leaves the table at once but its buffer is released (by the executor thread)
+  only when they are done, so the store's peak is what was really held, and its
+  in-order peak (storage.py) what the plan predicts.
 
-Because allocations and frees happen on the executor thread in program order, the
-tile store sees the same sequence of allocations as with the serial executor: the
-measured peak bytes still equal the plan's. A task whose dependencies are done and
-whose FLOP count is below INLINE_FLOPS runs on the executor thread itself: handing
-a tiny kernel to a worker costs more than running it.
+At most MAX_IN_FLIGHT_PER_THREAD x threads tasks are issued and unfinished at
+once: the walk does not run ahead allocating the outputs of the whole program.
+A task whose dependencies are done and whose FLOP count is below INLINE_FLOPS runs
+on the executor thread itself: handing a tiny kernel to a worker costs more than
+running it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ from .task_pool import task_pool
 INLINE_FLOPS = 1 << 16
 # Readers lists are pruned of finished tasks once they grow past this.
 PRUNE_READERS = 32
+# Issued, unfinished tasks per worker thread before the walk waits: enough look-ahead
+# to find independent tiles, not so much that outputs pile up in memory.
+MAX_IN_FLIGHT_PER_THREAD = 4
 
 
 class Task:
@@ -56,9 +63,15 @@ class Task:
 class ThreadedRankExecutor(RankExecutor):
     """RankExecutor whose EXECs run on `threads` worker threads (see module doc)."""
 
+    uses_spares = False             # see storage.py: frees may be deferred
+
     def __init__(self, rank, program, meta, store, transport, kernels, window, events=None,
                  threads=2):
         self.pool = task_pool(threads)
+        self.max_in_flight = MAX_IN_FLIGHT_PER_THREAD * threads
+        self.deferred = []      # (tasks, buffer, meta) of FREEs waiting for their users
+        self.completed = 0      # tasks finished (the workers count)
+        self.checked = 0        # `completed` when the deferred frees were last checked
         self.cond = threading.Condition(threading.Lock())
         self.writer = {}        # key -> last issued task writing it
         self.readers = {}       # key -> tasks reading it since its last write
@@ -78,7 +91,19 @@ class ThreadedRankExecutor(RankExecutor):
     def finish(self):
         self.drain()
         self.raise_error()
+        self.release_deferred()
         super().finish()
+
+    def release_deferred(self):
+        """Release the deferred buffers whose users are all done."""
+        self.checked = self.completed
+        still = []
+        for tasks, buffer, meta in self.deferred:
+            if all(task.done for task in tasks):
+                self.store.release_deferred(buffer, meta)
+            else:
+                still.append((tasks, buffer, meta))
+        self.deferred[:] = still
 
     def totals(self, op_name):
         # setdefault is one call under the interpreter lock: a worker and the executor
@@ -86,12 +111,18 @@ class ThreadedRankExecutor(RankExecutor):
         return self.per_op.setdefault(op_name, new_totals())
 
     # -- waiting on tasks (executor thread) ------------------------------------------
-    def drain(self):
+    def drain(self, limit=0):
+        """Wait until at most `limit` issued tasks are unfinished."""
+        if self.in_flight <= limit:
+            return
+        start = time.perf_counter()
         with self.cond:
             self.waiting = True
-            while self.in_flight:
+            while self.in_flight > limit:
                 self.cond.wait()
             self.waiting = False
+        if self.events is not None:
+            self.events.append(("wait", "tasks", "look-ahead", start, time.perf_counter(), 0))
 
     def wait_for(self, tasks):
         start = time.perf_counter()
@@ -147,13 +178,23 @@ class ThreadedRankExecutor(RankExecutor):
         return do_threaded_send
 
     def make_free(self):
-        do_free, wait_users = super().make_free(), self.wait_users
-        readers, writer = self.readers, self.writer
+        do_free, wait_users, store = super().make_free(), self.wait_users, self.store
+        readers, writer, pending_sends = self.readers, self.writer, self.pending_sends
+        deferred, meta = self.deferred, self.meta
 
         def do_threaded_free(instruction, blocking):
             key = instruction[0]
             if key in writer or key in readers:
-                wait_users(key)
+                if pending_sends and key in pending_sends:
+                    wait_users(key)     # its sends decide (retire_sends), as serially
+                else:
+                    tasks = [task for task in readers.pop(key, ()) if not task.done]
+                    task = writer.pop(key, None)
+                    if task is not None and not task.done:
+                        tasks.append(task)
+                    if tasks:
+                        deferred.append((tasks, store.defer(key), meta[key]))
+                        return None
             return do_free(instruction, blocking)
         return do_threaded_free
 
@@ -166,6 +207,8 @@ class ThreadedRankExecutor(RankExecutor):
         def do_threaded_exec(instruction, blocking):
             if self.error is not None:
                 self.raise_error()
+            if self.deferred and self.completed != self.checked:
+                self.release_deferred()
             keys, writes = instruction[1], instruction[3]
             inputs = keys[:len(keys) - len(writes)]
             deps = []
@@ -192,6 +235,9 @@ class ThreadedRankExecutor(RankExecutor):
                         allocate(key, meta[key])[...] = old   # the op may accumulate
                 if key not in tiles:
                     allocate(key, meta[key])
+            if self.in_flight >= self.max_in_flight:
+                self.drain(self.max_in_flight - 1)
+                self.raise_error()
             task = Task(self, instruction, [tiles[key] for key in keys])
             for key in inputs:
                 users = readers.get(key)
@@ -236,6 +282,7 @@ class ThreadedRankExecutor(RankExecutor):
             task.done = True
             task.arrays = None
             self.in_flight -= 1
+            self.completed += 1
             totals = self.per_op.get(op_name) or self.totals(op_name)
             totals[KERNEL_S] += end - start
             totals[TASKS] += 1
