@@ -205,6 +205,16 @@ class ThreadedRankExecutor(RankExecutor):
         writer, readers, cond, put = self.writer, self.readers, self.cond, self.pool.put
 
         def do_threaded_exec(instruction, blocking):
+            if not self.in_flight and instruction[5] < INLINE_FLOPS:
+                # nothing runs on the workers: every task recorded is done (the serial
+                # executor's cost for a program of tiny tasks)
+                if writer:
+                    writer.clear()
+                    readers.clear()
+                if self.deferred:
+                    self.release_deferred()
+                self.raise_error()
+                return run_inline(instruction, blocking)
             if self.error is not None:
                 self.raise_error()
             if self.deferred and self.completed != self.checked:
