@@ -17,10 +17,10 @@ from .executor_threads import make_executor
 from .failure import install_abort_on_error
 from .limits import check_fits_in_memory
 from .planning import PlanningWorld
-from .profile import ProfileMixin, profile_from_env, write_env_profile
+from .profile import ProfileMixin, profile_from_env
 from .scalars import ResolvedProgram, ScalarTable
 from .simulated import SimulatedWorld
-from .thread_budget import simulated_task_threads
+from .thread_budget import TaskThreads, simulated_task_threads
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
 from .staging import wrap_transport
 from .storage import TileStore
@@ -112,9 +112,9 @@ def make_world(comm, recv_timeout):
 class CompiledGraph(BindingMixin, ProfileMixin):
     """A graph planned for a world; every rank calls the collective methods in order."""
 
-    def __init__(self, graph, world, plan, device, task_threads=1):
+    def __init__(self, graph, world, plan, device, task_threads=None):
         self.graph, self.world, self.plan, self.device = graph, world, plan, device
-        self.task_threads = task_threads   # tile tasks run side by side on each rank
+        self.threading = task_threads or TaskThreads(1)   # tile tasks side by side
         self.profiling = profile_from_env()   # record every execute's tasks (profile.py)
         self.events = {}     # rank -> events of the last execute, when profiling
         holding = () if isinstance(world, PlanningWorld) else world.local_ranks()
@@ -139,11 +139,8 @@ class CompiledGraph(BindingMixin, ProfileMixin):
                 task_threads=None) -> CompiledGraph:
         """Plan `graph` on the ranks of `comm` (MPI.COMM_WORLD by default).
 
-        `threads`: this rank's threads (default: cores // ranks on the node);
-        `task_threads`: how many of them run tile tasks side by side, each task's
-        BLAS getting threads // task_threads (default $NNTILE_SPMD_TASK_THREADS, else
-        all of them; 1 is the serial executor; runtime/threads.py). A
-        SimulatedWorld runs serially unless `task_threads` or the variable is set.
+        `threads`, `task_threads`: this rank's threads, and how many run tile tasks
+        side by side (docs/launching.md; 1 = the serial executor).
 
         `recv_timeout`: seconds any wait of the library (a tile, a collective) may
         last before the job ends with an error naming the silent rank; default
@@ -176,17 +173,17 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         # GPUs 0..3 only by luck of the modulo (and 3 ranks per node on 2 GPUs not at all).
         if isinstance(world, (SimulatedWorld, PlanningWorld)):
             selected = select_device(device, 0)
-            task_threads = simulated_task_threads(task_threads)
+            threading = TaskThreads(simulated_task_threads(task_threads))
         else:
             from . import threads as node_threads
             world.barrier("the node setup of compile() (GPU and BLAS threads)")
             selected = select_device(device, node_threads.local_rank(world.comm))
-            task_threads, _ = node_threads.configure_rank_threads(world.comm, threads,
-                                                                  task_threads)
+            threading = TaskThreads(*node_threads.configure_rank_threads(
+                world.comm, threads, task_threads), node_threads.ensure_blas_threads)
         check_storage(graph, selected)
         if selected.name != "cpu":
-            task_threads = 1    # a GPU rank's kernels are launches on one stream
-        return cls(graph, world, plan, selected, task_threads)
+            threading = TaskThreads(1)   # a GPU rank's kernels are launches on one stream
+        return cls(graph, world, plan, selected, threading)
 
     # -- execution -------------------------------------------------------------------
     def execute(self, phases=None):
@@ -206,9 +203,10 @@ class CompiledGraph(BindingMixin, ProfileMixin):
             transport = wrap_transport(self.world.transport(rank, epoch), self.device,
                                        isinstance(self.world, SimulatedWorld))
             program = self.resolved_program(phases, rank)
+            task_threads = self.threading.for_program((phases_key, rank), program)
             executors[rank] = make_executor(
                 rank, program, self.plan.meta, store, transport, self.device.kernels,
-                self.plan.window, self.task_threads, [] if self.profiling else None)
+                self.plan.window, task_threads, [] if self.profiling else None)
         try:
             self.world.run(executors)
         except BaseException:
@@ -230,9 +228,12 @@ class CompiledGraph(BindingMixin, ProfileMixin):
                                            self.stores[rank], staging,
                                            executor.busy_s + sync_s)
         if self.profiling:
-            self.events = {rank: executor.events for rank, executor in executors.items()}
-            if profile_from_env():
-                write_env_profile(self)
+            self.record_profile(executors)
+
+    @property
+    def task_threads(self) -> int:
+        """Tile tasks run side by side on a rank in the last execute (or the fixed count)."""
+        return self.threading.last
 
     def get_output(self, name: str, root=None):
         """The whole tensor on every rank, or on `root` only (None elsewhere)."""

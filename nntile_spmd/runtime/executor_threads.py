@@ -34,10 +34,11 @@ import time
 from .executor import RankExecutor
 from .stats import FLOPS, KERNEL_S, TASKS, new_totals
 from .task_pool import task_pool
+from .thread_budget import HEAVY_FLOPS
 
 # Below this many FLOPs a ready task runs on the executor thread (a hand-off to a
 # worker costs ~10-20 us; 2**16 elementwise FLOPs take about as long).
-INLINE_FLOPS = 1 << 16
+INLINE_FLOPS = HEAVY_FLOPS
 # Readers lists are pruned of finished tasks once they grow past this.
 PRUNE_READERS = 32
 # Issued, unfinished tasks per worker thread before the walk waits: enough look-ahead

@@ -124,6 +124,13 @@ def write_env_profile(cg) -> None:
 class ProfileMixin:
     """CompiledGraph.profile()."""
 
+    def record_profile(self, executors):
+        """After an execute with profiling on: keep the events (and write them under
+        NNTILE_SPMD_PROFILE=1)."""
+        self.events = {rank: executor.events for rank, executor in executors.items()}
+        if profile_from_env():
+            write_env_profile(self)
+
     def profile(self, path=DEFAULT_PATH, phases=None) -> Profile:
         """Run one execute of `phases` recording every task; write the Chrome trace
         to `path` (on rank 0 of an MPI world; every rank calls this) and return the

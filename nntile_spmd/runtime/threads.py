@@ -27,11 +27,12 @@ import os
 import threadpoolctl
 from mpi4py import MPI
 
-from .thread_budget import (TASK_THREADS_ENV, THREADS_ENV, split_threads,  # noqa: F401
-                            threads_from_env)
+from .thread_budget import (TASK_THREADS_ENV, THREADS_ENV, chosen_task_threads,  # noqa: F401
+                            split_threads, threads_from_env)
 
 # The active threadpoolctl limiter; kept so that the limit stays in effect.
 _BLAS_LIMITER = None
+_BLAS_THREADS = None    # the limit it set
 
 
 def _node_comm(comm):
@@ -87,11 +88,14 @@ def default_blas_threads(comm):
 
 
 def configure_rank_threads(comm, threads=None, task_threads=None):
-    """Budget this rank's threads; return (task threads, BLAS threads) (collective).
+    """Budget this rank's threads; return (task threads, rank threads) (collective).
 
     The rank's threads come from the ``threads`` argument, then
-    ``NNTILE_SPMD_THREADS``, then :func:`default_blas_threads`; they are split by
-    :func:`split_threads` and BLAS and numba are limited to the BLAS share.
+    ``NNTILE_SPMD_THREADS``, then :func:`default_blas_threads`. With task threads
+    chosen (argument or ``NNTILE_SPMD_TASK_THREADS``) they are split by
+    :func:`split_threads` and BLAS and numba limited to the BLAS share; without,
+    task threads are None (chosen per program at execute, thread_budget.py) and
+    BLAS gets every thread until then.
     """
     default = default_blas_threads(comm)  # always called: keeps this collective
     if threads is None:
@@ -99,9 +103,13 @@ def configure_rank_threads(comm, threads=None, task_threads=None):
     threads = int(threads)
     if threads < 1:
         raise ValueError(f"threads must be positive, got {threads}")
+    task_threads = chosen_task_threads(task_threads)
+    if task_threads is None:
+        limit_blas_threads(threads)
+        return None, threads
     task_threads, blas_threads = split_threads(threads, task_threads)
     limit_blas_threads(blas_threads)
-    return task_threads, blas_threads
+    return task_threads, threads
 
 
 def configure_blas_threads(comm, threads=None):
@@ -122,10 +130,17 @@ def configure_blas_threads(comm, threads=None):
 
 def limit_blas_threads(threads):
     """Limit BLAS (threadpoolctl) and numba's parallel kernels to `threads`."""
-    global _BLAS_LIMITER
+    global _BLAS_LIMITER, _BLAS_THREADS
     _BLAS_LIMITER = threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
+    _BLAS_THREADS = threads
     _set_numba_threads(threads)
     return threads
+
+
+def ensure_blas_threads(threads):
+    """limit_blas_threads unless that limit is already set by it (cheap per execute)."""
+    if threads != _BLAS_THREADS:
+        limit_blas_threads(threads)
 
 
 def _set_numba_threads(threads):
