@@ -210,6 +210,8 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         try:
             self.world.run(executors)
         except BaseException:
+            for executor in executors.values():
+                executor.abandon()      # no task thread may write a tile after this
             # FIX (runtime stage 3 tests): leave the stores as a fresh execute expects
             for rank, store in self.stores.items():
                 store.drop_transient(self.plan.permanent[rank], self.plan.meta)

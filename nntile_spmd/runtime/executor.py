@@ -87,6 +87,10 @@ class RankExecutor:
         self.parked.clear()
         self.store.end(self.program)   # spare buffers may serve the next execute of it
 
+    def abandon(self):
+        """The execute failed (here or on another simulated rank): stop. Nothing runs
+        off this thread in the serial executor."""
+
     def post_receives(self):
         """Post RECVs up to `window` ahead of the first unfinished one (plan.memory rule)."""
         target = min(len(self.positions), self.received + self.window)

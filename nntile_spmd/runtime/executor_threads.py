@@ -85,9 +85,13 @@ class ThreadedRankExecutor(RankExecutor):
         try:
             return super().run(blocking)
         except BaseException:
-            self.error = self.error or RuntimeError("the executor stopped")
-            self.drain()        # no worker may touch a tile once the store is reset
+            self.abandon()      # no worker may touch a tile once the store is reset
             raise
+
+    def abandon(self):
+        """Queued tasks skip their kernels; wait for the running ones."""
+        self.error = self.error or RuntimeError("the execute was abandoned")
+        self.drain()
 
     def finish(self):
         self.drain()
