@@ -37,6 +37,8 @@ import numpy as np
 
 import nntile_spmd as nt
 from nntile_spmd.models import mlp
+from nntile_spmd.plan.instructions import Exec
+from nntile_spmd.runtime.executor_threads import MAX_IN_FLIGHT_PER_THREAD
 from nntile_spmd.train import add_optimizer
 
 from _common import CpuLoad, wait_for_quiet
@@ -117,6 +119,54 @@ def torch_step(theirs, x, y):
     return time.perf_counter() - start, value
 
 
+def schedule_bound(cg, threads, window=MAX_IN_FLIGHT_PER_THREAD):
+    """Profile one serial execute of `cg`, then replay its EXECs as the threaded
+    executor schedules them: issued in program order, at most `window` x `threads`
+    issued and unfinished, each started on a free worker once the tasks it depends on
+    (per tile: read after write, write after write and after read) have ended, with
+    the measured task times. Returns (serial kernel ms, replayed ms): their ratio is
+    the most `threads` task threads can gain on this program with these kernels,
+    before any cost of threads, the interpreter lock or memory bandwidth."""
+    import heapq
+    profile = cg.profile(os.devnull)
+    durations = [e["dur"] / 1e3 for e in profile.trace["traceEvents"] if e.get("cat") == "task"]
+    execs = [i for i in cg.plan.program(0) if type(i) is Exec]
+    successors = [[] for _ in execs]
+    pending, writer, readers = [0] * len(execs), {}, {}
+    for index, instruction in enumerate(execs):
+        inputs = instruction.keys[:len(instruction.keys) - len(instruction.writes)]
+        deps = {writer[key] for key in inputs if key in writer}
+        for key in instruction.writes:
+            deps.update(([writer[key]] if key in writer else []) + readers.get(key, []))
+        pending[index] = len(deps)
+        for dep in deps:
+            successors[dep].append(index)
+        for key in inputs:
+            readers.setdefault(key, []).append(index)
+        for key in instruction.writes:
+            writer[key], readers[key] = index, []
+    now, issued, in_flight, ready, running, idle = 0.0, 0, 0, [], [], threads
+    issued_set = set()
+    while issued < len(execs) or running or ready:
+        while issued < len(execs) and in_flight < window * threads:
+            issued_set.add(issued)
+            in_flight += 1
+            if not pending[issued]:
+                ready.append(issued)
+            issued += 1
+        while ready and idle:
+            task = ready.pop(0)
+            heapq.heappush(running, (now + durations[task], task))
+            idle -= 1
+        now, task = heapq.heappop(running)
+        idle, in_flight = idle + 1, in_flight - 1
+        for successor in successors[task]:
+            pending[successor] -= 1
+            if not pending[successor] and successor in issued_set:
+                ready.append(successor)
+    return sum(durations), now
+
+
 def ddp_worker(args):
     """One rank of the 2-rank job: prints its step times as JSON on rank 0."""
     x, y, params = batch_data()
@@ -170,6 +220,11 @@ def main(argv=None):
     if not args.no_ddp:
         times["ours 2 ranks x 1 thread (DDP)"] = run_ddp(args)
     print_result(args, times, losses, load)
+    limit_blas_threads(1)
+    serial_ms, scheduled_ms = schedule_bound(configs[1][3][0], 2)
+    print(f"bound: the serial step's tasks ({serial_ms:.1f} ms of kernels, measured) "
+          f"scheduled on 2 workers with the executor's dependencies: {scheduled_ms:.1f} ms, "
+          f"at most {serial_ms / scheduled_ms:.2f}x from 2 task threads")
 
 
 def print_result(args, times, losses, load):
