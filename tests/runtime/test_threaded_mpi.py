@@ -51,3 +51,28 @@ def test_threaded_steps_bitwise_equal_to_serial(preset, monkeypatch):
                            if not np.array_equal(serial[name], threaded[name])]
     problems = guarded(check)
     assert collective_ok(COMM, not problems), problems
+
+
+def test_profile_gathers_every_rank(tmp_path_factory):
+    """cg.profile() on real ranks: rank 0 writes one trace with every rank's tasks."""
+    path = COMM.bcast(str(tmp_path_factory.mktemp("trace") / "trace.json")
+                      if COMM.rank == 0 else None)
+
+    def check():
+        cg, _ = step("ddp", 2)
+        profile = cg.profile(path)
+        mine = sum(t.tasks for t in cg.get_stats().by_op_type.values())
+        counts = COMM.allgather(mine)
+        tasks = [e for e in profile.trace["traceEvents"] if e.get("cat") == "task"]
+        problems = []
+        for rank, count in enumerate(counts):
+            if sum(1 for e in tasks if e["pid"] == rank) != count:
+                problems.append(f"rank {rank}: {count} tasks, trace differs")
+        if COMM.rank == 0:
+            import json
+            with open(path) as file:
+                if len(json.load(file)["traceEvents"]) != len(profile.trace["traceEvents"]):
+                    problems.append("the file differs from the profile")
+        return problems
+    problems = guarded(check)
+    assert collective_ok(COMM, not problems), problems
