@@ -16,8 +16,10 @@ of them alike), best and median of --steps:
   --threads 1`), started as a separate job after the others (not interleaved).
 
 Printed: ms/step, ours/PyTorch time ratios (< 1: ours is faster), and one rank on
-2 task threads vs one rank on 1 thread (issue 13's target: >= 1.7x). PyTorch is the
-optional `bench` extra (pip install -e '.[bench]').
+2 task threads vs one rank on 1 thread (issue 13's target: >= 1.7x), and a bound
+for the latter: the 1-thread step's measured task times replayed on 2 workers with
+the threaded executor's dependencies and look-ahead (schedule_bound). PyTorch is
+the optional `bench` extra (pip install -e '.[bench]').
 
     PYTHONPATH=. python benchmarks/bench_vs_torch.py
     PYTHONPATH=. python benchmarks/bench_vs_torch.py --steps 20 --tile 512 128
