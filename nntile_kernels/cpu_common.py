@@ -51,7 +51,7 @@ def fp16_uses_reference(position):
 # fixed by position, so a tile's result does not depend on anything but its contents.
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def row_sum(values):
     """float64 sum of a 1-d array."""
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
@@ -72,7 +72,7 @@ def row_sum(values):
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def row_dot(x, y):
     """float64 sum of x*y over two 1-d arrays of one size (products in their dtype)."""
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
@@ -93,7 +93,7 @@ def row_dot(x, y):
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def row_max(values):
     """max of a 1-d array (-inf when empty, nan if any is nan), in 8 chains like row_sum."""
     m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = values.dtype.type(-np.inf)

@@ -24,7 +24,7 @@ _GELU_TANH_CUBIC = 0.044715
 # tiles are computed in fp32 like NumPy does, which keeps the loops vectorizable.
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _add(x, y, z, alpha, beta):
     a, b = z.dtype.type(alpha), z.dtype.type(beta)
     if beta == 0.0:  # y may be uninitialized (or be z itself holding garbage)
@@ -35,14 +35,14 @@ def _add(x, y, z, alpha, beta):
             z[i] = a * x[i] + b * y[i]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _multiply(x, y, z, alpha):
     a = z.dtype.type(alpha)
     for i in range(z.size):
         z[i] = a * x[i] * y[i]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _scale(x, y, alpha):
     a = y.dtype.type(alpha)
     for i in range(y.size):
@@ -73,7 +73,7 @@ def scale(x, y, *, alpha):
 # ---------------------------------------------------------------- activations
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _gelu(x, y):
     t = x.dtype.type
     half, one, rsqrt2 = t(0.5), t(1.0), t(_RSQRT2)
@@ -82,7 +82,7 @@ def _gelu(x, y):
         y[i] = half * v * (one + fast_erf(v * rsqrt2))
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _gelutanh(x, y):
     t = x.dtype.type
     half, one, k, c = t(0.5), t(1.0), t(_SQRT_2_OVER_PI), t(_GELU_TANH_CUBIC)
@@ -91,14 +91,14 @@ def _gelutanh(x, y):
         y[i] = half * v * (one + fast_tanh(k * (v + c * v * v * v)))
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _relu(x, y):
     zero = x.dtype.type(0.0)
     for i in range(x.size):
         y[i] = max(x[i], zero)  # numba's max(nan, 0) is nan, as np.maximum
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _silu(x, y):
     one = x.dtype.type(1.0)
     for i in range(x.size):
@@ -107,13 +107,13 @@ def _silu(x, y):
         y[i] = v / (one + fast_exp(-v))
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _sqrt(x, y):
     for i in range(x.size):
         y[i] = math.sqrt(x[i])
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _gelu_backward(x, dy, dx):
     t = x.dtype.type
     half, one, rsqrt2, rsqrt_2pi = t(0.5), t(1.0), t(_RSQRT2), t(_RSQRT_2PI)
@@ -124,7 +124,7 @@ def _gelu_backward(x, dy, dx):
         dx[i] += (cdf + v * pdf) * dy[i]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _gelutanh_backward(x, dy, dx):
     t = x.dtype.type
     half, one, k, c = t(0.5), t(1.0), t(_SQRT_2_OVER_PI), t(_GELU_TANH_CUBIC)
@@ -136,7 +136,7 @@ def _gelutanh_backward(x, dy, dx):
         dx[i] += (half * (one + th) + half * v * (one - th * th) * inner) * dy[i]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _relu_backward(x, dy, dx):
     zero = x.dtype.type(0.0)
     for i in range(x.size):
@@ -144,7 +144,7 @@ def _relu_backward(x, dy, dx):
             dx[i] += dy[i]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _silu_backward(x, dy, dx):
     one = x.dtype.type(1.0)
     for i in range(x.size):
@@ -153,7 +153,7 @@ def _silu_backward(x, dy, dx):
         dx[i] += s * (one + v * (one - s)) * dy[i]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _sqrt_backward(x, dy, dx):
     half = x.dtype.type(0.5)
     for i in range(x.size):

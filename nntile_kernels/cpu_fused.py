@@ -60,7 +60,7 @@ def fused_kernel(name: str):
         if function is None:
             namespace = {"fast_erf": fast_erf, "fast_exp": fast_exp, "fast_tanh": fast_tanh}
             exec(kernel_source(steps, len(tiles), names), namespace)   # noqa: S102 - our text
-            function = _COMPILED[key] = njit(error_model="numpy")(namespace["fused"])
+            function = _COMPILED[key] = njit(error_model="numpy", nogil=True)(namespace["fused"])
         function(*[tile.ravel("K") for tile in tiles], *[float(params[n]) for n in names])
     run.__name__ = name
     return run
