@@ -13,7 +13,9 @@ Reported:
     i.e. what the tasks cost with zero scheduling;
   * overhead us/task = execute - kernel (goal < 10 us; Dask ~50 us per task).
 
-Runs through comm=None (a world of one MPI rank, the real MPIWorld path) and
+Runs through comm=None (a world of one MPI rank, the real MPIWorld path) with the
+serial executor and with 2 task threads ("2 tt": the threaded executor; tiny tasks
+run on its executor thread, so this is the cost of its dependency tracking), and
 through nt.SimulatedWorld(1). Best of --repeat timed runs after a warm-up.
 
 Command (from the repository root):
@@ -57,10 +59,11 @@ def build_graph(size, length):
     return g, h.name
 
 
-def compile_graph(size, tile, length, comm):
+def compile_graph(size, tile, length, comm, task_threads=1):
     start = time.perf_counter()
     g, out = build_graph(size, length)
-    cg = nt.compile(g, comm=comm, tiling=nt.TilingStrategy.manual({"x": [tile, tile]}))
+    cg = nt.compile(g, comm=comm, tiling=nt.TilingStrategy.manual({"x": [tile, tile]}),
+                    task_threads=task_threads)
     program = cg.plan.program(0)
     return cg, out, program, time.perf_counter() - start
 
@@ -97,8 +100,8 @@ def timed_execute(cg):
     return time.perf_counter() - start
 
 
-def measure(size, tile, length, comm, repeat):
-    cg, out, program, plan_s = compile_graph(size, tile, length, comm)
+def measure(size, tile, length, comm, repeat, task_threads=1):
+    cg, out, program, plan_s = compile_graph(size, tile, length, comm, task_threads)
     x = np.asfortranarray(np.random.default_rng(0).random((size, size), dtype=np.float32))
     cg.bind_data("x", x)
     tasks = sum(1 for i in program if type(i) is Exec)
@@ -142,8 +145,10 @@ def main():
     for tile in args.tile:
         size = args.grid * tile
         length = args.ops or max(1, 20000 // args.grid ** 2)
-        for label, comm in (("mpi(1)", None), ("simulated(1)", nt.SimulatedWorld(1))):
-            r = measure(size, tile, length, comm, args.repeat)
+        for label, comm, task_threads in (
+                ("mpi(1)", None, 1), ("mpi(1) 2 tt", None, 2),
+                ("simulated(1)", nt.SimulatedWorld(1), 1)):
+            r = measure(size, tile, length, comm, args.repeat, task_threads)
             per = 1e6 / r["tasks"]
             print(f"{label:>12} {tile:>3}x{tile:<3} {r['tasks']:>6} {r['instructions']:>6} "
                   f"{r['plan_s'] * 1e3:>8.0f} {r['plan_s'] * per:>12.1f} "

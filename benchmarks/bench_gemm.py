@@ -14,8 +14,10 @@ same BLAS thread limit (threadpoolctl on NumPy's and SciPy's OpenBLAS alike):
   loop   the very same kernel calls on the same tile arrays, pre-bound, in a
          bare Python loop: the cost of the tiling alone (BLAS on 128-wide tiles)
   numpy  one np.matmul of the whole matrices
+  tasks  (threads > 1) cg.execute() with `threads` task threads, BLAS 1 thread
+         each: the threaded executor runs tile tasks side by side
 tiled/numpy is the headline ratio (goal >= 0.95); tiled/loop isolates the
-framework's own cost.
+framework's own cost; tasks/numpy is the threaded executor's ratio.
 
 Command (from the repository root):
 
@@ -42,7 +44,7 @@ from nntile_spmd.plan.instructions import Exec
 from _common import CpuLoad, wait_for_quiet
 
 
-def build(n, tile_mn, tile_k, threads):
+def build(n, tile_mn, tile_k, task_threads=1):
     g = nt.LogicalGraph("gemm")
     a = g.tensor([n, n], "A", dtype="fp32", external=True)
     b = g.tensor([n, n], "B", dtype="fp32", external=True)
@@ -51,7 +53,8 @@ def build(n, tile_mn, tile_k, threads):
     start = time.perf_counter()
     cg = nt.compile(g, comm=nt.SimulatedWorld(1),
                     tiling=nt.TilingStrategy.manual({"A": [tile_mn, tile_k],
-                                                     "B": [tile_k, tile_mn]}))
+                                                     "B": [tile_k, tile_mn]}),
+                    task_threads=task_threads)
     cg.plan.programs()   # programs are derived lazily: count them as planning
     plan_s = time.perf_counter() - start
     return cg, plan_s
@@ -79,22 +82,31 @@ def run_calls(calls):
         function(*arrays, **params)
 
 
-def measure(cg, A, B, C, threads, repeat):
-    """Best-of times of execute(), the bare kernel loop and NumPy, interleaved."""
+def measure(cg, A, B, C, threads, repeat, threaded=None):
+    """Best-of times of execute(), the bare kernel loop, NumPy and (with `threaded`,
+    a graph compiled with task_threads=threads) the threaded executor, interleaved."""
     calls = kernel_calls(cg)
-    times = {"tiled": [], "loop": [], "numpy": []}
-    runs = [("tiled", cg.execute), ("loop", lambda: run_calls(calls)),
-            ("numpy", lambda: np.matmul(A, B, out=C))]
-    with threadpool_limits(limits=threads, user_api="blas"):
-        for index in range(repeat + 1):          # run 0 is the warm-up
-            # rotate the order: whichever runs after another inherits its warm caches
-            for name, function in runs[index % 3:] + runs[:index % 3]:
+    runs = [("tiled", cg.execute, threads), ("loop", lambda: run_calls(calls), threads),
+            ("numpy", lambda: np.matmul(A, B, out=C), threads)]
+    if threaded is not None:
+        runs.append(("tasks", threaded.execute, 1))
+    times = {name: [] for name, _, _ in runs}
+    for index in range(repeat + 1):          # run 0 is the warm-up
+        # rotate the order: whichever runs after another inherits its warm caches
+        for name, function, blas_threads in runs[index % 3:] + runs[:index % 3]:
+            with threadpool_limits(limits=blas_threads, user_api="blas"):
                 start = time.perf_counter()
                 function()
                 elapsed = time.perf_counter() - start
-                if index:
-                    times[name].append(elapsed)
+            if index:
+                times[name].append(elapsed)
     return {name: min(values) for name, values in times.items()}
+
+
+def check(cg, C, label):
+    error = float(np.abs(cg.get_output("C") - C).max() / np.abs(C).max())
+    if error > 1e-5:
+        raise SystemExit(f"{label} result differs from NumPy: max rel. error {error:.1e}")
 
 
 def main():
@@ -129,25 +141,35 @@ def main():
     rows = []
     with CpuLoad() as load:
         for tile in args.tiles:
-            cg, plan_s = build(n, tile, tile_k, None)
+            cg, plan_s = build(n, tile, tile_k)
             cg.bind_data("A", A)
             cg.bind_data("B", B)
             tasks = sum(1 for i in cg.plan.program(0) if type(i) is Exec)
             for threads in args.threads:
-                best = measure(cg, A, B, C, threads, args.repeat)
+                threaded = None
+                if threads > 1:
+                    threaded = build(n, tile, tile_k, task_threads=threads)[0]
+                    threaded.bind_data("A", A)
+                    threaded.bind_data("B", B)
+                best = measure(cg, A, B, C, threads, args.repeat, threaded)
                 rows.append((tile, tasks, plan_s, threads, best))
-            error = float(np.abs(cg.get_output("C") - C).max() / np.abs(C).max())
-            if error > 1e-5:
-                raise SystemExit(f"tiled result differs from NumPy: max rel. error {error:.1e}")
+                if threaded is not None:
+                    check(threaded, C, "threaded")
+                    del threaded
+            check(cg, C, "tiled")
             del cg
 
     print(f"{'C tile':>9} {'tasks':>5} {'plan ms':>7} {'threads':>7} {'tiled GF/s':>10} "
-          f"{'loop GF/s':>9} {'numpy GF/s':>10} {'tiled/numpy':>11} {'tiled/loop':>10}")
+          f"{'loop GF/s':>9} {'numpy GF/s':>10} {'tiled/numpy':>11} {'tiled/loop':>10} "
+          f"{'tasks GF/s':>10} {'tasks/numpy':>11}")
     for tile, tasks, plan_s, threads, best in rows:
         gf = {name: flops / t / 1e9 for name, t in best.items()}
+        threaded = (f"{gf['tasks']:>10.1f} {best['numpy'] / best['tasks']:>11.3f}"
+                    if "tasks" in best else f"{'-':>10} {'-':>11}")
         print(f"{tile:>4}x{tile:<4} {tasks:>5} {plan_s * 1e3:>7.0f} {threads:>7} "
               f"{gf['tiled']:>10.1f} {gf['loop']:>9.1f} {gf['numpy']:>10.1f} "
-              f"{best['numpy'] / best['tiled']:>11.3f} {best['loop'] / best['tiled']:>10.3f}")
+              f"{best['numpy'] / best['tiled']:>11.3f} {best['loop'] / best['tiled']:>10.3f} "
+              f"{threaded}")
     k_text = f"K tile {tile_k}" if args.tile_k else f"K untiled ({n})"
     print(f"{k_text}; best of {args.repeat} interleaved runs after a "
           f"warm-up; loop = the same BLAS calls on the same tiles without the framework; "

@@ -44,6 +44,9 @@ def parse_args(argv=None):
     parser.add_argument("--steps", type=int, default=3, help="timed steps of each")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps of each")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--task-threads", type=int, default=None,
+                        help="ours: tile tasks side by side (default: --threads; 1: serial "
+                             "executor with BLAS on --threads)")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--no-wait", action="store_true",
                         help="do not wait for the machine to be idle first")
@@ -69,7 +72,7 @@ def make_ours(args, state_dict):
     model = gpt2.build_gpt2(config, batch=args.batch, seq=args.seq, dtype="fp32")
     add_optimizer(model.graph, model.params, model.grads, "adamw", lr=args.lr,
                   weight_decay=0.01)
-    cg = nt.compile(model.graph, threads=args.threads)
+    cg = nt.compile(model.graph, threads=args.threads, task_threads=args.task_threads)
     model.load_hf_state_dict(cg, state_dict)
     return cg
 
@@ -123,7 +126,8 @@ def main(argv=None):
 
 
 def print_result(args, ours, theirs, first, load):
-    print(f"GPT-2 train step (forward+backward+AdamW), fp32, {args.threads} thread(s): "
+    print(f"GPT-2 train step (forward+backward+AdamW), fp32, {args.threads} thread(s) "
+          f"(ours: {args.task_threads or args.threads} task thread(s)): "
           f"vocab {args.vocab}, {args.n_layer} layers, n_embd {args.n_embd}, "
           f"{args.n_head} heads, batch {args.batch}, seq {args.seq}; "
           f"{args.steps} timed steps each after {args.warmup} warm-up")

@@ -2,7 +2,8 @@
 
 Run: python benchmarks/bench_kernels.py [--gemm-size 1024]
 Prints µs per call for a 32x32 fp32 gelu tile (numba kernel vs NumPy reference, plus
-the bare numba dispatch cost) and fp32 gemm GFLOP/s of nntile_kernels.cpu vs `a @ b`.
+the bare numba dispatch cost), ns per element of the cpu elementwise and softmax kernels
+on a 512x512 fp32 tile (--elements), and fp32 gemm GFLOP/s of nntile_kernels.cpu vs `a @ b`.
 """
 
 import argparse
@@ -54,6 +55,34 @@ def bench_small_tile(size=32):
         print(f"  {label:34s} {microseconds:8.2f}")
 
 
+# kernel -> (arguments as tiles made by `make`, keyword parameters)
+PER_ELEMENT = {
+    "gelu": ("x y", {}), "gelutanh": ("x y", {}), "silu": ("x y", {}), "relu": ("x y", {}),
+    "gelu_backward": ("x d y", {}), "gelutanh_backward": ("x d y", {}),
+    "add": ("x d y", {"alpha": 1.0, "beta": 1.0}),
+    "logsumexp": ("x s", {"axis": 0}), "softmax_from_logsumexp": ("s x y", {"axis": 0}),
+}
+
+
+def bench_per_element(edge=512):
+    """ns per element of cpu kernels on one edge x edge fp32 tile (NumPy's tanh, exp beside)."""
+    rng = np.random.default_rng(0)
+    tiles = {name: np.asfortranarray(rng.standard_normal((edge, edge), dtype=np.float32))
+             for name in "xdy"}
+    tiles["s"] = np.zeros(edge, np.float32)
+    calls = {name: (lambda n=name, a=args, k=params:
+                    cpu.KERNELS[n](*[tiles[t] for t in a.split()], **k))
+             for name, (args, params) in PER_ELEMENT.items()}
+    calls["numpy tanh (reference point)"] = lambda: np.tanh(tiles["x"], out=tiles["y"])
+    calls["numpy exp (reference point)"] = lambda: np.exp(tiles["x"], out=tiles["y"])
+    for call in calls.values():
+        call()   # compile (or load from the numba cache) outside the timing
+    timings = per_call_us(list(calls.values()), repeat=5, target_seconds=0.1)
+    print(f"{edge}x{edge} fp32 tile, ns per element:")
+    for label, microseconds in zip(calls, timings):
+        print(f"  {label:34s} {microseconds * 1e3 / edge**2:8.2f}")
+
+
 def bench_gemm(n):
     """fp32 n^3 gemm through cpu.KERNELS['gemm'] (BLAS in place) vs NumPy's a @ b."""
     rng = np.random.default_rng(0)
@@ -75,8 +104,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tile", type=int, default=32, help="edge of the small square tile")
     parser.add_argument("--gemm-size", type=int, default=1024, help="m = n = k of the gemm")
+    parser.add_argument("--elements", type=int, default=512, help="edge of the per-element tile")
     options = parser.parse_args()
     bench_small_tile(options.tile)
+    bench_per_element(options.elements)
     bench_gemm(options.gemm_size)
 
 

@@ -51,7 +51,7 @@ def fp16_uses_reference(position):
 # fixed by position, so a tile's result does not depend on anything but its contents.
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def row_sum(values):
     """float64 sum of a 1-d array."""
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
@@ -72,7 +72,7 @@ def row_sum(values):
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def row_dot(x, y):
     """float64 sum of x*y over two 1-d arrays of one size (products in their dtype)."""
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
@@ -91,3 +91,24 @@ def row_dot(x, y):
     for rest in range(j, n):
         total += x[rest] * y[rest]
     return total
+
+
+@njit(cache=True, nogil=True)
+def row_max(values):
+    """max of a 1-d array (-inf when empty, nan if any is nan), in 8 chains like row_sum."""
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = values.dtype.type(-np.inf)
+    n, j = values.size, 0
+    while j + 8 <= n:
+        m0 = max(m0, values[j])
+        m1 = max(m1, values[j + 1])
+        m2 = max(m2, values[j + 2])
+        m3 = max(m3, values[j + 3])
+        m4 = max(m4, values[j + 4])
+        m5 = max(m5, values[j + 5])
+        m6 = max(m6, values[j + 6])
+        m7 = max(m7, values[j + 7])
+        j += 8
+    top = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
+    for rest in range(j, n):
+        top = max(top, values[rest])
+    return top

@@ -10,7 +10,7 @@ from numba import njit
 from .cpu_common import fp16_uses_reference
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _reshape_box(x, y, x_offset, x_tile, x_whole, y_offset, y_tile, y_whole):
     """y[e] += x at the same whole-tensor flat index, for each y element e inside x's tile.
 

@@ -11,17 +11,20 @@ from numba import njit
 
 from . import reference
 from .cpu_common import F16
+from .cpu_fastmath import fast_erf, fast_exp, fast_tanh
 
 _RSQRT2 = 1.0 / math.sqrt(2.0)
 _RSQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_TANH_CUBIC = 0.044715
 
+# error_model="numpy" (no zero-division branch) and cpu_fastmath's functions let LLVM
+# vectorise the loops; float32 gets the fast approximations, float64 libm.
 # Scalars are cast to the tile dtype inside the loops (``dtype.type(alpha)``) so fp32
 # tiles are computed in fp32 like NumPy does, which keeps the loops vectorizable.
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _add(x, y, z, alpha, beta):
     a, b = z.dtype.type(alpha), z.dtype.type(beta)
     if beta == 0.0:  # y may be uninitialized (or be z itself holding garbage)
@@ -32,14 +35,14 @@ def _add(x, y, z, alpha, beta):
             z[i] = a * x[i] + b * y[i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _multiply(x, y, z, alpha):
     a = z.dtype.type(alpha)
     for i in range(z.size):
         z[i] = a * x[i] * y[i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _scale(x, y, alpha):
     a = y.dtype.type(alpha)
     for i in range(y.size):
@@ -70,70 +73,70 @@ def scale(x, y, *, alpha):
 # ---------------------------------------------------------------- activations
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _gelu(x, y):
     t = x.dtype.type
     half, one, rsqrt2 = t(0.5), t(1.0), t(_RSQRT2)
     for i in range(x.size):
         v = x[i]
-        y[i] = half * v * (one + math.erf(v * rsqrt2))
+        y[i] = half * v * (one + fast_erf(v * rsqrt2))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _gelutanh(x, y):
     t = x.dtype.type
     half, one, k, c = t(0.5), t(1.0), t(_SQRT_2_OVER_PI), t(_GELU_TANH_CUBIC)
     for i in range(x.size):
         v = x[i]
-        y[i] = half * v * (one + math.tanh(k * (v + c * v * v * v)))
+        y[i] = half * v * (one + fast_tanh(k * (v + c * v * v * v)))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _relu(x, y):
     zero = x.dtype.type(0.0)
     for i in range(x.size):
         y[i] = max(x[i], zero)  # numba's max(nan, 0) is nan, as np.maximum
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _silu(x, y):
     one = x.dtype.type(1.0)
     for i in range(x.size):
         v = x[i]
         # exp(-v) overflowing to inf gives 0, the right limit: no NaN for very negative v.
-        y[i] = v / (one + math.exp(-v))
+        y[i] = v / (one + fast_exp(-v))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _sqrt(x, y):
     for i in range(x.size):
         y[i] = math.sqrt(x[i])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _gelu_backward(x, dy, dx):
     t = x.dtype.type
     half, one, rsqrt2, rsqrt_2pi = t(0.5), t(1.0), t(_RSQRT2), t(_RSQRT_2PI)
     for i in range(x.size):
         v = x[i]
-        cdf = half * (one + math.erf(v * rsqrt2))
-        pdf = math.exp(-half * v * v) * rsqrt_2pi
+        cdf = half * (one + fast_erf(v * rsqrt2))
+        pdf = fast_exp(-half * v * v) * rsqrt_2pi
         dx[i] += (cdf + v * pdf) * dy[i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _gelutanh_backward(x, dy, dx):
     t = x.dtype.type
     half, one, k, c = t(0.5), t(1.0), t(_SQRT_2_OVER_PI), t(_GELU_TANH_CUBIC)
     three_c = t(3.0 * _GELU_TANH_CUBIC)
     for i in range(x.size):
         v = x[i]
-        th = math.tanh(k * (v + c * v * v * v))
+        th = fast_tanh(k * (v + c * v * v * v))
         inner = k * (one + three_c * v * v)
         dx[i] += (half * (one + th) + half * v * (one - th * th) * inner) * dy[i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _relu_backward(x, dy, dx):
     zero = x.dtype.type(0.0)
     for i in range(x.size):
@@ -141,16 +144,16 @@ def _relu_backward(x, dy, dx):
             dx[i] += dy[i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _silu_backward(x, dy, dx):
     one = x.dtype.type(1.0)
     for i in range(x.size):
         v = x[i]
-        s = one / (one + math.exp(-v))
+        s = one / (one + fast_exp(-v))
         dx[i] += s * (one + v * (one - s)) * dy[i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _sqrt_backward(x, dy, dx):
     half = x.dtype.type(0.5)
     for i in range(x.size):

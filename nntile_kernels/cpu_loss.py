@@ -16,7 +16,7 @@ from .errors import label_error, vocab_error
 from .layout import fold
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _column_max_logsum(logits_t, b):
     """(max, log(sum(exp(column - max)))) of the logits column of batch element b."""
     top = -np.inf
@@ -28,14 +28,14 @@ def _column_max_logsum(logits_t, b):
     return top, math.log(total)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _check_label(label, n_classes):
     # numba does no bounds checks: a bad label would read or write outside the tile.
     if label < 0 or label >= n_classes:
         raise IndexError("cross_entropy: label out of range of the class axis")
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _cross_entropy(logits_t, labels, loss, alpha, beta):
     batch, n_classes = logits_t.shape  # logits are (classes, batch)
     total = 0.0
@@ -46,7 +46,7 @@ def _cross_entropy(logits_t, labels, loss, alpha, beta):
     loss[0] = alpha * total if beta == 0.0 else alpha * total + beta * loss[0]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _cross_entropy_backward(logits_t, labels, dloss, dlogits_t, alpha):
     batch, n_classes = logits_t.shape
     scale = alpha * dloss[0]
@@ -65,7 +65,7 @@ def _cross_entropy_backward(logits_t, labels, dloss, dlogits_t, alpha):
 # wrapper to raise. error_model="numpy": a count of 0 (every label ignored) gives nan.
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _cross_entropy_lse(logits_t, lse, labels, count, loss, ignore, n_classes, offset, beta):
     n_positions, n_local = logits_t.shape
     first = offset == 0
@@ -86,7 +86,7 @@ def _cross_entropy_lse(logits_t, lse, labels, count, loss, ignore, n_classes, of
     return -1
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _cross_entropy_lse_backward(logits_t, lse, labels, count, dloss, dlogits_t, ignore,
                                 n_classes, offset):
     n_positions, n_local = logits_t.shape
@@ -105,7 +105,7 @@ def _cross_entropy_lse_backward(logits_t, lse, labels, count, dloss, dlogits_t, 
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _mse(x, y, loss, alpha, beta):
     total = 0.0
     for i in range(x.size):
@@ -114,7 +114,7 @@ def _mse(x, y, loss, alpha, beta):
     loss[0] = alpha * total if beta == 0.0 else alpha * total + beta * loss[0]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _mse_backward(x, y, dloss, dx, alpha):
     scale = dx.dtype.type(2.0 * alpha * dloss[0])
     for i in range(x.size):
@@ -199,7 +199,7 @@ def mse_backward(x, y, dloss, dx, *, alpha=1.0):
 # position (i, p) is y[i, :, p], that is yt[p, :, i] in the transposed views.
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _embedding(index_t, vocab_t, yt, offset, beta):
     k, m = index_t.shape
     n_local, width = vocab_t.shape  # vocab is (E, Vt)
@@ -214,7 +214,7 @@ def _embedding(index_t, vocab_t, yt, offset, beta):
                 yt[p, e, i] = value if beta == 0.0 else value + c * yt[p, e, i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _embedding_backward(index_t, dy_t, dvocab_t, offset, beta):
     k, m = index_t.shape
     n_local, width = dvocab_t.shape
@@ -231,7 +231,7 @@ def _embedding_backward(index_t, dy_t, dvocab_t, offset, beta):
                     dvocab_t[column, e] += dy_t[p, e, i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _first_bad_id(index, vocab_size):
     """Position of the first id outside [0, vocab_size), or -1 (numba cannot format it)."""
     for i in range(index.size):

@@ -13,6 +13,7 @@ import math
 from numba import njit
 
 from .cpu_common import fp16_uses_reference, folded_t
+from .cpu_fastmath import fast_tanh
 from . import reference
 
 REFERENCE = reference.KERNELS
@@ -20,28 +21,28 @@ REFERENCE = reference.KERNELS
 # ---------------------------------------------------------------- elementwise
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _binary(x, y, z, op):
     for i in range(z.size):
         a, b = x[i], y[i]
         z[i] = a - b if op == 0 else a / b
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _unary(x, y, op):
     for i in range(y.size):
-        t = math.tanh(x[i]) if op == 0 else 0.5 + 0.5 * math.tanh(0.5 * x[i])
+        t = fast_tanh(x[i]) if op == 0 else 0.5 + 0.5 * fast_tanh(0.5 * x[i])
         y[i] = t
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _unary_backward(x, dy, dx, op):
     for i in range(dx.size):
         if op == 0:
-            t = math.tanh(x[i])
+            t = fast_tanh(x[i])
             dx[i] += (1 - t * t) * dy[i]
         else:
-            s = 0.5 + 0.5 * math.tanh(0.5 * x[i])
+            s = 0.5 + 0.5 * fast_tanh(0.5 * x[i])
             dx[i] += s * (1 - s) * dy[i]
 
 
@@ -85,7 +86,7 @@ def sigmoid_backward(x, dy, dx):
     _unary_backward(*_flat(x, dy, dx), 1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _hypot(x, y, z, alpha, beta):
     for i in range(z.size):
         # beta == 0: y may be garbage (or z itself), never read
@@ -98,7 +99,7 @@ def hypot(x, y, z, *, alpha=1.0, beta=1.0):
     _hypot(*_flat(x, y, z), alpha, beta)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _hypot_backward(x, z, dz, dx, alpha):
     for i in range(dx.size):
         if z[i] != 0:
@@ -111,7 +112,7 @@ def hypot_backward(x, z, dz, dx, *, alpha=1.0):
     _hypot_backward(*_flat(x, z, dz, dx), alpha)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _hypot_scalar_inverse(x, y, eps, alpha):
     for i in range(y.size):
         y[i] = 1.0 / math.hypot(alpha * x[i], eps)
@@ -133,7 +134,7 @@ def _folds(x, axis, *slices):
             *(folded_t(s, (m, n)) for s in slices))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _extremum(xt, yt, beta, sign):
     """yt = sign * max over k of sign*xt, merged with beta*yt when beta != 0."""
     n, k, m = xt.shape
@@ -161,7 +162,7 @@ def min_slice(x, y, *, axis, beta=0.0):
         _extremum(*_folds(x, axis, y), beta, -1.0)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _merge(x, y, z, alpha, beta, sign):
     for i in range(z.size):
         value = alpha * x[i]
@@ -182,7 +183,7 @@ def minimum(x, y, z, *, alpha=1.0, beta=1.0):
     _merge(*_flat(x, y, z), alpha, beta, -1.0)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _extremum_count(xt, yt, ct, beta):
     n, k, m = xt.shape
     for p in range(n):
@@ -199,7 +200,7 @@ def extremum_count(x, y, count, *, axis, beta=0.0):
     _extremum_count(*_folds(x, axis, y, count), beta)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _extremum_backward(xt, yt, ct, dyt, dxt):
     n, k, m = xt.shape
     for p in range(n):
@@ -217,7 +218,7 @@ def extremum_backward(x, y, count, dy, dx, *, axis):
     _extremum_backward(xt, yt, ct, dyt, _folds(dx, axis)[0])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _norm_slice(xt, yt, alpha, beta):
     n, k, m = xt.shape
     for p in range(n):
@@ -235,7 +236,7 @@ def norm_slice(x, y, *, axis, alpha=1.0, beta=0.0):
     _norm_slice(*_folds(x, axis, y), alpha, beta)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _norm_slice_backward(xt, yt, dyt, dxt, alpha):
     n, k, m = xt.shape
     for p in range(n):
@@ -270,7 +271,7 @@ def _fiber_folds(x, axis, batch_ndim, *fibers):
     return (folded_t(x, (m, n, k, b)), *(folded_t(f, (n, b)) for f in fibers))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _scale_fiber(ft, yt, alpha):
     bs, ks, ns, ms = yt.shape
     for b in range(bs):
@@ -288,7 +289,7 @@ def scale_fiber(f, y, *, axis, batch_ndim=0, alpha=1.0):
     _scale_fiber(ft, yt, alpha)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _norm_fiber(xt, yt, alpha, beta):
     bs, ks, ns, ms = xt.shape
     for b in range(bs):
@@ -307,7 +308,7 @@ def norm_fiber(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     _norm_fiber(*_fiber_folds(x, axis, batch_ndim, y), alpha, beta)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _norm_fiber_backward(xt, yt, dyt, dxt, alpha):
     bs, ks, ns, ms = xt.shape
     for b in range(bs):
@@ -326,7 +327,7 @@ def norm_fiber_backward(x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0):
     _norm_fiber_backward(xt, yt, dyt, _fiber_folds(dx, axis, batch_ndim)[0], alpha)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sum_backward(dy, x, y, alpha):
     value = alpha * dy[0]
     for i in range(y.size):

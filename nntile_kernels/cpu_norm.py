@@ -26,7 +26,7 @@ def fiber_views(full, fiber, axis, batch_ndim):
     return [folded_t(a, shape4) for a in full], folded_t(fiber, (shape4[1], shape4[3]))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _multiply_fiber(ft, xt, zt, alpha):
     batch, k, n, m = zt.shape
     a = zt.dtype.type(alpha)
@@ -42,7 +42,7 @@ def _multiply_fiber(ft, xt, zt, alpha):
                     zt[b, p, j, i] = value * xt[b, p, j, i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sumprod_fiber_backward(ft, xt, dxt, alpha):
     batch, k, n, m = dxt.shape
     a = dxt.dtype.type(alpha)
@@ -58,7 +58,7 @@ def _sumprod_fiber_backward(ft, xt, dxt, alpha):
                     dxt[b, p, j, i] += value * xt[b, p, j, i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sumprod_fiber(xt, yt, ft, alpha, beta):
     batch, k, n, m = xt.shape
     total = np.empty(n)

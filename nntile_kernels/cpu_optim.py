@@ -12,7 +12,7 @@ from numba import njit
 from .cpu_common import fp16_uses_reference
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sgd(grad, param, velocity, first, lr, momentum, weight_decay, dampening, nesterov):
     t = param.dtype.type
     lr_, mu, wd, keep = t(lr), t(momentum), t(weight_decay), t(1.0 - dampening)
@@ -26,7 +26,7 @@ def _sgd(grad, param, velocity, first, lr, momentum, weight_decay, dampening, ne
         param[i] -= lr_ * g
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")   # no zero-division branch: the loop vectorises
 def _adam(grad, param, m, v, first, hyper):
     step_size, beta1, beta2, eps, bias2_sqrt, l2, decay = hyper
     t = param.dtype.type

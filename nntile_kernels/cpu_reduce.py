@@ -12,11 +12,12 @@ import numpy as np
 from numba import njit
 
 from . import reference
-from .cpu_common import F16, folded_t, row_sum
+from .cpu_common import F16, folded_t, row_max, row_sum
+from .cpu_fastmath import fast_exp
 from .layout import fiber_folds, fold
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sum(x, y, alpha, beta):
     total = 0.0
     for i in range(x.size):
@@ -24,7 +25,7 @@ def _sum(x, y, alpha, beta):
     y[0] = alpha * total if beta == 0.0 else alpha * total + beta * y[0]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sum_fiber(xt, yt, alpha, beta):
     batch, k, n, m = xt.shape  # x is (m, n, k, batch), y is (n, batch)
     total = np.empty(n)
@@ -42,7 +43,7 @@ def _sum_fiber(xt, yt, alpha, beta):
             yt[b, j] = alpha * total[j] if beta == 0.0 else alpha * total[j] + beta * yt[b, j]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add_fiber(xt, yt, zt, alpha, beta):
     batch, k, n, m = zt.shape  # x is (n, batch), y and z are (m, n, k, batch)
     a, c = zt.dtype.type(alpha), zt.dtype.type(beta)
@@ -66,7 +67,7 @@ def _add_fiber(xt, yt, zt, alpha, beta):
                         zt[b, p, j, i] = value + c * yt[b, p, j, i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _transpose(xt, yt, alpha):
     n, m = xt.shape  # x is (m, n), y is (n, m)
     a = yt.dtype.type(alpha)
@@ -118,7 +119,7 @@ def transpose(x, y, *, alpha=1.0, ndim):
 # maxima and sums so that x is still visited in storage order.
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _slab_max(xt, p, top):
     top[:] = -np.inf
     for j in range(xt.shape[1]):
@@ -126,25 +127,35 @@ def _slab_max(xt, p, top):
             top[i] = max(top[i], xt[p, j, i])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _slab_max_sumexp(xt, p, top, total):
+    if xt.shape[2] == 1:
+        # PERF: axis 0 (attention's key axis, the loss's classes): one contiguous run;
+        # the exps vectorise into a scratch row summed by row_sum's 8 chains
+        column = xt[p].reshape(xt.shape[1])   # C-contiguous (xt[p, :, 0] is typed strided)
+        peak = row_max(column)
+        exps = np.empty(column.size)
+        for j in range(column.size):
+            exps[j] = fast_exp(column[j] - peak)
+        top[0], total[0] = peak, row_sum(exps)
+        return
     _slab_max(xt, p, top)
     total[:] = 0.0
     for j in range(xt.shape[1]):
         for i in range(xt.shape[2]):
-            total[i] += math.exp(xt[p, j, i] - top[i])
+            total[i] += fast_exp(xt[p, j, i] - top[i])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _softmax(xt, yt):
     k, n, m = xt.shape
-    top, total = np.empty(m), np.empty(m)
+    top, total = np.empty(m, xt.dtype), np.empty(m)   # top in the tile dtype: fast_exp
     for p in range(k):
         _slab_max(xt, p, top)
         total[:] = 0.0
         for j in range(n):
             for i in range(m):
-                e = math.exp(xt[p, j, i] - top[i])
+                e = fast_exp(xt[p, j, i] - top[i])
                 yt[p, j, i] = e  # when y is x, x[i, j, p] is never read again
                 total[i] += e
         for j in range(n):
@@ -152,7 +163,7 @@ def _softmax(xt, yt):
                 yt[p, j, i] /= total[i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _log_add(a, b):
     """log(exp(a) + exp(b)); two -inf give -inf (never nan), +inf wins."""
     top = max(a, b)
@@ -161,10 +172,10 @@ def _log_add(a, b):
     return top + math.log1p(math.exp(min(a, b) - top))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _logsumexp(xt, yt, beta, log_beta):
     k, m = xt.shape[0], xt.shape[2]  # y is (m, k)
-    top, total = np.empty(m), np.empty(m)
+    top, total = np.empty(m, xt.dtype), np.empty(m)
     for p in range(k):
         _slab_max_sumexp(xt, p, top, total)  # total is nan where top is infinite
         for i in range(m):
@@ -172,14 +183,14 @@ def _logsumexp(xt, yt, beta, log_beta):
             yt[p, i] = value if beta == 0.0 else _log_add(value, yt[p, i] + log_beta)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _logsumexp_merge(x, y, z, log_alpha, beta, log_beta):
     for i in range(z.size):
         value = x[i] + log_alpha
         z[i] = value if beta == 0.0 else _log_add(value, y[i] + log_beta)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _maxsumexp(xt, yt):
     k, m = xt.shape[0], xt.shape[2]  # y is (2, m, k)
     top, total = np.empty(m), np.empty(m)

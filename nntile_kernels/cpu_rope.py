@@ -22,7 +22,7 @@ def _views(sin, cos, x, y):
             folded_t(x, full), folded_t(y, full))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _rope(st, ct, xt, yt, sign, accumulate):
     """y[2i], y[2i+1] (+)= the pair rotated by +angle (sign 1) or -angle (sign -1)."""
     k, n, m = xt.shape

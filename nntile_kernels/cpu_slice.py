@@ -20,6 +20,7 @@ from numba import njit
 
 from . import reference
 from .cpu_common import F16, folded_t, row_dot, row_sum
+from .cpu_fastmath import fast_exp
 from .layout import fold
 
 
@@ -29,7 +30,7 @@ def slice_views(full, parts, axis):
     return ([folded_t(a, (m, n, k)) for a in full], [folded_t(a, (m, k)) for a in parts])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sumprod_slice(xt, yt, zt, alpha, beta):
     k, n, m = xt.shape
     total = np.empty(m)
@@ -46,7 +47,7 @@ def _sumprod_slice(xt, yt, zt, alpha, beta):
             zt[p, i] = value if beta == 0.0 else value + beta * zt[p, i]  # z may be garbage
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sumprod_slice_backward(st, xt, dxt, alpha):
     k, n, m = xt.shape
     a = dxt.dtype.type(alpha)
@@ -61,7 +62,7 @@ def _sumprod_slice_backward(st, xt, dxt, alpha):
                 dxt[p, j, i] += a * st[p, i] * xt[p, j, i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _logsumexp_backward(xt, yt, dyt, dxt):
     k, n, m = xt.shape
     for p in range(k):
@@ -69,19 +70,24 @@ def _logsumexp_backward(xt, yt, dyt, dxt):
             for i in range(m):
                 y = yt[p, i]
                 shift = y if math.isfinite(y) else 0.0  # a slice of all -inf gets zeros
-                dxt[p, j, i] += math.exp(xt[p, j, i] - shift) * dyt[p, i]
+                dxt[p, j, i] += fast_exp(xt[p, j, i] - shift) * dyt[p, i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _softmax_from_logsumexp(lset, xt, yt):
     k, n, m = xt.shape
     for p in range(k):
+        if m == 1:   # PERF: axis 0 (attention's key axis): a contiguous run, vectorises
+            shift = lset[p, 0]
+            for j in range(n):
+                yt[p, j, 0] = fast_exp(xt[p, j, 0] - shift)
+            continue
         for j in range(n):
             for i in range(m):
-                yt[p, j, i] = math.exp(xt[p, j, i] - lset[p, i])
+                yt[p, j, i] = fast_exp(xt[p, j, i] - lset[p, i])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _softmax_from_logsumexp_backward(yt, dyt, dt, dxt):
     k, n, m = yt.shape
     for p in range(k):
@@ -90,7 +96,7 @@ def _softmax_from_logsumexp_backward(yt, dyt, dt, dxt):
                 dxt[p, j, i] += yt[p, j, i] * (dyt[p, j, i] - dt[p, i])
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _mask_scalar(mask, x, y, val):
     # flat F-order views: the mask's dims lead, so x's element b*size + i has mask[i]
     size = mask.size
@@ -150,7 +156,7 @@ def softmax_from_logsumexp_backward(y, dy, d, dx, *, axis):
 # -------------------------------------------------- sum_slice, add_slice, multiply_slice
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sum_slice(xt, st, alpha, beta):
     k, n, m = xt.shape
     total = np.empty(m)
@@ -167,7 +173,7 @@ def _sum_slice(xt, st, alpha, beta):
             st[p, i] = value if beta == 0.0 else value + beta * st[p, i]  # s may be garbage
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add_slice(st, xt, zt, alpha, beta):
     k, n, m = zt.shape
     a, b = zt.dtype.type(alpha), zt.dtype.type(beta)
@@ -189,7 +195,7 @@ def _add_slice(st, xt, zt, alpha, beta):
                     zt[p, j, i] = a * st[p, i] + b * xt[p, j, i]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _multiply_slice(st, xt, zt, alpha):
     k, n, m = zt.shape
     a = zt.dtype.type(alpha)

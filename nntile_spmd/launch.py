@@ -13,6 +13,9 @@ Usage::
   usable cores // ranks per node, at least 1), exported to the ranks as
   OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS, NUMBA_NUM_THREADS and
   NNTILE_SPMD_THREADS, so the ranks never oversubscribe the node by default.
+  Inside a rank the T threads run tile tasks side by side (BLAS one thread per
+  task); ``--task-threads K`` exports NNTILE_SPMD_TASK_THREADS=K: K tasks at a
+  time, BLAS T // K threads each (K = 1: the serial executor, BLAS on T threads).
 * GPUs: nothing is set here; each rank picks GPU ``local_rank % n_gpus`` of
   the GPUs it sees (``nntile_spmd.runtime.threads.gpu_for_rank``).
 * Deadline: ``--recv-timeout S`` exports NNTILE_SPMD_RECV_TIMEOUT, the seconds
@@ -47,7 +50,9 @@ THREAD_ENV_VARS = (
 )
 RECV_TIMEOUT_VAR = "NNTILE_SPMD_RECV_TIMEOUT"   # runtime/timeouts.py reads it
 # Launcher options that take a separate value (used to find where the script starts).
-_VALUE_OPTIONS = {"-n", "--np", "--threads", "--launcher", "--launcher-arg", "--recv-timeout"}
+TASK_THREADS_VAR = "NNTILE_SPMD_TASK_THREADS"   # runtime/thread_budget.py reads it
+_VALUE_OPTIONS = {"-n", "--np", "--threads", "--task-threads", "--launcher", "--launcher-arg",
+                  "--recv-timeout"}
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 PR_SET_PDEATHSIG = 1   # from <linux/prctl.h>
 
@@ -65,6 +70,9 @@ def build_parser():
                         help="number of MPI ranks")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads per rank (default: cores // ranks per node)")
+    parser.add_argument("--task-threads", type=int, default=None,
+                        help="of those, threads running tile tasks side by side "
+                             f"(exports {TASK_THREADS_VAR}; default: all of them)")
     parser.add_argument("--launcher", choices=("auto", "mpiexec", "srun"),
                         default="auto", help="which launcher to use (default: auto)")
     parser.add_argument("--launcher-arg", action="append", default=[],
@@ -104,6 +112,8 @@ def parse_args(argv):
         parser.error("-n must be at least 1")
     if args.threads is not None and args.threads < 1:
         parser.error("--threads must be at least 1")
+    if args.task_threads is not None and args.task_threads < 1:
+        parser.error("--task-threads must be at least 1")
     if args.recv_timeout is not None and not 0 < args.recv_timeout < math.inf:
         parser.error("--recv-timeout must be a positive number of seconds")
     return args, program
@@ -172,12 +182,14 @@ def _positive_int(value):
     return number if number > 0 else None
 
 
-def child_env(threads, env=None, recv_timeout=None):
+def child_env(threads, env=None, recv_timeout=None, task_threads=None):
     """Return the environment for the ranks: env plus the thread variables."""
     env = dict(os.environ if env is None else env)
     env.update({name: str(threads) for name in THREAD_ENV_VARS})
     if recv_timeout is not None:
         env[RECV_TIMEOUT_VAR] = repr(float(recv_timeout))
+    if task_threads is not None:
+        env[TASK_THREADS_VAR] = str(task_threads)
     return env
 
 
@@ -201,11 +213,13 @@ def build_command(launcher, n, threads, program, extra=(), env=None):
     return [*head, *extra, python, *program]
 
 
-def format_dry_run(launcher, n, threads, command, recv_timeout=None):
+def format_dry_run(launcher, n, threads, command, recv_timeout=None, task_threads=None):
     """Return the text --dry-run prints: a summary and a copy-pasteable command."""
     assignments = [f"{name}={threads}" for name in THREAD_ENV_VARS]
     if recv_timeout is not None:
         assignments.append(f"{RECV_TIMEOUT_VAR}={float(recv_timeout)!r}")
+    if task_threads is not None:
+        assignments.append(f"{TASK_THREADS_VAR}={task_threads}")
     return (f"# launcher: {launcher}, ranks: {n}, threads per rank: {threads}\n"
             + shlex.join(["env", *assignments, *command]))
 
@@ -292,11 +306,13 @@ def main(argv=None):
         print(f"nntile_spmd.launch: error: {error}", file=sys.stderr)
         return 127
     if args.dry_run:
-        print(format_dry_run(launcher, args.n, threads, command, args.recv_timeout))
+        print(format_dry_run(launcher, args.n, threads, command, args.recv_timeout,
+                             args.task_threads))
         return 0
     warn_oversubscription(args.n, launcher, threads)
     sys.stdout.flush()
-    return run(command, child_env(threads, recv_timeout=args.recv_timeout))
+    return run(command, child_env(threads, recv_timeout=args.recv_timeout,
+                                  task_threads=args.task_threads))
 
 
 if __name__ == "__main__":

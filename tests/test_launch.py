@@ -232,3 +232,17 @@ def test_run_script_wraps_launcher(no_slurm, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "NNTILE_SPMD_THREADS=2" in result.stdout
     assert result.stdout.rstrip().endswith("x.py")
+
+
+def test_task_threads_exported_to_the_ranks():
+    env = launch.child_env(2, {"PATH": "/bin"}, task_threads=1)
+    assert env["NNTILE_SPMD_TASK_THREADS"] == "1" and env["NNTILE_SPMD_THREADS"] == "2"
+    assert "NNTILE_SPMD_TASK_THREADS" not in launch.child_env(2, {"PATH": "/bin"})
+
+
+@needs_mpiexec
+def test_dry_run_task_threads(capsys, no_slurm):
+    words = dry_run(capsys, "-n", "1", "--threads", "2", "--task-threads", "1", "x.py")[1]
+    assert "NNTILE_SPMD_TASK_THREADS=1" in words
+    with pytest.raises(SystemExit):
+        launch.main(["--dry-run", "-n", "1", "--task-threads", "0", "x.py"])

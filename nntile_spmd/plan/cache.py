@@ -60,7 +60,7 @@ def stable_text(value) -> str:
 
 
 def plan_key(graph, nranks, tiling, distribution, window, deterministic=False,
-             rank=None) -> str:
+             rank=None, fuse=False) -> str:
     """The cache key of a plan (raises Uncacheable)."""
     from .. import __version__
     from ..graph.export import to_json
@@ -71,7 +71,8 @@ def plan_key(graph, nranks, tiling, distribution, window, deterministic=False,
     if isinstance(distribution, dict) and any(isinstance(v, int) for v in distribution.values()):
         distribution = ("mesh", tuple(distribution.items()))   # a mesh's axis order counts
     text = "\n".join([__version__, graph_text, stable_text(tiling), stable_text(distribution),
-                      str(nranks), str(window), str(bool(deterministic)), str(rank)])
+                      str(nranks), str(window), str(bool(deterministic)), str(rank),
+                      str(bool(fuse))])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -99,11 +100,12 @@ class PlanCache:
             os.makedirs(self.directory, exist_ok=True)
 
     def plan(self, graph, nranks, tiling, distribution, window, build, deterministic=False,
-             rank=None):
+             rank=None, fuse=False):
         """The plan of these arguments: from memory, from disk, or `build()` (which
         must return the plan with its programs derived)."""
         try:
-            key = plan_key(graph, nranks, tiling, distribution, window, deterministic, rank)
+            key = plan_key(graph, nranks, tiling, distribution, window, deterministic, rank,
+                           fuse)
         except Uncacheable:
             with self.lock:
                 self.stats.uncacheable += 1

@@ -19,6 +19,7 @@ from ..graph.recompute import recomputed_ops
 from .axes import axis_classes
 from .builder import PlanError, ProgramBuilder
 from .distribution import REPLICATED
+from .fusion import fuse_program
 from .instructions import Exec, Recv, Send
 from .lowering import lower_op
 from .views import find_views
@@ -32,7 +33,7 @@ DEFAULT_WINDOW = 8
 
 def build_plan(graph, nranks: int, tiling=None, distribution="single",
                window: int = DEFAULT_WINDOW, deterministic: bool = False,
-               rank=None) -> Plan:
+               rank=None, fuse: bool = False) -> Plan:
     """Tile and distribute every tensor of `graph` over `nranks` ranks.
 
     deterministic: every sum over tiles runs on the output tile's owner in tile index
@@ -40,6 +41,7 @@ def build_plan(graph, nranks: int, tiling=None, distribution="single",
     for one tile grid the results are bitwise the same on any rank count and preset.
     With `rank`, the plan is that rank's view (an MPI rank, a PlanningWorld):
     `program(rank)` derives its program alone instead of every rank's.
+    fuse: chains of elementwise tasks on one tile become one fused task (plan/fusion.py).
     """
     if graph.symbols():
         raise PlanError(f"graph {graph.name!r} has unbound symbolic dims "
@@ -51,6 +53,7 @@ def build_plan(graph, nranks: int, tiling=None, distribution="single",
     with gc_paused():
         plan = plan_graph(graph, nranks, tiling, distribution, window)
     plan.deterministic = bool(deterministic)
+    plan.fuse = bool(fuse)
     plan.own_rank = rank
     return plan
 
@@ -81,6 +84,8 @@ def tensor_owners(name, distribution, grid, nranks):
 class Plan:
     """Tilings, owners and per-rank programs of one graph on `nranks` ranks."""
 
+    fuse = False   # plans pickled in a cache before fusion existed read as unfused
+
     def __init__(self, graph, nranks, window, classes, class_of, tilings, distributions,
                  owners, groups=()):
         self.graph, self.nranks, self.window = graph, nranks, window
@@ -104,6 +109,7 @@ class Plan:
         self._rank_programs = {}   # (phases, rank) -> one rank's program, derived alone
         self.own_rank = None       # set by build_plan(rank=...): plan one rank only
         self.deterministic = False   # build_plan sets it before any program is built
+        self.fuse = False            # likewise
 
     # -- ownership ------------------------------------------------------------------
     def owner_of(self, key) -> int:
@@ -152,8 +158,13 @@ class Plan:
                                  permanent_holders(self), self.deterministic, self.groups)
         for op in self.live_ops(phase_key):
             builder.add_op(lower_op(op, self.tilings, self.views))
-        return [insert_frees(program, self.permanent[rank])
+        return [self.finish_program(program, rank)
                 for rank, program in enumerate(builder.finish())]
+
+    def finish_program(self, program, rank):
+        """FREEs placed, then elementwise chains fused when the plan fuses."""
+        program = insert_frees(program, self.permanent[rank])
+        return fuse_program(program, self.meta) if self.fuse else program
 
     def rank_program(self, rank: int, phases=None) -> list:
         """`rank`'s program derived alone (equal to programs(phases)[rank])."""
@@ -168,7 +179,7 @@ class Plan:
                                      permanent_holders(self), self.deterministic, self.groups)
         for op in self.live_ops(phase_key):
             builder.add_op(lower_op(op, self.tilings, self.views))
-        return insert_frees(builder.finish_rank(), self.permanent[rank])
+        return self.finish_program(builder.finish_rank(), rank)
 
     @cached_property
     def views(self):
@@ -246,7 +257,7 @@ class Plan:
         tiling_text = repr(sorted((name, repr(spec)) for name, spec in self.tilings.items()))
         owner_text = "".join(f"{name}:{self.owners[name].tobytes().hex()}"
                              for name in sorted(self.owners)) + \
-            f"/{self.nranks}/{self.window}/{self.deterministic}"
+            f"/{self.nranks}/{self.window}/{self.deterministic}/{self.fuse}"
         return {part: hashlib.sha256(text.encode()).hexdigest()[:16]
                 for part, text in (("graph", graph_text), ("tiling", tiling_text),
                                    ("distribution", owner_text))}

@@ -68,9 +68,9 @@ class BindingMixin:
         """
         tensor = self._bindable(name)
         rank = self.world.rank if rank is None else rank
-        # FIX (runtime stage 3 tests): check every tile first and agree on the outcome,
-        # so a rank given wrong tiles makes every rank raise (it used to raise alone and
-        # leave the others blocked in agree()), and no tile is copied from a bad call.
+        # every tile is checked first and the ranks agree on the outcome: a rank given
+        # wrong tiles makes every rank raise (raising alone would leave the others
+        # blocked in agree()), and no tile of a bad call is copied
         try:
             arrays, error = self._checked_tiles(tensor, tiles, rank), None
         except (ValueError, TypeError) as caught:

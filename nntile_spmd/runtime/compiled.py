@@ -13,10 +13,13 @@ from ..plan.plan import build_plan, normalize_phases
 from .binding import BindingMixin
 from .consistency import RankAgreement
 from .device import check_storage, for_graph
-from .executor import RankExecutor
+from .executor_threads import make_executor
 from .failure import install_abort_on_error
+from .fused_kernels import kernel_table, resolve_fuse
 from .limits import check_fits_in_memory
+from .profile import ProfileMixin, profile_from_env
 from .scalars import ResolvedProgram, ScalarTable
+from .thread_budget import TaskThreads
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
 from .staging import wrap_transport
 from .storage import TileStore
@@ -31,13 +34,14 @@ def own_rank(world: World):
 
 
 def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic, cache,
-                      rank=None):
+                      rank=None, fuse=False):
     """The plan with its programs derived (so a graph that cannot be planned, e.g.
     a tensor read before anything writes it, raises PlanError from compile on every
     rank rather than from the first execute), through `cache` when there is one.
     With `rank`, only that rank's program is derived."""
     def build():
-        plan = build_plan(graph, nranks, tiling, distribution, window, deterministic, rank)
+        plan = build_plan(graph, nranks, tiling, distribution, window, deterministic, rank,
+                          fuse)
         if rank is None:
             plan.programs()
         else:
@@ -48,7 +52,8 @@ def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic
     if cache is None or cache is False:
         return build()
     cache = shared_cache() if cache is True else cache
-    return cache.plan(graph, nranks, tiling, distribution, window, build, deterministic, rank)
+    return cache.plan(graph, nranks, tiling, distribution, window, build, deterministic, rank,
+                      fuse)
 
 
 class PendingCompile:
@@ -73,7 +78,8 @@ _PLANNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nntile-planner"
 
 def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bindings=None,
                   device="auto", window=8, recv_timeout=None, threads=None,
-                  deterministic=False, cache=None) -> PendingCompile:
+                  deterministic=False, cache=None, fuse=None,
+                  task_threads=None) -> PendingCompile:
     """compile() with its planning in a background thread, so that planning the next
     shape overlaps with executing the current one. Planning is pure Python: it runs
     while the current execute's kernels (BLAS, numba) release the interpreter lock.
@@ -84,9 +90,9 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
     world = make_world(comm, recv_timeout)
     check_fits_in_memory(graph, world.size, len(world.local_ranks()))
     future = _PLANNER.submit(plan_graph_cached, graph, world.size, tiling, distribution,
-                             window, deterministic, cache, own_rank(world))
+                             window, deterministic, cache, own_rank(world), resolve_fuse(fuse))
     return PendingCompile(future, lambda plan: CompiledGraph.from_plan(
-        graph, world, plan, device, threads))
+        graph, world, plan, device, threads, task_threads))
 
 
 def make_world(comm, recv_timeout):
@@ -101,11 +107,14 @@ def make_world(comm, recv_timeout):
     return world
 
 
-class CompiledGraph(BindingMixin):
+class CompiledGraph(BindingMixin, ProfileMixin):
     """A graph planned for a world; every rank calls the collective methods in order."""
 
-    def __init__(self, graph, world, plan, device):
+    def __init__(self, graph, world, plan, device, task_threads=None):
         self.graph, self.world, self.plan, self.device = graph, world, plan, device
+        self.threading = task_threads or TaskThreads(1)   # tile tasks side by side
+        self.profiling = profile_from_env()   # record every execute's tasks (profile.py)
+        self.events = {}     # rank -> events of the last execute, when profiling
         self.stores = {rank: TileStore(device.xp, device.storage_dtype)
                        for rank in world.local_ranks()}
         self.bound = {}   # tensor name -> local ranks whose tiles were bound
@@ -113,6 +122,7 @@ class CompiledGraph(BindingMixin):
         self.ops_by_name = {op.name: op for op in graph.ops()}
         self.scalars = ScalarTable(graph)
         self.resolved = {}   # (phases, rank) -> ResolvedProgram
+        self.fused_kernels = {}   # the kernel table with the fused chains (fused_kernels.py)
         self.agreement = RankAgreement(graph.name)
         self.graph_size = (len(graph.tensors()), len(graph.ops()))   # to notice later edits
         self.produced = set()  # tensors some execute() has computed (get_output checks)
@@ -124,8 +134,12 @@ class CompiledGraph(BindingMixin):
     @classmethod
     def compile(cls, graph, comm=None, tiling=None, distribution="single",
                 shape_bindings=None, device="auto", window=8, recv_timeout=None,
-                threads=None, deterministic=False, cache=None) -> CompiledGraph:
+                threads=None, deterministic=False, cache=None, fuse=None,
+                task_threads=None) -> CompiledGraph:
         """Plan `graph` on the ranks of `comm` (MPI.COMM_WORLD by default).
+
+        `threads`, `task_threads`: this rank's threads, and how many run tile tasks
+        side by side (docs/launching.md; 1 = the serial executor).
 
         `recv_timeout`: seconds any wait of the library (a tile, a collective) may
         last before the job ends with an error naming the silent rank; default
@@ -136,22 +150,27 @@ class CompiledGraph(BindingMixin):
         `cache`: a PlanCache (plans in memory and, with a directory, on disk), True for
         the process-wide in-memory one, or None (default: plan every time, unless
         $NNTILE_SPMD_PLAN_CACHE names a directory).
+        `fuse`: run chains of elementwise tasks on one tile as one fused loop (plan/fusion.py;
+        bitwise the same results); None reads $NNTILE_SPMD_FUSE (default off).
         """
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
         check_fits_in_memory(graph, world.size, len(world.local_ranks()))
         plan = plan_graph_cached(graph, world.size, tiling, distribution, window,
-                                 deterministic, cache, own_rank(world))
-        return cls.from_plan(graph, world, plan, device, threads)
+                                 deterministic, cache, own_rank(world), resolve_fuse(fuse))
+        return cls.from_plan(graph, world, plan, device, threads, task_threads)
 
     @classmethod
-    def from_plan(cls, graph, world, plan, device="auto", threads=None) -> CompiledGraph:
+    def from_plan(cls, graph, world, plan, device="auto", threads=None,
+                  task_threads=None) -> CompiledGraph:
         """The collective half of compile: ranks agree on the plan, pick a device."""
         check_same_plan(world, plan)
-        selected = world.setup_node(device, threads)
+        selected, threading = world.setup_node(device, threads, task_threads)
         check_storage(graph, selected)
-        return cls(graph, world, plan, for_graph(selected, graph))
+        if selected.name != "cpu":
+            threading = TaskThreads(1)   # a GPU rank's kernels are launches on one stream
+        return cls(graph, world, plan, for_graph(selected, graph), threading)
 
     # -- execution -------------------------------------------------------------------
     def execute(self, phases=None):
@@ -170,11 +189,16 @@ class CompiledGraph(BindingMixin):
             transport = wrap_transport(self.world.transport(rank, epoch), self.device,
                                        self.world.cuda_aware)
             program = self.resolved_program(phases, rank)
-            executors[rank] = RankExecutor(rank, program, self.plan.meta, store,
-                                           transport, self.device.kernels, self.plan.window)
+            kernels = kernel_table(self.device, program, self.fused_kernels)
+            task_threads = self.threading.for_program((phases_key, rank), program)
+            executors[rank] = make_executor(
+                rank, program, self.plan.meta, store, transport, kernels,
+                self.plan.window, task_threads, [] if self.profiling else None)
         try:
             self.world.run(executors)
         except BaseException:
+            for executor in executors.values():
+                executor.abandon()      # no task thread may write a tile after this
             # a failed execute must not leave half-written transient tiles behind:
             # the next execute allocates them afresh
             for rank, store in self.stores.items():
@@ -193,6 +217,13 @@ class CompiledGraph(BindingMixin):
             self.stats[rank] = build_stats(rank, ran, self.ops_by_name, executor,
                                            self.stores[rank], staging,
                                            executor.busy_s + sync_s)
+        if self.profiling:
+            self.record_profile(executors)
+
+    @property
+    def task_threads(self) -> int:
+        """Tile tasks run side by side on a rank in the last execute (or the fixed count)."""
+        return self.threading.last
 
     def get_output(self, name: str, root=None):
         """The whole tensor on every rank, or on `root` only (None elsewhere)."""

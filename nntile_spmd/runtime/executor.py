@@ -28,10 +28,14 @@ class RankExecutor:
     """Runs `program` on `store`; with blocking=False (simulation) it returns when a
     receive has not arrived yet and resumes from there on the next call."""
 
-    def __init__(self, rank, program, meta, store, transport, kernels, window):
+    uses_spares = True              # freed large tiles serve later allocations (storage.py)
+
+    def __init__(self, rank, program, meta, store, transport, kernels, window, events=None):
         self.rank, self.program, self.meta = rank, program, meta
+        self.events = events        # list of (kind, op, kernel, start, end, thread) or None
         self.store, self.transport, self.kernels = store, transport, kernels
         self.window = window
+        store.use_spares = self.uses_spares
         store.begin(program)
         self.positions = recv_positions(program)
         self.pc = 0
@@ -65,6 +69,11 @@ class RankExecutor:
                 self.pc = pc
                 return False
         self.pc = len(program)
+        self.finish()
+        return True
+
+    def finish(self):
+        """The program ran: complete every send, release parked buffers."""
         # Every receive of this rank is done, so no peer waits on it any more: the
         # peers post the receives these sends need as they go, and waiting is safe.
         for handles in self.pending_sends.values():
@@ -76,8 +85,11 @@ class RankExecutor:
                 self.transport.wait_send(handle)
             self.store.release(buffer, meta)
         self.parked.clear()
-        self.store.end(program)     # spare buffers may serve the next execute of it
-        return True
+        self.store.end(self.program)   # spare buffers may serve the next execute of it
+
+    def abandon(self):
+        """The execute failed (here or on another simulated rank): stop. Nothing runs
+        off this thread in the serial executor."""
 
     def post_receives(self):
         """Post RECVs up to `window` ahead of the first unfinished one (plan.memory rule)."""
@@ -116,7 +128,10 @@ class RankExecutor:
                     return False
                 start = clock()
                 wait_recv(handle, lambda: self.describe_wait(instruction))
-                op_totals[WAIT_S] += clock() - start
+                end = clock()
+                op_totals[WAIT_S] += end - start
+                if self.events is not None:
+                    self.events.append(("wait", instruction[4], "recv", start, end, 0))
             before = traffic.received_bytes
             buffer = finish_recv(handle, buffer)
             op_totals[RECEIVED] += traffic.received_bytes - before
@@ -152,7 +167,7 @@ class RankExecutor:
         tiles, kernels, meta = self.store.tiles, self.kernels, self.meta
         get_tile, allocate = tiles.__getitem__, self.store.allocate
         pending_sends, retire = self.pending_sends, self.retire_sends
-        per_op, clock = self.per_op, time.perf_counter
+        per_op, clock, events = self.per_op, time.perf_counter, self.events
 
         def do_exec(instruction, blocking):
             kernel, keys, _, writes, params, flops, op_name = instruction
@@ -171,7 +186,10 @@ class RankExecutor:
                 if hasattr(error, "add_note"):   # Python >= 3.11
                     error.add_note(self.describe_exec(instruction))
                 raise
-            elapsed = clock() - start
+            end = clock()
+            elapsed = end - start
+            if events is not None:
+                events.append(("task", op_name, kernel, start, end, 0))
             totals = per_op.get(op_name) or self.totals(op_name)
             totals[KERNEL_S] += elapsed
             totals[TASKS] += 1

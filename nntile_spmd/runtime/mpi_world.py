@@ -18,6 +18,7 @@ from mpi4py import MPI
 from .device import select_device
 from .executor import RecvTimeout, wait_with_deadline
 from .stats import Traffic
+from .thread_budget import TaskThreads
 from .timeouts import resolve_timeout
 from .unresponsive import ABANDONED, FINAL, RankUnresponsive, unresponsive_error
 
@@ -148,7 +149,7 @@ class MPIWorld:
     def local_ranks(self):
         return (self.rank,)
 
-    def setup_node(self, device, threads):
+    def setup_node(self, device, threads, task_threads):
         """The GPU of this rank's node-local number, then the node's BLAS thread budget.
 
         The device comes first: it imports the kernel backend and so loads its BLAS
@@ -158,8 +159,9 @@ class MPIWorld:
         from . import threads as node_threads
         self.barrier("the node setup of compile() (GPU and BLAS threads)")
         selected = select_device(device, node_threads.local_rank(self.comm))
-        node_threads.configure_blas_threads(self.comm, threads)
-        return selected
+        threading = TaskThreads(*node_threads.configure_rank_threads(
+            self.comm, threads, task_threads), node_threads.ensure_blas_threads)
+        return selected, threading
 
     def transport(self, rank, epoch=0):
         return MPITransport(self.comm, self.recv_timeout, (epoch % self.epochs) * TAG_LIMIT)

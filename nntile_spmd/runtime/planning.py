@@ -8,6 +8,7 @@ before anyone books the 1,024 ranks (DESIGN.md section 4.3).
 from __future__ import annotations
 
 from .device import select_device
+from .thread_budget import TaskThreads, simulated_task_threads
 from .world import refuse_unless_executing
 
 
@@ -33,8 +34,8 @@ class PlanningWorld:
     def local_ranks(self):
         return ()    # no tiles here: the rank's shard of a large job need not fit this machine
 
-    def setup_node(self, device, threads):
-        return select_device(device, 0)
+    def setup_node(self, device, threads, task_threads):
+        return select_device(device, 0), TaskThreads(simulated_task_threads(task_threads))
 
     def transport(self, rank, epoch=0):
         refuse_unless_executing(self, "execute")

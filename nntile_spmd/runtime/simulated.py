@@ -9,6 +9,7 @@ from collections import defaultdict, deque
 import numpy as np
 
 from .device import select_device
+from .thread_budget import TaskThreads, simulated_task_threads
 from .stats import Traffic
 
 
@@ -85,9 +86,9 @@ class SimulatedWorld:
     def local_ranks(self):
         return range(self.size)
 
-    def setup_node(self, device, threads):
+    def setup_node(self, device, threads, task_threads):
         """One process holds every rank: device 0, BLAS threads as they are."""
-        return select_device(device, 0)
+        return select_device(device, 0), TaskThreads(simulated_task_threads(task_threads))
 
     def transport(self, rank, epoch=0):
         return SimulatedTransport(rank, self.mailbox)   # run() clears the mailbox: no epochs

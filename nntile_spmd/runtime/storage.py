@@ -15,6 +15,15 @@ rate for 4-64 MiB tiles). Spares are held memory and are counted in `held` and
 never exceed max(peak so far, `ceiling`, live bytes), where the ceiling is the
 peak of the previous execute of the same program (spares are dropped whenever an
 allocation would break the rule, and when another program runs).
+
+Deferred frees (the threaded executor): a tile whose FREE is reached while a task
+still reads it leaves the tile table but stays counted until that task is done
+(`defer`, then `release_deferred`). `peak` stays the most really held;
+`in_order_peak` is the most held minus deferred bytes, that is, what the rank
+would have held had every FREE taken effect at its place in the program (the
+plan's memory model); it equals `peak` when nothing is deferred. Spares are off
+while frees are deferred (`use_spares`): a spare counted at the FREE and a buffer
+still in use cannot both be accounted in program order.
 """
 
 from __future__ import annotations
@@ -31,6 +40,9 @@ class TileStore:
         self.tiles = {}                     # never rebound: the executor binds to it
         self.nbytes = 0                     # live: tiles and posted receive buffers
         self.peak = 0                       # most of live + spare bytes since begin()
+        self.deferred = 0                   # live bytes of tiles freed in program order
+        self.in_order_peak = 0              # most of live - deferred + spare bytes
+        self.use_spares = True
         self.spare = {}                     # (shape, dtype name) -> [freed arrays]
         self.spare_bytes = 0
         self.ceiling = 0                    # peak of the last execute of spare_owner
@@ -58,6 +70,8 @@ class TileStore:
         held = self.nbytes + self.spare_bytes
         if held > self.peak:
             self.peak = held
+        if held - self.deferred > self.in_order_peak:
+            self.in_order_peak = held - self.deferred
         return array
 
     def allocate(self, key, meta, zero=False):
@@ -74,10 +88,20 @@ class TileStore:
     def free(self, key, meta):
         self.release(self.tiles.pop(key), meta)
 
+    def defer(self, key):
+        """FREE of a tile still in use: it leaves the table, its bytes stay held."""
+        array = self.tiles.pop(key)
+        self.deferred += array.nbytes
+        return array
+
+    def release_deferred(self, array, meta):
+        self.deferred -= array.nbytes
+        self.release(array, meta)
+
     def release(self, array, meta):
         """A buffer leaves the live set: large ones become spares (held bytes unchanged)."""
         self.nbytes -= array.nbytes
-        if array.nbytes >= SPARE_MIN_BYTES:
+        if array.nbytes >= SPARE_MIN_BYTES and self.use_spares:
             key = (meta.shape, meta.dtype)
             arrays = self.spare.get(key)
             if arrays is None:
@@ -95,9 +119,9 @@ class TileStore:
     def begin(self, program):
         """An execute of `program` starts: keep the spares only if it ran last, and
         measure the peak from here (after dropping another program's spares)."""
-        if program is not self.spare_owner:
+        if program is not self.spare_owner or not self.use_spares:
             self.drop_spare()
-        self.peak = self.nbytes + self.spare_bytes
+        self.peak = self.in_order_peak = self.nbytes + self.spare_bytes
 
     def end(self, program):
         """An execute of `program` finished: its spares may serve the next one."""
@@ -110,7 +134,8 @@ class TileStore:
             del self.tiles[key]
         self.nbytes = sum(array.nbytes for array in self.tiles.values())
         self.drop_spare()
-        self.peak = self.nbytes
+        self.peak = self.in_order_peak = self.nbytes
+        self.deferred = 0
 
     def __contains__(self, key):
         return key in self.tiles

@@ -11,6 +11,11 @@ Rules (see docs/launching.md):
   oversubscribe the node by default.
 * The environment variable ``NNTILE_SPMD_THREADS`` (set by
   ``python -m nntile_spmd.launch``) overrides that default.
+* A rank's threads are split between tile tasks run side by side by the
+  executor and BLAS threads inside each task: task threads × BLAS threads ≤
+  the rank's threads (``split_threads``). ``NNTILE_SPMD_TASK_THREADS`` (or
+  ``nt.compile(task_threads=...)``) sets the task threads; 1 is the serial
+  executor.
 * A rank uses GPU ``local_rank % n_gpus`` of the GPUs it can see.
 
 The functions taking ``comm`` split it by shared memory and are therefore
@@ -22,10 +27,12 @@ import os
 import threadpoolctl
 from mpi4py import MPI
 
-THREADS_ENV = "NNTILE_SPMD_THREADS"
+from .thread_budget import (TASK_THREADS_ENV, THREADS_ENV, chosen_task_threads,  # noqa: F401
+                            split_threads, threads_from_env)
 
 # The active threadpoolctl limiter; kept so that the limit stays in effect.
 _BLAS_LIMITER = None
+_BLAS_THREADS = None    # the limit it set
 
 
 def _node_comm(comm):
@@ -80,18 +87,29 @@ def default_blas_threads(comm):
         node.Free()
 
 
-def threads_from_env():
-    """Return the thread count from ``NNTILE_SPMD_THREADS``, or None if unset."""
-    value = os.environ.get(THREADS_ENV, "").strip()
-    if not value:
-        return None
-    try:
-        threads = int(value)
-    except ValueError:
-        threads = 0
+def configure_rank_threads(comm, threads=None, task_threads=None):
+    """Budget this rank's threads; return (task threads, rank threads) (collective).
+
+    The rank's threads come from the ``threads`` argument, then
+    ``NNTILE_SPMD_THREADS``, then :func:`default_blas_threads`. With task threads
+    chosen (argument or ``NNTILE_SPMD_TASK_THREADS``) they are split by
+    :func:`split_threads` and BLAS and numba limited to the BLAS share; without,
+    task threads are None (chosen per program at execute, thread_budget.py) and
+    BLAS gets every thread until then.
+    """
+    default = default_blas_threads(comm)  # always called: keeps this collective
+    if threads is None:
+        threads = threads_from_env() or default
+    threads = int(threads)
     if threads < 1:
-        raise ValueError(f"{THREADS_ENV} must be a positive integer, got {value!r}")
-    return threads
+        raise ValueError(f"threads must be positive, got {threads}")
+    task_threads = chosen_task_threads(task_threads)
+    if task_threads is None:
+        limit_blas_threads(threads)
+        return None, threads
+    task_threads, blas_threads = split_threads(threads, task_threads)
+    limit_blas_threads(blas_threads)
+    return task_threads, threads
 
 
 def configure_blas_threads(comm, threads=None):
@@ -100,16 +118,29 @@ def configure_blas_threads(comm, threads=None):
     Priority: the ``threads`` argument, then ``NNTILE_SPMD_THREADS``, then
     :func:`default_blas_threads`.
     """
-    global _BLAS_LIMITER
     default = default_blas_threads(comm)  # always called: keeps this collective
     if threads is None:
         threads = threads_from_env() or default
     threads = int(threads)
     if threads < 1:
         raise ValueError(f"threads must be positive, got {threads}")
+    limit_blas_threads(threads)
+    return threads
+
+
+def limit_blas_threads(threads):
+    """Limit BLAS (threadpoolctl) and numba's parallel kernels to `threads`."""
+    global _BLAS_LIMITER, _BLAS_THREADS
     _BLAS_LIMITER = threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
+    _BLAS_THREADS = threads
     _set_numba_threads(threads)
     return threads
+
+
+def ensure_blas_threads(threads):
+    """limit_blas_threads unless that limit is already set by it (cheap per execute)."""
+    if threads != _BLAS_THREADS:
+        limit_blas_threads(threads)
 
 
 def _set_numba_threads(threads):

@@ -47,7 +47,8 @@ def measure_ops(workload, tile_bytes, steps):
     summed over `steps` executes after one warm-up."""
     from .. import compile as compile_graph
     world = RecordingWorld(1)
-    cg = compile_graph(workload.graph, comm=world,
+    # fuse=False: rates are fitted per op type, so every task must be one op's
+    cg = compile_graph(workload.graph, comm=world, fuse=False,
                        tiling=TilingStrategy.auto(target_tile_bytes=tile_bytes))
     workload.bind_params(cg)
     rng = np.random.default_rng(0)

@@ -1,0 +1,323 @@
+"""Runtime layer: a rank's executor that runs independent tile tasks on several threads.
+
+The executor thread still walks the program in order and does everything but the
+kernels: it allocates output tiles, posts and completes every MPI call (so MPI never
+needs THREAD_MULTIPLE), frees tiles. An EXEC is handed to a worker thread of a
+TaskPool as soon as the tasks it depends on have finished, and the walk goes on.
+The dependencies come from the program, per tile:
+
+* read after write: a task waits for the last task that wrote a tile it reads;
+* write after write: a task waits for the last writer of its output, so the
+  updates of one tile (gemm's K steps, partial sums, accumulating backward ops)
+  land in program order and every sum is added in the same order as the serial
+  executor's: results are bitwise identical;
+* write after read: a task waits for the readers of the version it overwrites;
+* SEND waits for the tile's last writer; a RECV that replaces a tile waits for
+  every task that uses it;
+* FREE of a tile that running or queued tasks still use is deferred: the tile
+  leaves the table at once but its buffer is released (by the executor thread)
+  only when they are done, so the store's peak is what was really held, and its
+  in-order peak (storage.py) what the plan predicts.
+
+At most MAX_IN_FLIGHT_PER_THREAD x threads tasks are issued and unfinished at
+once: the walk does not run ahead allocating the outputs of the whole program.
+A task whose dependencies are done and whose FLOP count is below INLINE_FLOPS runs
+on the executor thread itself: handing a tiny kernel to a worker costs more than
+running it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from .executor import RankExecutor
+from .stats import FLOPS, KERNEL_S, TASKS, new_totals
+from .task_pool import task_pool
+from .thread_budget import HEAVY_FLOPS
+
+# Below this many FLOPs a ready task runs on the executor thread (a hand-off to a
+# worker costs ~10-20 us; 2**16 elementwise FLOPs take about as long).
+INLINE_FLOPS = HEAVY_FLOPS
+# Readers lists are pruned of finished tasks once they grow past this.
+PRUNE_READERS = 32
+# Issued, unfinished tasks per worker thread before the walk waits: enough look-ahead
+# to find independent tiles, not so much that outputs pile up in memory.
+MAX_IN_FLIGHT_PER_THREAD = 4
+
+
+class Task:
+    """One EXEC handed to a worker: its arrays are bound when it is issued."""
+
+    __slots__ = ("executor", "instruction", "arrays", "pending", "successors", "done")
+
+    def __init__(self, executor, instruction, arrays):
+        self.executor, self.instruction, self.arrays = executor, instruction, arrays
+        self.pending = 0
+        self.successors = []
+        self.done = False
+
+    def run(self):
+        self.executor.run_task(self)
+
+
+class ThreadedRankExecutor(RankExecutor):
+    """RankExecutor whose EXECs run on `threads` worker threads (see module doc)."""
+
+    uses_spares = False             # see storage.py: frees may be deferred
+
+    def __init__(self, rank, program, meta, store, transport, kernels, window, events=None,
+                 threads=2):
+        self.pool = task_pool(threads)
+        self.max_in_flight = MAX_IN_FLIGHT_PER_THREAD * threads
+        self.deferred = []      # (tasks, buffer, meta) of FREEs waiting for their users
+        self.completed = 0      # tasks finished (the workers count)
+        self.checked = 0        # `completed` when the deferred frees were last checked
+        self.cond = threading.Condition(threading.Lock())
+        self.writer = {}        # key -> last issued task writing it
+        self.readers = {}       # key -> tasks reading it since its last write
+        self.in_flight = 0      # issued tasks not finished yet
+        self.waiting = False    # the executor thread sleeps on cond
+        self.error = None       # the first exception a worker's kernel raised
+        super().__init__(rank, program, meta, store, transport, kernels, window, events)
+
+    def run(self, blocking=True) -> bool:
+        try:
+            return super().run(blocking)
+        except BaseException:
+            self.abandon()      # no worker may touch a tile once the store is reset
+            raise
+
+    def abandon(self):
+        """Queued tasks skip their kernels; wait for the running ones."""
+        self.error = self.error or RuntimeError("the execute was abandoned")
+        self.drain()
+
+    def finish(self):
+        self.drain()
+        self.raise_error()
+        self.release_deferred()
+        super().finish()
+
+    def release_deferred(self):
+        """Release the deferred buffers whose users are all done."""
+        self.checked = self.completed
+        still = []
+        for tasks, buffer, meta in self.deferred:
+            if all(task.done for task in tasks):
+                self.store.release_deferred(buffer, meta)
+            else:
+                still.append((tasks, buffer, meta))
+        self.deferred[:] = still
+
+    def totals(self, op_name):
+        # setdefault is one call under the interpreter lock: a worker and the executor
+        # thread creating the same op's accumulator cannot lose each other's counts
+        return self.per_op.setdefault(op_name, new_totals())
+
+    # -- waiting on tasks (executor thread) ------------------------------------------
+    def drain(self, limit=0):
+        """Wait until at most `limit` issued tasks are unfinished."""
+        if self.in_flight <= limit:
+            return
+        start = time.perf_counter()
+        with self.cond:
+            self.waiting = True
+            while self.in_flight > limit:
+                self.cond.wait()
+            self.waiting = False
+        if self.events is not None:
+            self.events.append(("wait", "tasks", "look-ahead", start, time.perf_counter(), 0))
+
+    def wait_for(self, tasks):
+        start = time.perf_counter()
+        with self.cond:
+            self.waiting = True
+            for task in tasks:
+                while not task.done:
+                    self.cond.wait()
+            self.waiting = False
+        if self.events is not None:
+            self.events.append(("wait", "tasks", "dependency", start, time.perf_counter(), 0))
+        self.raise_error()
+
+    def wait_writer(self, key):
+        task = self.writer.get(key)
+        if task is not None and not task.done:
+            self.wait_for((task,))
+
+    def wait_users(self, key):
+        """Wait for every task that reads or writes `key`; forget them."""
+        tasks = [task for task in self.readers.pop(key, ()) if not task.done]
+        writer = self.writer.pop(key, None)
+        if writer is not None and not writer.done:
+            tasks.append(writer)
+        if tasks:
+            self.wait_for(tasks)
+
+    def raise_error(self):
+        error = self.error
+        if error is not None:
+            self.drain()
+            raise error
+
+    # -- handlers ----------------------------------------------------------------------
+    def make_recv(self):
+        do_recv, wait_users = super().make_recv(), self.wait_users
+        readers, writer = self.readers, self.writer
+
+        def do_threaded_recv(instruction, blocking):
+            key = instruction[0]
+            if key in writer or key in readers:
+                wait_users(key)     # the received buffer replaces (releases) the old one
+            return do_recv(instruction, blocking)
+        return do_threaded_recv
+
+    def make_send(self):
+        do_send, wait_writer, writer = super().make_send(), self.wait_writer, self.writer
+
+        def do_threaded_send(instruction, blocking):
+            if instruction[0] in writer:
+                wait_writer(instruction[0])
+            return do_send(instruction, blocking)
+        return do_threaded_send
+
+    def make_free(self):
+        do_free, wait_users, store = super().make_free(), self.wait_users, self.store
+        readers, writer, pending_sends = self.readers, self.writer, self.pending_sends
+        deferred, meta = self.deferred, self.meta
+
+        def do_threaded_free(instruction, blocking):
+            key = instruction[0]
+            if key in writer or key in readers:
+                if pending_sends and key in pending_sends:
+                    wait_users(key)     # its sends decide (retire_sends), as serially
+                else:
+                    tasks = [task for task in readers.pop(key, ()) if not task.done]
+                    task = writer.pop(key, None)
+                    if task is not None and not task.done:
+                        tasks.append(task)
+                    if tasks:
+                        deferred.append((tasks, store.defer(key), meta[key]))
+                        return None
+            return do_free(instruction, blocking)
+        return do_threaded_free
+
+    def make_exec(self):
+        run_inline = super().make_exec()
+        tiles, meta, allocate = self.store.tiles, self.meta, self.store.allocate
+        pending_sends, retire = self.pending_sends, self.retire_sends
+        writer, readers, cond, put = self.writer, self.readers, self.cond, self.pool.put
+
+        def do_threaded_exec(instruction, blocking):
+            if not self.in_flight and instruction[5] < INLINE_FLOPS:
+                # nothing runs on the workers: every task recorded is done (the serial
+                # executor's cost for a program of tiny tasks)
+                if writer:
+                    writer.clear()
+                    readers.clear()
+                if self.deferred:
+                    self.release_deferred()
+                self.raise_error()
+                return run_inline(instruction, blocking)
+            if self.error is not None:
+                self.raise_error()
+            if self.deferred and self.completed != self.checked:
+                self.release_deferred()
+            keys, writes = instruction[1], instruction[3]
+            inputs = keys[:len(keys) - len(writes)]
+            deps = []
+            for key in inputs:
+                task = writer.get(key)
+                if task is not None and not task.done:
+                    deps.append(task)
+            for key in writes:
+                task = writer.get(key)
+                if task is not None and not task.done:
+                    deps.append(task)
+                deps.extend(task for task in readers.get(key, ()) if not task.done)
+            if not deps and instruction[5] < INLINE_FLOPS:
+                for key in writes:
+                    writer.pop(key, None)
+                    readers.pop(key, None)
+                with cond:              # the totals are shared with the workers
+                    return run_inline(instruction, blocking)
+            for key in writes:
+                if pending_sends and key in pending_sends:
+                    self.wait_users(key)      # retire may park or copy the old buffer
+                    old = tiles[key]
+                    if not retire(key):
+                        allocate(key, meta[key])[...] = old   # the op may accumulate
+                if key not in tiles:
+                    allocate(key, meta[key])
+            if self.in_flight >= self.max_in_flight:
+                self.drain(self.max_in_flight - 1)
+                self.raise_error()
+            task = Task(self, instruction, [tiles[key] for key in keys])
+            for key in inputs:
+                users = readers.get(key)
+                if users is None:
+                    readers[key] = [task]
+                else:
+                    if len(users) >= PRUNE_READERS:
+                        users[:] = [user for user in users if not user.done]
+                    users.append(task)
+            for key in writes:
+                writer[key] = task
+                readers[key] = []
+            with cond:
+                self.in_flight += 1
+                for dep in deps:
+                    if not dep.done:
+                        dep.successors.append(task)
+                        task.pending += 1
+            if not task.pending:
+                put(task)
+        return do_threaded_exec
+
+    # -- worker side -------------------------------------------------------------------
+    def run_task(self, task):
+        instruction = task.instruction
+        kernel, _, _, _, params, flops, op_name = instruction
+        clock = time.perf_counter
+        start = end = clock()
+        if self.error is None:
+            try:
+                self.kernels[kernel](*task.arrays, **params)
+            except Exception as error:
+                if hasattr(error, "add_note"):   # Python >= 3.11
+                    error.add_note(self.describe_exec(instruction))
+                self.error = self.error or error
+            end = clock()
+            if self.events is not None:
+                self.events.append(("task", op_name, kernel, start, end,
+                                    self.pool.thread_ids.get(threading.get_ident(), 0)))
+        ready = []
+        with self.cond:
+            task.done = True
+            task.arrays = None
+            self.in_flight -= 1
+            self.completed += 1
+            totals = self.per_op.get(op_name) or self.totals(op_name)
+            totals[KERNEL_S] += end - start
+            totals[TASKS] += 1
+            totals[FLOPS] += flops
+            self.flops += flops
+            for successor in task.successors:
+                successor.pending -= 1
+                if not successor.pending:
+                    ready.append(successor)
+            task.successors = None
+            if self.waiting:
+                self.cond.notify_all()
+        for successor in ready:
+            self.pool.put(successor)
+
+
+def make_executor(rank, program, meta, store, transport, kernels, window, task_threads,
+                  events=None):
+    """The serial executor, or the threaded one when tile tasks may run side by side."""
+    if task_threads > 1:
+        return ThreadedRankExecutor(rank, program, meta, store, transport, kernels, window,
+                                    events, task_threads)
+    return RankExecutor(rank, program, meta, store, transport, kernels, window, events)
