@@ -32,7 +32,7 @@ def _tap_table(x_shape, c_shape, y_shape, padding, stride, dilation, x_start, c_
     return tables
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _im2col(xt, rows, cols, s0, s1, patches):
     """patches[b, j, i, c, q, p] = xt[b, c, x_j, x_i]: the input under every tap of every
     output position (entries of taps outside the input tile stay as they were: 0)."""
@@ -48,7 +48,7 @@ def _im2col(xt, rows, cols, s0, s1, patches):
                             patches[b, j, i, c, q, p] = xt[b, c, xj, xi0 + s0 * (i - i0)]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _col2im(patches, rows, cols, s0, s1, xt):
     """xt[b, c, x_j, x_i] += patches[b, j, i, c, q, p]: _im2col's adjoint."""
     for b in range(xt.shape[0]):
