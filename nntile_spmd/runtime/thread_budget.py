@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-from ..plan.instructions import Exec
 
 # A task of at least this many FLOPs is worth a worker thread (executor_threads.py).
 HEAVY_FLOPS = 1 << 16
@@ -59,21 +58,6 @@ def chosen_task_threads(task_threads=None):
     return None if task_threads is None else int(task_threads)
 
 
-def auto_task_threads(program, threads, heavy_flops=HEAVY_FLOPS):
-    """Task threads for `program` when the user chose none: all `threads` if its
-    heavy tasks (>= `heavy_flops`) number at least `threads` per op on average,
-    else 1. A program of whole, untiled tensors has one task per op: running it
-    serially with BLAS on every thread beats tasks side by side that do not exist."""
-    if threads <= 1:
-        return 1
-    tasks, ops = 0, set()
-    for instruction in program:
-        if type(instruction) is Exec and instruction.flops >= heavy_flops:
-            tasks += 1
-            ops.add(instruction[6])
-    return threads if tasks >= threads * max(1, len(ops)) else 1
-
-
 def simulated_task_threads(task_threads=None):
     """A SimulatedWorld's task threads: the argument, the variable, else 1 (serial)."""
     if task_threads is None:
@@ -86,21 +70,22 @@ def simulated_task_threads(task_threads=None):
 class TaskThreads:
     """A compiled graph's task threads on one process: fixed, or chosen per program.
 
-    `fixed` None means automatic: auto_task_threads per (phases, rank) program, and
-    `set_blas(rank_threads // chosen)` before the execute (an MPI rank's BLAS limit).
+    `fixed` None means the default: tasks one at a time, and `set_blas(rank_threads)`
+    before the execute (an MPI rank's BLAS limit) so each task's BLAS uses them all.
     """
 
     def __init__(self, fixed, rank_threads=1, set_blas=None):
         self.fixed, self.rank_threads, self.set_blas = fixed, rank_threads, set_blas
-        self.chosen = {}
         self.last = fixed or 1      # what the last execute used
 
     def for_program(self, key, program) -> int:
         threads = self.fixed
         if threads is None:
-            threads = self.chosen.get(key)
-            if threads is None:
-                threads = self.chosen[key] = auto_task_threads(program, self.rank_threads)
-            self.set_blas(max(1, self.rank_threads // threads))
+            # Unless asked, tasks run one at a time with BLAS on all the rank's threads:
+            # on a quiet 2-core machine that beat 2 task threads on every step measured
+            # (docs/benchmarks.md section 10: MLP 24.8 vs 49.2 ms, GPT-2 1.75 vs 2.48 s,
+            # gemm 4096^3 in 256^2 tiles 120 vs 71 GFLOP/s).
+            threads = 1
+            self.set_blas(self.rank_threads)
         self.last = threads
         return threads

@@ -94,8 +94,8 @@ def configure_rank_threads(comm, threads=None, task_threads=None):
     ``NNTILE_SPMD_THREADS``, then :func:`default_blas_threads`. With task threads
     chosen (argument or ``NNTILE_SPMD_TASK_THREADS``) they are split by
     :func:`split_threads` and BLAS and numba limited to the BLAS share; without,
-    task threads are None (chosen per program at execute, thread_budget.py) and
-    BLAS gets every thread until then.
+    task threads are None (the default: tasks one at a time, thread_budget.py) and
+    BLAS gets every thread.
     """
     default = default_blas_threads(comm)  # always called: keeps this collective
     if threads is None:
