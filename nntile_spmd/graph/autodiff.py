@@ -14,6 +14,7 @@ from .backward_rope import ROPE_BACKWARD_RULES
 from .backward_math import MATH_BACKWARD_RULES
 from .backward_inplace import INPLACE_BACKWARD_RULES
 from .backward_data import DATA_BACKWARD_RULES
+from .backward_refusals import refuse_accumulating_output
 from .ops_conv import CONV_BACKWARD_RULES
 
 
@@ -129,9 +130,7 @@ def gemm_rule(op, ctx):
     a, b = op.inputs
     c = op.outputs[0]
     attrs = op.attrs
-    if attrs["beta"] != 0 and ctx.needs(c) and c.name in ctx.needed:
-        raise NotImplementedError(f"grad: {op.name} accumulates into {c.name} (beta != 0); "
-                                  "use the new-output gemm form in differentiated code")
+    refuse_accumulating_output(op, ctx)
     dc, alpha = ctx.grad(c), attrs["alpha"]
     trans_a, trans_b, batch_ndim = attrs["trans_a"], attrs["trans_b"], attrs["batch_ndim"]
     m_count = a.ndim - attrs["ndim"] - batch_ndim
@@ -158,9 +157,7 @@ def sumprod_slice_rule(op, ctx):
     x, y = op.inputs
     attrs = op.attrs
     z = op.outputs[0]
-    if attrs["beta"] != 0 and z.name in ctx.needed:
-        raise NotImplementedError(f"grad: {op.name} accumulates into {z.name} (beta != 0); "
-                                  "use the new-output sumprod_slice form in differentiated code")
+    refuse_accumulating_output(op, ctx)
     dz = ctx.grad(z)
     for tensor, other in ((x, y), (y, x)):   # x is y (a sum of squares) gets both terms
         if ctx.needs(tensor):
@@ -170,9 +167,7 @@ def sumprod_slice_rule(op, ctx):
 
 def logsumexp_rule(op, ctx):
     (x,), (y,) = op.inputs, op.outputs
-    if op.attrs["beta"] != 0 and y.name in ctx.needed:
-        raise NotImplementedError(f"grad: {op.name} accumulates into {y.name} (beta != 0); "
-                                  "use the new-output logsumexp form in differentiated code")
+    refuse_accumulating_output(op, ctx)
     if ctx.needs(x):
         ops.logsumexp_backward(x, y, ctx.grad(y), ctx.grad(x), op.attrs["axis"])
 
@@ -268,8 +263,7 @@ def cross_entropy_lse_rule(op, ctx):
     """
     logits, lse, labels, count = op.inputs
     loss = op.outputs[0]
-    if op.attrs["beta"] != 0 and loss.name in ctx.needed:
-        raise NotImplementedError(f"grad: {op.name} accumulates into {loss.name} (beta != 0)")
+    refuse_accumulating_output(op, ctx)
     if ctx.needs(logits):
         ops.cross_entropy_lse_backward(logits, lse, labels, count, ctx.grad(loss),
                                        ctx.grad(logits), op.attrs["ignore_index"])

@@ -7,21 +7,12 @@ back to the input's shape.
 from __future__ import annotations
 
 from . import ops
-
-
-def refuse_scaled_output(op, ctx, keeps=(0.0,)):
-    """An op with beta outside `keeps` whose old output is differentiated: not supported
-    (its old value's gradient would be beta times the new one's)."""
-    out = op.outputs[0]
-    if op.attrs["beta"] not in keeps and out.name in ctx.needed:
-        raise NotImplementedError(f"grad: {op.name} scales the old {out.name} by beta="
-                                  f"{op.attrs['beta']}; use beta=0 (a new output) in "
-                                  "differentiated code")
+from .backward_refusals import refuse_accumulating_output
 
 
 def slice_rule(op, ctx):
     (x,), (y,) = op.inputs, op.outputs
-    refuse_scaled_output(op, ctx)
+    refuse_accumulating_output(op, ctx)
     if ctx.needs(x):
         ops.slice_backward(ctx.grad(y), ctx.grad(x), op.attrs["axis"], op.attrs["start"])
 
@@ -29,7 +20,7 @@ def slice_rule(op, ctx):
 def slice_backward_rule(op, ctx):
     (dy,), (dx,) = op.inputs, op.outputs
     # beta = 1 adds into dx, whose old value then has the same gradient as the new one
-    refuse_scaled_output(op, ctx, keeps=(0.0, 1.0))
+    refuse_accumulating_output(op, ctx, keeps=(0.0, 1.0))
     if ctx.needs(dy):
         start = op.attrs["start"]
         ops.slice(ctx.grad(dx), ctx.grad(dy), op.attrs["axis"], start,
@@ -39,7 +30,7 @@ def slice_backward_rule(op, ctx):
 def retile_rule(backward):
     def rule(op, ctx):
         (x,), (y,) = op.inputs, op.outputs
-        refuse_scaled_output(op, ctx)
+        refuse_accumulating_output(op, ctx)
         if ctx.needs(x):
             backward(ctx.grad(y), ctx.grad(x), beta=1.0)
     return rule
@@ -47,7 +38,7 @@ def retile_rule(backward):
 
 def reshape_rule(op, ctx):
     (x,), (y,) = op.inputs, op.outputs
-    refuse_scaled_output(op, ctx)
+    refuse_accumulating_output(op, ctx)
     if ctx.needs(x):
         ops.reshape(ctx.grad(y), ctx.grad(x), x.shape, beta=1.0)
 

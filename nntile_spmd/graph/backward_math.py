@@ -6,7 +6,7 @@ ctx.grad(input); the in-place forms have none (their old values are overwritten)
 from __future__ import annotations
 
 from . import ops, ops_math
-from .backward_norm import refuse_accumulating_output
+from .backward_refusals import refuse_accumulating_output
 
 
 def unary_rule(op, ctx):

@@ -6,14 +6,7 @@ accumulate into ctx.grad(input); no rule needs a full-size temporary.
 from __future__ import annotations
 
 from . import ops
-
-
-def refuse_accumulating_output(op, ctx):
-    """A reduction with beta != 0 whose old output is itself differentiated: not supported."""
-    out = op.outputs[0]
-    if op.attrs["beta"] != 0 and out.name in ctx.needed:
-        raise NotImplementedError(f"grad: {op.name} accumulates into {out.name} (beta != 0); "
-                                  f"use the new-output {op.op_type} form in differentiated code")
+from .backward_refusals import refuse_accumulating_output
 
 
 def sum_slice_rule(op, ctx):

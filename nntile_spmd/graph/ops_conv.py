@@ -7,6 +7,7 @@ Shapes are WHCN, column-major: images [W, H, C, N], kernels [K_w, K_h, C_in, C_o
 from __future__ import annotations
 
 from .apply import apply, owner_graph
+from .backward_refusals import refuse_accumulating_output
 from .registry import op_error
 from .rules_conv import conv_output_shape
 
@@ -86,9 +87,7 @@ def conv2d_rule(op, ctx):
     x, c = op.inputs
     y = op.outputs[0]
     attrs = op.attrs
-    if attrs["beta"] != 0 and y.name in ctx.needed:
-        raise NotImplementedError(f"grad: {op.name} accumulates into {y.name} (beta != 0); "
-                                  "use conv2d (a new output) in differentiated code")
+    refuse_accumulating_output(op, ctx)
     dy, alpha = ctx.grad(y), attrs["alpha"]
     shape = {key: attrs[key] for key in ("padding", "stride", "dilation")}
     if ctx.needs(x):
