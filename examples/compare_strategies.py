@@ -297,7 +297,7 @@ def main(argv=None):
     world = results[0]["world"]
     results += [run_preset(mesh, args, comm, data) for mesh in meshes_for(world.size)]
     worst = check_agreement(results)
-    if getattr(world, "rank", 0) == 0:
+    if world.rank == 0:
         print(f"{args.model}: {world.size} rank(s), {args.steps} steps, batch {args.batch}, "
               "fp64 Adam(W)")
         print_table(results, world.size)

@@ -16,8 +16,6 @@ prints. The last stdout line is one JSON object like train_mlp.py's. The run fai
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -28,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a chec
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.models.cnn import DIGITS_LAYERS, ConvLayer, build_cnn  # noqa: E402
 from nntile_spmd.train import Trainer  # noqa: E402
+from nntile_spmd.train.cli import report, run_summary  # noqa: E402
 
 STRATEGIES = ("single", "ddp", "fsdp", "tp")
 
@@ -96,28 +95,12 @@ def run(args) -> dict:
         [float("nan")]
     result = trainer.evaluate(data["x_test"], data["y_test"])
     trainer.close()
-    cg = trainer.cg
-    times = [entry["step_time_ms"] for entry in trainer.history[1:]] or [0.0]
-    return {"strategy": args.strategy, "ranks": cg.world.size,
-            "final_loss": losses[-1], "test_accuracy": result["accuracy"],
-            "step_time_ms": statistics.median(times),
-            "peak_bytes_per_rank": [cg.memory_on_rank(r) for r in range(cg.world.size)],
-            "bytes_sent_per_step": cg.estimate_communication(),
-            "first_loss": losses[0], "test_loss": result["loss"],
-            "rank": getattr(cg.world, "rank", 0)}
+    return run_summary(trainer, args.strategy, losses, result)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    summary = run(args)
-    if summary.pop("rank") == 0:
-        print(f"{args.strategy} on {summary['ranks']} rank(s): loss {summary['first_loss']:.4f}"
-              f" -> {summary['final_loss']:.4f} in {args.steps} steps, test accuracy "
-              f"{summary['test_accuracy']:.4f}, {summary['step_time_ms']:.2f} ms/step")
-        print(json.dumps(summary), flush=True)
-    if summary["test_accuracy"] < args.target:
-        raise SystemExit(f"FAILED: test accuracy {summary['test_accuracy']:.4f} is below the "
-                         f"target {args.target} ({args.strategy}, {summary['ranks']} ranks)")
+    report(args, run(args))
 
 
 if __name__ == "__main__":

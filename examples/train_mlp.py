@@ -17,8 +17,6 @@ fails (exit code 1) when test accuracy is below --target.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -30,6 +28,7 @@ import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.models import build_mlp  # noqa: E402
 from nntile_spmd.train import (Trainer, add_checkpoint_args, checkpoint_options,  # noqa: E402
                                resume_path)
+from nntile_spmd.train.cli import report, run_summary  # noqa: E402
 
 STRATEGIES = ("single", "ddp", "fsdp", "tp")
 
@@ -96,24 +95,6 @@ def make_trainer(args, comm):
     return trainer
 
 
-def bytes_per_step(trainer) -> int:
-    """Planned bytes all ranks send in one optimizer step (k micro-batches + update)."""
-    cg, k = trainer.cg, trainer.model.accumulation
-    if k == 1:
-        return cg.estimate_communication()
-    return k * cg.estimate_communication(phases=("forward", "backward")) + \
-        cg.estimate_communication(phases="optimizer")
-
-
-def peak_bytes(trainer, rank) -> int:
-    """Planned peak bytes of `rank` over the executes of one optimizer step."""
-    cg = trainer.cg
-    if trainer.model.accumulation == 1:
-        return cg.memory_on_rank(rank)
-    return max(cg.memory_on_rank(rank, phases=("forward", "backward")),
-               cg.memory_on_rank(rank, phases="optimizer"))
-
-
 def run(args) -> dict:
     comm = nt.SimulatedWorld(args.simulate) if args.simulate else None
     data = load_data(args.seed, np.float32 if args.dtype == "fp32" else np.float64)
@@ -124,29 +105,13 @@ def run(args) -> dict:
     if args.checkpoint:
         trainer.save(args.checkpoint)
     trainer.close()
-    times = [entry["step_time_ms"] for entry in trainer.history[1:]] or [0.0]
-    cg = trainer.cg
-    return {"strategy": args.strategy, "ranks": cg.world.size,
-            "final_loss": losses[-1], "test_accuracy": result["accuracy"],
-            "step_time_ms": statistics.median(times),
-            "peak_bytes_per_rank": [peak_bytes(trainer, r) for r in range(cg.world.size)],
-            "bytes_sent_per_step": bytes_per_step(trainer),
-            "first_loss": losses[0], "test_loss": result["loss"],
-            "resumed_from_step": trainer.resumed_from,
-            "rank": getattr(cg.world, "rank", 0)}
+    return run_summary(trainer, args.strategy, losses, result,
+                       resumed_from_step=trainer.resumed_from)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    summary = run(args)
-    if summary.pop("rank") == 0:
-        print(f"{args.strategy} on {summary['ranks']} rank(s): loss {summary['first_loss']:.4f}"
-              f" -> {summary['final_loss']:.4f} in {args.steps} steps, test accuracy "
-              f"{summary['test_accuracy']:.4f}, {summary['step_time_ms']:.2f} ms/step")
-        print(json.dumps(summary), flush=True)
-    if summary["test_accuracy"] < args.target:
-        raise SystemExit(f"FAILED: test accuracy {summary['test_accuracy']:.4f} is below the "
-                         f"target {args.target} ({args.strategy}, {summary['ranks']} ranks)")
+    report(args, run(args))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,10 @@
-"""Train layer: the command-line options of checkpointing, shared by the examples."""
+"""Train layer: what the examples share: the command-line options of checkpointing and
+the summary a classifier run prints."""
 
 from __future__ import annotations
+
+import json
+import statistics
 
 LATEST = "latest"
 
@@ -34,3 +38,48 @@ def resume_path(args):
     if resume is None:
         return False
     return None if resume == LATEST else resume
+
+
+# -- the run summary the classifier examples print (train_mlp.py, train_cnn.py) ----------
+def bytes_per_step(trainer) -> int:
+    """Planned bytes all ranks send in one optimizer step (k micro-batches + update)."""
+    cg, k = trainer.cg, trainer.model.accumulation
+    if k == 1:
+        return cg.estimate_communication()
+    return k * cg.estimate_communication(phases=("forward", "backward")) + \
+        cg.estimate_communication(phases="optimizer")
+
+
+def peak_bytes(trainer, rank) -> int:
+    """Planned peak bytes of `rank` over the executes of one optimizer step."""
+    cg = trainer.cg
+    if trainer.model.accumulation == 1:
+        return cg.memory_on_rank(rank)
+    return max(cg.memory_on_rank(rank, phases=("forward", "backward")),
+               cg.memory_on_rank(rank, phases="optimizer"))
+
+
+def run_summary(trainer, strategy, losses, result, **extra) -> dict:
+    """The JSON summary of a finished classifier run (planned bytes, median step time)."""
+    cg = trainer.cg
+    times = [entry["step_time_ms"] for entry in trainer.history[1:]] or [0.0]
+    return {"strategy": strategy, "ranks": cg.world.size,
+            "final_loss": losses[-1], "test_accuracy": result["accuracy"],
+            "step_time_ms": statistics.median(times),
+            "peak_bytes_per_rank": [peak_bytes(trainer, r) for r in range(cg.world.size)],
+            "bytes_sent_per_step": bytes_per_step(trainer),
+            "first_loss": losses[0], "test_loss": result["loss"], **extra,
+            "rank": trainer.rank}
+
+
+def report(args, summary) -> None:
+    """Rank 0 prints a line and the JSON summary; every rank exits non-zero below
+    --target accuracy."""
+    if summary.pop("rank") == 0:
+        print(f"{args.strategy} on {summary['ranks']} rank(s): loss {summary['first_loss']:.4f}"
+              f" -> {summary['final_loss']:.4f} in {args.steps} steps, test accuracy "
+              f"{summary['test_accuracy']:.4f}, {summary['step_time_ms']:.2f} ms/step")
+        print(json.dumps(summary), flush=True)
+    if summary["test_accuracy"] < args.target:
+        raise SystemExit(f"FAILED: test accuracy {summary['test_accuracy']:.4f} is below the "
+                         f"target {args.target} ({args.strategy}, {summary['ranks']} ranks)")
