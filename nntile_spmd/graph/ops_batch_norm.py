@@ -10,11 +10,10 @@ ranks like layer_norm's, and nt.grad differentiates through the ops' rules.
 
 from __future__ import annotations
 
-import numbers
+import math
 
 from .apply import apply
-from .dtypes import FLOAT_DTYPES
-from .ops_norm import multiply_fiber, pow, sumprod_fiber
+from .ops_norm import check_norm, multiply_fiber, pow, sumprod_fiber
 from .registry import op_error
 
 BATCH_NORM_PARTS = ("mean", "centered", "var", "rstd", "normalized", "scaled")
@@ -29,10 +28,7 @@ def batch_norm(x, gamma, beta, name, axis=0, eps=1e-5):
     """
     check_batch_norm(x, gamma, beta, name, axis, eps)
     parts = {part: f"{name}_{part}" for part in BATCH_NORM_PARTS}
-    count = 1
-    for dim, size in enumerate(x.shape):
-        count *= size if dim != axis else 1
-    inverse_n = 1.0 / count
+    inverse_n = x.shape[axis] / math.prod(x.shape)   # 1 / (elements per channel)
     mean = apply("sum_fiber", [x], [parts["mean"]], axis=axis, batch_ndim=0, redux=0,
                  alpha=inverse_n, beta=0.0)
     centered = apply("add_fiber", [mean, x], [parts["centered"]], axis=axis, batch_ndim=0,
@@ -51,29 +47,10 @@ def batch_norm(x, gamma, beta, name, axis=0, eps=1e-5):
 
 def check_batch_norm(x, gamma, beta, name, axis, eps):
     """Every mistake raises before any op is added (the graph is left as is)."""
-    tensors = (x, gamma, beta)
-    if x.dtype not in FLOAT_DTYPES:
-        raise op_error("batch_norm", f"{x.name} must be a floating-point tensor", tensors,
-                       TypeError)
-    if not isinstance(axis, int) or not 0 <= axis < x.ndim:
-        raise op_error("batch_norm", f"axis={axis!r} out of range for {x.ndim} dims", tensors)
+    check_norm("batch_norm", x, (gamma, beta), name, axis, eps, BATCH_NORM_PARTS)
     if x.ndim < 2:
         raise op_error("batch_norm", f"{x.name} needs a dim besides the channel axis to "
-                       "take statistics over", tensors)
+                       "take statistics over", (x, gamma, beta))
     if not all(isinstance(size, int) for size in x.shape):
         raise op_error("batch_norm", f"{x.name} must have concrete sizes (bind its "
-                       "symbols first): the statistics divide by the count", tensors)
-    size = x.shape[axis]
-    for param in (gamma, beta):
-        if param.dtype != x.dtype:
-            raise op_error("batch_norm", f"{param.name} must have {x.name}'s dtype "
-                           "(no implicit casts; use cast)", tensors, TypeError)
-        if param.shape != (size,):
-            raise op_error("batch_norm", f"{param.name} must have shape [{size}] "
-                           f"(the size of {x.name}'s axis {axis})", tensors)
-    if not isinstance(eps, numbers.Real) or not eps >= 0:
-        raise op_error("batch_norm", f"eps={eps!r} must be a real number >= 0", tensors)
-    taken = [n for n in (name, *(f"{name}_{part}" for part in BATCH_NORM_PARTS))
-             if x.graph.has_tensor(n)]
-    if taken:
-        raise op_error("batch_norm", f"tensor name {taken[0]!r} is already in use", tensors)
+                       "symbols first): the statistics divide by the count", (x, gamma, beta))

@@ -61,7 +61,7 @@ def layer_norm(x, gamma, beta, name, axis=0, eps=1e-5):
     nt.grad differentiates it through their rules. Intermediates are named
     f"{name}_{part}" for part in LAYER_NORM_PARTS.
     """
-    check_layer_norm(x, gamma, beta, name, axis, eps)
+    check_norm("layer_norm", x, (gamma, beta), name, axis, eps, LAYER_NORM_PARTS)
     parts = {part: f"{name}_{part}" for part in LAYER_NORM_PARTS}
     inverse_n = 1.0 / x.shape[axis]
     mean = sum_slice(x, parts["mean"], axis, alpha=inverse_n)
@@ -79,28 +79,29 @@ def layer_norm(x, gamma, beta, name, axis=0, eps=1e-5):
                  beta=1.0)
 
 
-def check_layer_norm(x, gamma, beta, name, axis, eps):
-    """All of layer_norm's mistakes raise before any op is added (the graph is left as is)."""
-    tensors = (x, gamma, beta)
+def check_norm(op, x, params, name, axis, eps, parts):
+    """The checks layer_norm, rms_norm and batch_norm share; every mistake raises before
+    any op is added (the graph is left as is). `params` are the [x.shape[axis]] affine
+    tensors (gamma, beta), `parts` the suffixes of the intermediates' names."""
+    tensors = (x, *params)
     if x.dtype not in FLOAT_DTYPES:
-        raise op_error("layer_norm", f"{x.name} must be a floating-point tensor", tensors,
-                       TypeError)
+        raise op_error(op, f"{x.name} must be a floating-point tensor", tensors, TypeError)
     if not isinstance(axis, int) or not 0 <= axis < x.ndim:
-        raise op_error("layer_norm", f"axis={axis!r} out of range for {x.ndim} dims", tensors)
+        raise op_error(op, f"axis={axis!r} out of range for {x.ndim} dims", tensors)
     size = x.shape[axis]
     if not isinstance(size, int):
-        raise op_error("layer_norm", f"the normalized axis {axis} must have a concrete size, "
+        raise op_error(op, f"the normalized axis {axis} must have a concrete size, "
                        f"not the symbol {size!r} (bind it first)", tensors)
-    for param in (gamma, beta):
+    for param in params:
         if param.dtype != x.dtype:
-            raise op_error("layer_norm", f"{param.name} must have {x.name}'s dtype "
+            raise op_error(op, f"{param.name} must have {x.name}'s dtype "
                            "(no implicit casts; use cast)", tensors, TypeError)
         if param.shape != (size,):
-            raise op_error("layer_norm", f"{param.name} must have shape [{size}] "
+            raise op_error(op, f"{param.name} must have shape [{size}] "
                            f"(the size of {x.name}'s axis {axis})", tensors)
     if not isinstance(eps, numbers.Real) or not eps >= 0:
-        raise op_error("layer_norm", f"eps={eps!r} must be a real number >= 0", tensors)
-    taken = [n for n in (name, *(f"{name}_{part}" for part in LAYER_NORM_PARTS))
+        raise op_error(op, f"eps={eps!r} must be a real number >= 0", tensors)
+    taken = [n for n in (name, *(f"{name}_{part}" for part in parts))
              if x.graph.has_tensor(n)]
     if taken:
-        raise op_error("layer_norm", f"tensor name {taken[0]!r} is already in use", tensors)
+        raise op_error(op, f"tensor name {taken[0]!r} is already in use", tensors)

@@ -4,11 +4,9 @@ rms_norm composite), re-exported by `nntile_spmd.ops`. Rules in rules_rope.py.
 
 from __future__ import annotations
 
-import numbers
 
 from .apply import apply
-from .dtypes import FLOAT_DTYPES
-from .ops_norm import multiply_fiber, pow
+from .ops_norm import check_norm, multiply_fiber, pow
 from .ops_slice import multiply_slice, sumprod_slice
 from .registry import op_error
 from .tensor import TensorNode
@@ -60,7 +58,7 @@ def rms_norm(x, gamma, name, axis=0, eps=1e-6):
     differentiates it through their rules. Intermediates are named f"{name}_{part}"
     for part in RMS_NORM_PARTS.
     """
-    check_rms_norm(x, gamma, name, axis, eps)
+    check_norm("rms_norm", x, (gamma,), name, axis, eps, RMS_NORM_PARTS)
     parts = {part: f"{name}_{part}" for part in RMS_NORM_PARTS}
     meansq = sumprod_slice(x, x, parts["meansq"], axis, alpha=1.0 / x.shape[axis])
     # in place on the small slice: a shift has derivative 1, so pow's rule, which reads
@@ -71,27 +69,3 @@ def rms_norm(x, gamma, name, axis=0, eps=1e-6):
     return multiply_fiber(gamma, normalized, name, axis)
 
 
-def check_rms_norm(x, gamma, name, axis, eps):
-    """All of rms_norm's mistakes raise before any op is added (the graph is left as is)."""
-    tensors = (x, gamma)
-    if x.dtype not in FLOAT_DTYPES:
-        raise op_error("rms_norm", f"{x.name} must be a floating-point tensor", tensors,
-                       TypeError)
-    if not isinstance(axis, int) or not 0 <= axis < x.ndim:
-        raise op_error("rms_norm", f"axis={axis!r} out of range for {x.ndim} dims", tensors)
-    size = x.shape[axis]
-    if not isinstance(size, int):
-        raise op_error("rms_norm", f"the normalized axis {axis} must have a concrete size, "
-                       f"not the symbol {size!r} (bind it first)", tensors)
-    if gamma.dtype != x.dtype:
-        raise op_error("rms_norm", f"{gamma.name} must have {x.name}'s dtype "
-                       "(no implicit casts; use cast)", tensors, TypeError)
-    if gamma.shape != (size,):
-        raise op_error("rms_norm", f"{gamma.name} must have shape [{size}] "
-                       f"(the size of {x.name}'s axis {axis})", tensors)
-    if not isinstance(eps, numbers.Real) or not eps >= 0:
-        raise op_error("rms_norm", f"eps={eps!r} must be a real number >= 0", tensors)
-    taken = [n for n in (name, *(f"{name}_{part}" for part in RMS_NORM_PARTS))
-             if x.graph.has_tensor(n)]
-    if taken:
-        raise op_error("rms_norm", f"tensor name {taken[0]!r} is already in use", tensors)
