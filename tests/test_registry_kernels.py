@@ -3,10 +3,12 @@ stated reason not to (STYLE.md: dispatch is a table lookup, never an if-chain).
 An op's backward rule is part of its registry entry (OpSpec.backward): autodiff reads
 it from there, and BACKWARD_RULES is a view of the entries."""
 
+import ast
 import dataclasses
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -91,3 +93,25 @@ def test_grad_calls_the_rule_of_the_entry(monkeypatch):
     g, x, loss = graph_through_gelu()
     with pytest.raises(NotImplementedError, match=r"\(gelu\) has no backward rule"):
         nt.grad(g, loss, [x])
+
+
+def relative_imports(path) -> set:
+    """The sibling modules `path` imports (from .x import ..., from . import x)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            names |= {node.module} if node.module else {alias.name for alias in node.names}
+    return names
+
+
+def test_builders_and_backward_rules_never_import_a_rule_table():
+    """registry <- ops_* <- backward_* <- rules_* (registry.py): a rule table imports the
+    backward rules it names, so a builder or rule importing a table would be a cycle."""
+    below_tables = {}
+    for path in sorted(Path(graph.__file__).parent.glob("*.py")):
+        if path.stem == "ops" or path.stem.startswith(("ops_", "backward_")):
+            tables = {name for name in relative_imports(path)
+                      if name.startswith("rules_") and name != "rules_common"}
+            if tables:
+                below_tables[path.stem] = sorted(tables)
+    assert not below_tables, below_tables
