@@ -7,8 +7,10 @@ The entries are written in the rule tables (rules_*.py); a backward rule's body 
 a backward_*.py module (rules are long, and they build ops with the builders of
 ops_*.py), which the table imports and names in the entry. So the modules stack
 registry <- ops_* <- backward_* <- rules_*, with no cycle: a builder never imports a
-rule table. The kernel itself is a row of each backend's table in nntile_kernels,
-under the entry's kernel name. No numba, cupy or mpi4py here.
+rule table (rules_common.py, the shared checks, registers nothing and sits below them
+all; tests/test_registry_kernels.py checks this). The kernel itself is a row of each
+backend's table in nntile_kernels, under the entry's kernel name. No numba, cupy or
+mpi4py here.
 """
 
 from __future__ import annotations
