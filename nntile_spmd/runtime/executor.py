@@ -170,7 +170,7 @@ class RankExecutor:
 
     def make_exec(self):
         tiles, kernels, meta = self.store.tiles, self.kernels, self.meta
-        new_buffer = self.store.new_buffer
+        new_buffer, get_tile = self.store.new_buffer, self.store.tiles.__getitem__
         pending_sends, retire = self.pending_sends, self.retire_sends
         per_op, totals_of, clock, events = self.per_op, self.totals, time.perf_counter, self.events
 
@@ -184,10 +184,9 @@ class RankExecutor:
                         tiles[key][...] = old   # the op may accumulate
                 if key not in tiles:
                     tiles[key] = new_buffer(meta[key])
-            arrays = [tiles[key] for key in keys]
             start = clock()
             try:
-                kernels[kernel](*arrays, **params)
+                kernels[kernel](*map(get_tile, keys), **params)
             except Exception as error:
                 # a note keeps the kernel's own exception type (callers catch it)
                 if hasattr(error, "add_note"):   # Python >= 3.11
