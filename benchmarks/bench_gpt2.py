@@ -45,8 +45,9 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps of each")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--task-threads", type=int, default=None,
-                        help="ours: tile tasks side by side (default: --threads; 1: serial "
-                             "executor with BLAS on --threads)")
+                        help="ours: tile tasks side by side (default: automatic, "
+                             "runtime/thread_budget.py; 1: serial executor with BLAS on "
+                             "--threads)")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--no-wait", action="store_true",
                         help="do not wait for the machine to be idle first")
@@ -123,12 +124,13 @@ def main(argv=None):
         for ids in batches[args.warmup:]:     # alternate: the same noise for both
             ours.append(our_step(cg, ids))
             theirs.append(hf_step(hf, ids))
-    print_result(args, ours, theirs, first, load)
+    print_result(args, ours, theirs, first, load, cg.task_threads)
 
 
-def print_result(args, ours, theirs, first, load):
+def print_result(args, ours, theirs, first, load, task_threads):
     print(f"GPT-2 train step (forward+backward+AdamW), fp32, {args.threads} thread(s) "
-          f"(ours: {args.task_threads or args.threads} task thread(s)): "
+          f"(ours: {task_threads} task thread(s) in the last step"
+          f"{'' if args.task_threads else ', chosen automatically'}): "
           f"vocab {args.vocab}, {args.n_layer} layers, n_embd {args.n_embd}, "
           f"{args.n_head} heads, batch {args.batch}, seq {args.seq}; "
           f"{args.steps} timed steps each after {args.warmup} warm-up")
