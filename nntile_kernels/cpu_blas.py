@@ -9,13 +9,14 @@ The batch loop runs in numba, calling the same sgemm/dgemm that scipy.linalg.bla
 wraps (scipy.linalg.cython_blas exports their addresses): attention's tiles are
 dozens of 64 x 64 products per task, where f2py's argument parsing (~1 us a call)
 was a seventh of the time. Same routine, same arguments: bitwise the same results.
+The routine's address is an argument, not a constant of the machine code, so the
+loop is cached on disk like every other kernel (addresses differ between processes).
 """
 
-import ctypes
-
 import numpy as np
-from numba import njit
-from numba.extending import get_cython_function_address
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import get_cython_function_address, intrinsic
 from scipy.linalg import blas
 
 from .cpu_common import fp16_uses_reference
@@ -23,42 +24,48 @@ from .layout import gemm_folds
 from .rounding import round_operand
 
 _GEMM = {np.dtype(np.float32): blas.sgemm, np.dtype(np.float64): blas.dgemm}
-
-# Fortran BLAS ?gemm: every argument by pointer (transa, transb, m, n, k, alpha, a,
-# lda, b, ldb, beta, c, ldc).
-_GEMM_TYPE = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 13))
-_SGEMM = _GEMM_TYPE(get_cython_function_address("scipy.linalg.cython_blas", "sgemm"))
-_DGEMM = _GEMM_TYPE(get_cython_function_address("scipy.linalg.cython_blas", "dgemm"))
+_ADDRESS = {np.dtype(np.float32): get_cython_function_address("scipy.linalg.cython_blas", "sgemm"),
+            np.dtype(np.float64): get_cython_function_address("scipy.linalg.cython_blas", "dgemm")}
 
 
-def _batched(routine):
-    """A numba loop calling `routine` once per batch element of flat F-order operands.
+@intrinsic
+def _call_gemm(typingctx, address, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+               ldc):
+    """Call the Fortran ?gemm at `address`; every argument is an address (intp)."""
+    signature = types.void(*([types.intp] * 14))
 
-    Not cache=True: the routine's address is baked into the machine code and differs
-    between processes; compiled once per process and dtype on the first call.
-    """
-
-    @njit(nogil=True)
-    def run(trans_a, trans_b, dims, alpha, a, b, beta, c):
-        m, n, k, lda, ldb, batch = dims
-        ints = np.empty(6, np.int32)
-        ints[0], ints[1], ints[2] = m, n, k
-        ints[3], ints[4], ints[5] = lda, ldb, max(1, m)
-        flags = np.empty(2, np.uint8)
-        flags[0] = 84 if trans_a else 78        # 'T' or 'N'
-        flags[1] = 84 if trans_b else 78
-        scalars = np.empty(2, c.dtype)
-        scalars[0], scalars[1] = alpha, beta
-        size_a, size_b, size_c = a.size // batch, b.size // batch, c.size // batch
-        for index in range(batch):
-            routine(flags[0:].ctypes, flags[1:].ctypes, ints[0:].ctypes, ints[1:].ctypes,
-                    ints[2:].ctypes, scalars[0:].ctypes, a[index * size_a:].ctypes,
-                    ints[3:].ctypes, b[index * size_b:].ctypes, ints[4:].ctypes,
-                    scalars[1:].ctypes, c[index * size_c:].ctypes, ints[5:].ctypes)
-    return run
+    def codegen(context, builder, sig, args):
+        pointer = ir.IntType(8).as_pointer()
+        function = ir.FunctionType(ir.VoidType(), [pointer] * 13)
+        callee = builder.inttoptr(args[0], function.as_pointer())
+        builder.call(callee, [builder.inttoptr(value, pointer) for value in args[1:]])
+        return context.get_dummy_value()
+    return signature, codegen
 
 
-_BATCHED = {np.dtype(np.float32): _batched(_SGEMM), np.dtype(np.float64): _batched(_DGEMM)}
+@njit(cache=True, nogil=True)
+def _batched_gemm(address, trans_a, trans_b, dims, alpha, a, b, beta, c):
+    """One ?gemm call per batch element of flat F-order operands (batch is last)."""
+    m, n, k, lda, ldb, batch = dims
+    ints = np.empty(6, np.int32)
+    ints[0], ints[1], ints[2] = m, n, k
+    ints[3], ints[4], ints[5] = lda, ldb, max(1, m)
+    flags = np.empty(2, np.uint8)
+    flags[0] = 84 if trans_a else 78        # 'T' or 'N'
+    flags[1] = 84 if trans_b else 78
+    scalars = np.empty(2, c.dtype)
+    scalars[0], scalars[1] = alpha, beta
+    item = c.itemsize
+    step_a, step_b, step_c = a.size // batch * item, b.size // batch * item, c.size // batch * item
+    at_int, at_flag, at_scalar = ints.ctypes.data, flags.ctypes.data, scalars.ctypes.data
+    at_a, at_b, at_c = a.ctypes.data, b.ctypes.data, c.ctypes.data
+    for index in range(batch):
+        _call_gemm(address, at_flag, at_flag + 1, at_int, at_int + 4, at_int + 8, at_scalar,
+                   at_a + index * step_a, at_int + 12, at_b + index * step_b, at_int + 16,
+                   at_scalar + item, at_c + index * step_c, at_int + 20)
+    # used after the loop: numba frees an array after its last use, and BLAS reads
+    # these through raw addresses
+    return ints[0] + flags[0] + scalars.size
 
 
 @fp16_uses_reference(position=2)
@@ -75,8 +82,8 @@ def gemm(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1, 
         # BLAS does not read C when beta == 0, so garbage (NaN) in C is harmless.
         k = a3[0] if trans_a else a3[1]
         dims = (c3[0], c3[1], k, max(1, a3[0]), max(1, b3[0]), c3[2])
-        _BATCHED[c.dtype](trans_a, trans_b, dims, alpha, a.ravel("K"), b.ravel("K"), beta,
-                          c.ravel("K"))
+        _batched_gemm(_ADDRESS[c.dtype], trans_a, trans_b, dims, alpha, a.ravel("K"),
+                      b.ravel("K"), beta, c.ravel("K"))
         return
     routine = _GEMM[c.dtype]
     a_view, b_view = a.reshape(a3, order="F"), b.reshape(b3, order="F")
