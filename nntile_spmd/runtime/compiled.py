@@ -13,9 +13,10 @@ from .compile_steps import (PendingCompile, check_same_plan, make_world, own_ran
 from .consistency import RankAgreement
 from .device import check_storage, for_graph
 from .executor_threads import make_executor
-from .fused_kernels import kernel_table, resolve_fuse
+from .fused_kernels import resolve_fuse
 from .limits import check_fits_in_memory
 from .profile import ProfileMixin, profile_from_env
+from .program_index import program_index
 from .scalars import ResolvedProgram, ScalarTable
 from .thread_budget import TaskThreads
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
@@ -59,6 +60,7 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         self.scalars = ScalarTable(graph)
         self.resolved = {}   # (phases, rank) -> ResolvedProgram
         self.fused_kernels = {}   # the kernel table with the fused chains (fused_kernels.py)
+        self.indexes = {}    # (phases, rank) -> program_index.IndexEntry
         self.agreement = RankAgreement(graph.name)
         self.graph_size = (len(graph.tensors()), len(graph.ops()))   # to notice later edits
         self.produced = set()  # tensors some execute() has computed (get_output checks)
@@ -125,11 +127,13 @@ class CompiledGraph(BindingMixin, ProfileMixin):
             transport = wrap_transport(self.world.transport(rank, epoch), self.device,
                                        self.world.cuda_aware)
             program = self.resolved_program(phases, rank)
-            kernels = kernel_table(self.device, program, self.fused_kernels)
+            index = program_index(self.indexes, (phases_key, rank), self.device, program,
+                                  self.fused_kernels)
             task_threads = self.threading.for_program((phases_key, rank), program)
             executors[rank] = make_executor(
-                rank, program, self.plan.meta, store, transport, kernels,
-                self.plan.window, task_threads, [] if self.profiling else None)
+                rank, program, self.plan.meta, store, transport, index.kernels,
+                self.plan.window, task_threads, [] if self.profiling else None,
+                index.positions)
         try:
             self.world.run(executors)
         except BaseException:

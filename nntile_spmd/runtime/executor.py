@@ -30,21 +30,21 @@ class RankExecutor:
 
     uses_spares = True              # freed large tiles serve later allocations (storage.py)
 
-    def __init__(self, rank, program, meta, store, transport, kernels, window, events=None):
+    def __init__(self, rank, program, meta, store, transport, kernels, window, events=None,
+                 positions=None):
         self.rank, self.program, self.meta = rank, program, meta
         self.events = events        # list of (kind, op, kernel, start, end, thread) or None
         self.store, self.transport, self.kernels = store, transport, kernels
         self.window = window
         store.use_spares = self.uses_spares
         store.begin(program)
-        self.positions = recv_positions(program)
+        self.positions = recv_positions(program) if positions is None else positions
         self.pc = 0
         self.posted = 0             # RECVs posted so far (in program order)
         self.received = 0           # RECVs completed so far
         self.pending_recvs = deque()  # (handle, buffer) of posted, unfinished RECVs
         self.pending_sends = {}     # key -> [handles]
         self.parked = []            # (handles, buffer, meta): old versions still being sent
-        self.flops = 0
         self.traffic = transport.traffic   # counted where buffers meet MPI
         self.per_op = {}            # op name -> totals list (stats.TASKS, ...)
         self.busy_s = 0.0           # executor clock: time inside run()
@@ -103,6 +103,11 @@ class RankExecutor:
             handle = transport.post_recv(instruction.peer, instruction.tag, buffer)
             self.pending_recvs.append((handle, buffer))
         self.posted = target
+
+    @property
+    def flops(self) -> int:
+        """FLOPs of the tasks run so far (summed per op as they ran)."""
+        return sum(totals[FLOPS] for totals in self.per_op.values())
 
     def totals(self, op_name):
         """The accumulator of `op_name` (created on its first instruction)."""
@@ -165,9 +170,9 @@ class RankExecutor:
 
     def make_exec(self):
         tiles, kernels, meta = self.store.tiles, self.kernels, self.meta
-        get_tile, allocate = tiles.__getitem__, self.store.allocate
+        new_buffer, get_tile = self.store.new_buffer, self.store.tiles.__getitem__
         pending_sends, retire = self.pending_sends, self.retire_sends
-        per_op, clock, events = self.per_op, time.perf_counter, self.events
+        per_op, totals_of, clock, events = self.per_op, self.totals, time.perf_counter, self.events
 
         def do_exec(instruction, blocking):
             kernel, keys, _, writes, params, flops, op_name = instruction
@@ -175,9 +180,10 @@ class RankExecutor:
                 if pending_sends and key in pending_sends:
                     old = tiles[key]    # an in-flight send still reads the old version
                     if not retire(key):
-                        allocate(key, meta[key])[...] = old   # the op may accumulate
+                        tiles[key] = new_buffer(meta[key])
+                        tiles[key][...] = old   # the op may accumulate
                 if key not in tiles:
-                    allocate(key, meta[key])
+                    tiles[key] = new_buffer(meta[key])
             start = clock()
             try:
                 kernels[kernel](*map(get_tile, keys), **params)
@@ -187,25 +193,23 @@ class RankExecutor:
                     error.add_note(self.describe_exec(instruction))
                 raise
             end = clock()
-            elapsed = end - start
             if events is not None:
                 events.append(("task", op_name, kernel, start, end, 0))
-            totals = per_op.get(op_name) or self.totals(op_name)
-            totals[KERNEL_S] += elapsed
+            totals = per_op.get(op_name) or totals_of(op_name)
+            totals[KERNEL_S] += end - start
             totals[TASKS] += 1
             totals[FLOPS] += flops
-            self.flops += flops
         return do_exec
 
     def make_free(self):
-        free, meta = self.store.free, self.meta
+        release, pop, meta = self.store.release, self.store.tiles.pop, self.meta
         pending_sends, retire = self.pending_sends, self.retire_sends
 
         def do_free(instruction, blocking):
             key = instruction[0]
             if pending_sends and key in pending_sends and not retire(key):
                 return              # parked: released once its sends complete
-            free(key, meta[key])
+            release(pop(key), meta[key])
         return do_free
 
     def retire_sends(self, key) -> bool:
