@@ -76,6 +76,21 @@ def megatron_activation_bytes(args, plan, mesh) -> int:
                and plan.distributions[tensor.name].mesh[1][tp] == ("block", 1))
 
 
+def pipeline_boundary_bytes(args, mesh) -> int:
+    """Bytes sent per step along pp: at each boundary between consecutive stages the
+    activations [batch, (seq,) width] forward and their gradients back, fp64. Stages
+    hold consecutive layers, the first stages one more when they do not divide."""
+    stages = dict(mesh.items() if isinstance(mesh, dict) else mesh.axes).get("pp", 1)
+    if args.model == "gpt2":
+        layers, embd, _, seq = (int(v) for v in args.gpt2.split(","))
+        widths = [seq * embd] * (layers - 1)
+    else:
+        widths = list(args.hidden)
+    stage = [index * stages // (len(widths) + 1) for index in range(len(widths) + 1)]
+    return sum(2 * args.batch * width * 8 for index, width in enumerate(widths)
+               if stage[index] != stage[index + 1])
+
+
 def print_mesh_comparison(results, args):
     """Per mesh: planned bytes sent per step along each mesh axis next to the formulas."""
     meshes = [r for r in results if not isinstance(r["distribution"], str)]

@@ -9,8 +9,9 @@ without an index takes its forward tensor's layer (a gradient, `grad_of`), else
 the layer of the ops around its first use: the last op before it that touches a
 layer's tensor, or the first one after it for tensors used before any layer
 (embeddings, inputs). The gradient of an activation goes with the last layer that
-reads the activation (whose backward computes it). Graph inputs and constants read
-on several stages are held by all of them (every rank binds the whole input anyway).
+reads the activation (whose backward computes it). Graph inputs, constants and
+scalars (an optimizer's step count) read on several stages are held by all of them
+(every rank binds the whole input anyway).
 
 Micro-batches. The batch axis' tiles are the micro-batches. `micro_batch_order`
 reorders the task groups the builders walk from op-major (one op for all tiles,
@@ -105,7 +106,7 @@ def layers_around(op_layers) -> list:
 def tensor_stages(graph, nstages) -> dict:
     """{tensor name: stage} with consecutive layers on each stage (the first stages get
     one layer more when the layers do not divide evenly), None for a tensor held by
-    every stage (an input or constant read on several)."""
+    every stage (an input, constant or scalar read on several)."""
     layers = tensor_layers(graph)
     ordered = sorted(set(layers.values()))
     if len(ordered) < nstages:
@@ -120,7 +121,8 @@ def tensor_stages(graph, nstages) -> dict:
         for tensor in op.inputs:
             readers[tensor.name].add(stage)
     for tensor in graph.tensors():
-        if tensor.role in SHARED_ROLES and len(readers[tensor.name]) > 1:
+        shared = tensor.role in SHARED_ROLES or tensor.ndim == 0
+        if shared and len(readers[tensor.name]) > 1:
             stages[tensor.name] = None
     return stages
 
