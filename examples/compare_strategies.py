@@ -32,7 +32,7 @@ import train_gpt2  # noqa: E402  (same models, data and trainer set-ups)
 import train_mlp  # noqa: E402
 from gpt2_corpus import train_batch  # noqa: E402
 from mesh_formulas import label as mesh_label  # noqa: E402
-from mesh_formulas import meshes_for, print_mesh_comparison  # noqa: E402
+from mesh_formulas import meshes_for, model_layers, print_mesh_comparison  # noqa: E402
 
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.plan.instructions import Send  # noqa: E402
@@ -295,7 +295,8 @@ def main(argv=None):
              train_gpt2.corpus.load_corpus(200_000).train)
     results = [run_preset(preset, args, comm, data) for preset in PRESETS]
     world = results[0]["world"]
-    results += [run_preset(mesh, args, comm, data) for mesh in meshes_for(world.size)]
+    results += [run_preset(mesh, args, comm, data)
+                for mesh in meshes_for(world.size, model_layers(args))]
     worst = check_agreement(results)
     if world.rank == 0:
         print(f"{args.model}: {world.size} rank(s), {args.steps} steps, batch {args.batch}, "
