@@ -10,7 +10,10 @@ already done; the table gives the mean over ranks (median of the repeats) next
 to the formula and to the simulator's prediction (nntile_spmd.simulate replaying
 the same programs on its machine model: idle over finish time per rank, mean).
 The executor's own per-task work counts as busy, not as bubble. Every rank's
-measured traffic, FLOPs and peak bytes are checked against the plan.
+measured traffic, FLOPs and peak bytes are set against the plan's: a peak above
+the plan means the executor parked a sent tile's buffer at its FREE because the
+receiving stage, idle in the bubble, was sleeping between polls for longer than
+the executor's send grace (runtime/executor.py, SEND_GRACE_SECONDS).
 
     mpiexec -n 2 python benchmarks/bench_pipeline.py [--layers 4 --width 512
         --batch 256 --micro-batches 1 2 4 8 --repeat 3]
@@ -68,11 +71,11 @@ def bubble(args, comm, micro_batches, trace_path):
         measured.append(statistics.mean(
             1 - (row["wall_ms"] - row["recv_wait_ms"] - row["task_wait_ms"]) / step_ms
             for row in rows))
-    cg.check_stats()
+    versus = comm.allgather(cg.stats_vs_plan(comm.rank))
     predicted = predict(cg.plan, MachineModel())
     simulated = statistics.mean(idle / finish for idle, finish
                                 in zip(predicted.idle_s, predicted.finish_s) if finish)
-    return measured, simulated
+    return measured, simulated, versus
 
 
 def main(argv=None):
@@ -86,18 +89,25 @@ def main(argv=None):
     rows = []
     with CpuLoad() as load:
         for m in args.micro_batches:
-            measured, simulated = bubble(args, comm, m, trace_path)
+            measured, simulated, versus = bubble(args, comm, m, trace_path)
             rows.append((m, statistics.median(measured), min(measured), simulated,
-                         (stages - 1) / (m + stages - 1)))
+                         (stages - 1) / (m + stages - 1), versus))
     own = comm.allreduce(load.own)
     if comm.rank == 0:
         print(f"pp on {stages} ranks: MLP {args.layers} x {args.width} fp32, batch "
               f"{args.batch}, forward + backward; bubble = wait / wall per rank, mean "
               f"over ranks; median (min) of {args.repeat}")
         print(f"{'m':>4s} {'measured':>9s} {'(min)':>7s} {'simulator':>9s} "
-              f"{'(p-1)/(m+p-1)':>13s}")
-        for m, median, low, simulated, formula in rows:
-            print(f"{m:4d} {median:9.3f} {low:7.3f} {simulated:9.3f} {formula:13.3f}")
+              f"{'(p-1)/(m+p-1)':>13s}  peak MiB per rank planned/measured")
+        for m, median, low, simulated, formula, versus in rows:
+            peaks = " ".join(f"{p / 2**20:.2f}/{q / 2**20:.2f}"
+                             for p, q in (v["peak_bytes"] for v in versus))
+            print(f"{m:4d} {median:9.3f} {low:7.3f} {simulated:9.3f} {formula:13.3f}  {peaks}")
+        wrong = [f"m={row[0]} rank {rank} {name}: planned {p}, measured {q}"
+                 for row in rows for rank, v in enumerate(row[5])
+                 for name, (p, q) in v.items() if p != q]
+        print("planned == measured (bytes sent and received, FLOPs, peak bytes), every "
+              "rank: " + ("yes" if not wrong else "NO: " + "; ".join(wrong)))
         print(f"cores busy meanwhile: {load.busy:.0%}, of which other processes "
               f"{load.others(own):.0%}")
 
