@@ -25,6 +25,7 @@ import numpy as np
 
 MESH_AXES = ("dp", "fsdp", "tp", "pp")
 BATCH_AXES = ("dp", "fsdp")
+SCHEDULES = ("gpipe", "1f1b")
 FIRST_GROUP_CODE = -2
 
 
@@ -33,6 +34,7 @@ class Mesh:
     """A device mesh: ((axis name, size), ...) outer to inner."""
 
     axes: tuple
+    schedule: str = "gpipe"   # with a pp axis: "gpipe" or "1f1b" (plan/pipeline.py)
 
     def __post_init__(self):
         names = [name for name, _ in self.axes]
@@ -46,6 +48,9 @@ class Mesh:
         if bad:
             raise ValueError(f"distribution mesh {self.describe()}: axis {bad[0][0]!r} needs "
                              f"a positive integer size, got {bad[0][1]!r}")
+        if self.schedule not in SCHEDULES or (self.schedule != "gpipe" and "pp" not in names):
+            raise ValueError(f"distribution mesh {self.describe()}: schedule "
+                             f"{self.schedule!r} needs one of {SCHEDULES} and a pp axis")
         if sum(name in BATCH_AXES for name in names) > 1:
             raise ValueError(f"distribution mesh {self.describe()}: dp and fsdp both split "
                              "the batch axis; name one of them")
@@ -133,6 +138,14 @@ class Mesh:
     def pipeline_stages(self) -> int:
         """Number of pipeline stages (1 without a pp axis)."""
         return dict(self.axes).get("pp", 1)
+
+    def one_f_one_b(self, graph):
+        """A pipeline.OneFOneB when the program walks 1F1B, else None (GPipe, no pp)."""
+        if self.schedule != "1f1b":
+            return None
+        from .pipeline import OneFOneB
+        names = {name for name, _ in self.axes}
+        return OneFOneB(self.tensor_stages(graph), not names & set(BATCH_AXES))
 
     def tensor_stages(self, graph) -> dict:
         """{tensor name: pipeline stage or None (every stage)}; empty without pp."""

@@ -21,19 +21,23 @@ stage forwards micro-batch 1 while the next stage works on micro-batch 0. A
 group is never moved before one it depends on (it reads what that one writes,
 or writes what it reads or writes), so the reordered walk computes the same
 values; a group reading several micro-batches (a weight gradient summed over the
-batch) waits for the last of them.
+batch) runs after the phase's last micro-batch.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
+from typing import NamedTuple
 
 from ..graph.logical_graph import PHASES
+from .builder import PlanError
 
 LAYER_NAME = re.compile(r"^[A-Za-z]+[._]?(\d+)(?:[._]|$)")
 SHARED_ROLES = ("input", "constant")   # held by every stage that reads them
 PHASE_RANK = {phase: rank for rank, phase in enumerate(PHASES)}
+AFTER_ALL = math.inf   # the micro-batch slot of a group reading several
 
 
 def named_layer(name):
@@ -137,29 +141,146 @@ def batch_dims(plan, batch_class) -> dict:
     return result
 
 
-def micro_batch_order(lowered, dims):
-    """Task group lists in GPipe order (module docstring) from (op, groups) pairs in
-    program order; `dims` as batch_dims(). Each list holds one op's groups of one
-    micro-batch (the builders cost partial sums per list)."""
-    written_at, read_at, units = {}, {}, []
+class Unit(NamedTuple):
+    """One op's task groups of one micro-batch, with what orders it."""
+
+    slot: tuple          # (phase rank, micro-batch): GPipe order, raised past its inputs
+    chunk: list          # the task groups
+    step: tuple | None   # (phase, micro-batch) of a per-micro-batch unit, else None
+    stage: int | None    # the stage of its output (None: held by every stage)
+    deps: tuple          # indices of earlier units it must follow
+
+
+class OneFOneB(NamedTuple):
+    """How a plan walks 1F1B: each tensor's stage, and whether a sum accumulated over
+    micro-batches (a weight gradient) is split into one step group per micro-batch,
+    so each micro-batch's activations are freed after its own backward. Not with a
+    batch axis beside pp: each part would then be reduced over it separately."""
+
+    stages: dict
+    split_sums: bool
+
+
+def micro_batch_order(lowered, dims, schedule=None):
+    """Task group lists in pipeline order (module docstring) from (op, groups) pairs
+    in program order; `dims` as batch_dims(). Each list holds one op's groups of one
+    micro-batch (the builders cost partial sums per list). GPipe order, or 1F1B with
+    a OneFOneB `schedule`."""
+    stages = schedule.stages if schedule else None
+    if schedule and schedule.split_sums:
+        lowered = ((op, split_accumulations(op, groups, dims)) for op, groups in lowered)
+    units = pipeline_units(lowered, dims, stages or {})
+    if stages is None:
+        order = sorted(range(len(units)), key=lambda index: (units[index].slot, index))
+        return [units[index].chunk for index in order]
+    nstages = 1 + max(stage for stage in stages.values() if stage is not None)
+    return [units[index].chunk for index in one_f_one_b_order(units, nstages)]
+
+
+def split_accumulations(op, groups, dims) -> list:
+    """`groups` with each group that accumulates (beta 1) over several micro-batches cut
+    into one group per micro-batch: the same steps in the same order, each part adding
+    into the output."""
+    beta_attr = op.spec.beta_attr
+    if beta_attr is None or op.attrs.get(beta_attr) != 1.0:
+        return groups
+    result = []
+    for group in groups:
+        parts = {}
+        for step in group.steps:
+            batches = {key[1][dims[key[0]]] for key in step.keys if key[0] in dims}
+            parts.setdefault(max(batches, default=None), []).append(step)
+        if len(parts) < 2 or None in parts:
+            result.append(group)
+            continue
+        result += [group._replace(steps=tuple(steps), reads_output_first=True)
+                   for steps in parts.values()]
+    return result
+
+
+def pipeline_units(lowered, dims, stages) -> list:
+    written_at, read_at, writer, readers, units = {}, {}, {}, defaultdict(list), []
     for op, groups in lowered:
         chunks = {}
         for group in groups:
             keys = {key for step in group.steps for key in step.keys} | set(group.outputs)
             batches = {key[1][dims[key[0]]] for key in keys if key[0] in dims}
-            chunks.setdefault(max(batches, default=0), []).append(group)
+            # a sum over micro-batches runs after the phase's last micro-batch, so
+            # the next stage's last gradient is not held up behind it
+            key = AFTER_ALL if len(batches) > 1 else max(batches, default=None)
+            chunks.setdefault(key, []).append(group)
         phase = PHASE_RANK[op.phase]
+        per_micro_batch = op.phase in ("forward", "backward")
         for micro_batch, chunk in chunks.items():
             writes = {key for group in chunk for key in group.outputs}
             reads = {key for group in chunk for step in group.steps
                      for key in step.keys} - writes
-            slot = max([(phase, micro_batch)]
+            slot = max([(phase, micro_batch or 0)]
                        + [written_at[key] for key in reads | writes if key in written_at]
                        + [read_at[key] for key in writes if key in read_at])
+            deps = {writer[key] for key in reads | writes if key in writer}
+            deps.update(index for key in writes for index in readers.pop(key, ()))
+            index = len(units)
             for key in reads:
                 read_at[key] = max(read_at.get(key, slot), slot)
+                readers[key].append(index)
             for key in writes:
                 written_at[key] = slot
-            units.append((slot, len(units), chunk))
-    units.sort(key=lambda unit: unit[:2])
-    return [chunk for _, _, chunk in units]
+                writer[key] = index
+            step = (op.phase, micro_batch) if per_micro_batch and \
+                micro_batch not in (None, AFTER_ALL) else None
+            units.append(Unit(slot, chunk, step, stages.get(chunk[0].outputs[0][0]),
+                              tuple(sorted(deps))))
+    return units
+
+
+def one_f_one_b_steps(stage, nstages, micro_batches) -> list:
+    """Stage `stage`'s sequence of (phase, micro-batch) under 1F1B: nstages - 1 - stage
+    forwards, then one forward and one backward in turn, then the last backwards."""
+    warmup = min(nstages - 1 - stage, micro_batches)
+    steps = [("forward", mb) for mb in range(warmup)]
+    for mb in range(micro_batches - warmup):
+        steps += [("forward", warmup + mb), ("backward", mb)]
+    return steps + [("backward", mb) for mb in range(micro_batches - warmup, micro_batches)]
+
+
+def one_f_one_b_order(units, nstages) -> list:
+    """Unit indices: each stage's per-micro-batch units in its 1F1B sequence, every
+    other unit (no micro-batch, a sum over them, the optimizer) as soon as what it
+    follows has run; among those ready, program order."""
+    micro_batches = 1 + max((u.step[1] for u in units if u.step), default=0)
+    sequences = {stage: one_f_one_b_steps(stage, nstages, micro_batches)
+                 for stage in range(nstages)}
+    left = defaultdict(int)   # (stage, step) -> units not placed yet
+    for unit in units:
+        if unit.step is not None and unit.stage is not None:
+            left[(unit.stage, unit.step)] += 1
+    position = dict.fromkeys(sequences, 0)
+
+    def current(stage):
+        sequence = sequences[stage]
+        while position[stage] < len(sequence) and not left[(stage, sequence[position[stage]])]:
+            position[stage] += 1
+        return sequence[position[stage]] if position[stage] < len(sequence) else None
+
+    placed, order, pending = [False] * len(units), [], list(range(len(units)))
+    while pending:
+        waiting = []
+        for index in pending:
+            unit = units[index]
+            sequenced = unit.step is not None and unit.stage is not None
+            if all(placed[d] for d in unit.deps) and \
+                    (not sequenced or current(unit.stage) == unit.step):
+                placed[index] = True
+                order.append(index)
+                if sequenced:
+                    left[(unit.stage, unit.step)] -= 1
+            else:
+                waiting.append(index)
+        if len(waiting) == len(pending):
+            names = sorted({units[i].chunk[0].op.name for i in waiting})[:3]
+            raise PlanError(f"1F1B schedule: ops {names} cannot run in its order (a "
+                            "backward step needs a later micro-batch's forward, e.g. a "
+                            "sum over the batch); use the GPipe schedule")
+        pending = waiting
+    return order

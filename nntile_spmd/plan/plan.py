@@ -74,6 +74,7 @@ def plan_graph(graph, nranks, tiling, distribution, window) -> Plan:
                 preset.rank_groups(nranks))
     if preset.pipelined:
         plan.micro_batch_dims = batch_dims(plan, default_batch_class(graph, class_of, classes))
+        plan.one_f_one_b = preset.one_f_one_b(graph)
     return plan
 
 
@@ -90,6 +91,7 @@ class Plan:
 
     fuse = False   # plans pickled in a cache before fusion existed read as unfused
     micro_batch_dims = None   # pipelined: {tensor: batch dim} (plan/pipeline.py)
+    one_f_one_b = None        # pipelined 1F1B: a pipeline.OneFOneB; None: GPipe
 
     def __init__(self, graph, nranks, window, classes, class_of, tilings, distributions,
                  owners, groups=()):
@@ -193,7 +195,7 @@ class Plan:
                    for op in self.live_ops(phase_key))
         if self.micro_batch_dims is None:
             return (groups for _, groups in lowered)
-        return micro_batch_order(lowered, self.micro_batch_dims)
+        return micro_batch_order(lowered, self.micro_batch_dims, self.one_f_one_b)
 
     @cached_property
     def views(self):
@@ -272,7 +274,8 @@ class Plan:
         owner_text = "".join(f"{name}:{self.owners[name].tobytes().hex()}"
                              for name in sorted(self.owners)) + \
             f"/{self.nranks}/{self.window}/{self.deterministic}/{self.fuse}" + \
-            ("/pipelined" if self.micro_batch_dims is not None else "")
+            ("/pipelined" if self.micro_batch_dims is not None else "") + \
+            ("/1f1b" if self.one_f_one_b is not None else "")
         return {part: hashlib.sha256(text.encode()).hexdigest()[:16]
                 for part, text in (("graph", graph_text), ("tiling", tiling_text),
                                    ("distribution", owner_text))}

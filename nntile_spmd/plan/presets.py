@@ -39,6 +39,10 @@ class Preset:
         """Does the program walk micro-batches in pipeline order (plan/pipeline.py)?"""
         return self.name == PIPELINE_PRESET
 
+    def one_f_one_b(self, graph):
+        """None: the pp preset walks GPipe ({"pp": n, "schedule": "1f1b"} for 1F1B)."""
+        return None
+
     def pipeline_mesh(self, nranks):
         """The pp preset as the mesh {"pp": nranks}; None for the other presets."""
         return Mesh(((PIPELINE_PRESET, nranks),)) if self.name == PIPELINE_PRESET else None
@@ -136,8 +140,9 @@ def default_tp_classes(graph, class_of, classes) -> frozenset:
 
 
 def as_preset(distribution) -> Preset | Mesh:
-    """Accept a preset name, a Preset, a Mesh, a mesh as {axis: size} ({"dp": 2, "tp": 2}),
-    or a dict of per-tensor overrides {name: TileDistribution} on 'single'."""
+    """Accept a preset name, a Preset, a Mesh, a mesh as {axis: size} ({"dp": 2, "tp": 2};
+    with a pp axis optionally "schedule": "gpipe" or "1f1b"), or a dict of per-tensor
+    overrides {name: TileDistribution} on 'single'."""
     if isinstance(distribution, (Preset, Mesh)):
         return distribution
     if isinstance(distribution, str):
@@ -148,7 +153,8 @@ def as_preset(distribution) -> Preset | Mesh:
             if len(sizes) < len(distribution):
                 raise ValueError(f"distribution {distribution!r} mixes mesh axis sizes and "
                                  "per-tensor TileDistributions; pass one or the other")
-            return Mesh(tuple(distribution.items()))
+            axes = {k: v for k, v in distribution.items() if k != "schedule"}
+            return Mesh(tuple(axes.items()), distribution.get("schedule", "gpipe"))
         return Preset("single", overrides=dict(distribution))
     raise TypeError(f"distribution must be a preset name, Preset or dict, got "
                     f"{type(distribution).__name__}")

@@ -20,7 +20,7 @@ import nntile_spmd as nt
 from nntile_spmd.models import build_mlp
 from nntile_spmd.plan.instructions import Exec, Send
 from nntile_spmd.plan.mesh import traffic_by_mesh_axis
-from nntile_spmd.plan.pipeline import tensor_layers, tensor_stages
+from nntile_spmd.plan.pipeline import one_f_one_b_steps, tensor_layers, tensor_stages
 from nntile_spmd.train import Trainer
 from nntile_spmd.train.optim import add_optimizer
 
@@ -28,7 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 SIZES, BATCH = [12, 10, 8, 9, 7, 5], 13   # 5 layers: 3 + 2 on 2 stages, 2 + 2 + 1 on 3
 TILES = {"x": [5, 3], "w1": [3, 5]}        # 13 samples in tiles of 3: 5 uneven micro-batches
 CASES = [(2, "pp"), (3, "pp"), (4, {"dp": 2, "pp": 2}), (4, {"pp": 2, "fsdp": 2}),
-         (4, {"tp": 2, "pp": 2}), (8, {"fsdp": 2, "tp": 2, "pp": 2})]
+         (4, {"tp": 2, "pp": 2}), (8, {"fsdp": 2, "tp": 2, "pp": 2}),
+         (2, {"pp": 2, "schedule": "1f1b"}), (3, {"pp": 3, "schedule": "1f1b"}),
+         (4, {"dp": 2, "pp": 2, "schedule": "1f1b"}), (4, {"tp": 2, "pp": 2, "schedule": "1f1b"}),
+         (8, {"fsdp": 2, "tp": 2, "pp": 2, "schedule": "1f1b"})]
 
 
 def case_id(case):
@@ -100,27 +103,63 @@ def test_owners_follow_the_stages():
     assert holders("z1") == {(0,), (2,)} and holders("z5") == {(1,), (3,)}
 
 
-def micro_batch_sequence(plan, rank, phase_ops):
-    """The micro-batch (batch tile) of each forward EXEC of `rank` on z tensors."""
-    sequence = []
+def micro_batch_steps(plan, rank):
+    """(phase, micro-batch) of `rank`'s EXECs writing a z, h or a tile, repeats merged."""
+    phases, steps = {op.name: op.phase for op in plan.graph.ops()}, []
     for instruction in plan.program(rank):
-        if type(instruction) is Exec and instruction.op_name in phase_ops:
-            coords = [key[1][-1] for key in instruction.writes if key[0].startswith("z")]
-            sequence += coords[:1]
-    return sequence
+        if type(instruction) is Exec and phases[instruction.op_name] != "optimizer":
+            batches = {key[1][-1] for key in instruction.writes
+                       if key[0][0] in "zha" and len(key[1]) == 2}
+            step = (phases[instruction.op_name], batches.pop()) if len(batches) == 1 else None
+            if step and (not steps or steps[-1] != step):
+                steps.append(step)
+    return steps
 
 
 @pytest.mark.parametrize("nranks", [2, 3])
-def test_each_stage_walks_micro_batches_in_order(nranks):
-    """GPipe: on every stage, all of micro-batch 0's forward work, then 1's, ...; op
-    order (the walk without pipelining, as under 'single') interleaves them."""
+def test_each_stage_walks_micro_batches_in_gpipe_order(nranks):
+    """GPipe: on every stage, all of micro-batch 0's forward work, then 1's, ..., then
+    the backwards in the same order; op order (the walk without pipelining, as under
+    'single') interleaves the micro-batches."""
     plan = mlp_plan(nranks, "pp")
-    forward = {op.name for op in plan.graph.ops() if op.phase == "forward"}
+    gpipe = [("forward", mb) for mb in range(5)] + [("backward", mb) for mb in range(5)]
     for rank in range(nranks):
-        sequence = micro_batch_sequence(plan, rank, forward)
-        assert len(set(sequence)) == 5 and sequence == sorted(sequence), rank
-    single = micro_batch_sequence(mlp_plan(1, "single"), 0, forward)
-    assert single != sorted(single)
+        assert micro_batch_steps(plan, rank) == gpipe, rank
+    assert micro_batch_steps(mlp_plan(1, "single"), 0) != gpipe
+
+
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_each_stage_walks_one_forward_one_backward(nranks):
+    """1F1B: stage s runs p - 1 - s forwards, then a forward and a backward in turn."""
+    plan = mlp_plan(nranks, {"pp": nranks, "schedule": "1f1b"})
+    for rank in range(nranks):
+        assert micro_batch_steps(plan, rank) == one_f_one_b_steps(rank, nranks, 5), rank
+    assert one_f_one_b_steps(0, 3, 4) == [
+        ("forward", 0), ("forward", 1), ("forward", 2), ("backward", 0), ("forward", 3),
+        ("backward", 1), ("backward", 2), ("backward", 3)]
+
+
+def test_one_f_one_b_stashes_fewer_micro_batches():
+    """Activation-heavy MLP, 16 micro-batches on 4 stages: GPipe stashes all 16 per
+    stage, 1F1B at most 4 (stage 0) to 1 (the last), each weight gradient accumulated
+    per micro-batch; measured peaks are the planned ones on every rank."""
+    model = build_mlp([32] * 9, 128, dtype="fp64")
+    tiling = nt.TilingStrategy.manual({"x": [32, 8]})
+    peaks = {}
+    for schedule in ("gpipe", "1f1b"):
+        cg = nt.compile(model.graph, comm=nt.SimulatedWorld(4), tiling=tiling,
+                        distribution={"pp": 4, "schedule": schedule})
+        rng = np.random.default_rng(0)
+        for name, value in model.init_params(rng).items():
+            cg.bind_data(name, value)
+        cg.bind_data("x", rng.standard_normal((32, 128)))
+        cg.bind_data("y", rng.integers(0, 32, 128).astype(np.int64))
+        cg.execute()
+        for rank in range(4):
+            cg.check_stats(rank)
+        peaks[schedule] = [cg.memory_on_rank(rank) for rank in range(4)]
+    assert all(b < 0.6 * a for a, b in zip(peaks["gpipe"], peaks["1f1b"])), peaks
+    assert peaks["1f1b"][0] > peaks["1f1b"][3]
 
 
 def pp_traffic(plan, mesh, tensors=None) -> int:
@@ -183,6 +222,16 @@ def test_more_stages_than_layers_is_refused():
                                          r"for 5 stages"):
         nt.compile(model.graph, comm=nt.SimulatedWorld(5), distribution="pp",
                    tiling=nt.TilingStrategy.manual(TILES))
+
+
+@pytest.mark.parametrize("distribution,match", [
+    ({"pp": 2, "schedule": "zigzag"}, r"schedule 'zigzag' needs one of \('gpipe', '1f1b'\)"),
+    ({"dp": 2, "schedule": "1f1b"}, r"schedule '1f1b' needs .* and a pp axis"),
+])
+def test_bad_schedules_fail_at_compile(distribution, match):
+    model = build_mlp(SIZES, BATCH, dtype="fp64")
+    with pytest.raises(ValueError, match=match):
+        nt.compile(model.graph, comm=nt.SimulatedWorld(2), distribution=distribution)
 
 
 def test_a_graph_without_layers_is_refused():
