@@ -20,8 +20,9 @@ then micro-batch 1, ...; a rank's program is its subsequence of that walk, so a
 stage forwards micro-batch 1 while the next stage works on micro-batch 0. A
 group is never moved before one it depends on (it reads what that one writes,
 or writes what it reads or writes), so the reordered walk computes the same
-values; a group reading several micro-batches (a weight gradient summed over the
-batch) runs after the phase's last micro-batch.
+values (sums adding into their output commute among themselves); a group reading
+several micro-batches (a weight gradient summed over the batch) runs after the
+phase's last micro-batch.
 """
 
 from __future__ import annotations
@@ -199,7 +200,12 @@ def split_accumulations(op, groups, dims) -> list:
 
 
 def pipeline_units(lowered, dims, stages) -> list:
-    written_at, read_at, writer, readers, units = {}, {}, {}, defaultdict(list), []
+    """Units in program order with their slots and dependencies. Sums that add into
+    their output (beta 1: gradient accumulation, a tied weight's two gradient
+    contributions) commute with each other: they follow the last plain write and the
+    reads before them, while a later read or plain write follows all of them."""
+    writer, adders, readers = {}, defaultdict(list), defaultdict(list)   # unit indices
+    units = []
     for op, groups in lowered:
         chunks = {}
         for group in groups:
@@ -209,24 +215,29 @@ def pipeline_units(lowered, dims, stages) -> list:
             # the next stage's last gradient is not held up behind it
             key = AFTER_ALL if len(batches) > 1 else max(batches, default=None)
             chunks.setdefault(key, []).append(group)
-        phase = PHASE_RANK[op.phase]
+        adds = op.spec.beta_attr is not None and op.attrs.get(op.spec.beta_attr) == 1.0
         per_micro_batch = op.phase in ("forward", "backward")
         for micro_batch, chunk in chunks.items():
             writes = {key for group in chunk for key in group.outputs}
             reads = {key for group in chunk for step in group.steps
                      for key in step.keys} - writes
-            slot = max([(phase, micro_batch or 0)]
-                       + [written_at[key] for key in reads | writes if key in written_at]
-                       + [read_at[key] for key in writes if key in read_at])
             deps = {writer[key] for key in reads | writes if key in writer}
-            deps.update(index for key in writes for index in readers.pop(key, ()))
+            for key in reads:
+                deps.update(adders[key])
+            for key in writes:
+                deps.update(readers[key])
+                if not adds:
+                    deps.update(adders[key])
+            slot = max([(PHASE_RANK[op.phase], micro_batch or 0)]
+                       + [units[index].slot for index in deps])
             index = len(units)
             for key in reads:
-                read_at[key] = max(read_at.get(key, slot), slot)
                 readers[key].append(index)
             for key in writes:
-                written_at[key] = slot
-                writer[key] = index
+                if adds:
+                    adders[key].append(index)
+                else:
+                    writer[key], adders[key], readers[key] = index, [], []
             step = (op.phase, micro_batch) if per_micro_batch and \
                 micro_batch not in (None, AFTER_ALL) else None
             units.append(Unit(slot, chunk, step, stages.get(chunk[0].outputs[0][0]),

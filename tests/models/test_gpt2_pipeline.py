@@ -1,6 +1,7 @@
 """GPT-2 under pipeline parallelism on simulated ranks, in fp64: the `pp` preset on 2
-and 3 stages with uneven blocks per stage (3 blocks: 2 + 1, 5 blocks: 2 + 2 + 1) and
-dp x pp on 4 ranks give one rank's logits, loss and gradients (1e-12 of each
+and 3 stages with uneven blocks per stage (3 blocks: 2 + 1, 5 blocks: 2 + 2 + 1),
+dp x pp and fsdp x pp on 4 ranks, GPipe and 1F1B, give one rank's logits, loss and
+gradients (1e-12 of each
 tensor's scale), with every rank's measured traffic, FLOPs and peak bytes equal to
 the plan's; the 2-block model of the parity tests matches transformers under pp and
 dp x pp. Real MPI ranks: tests/models/test_gpt2_pipeline_mpi.py."""
@@ -47,8 +48,9 @@ def differences(ours, single) -> list:
 
 
 @pytest.mark.parametrize("n_layer,ranks,distribution", [
-    (3, 2, "pp"), (5, 3, "pp"), (3, 4, {"dp": 2, "pp": 2}), (3, 4, {"pp": 2, "fsdp": 2})],
-    ids=["pp2-3blocks", "pp3-5blocks", "dp2xpp2", "pp2xfsdp2"])
+    (3, 2, "pp"), (5, 3, "pp"), (3, 4, {"dp": 2, "pp": 2}), (3, 4, {"pp": 2, "fsdp": 2}),
+    (5, 3, {"pp": 3, "schedule": "1f1b"}), (3, 4, {"dp": 2, "pp": 2, "schedule": "1f1b"})],
+    ids=["pp2-3blocks", "pp3-5blocks", "dp2xpp2", "pp2xfsdp2", "pp3-1f1b", "dp2xpp2-1f1b"])
 def test_pipeline_is_one_rank(n_layer, ranks, distribution):
     single, _ = run(nt.SimulatedWorld(1), "single", n_layer)
     ours, cg = run(nt.SimulatedWorld(ranks), distribution, n_layer)

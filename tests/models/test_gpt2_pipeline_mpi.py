@@ -1,5 +1,6 @@
 """Pipeline parallelism on real MPI ranks (GPT-2, fp64): `pp` on 2 ranks (3 blocks:
-2 + 1) and on 3 ranks (5 blocks: 2 + 2 + 1), dp x pp on 4 ranks, each equal to one
+2 + 1) and on 3 ranks (5 blocks: 2 + 2 + 1), dp x pp on 4 ranks, GPipe and 1F1B, each
+equal to one
 rank's loss, logits and gradients and with measured statistics equal to the plan's
 on every rank; the 2-block parity model matches transformers under pp (2 ranks) and
 dp x pp (4 ranks). Collective verdicts. CI runs these at 2, 3 and 4 ranks
@@ -35,8 +36,12 @@ def collective_verdict(work):
 
 
 @pytest.mark.mpi(min_size=2)
-def test_mpi_pipeline_is_one_rank():
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_mpi_pipeline_is_one_rank(schedule):
     def work(comm, distribution, n_layer):
+        if schedule == "1f1b":
+            distribution = ({"pp": comm.size} if distribution == "pp" else distribution) | \
+                {"schedule": "1f1b"}
         ours, cg = run(comm, distribution, n_layer)
         cg.check_stats()
         single, _ = run(nt.SimulatedWorld(1), "single", n_layer)

@@ -134,13 +134,15 @@ def gpt2_layers_graph():
 
 
 PIPELINE_WORLDS = [("pp", 2), ("pp", 3), ({"dp": 2, "pp": 2}, 4), ({"pp": 2, "fsdp": 2}, 4),
-                   ({"fsdp": 2, "tp": 2, "pp": 2}, 8)]
+                   ({"fsdp": 2, "tp": 2, "pp": 2}, 8), ({"pp": 3, "schedule": "1f1b"}, 3),
+                   ({"dp": 2, "pp": 2, "schedule": "1f1b"}, 4)]
 
 
 @pytest.mark.parametrize("distribution,nranks", PIPELINE_WORLDS, ids=lambda v: str(v))
 @pytest.mark.parametrize("graph_name", ["mlp", "gpt2"])
 def test_pipelines_too(graph_name, distribution, nranks):
-    """The micro-batch-major walk of pp (plan/pipeline.py) is the same alone."""
+    """The micro-batch-major walks of pp (GPipe, 1F1B: plan/pipeline.py) are the same
+    alone."""
     graph, tiling = {"mlp": mlp_graph, "gpt2": gpt2_layers_graph}[graph_name]()
     oracle = nt.build_plan(graph, nranks, tiling, distribution).programs()
     derived = rank_plans(graph, nranks, tiling, distribution)
