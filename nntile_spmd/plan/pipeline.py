@@ -17,7 +17,9 @@ Micro-batches. The batch axis' tiles are the micro-batches. `micro_batch_order`
 reorders the task groups the builders walk from op-major (one op for all tiles,
 then the next op) to GPipe order: per phase, micro-batch 0 through all its ops,
 then micro-batch 1, ...; a rank's program is its subsequence of that walk, so a
-stage forwards micro-batch 1 while the next stage works on micro-batch 0. A
+stage forwards micro-batch 1 while the next stage works on micro-batch 0. Or to
+1F1B order (`OneFOneB`): each stage's own sequence of forwards and backwards,
+merged into one walk (`one_f_one_b_order`). A
 group is never moved before one it depends on (it reads what that one writes,
 or writes what it reads or writes), so the reordered walk computes the same
 values (sums adding into their output commute among themselves); a group reading
