@@ -100,8 +100,8 @@ def main(argv=None):
     own = comm.allreduce(load.own)
     if comm.rank == 0:
         print(f"pp on {stages} ranks: MLP {args.layers} x {args.width} fp32, batch "
-              f"{args.batch}, forward + backward; bubble = wait / wall per rank, mean "
-              f"over ranks; median (min) of {args.repeat}")
+              f"{args.batch}, forward + backward; bubble = (step - work) / step per rank, "
+              f"mean over ranks; median (min) of {args.repeat}")
         print(f"{'schedule':8s} {'m':>4s} {'measured':>9s} {'(min)':>7s} {'simulator':>9s} "
               f"{'(p-1)/(m+p-1)':>13s}  peak MiB per rank planned/measured")
         for schedule, m, median, low, simulated, formula, versus in rows:
