@@ -13,7 +13,9 @@ and FLOPs per step (measured: buffers handed to MPI, the tile store's tracking
 allocator, the executor's clock), the measured time per phase, final loss, next
 to the ZeRO paper's formulas (and, for GPT-2, Megatron's per-layer tensor-parallel
 traffic; on a world that splits into two axes of >= 2 ranks, the dp x tp and fsdp x tp
-meshes with their traffic per mesh axis next to those formulas), writes a PNG of the
+meshes with their traffic per mesh axis next to those formulas; pp on the whole world
+and dp x pp where the model has a layer per stage, next to the stage-boundary
+formula), writes a PNG of the
 loss curves and memory, and fails unless all loss curves agree to 1e-5 relative and
 every measurement equals the plan.
 """
