@@ -20,7 +20,8 @@ import nntile_spmd as nt
 from nntile_spmd.models import build_mlp
 from nntile_spmd.plan.instructions import Exec, Send
 from nntile_spmd.plan.mesh import traffic_by_mesh_axis
-from nntile_spmd.plan.pipeline import one_f_one_b_steps, tensor_layers, tensor_stages
+from nntile_spmd.plan.pipeline import (named_layer, one_f_one_b_steps, tensor_layers,
+                                       tensor_stages)
 from nntile_spmd.train import Trainer
 from nntile_spmd.train.optim import add_optimizer
 
@@ -89,6 +90,13 @@ def test_layers_and_stages_from_names():
     assert [two[f"w{i}"] for i in range(1, 6)] == [0, 0, 0, 1, 1]
     assert [three[f"w{i}"] for i in range(1, 6)] == [0, 0, 1, 1, 2]
     assert two["x"] == 0 and two["y"] == 1 and two["a3"] == 0 and two["a3_grad"] == 1
+
+
+@pytest.mark.parametrize("name,layer", [
+    ("h3_q_weight", 3), ("w12", 12), ("a3_grad", 3), ("layers.3.mlp", 3), ("h.3.attn", 3),
+    ("layer7", 7), ("h_in", None), ("conv2d_out", None), ("ln_f_weight", None), ("x", None)])
+def test_layer_index_in_names(name, layer):
+    assert named_layer(name) == layer
 
 
 def test_owners_follow_the_stages():
