@@ -27,6 +27,7 @@ class TaskGroup(NamedTuple):
     outputs: tuple       # output tile keys
     steps: tuple
     reads_output_first: bool   # does step 0 read the old output?
+    coord: tuple               # the tile of the op's first output (before any view)
 
 
 def lower_op(op, tilings, views=None):
@@ -101,7 +102,7 @@ def lower_op(op, tilings, views=None):
             keys = tuple([(name, pick(out_coord + summed_ranges[0])) for name, pick in pickers])
             steps.append(Step(keys, step_params(op, base_params, keys, tilings), 0))
         outputs = tuple([(name, pick(out_coord)) for name, pick in pickers[n_inputs:]])
-        groups.append(TaskGroup(op, outputs, tuple(steps), reads_output))
+        groups.append(TaskGroup(op, outputs, tuple(steps), reads_output, out_coord))
     return groups
 
 
@@ -170,7 +171,7 @@ def reading_views(group, views):
         steps.append(Step(tuple(keys), params, step.flops))
     outputs = steps[0].keys[len(op.inputs):] if steps else \
         tuple(views.get(key, (key,))[0] for key in group.outputs)
-    return TaskGroup(proxy, outputs, tuple(steps), group.reads_output_first)
+    return TaskGroup(proxy, outputs, tuple(steps), group.reads_output_first, group.coord)
 
 
 def step_filter(op, arrays, tilings):

@@ -154,7 +154,7 @@ class Plan:
         return self._programs[phase_key]
 
     def _build_programs(self, phase_key):
-        builder = ProgramBuilder(self.nranks, self.meta, self.owner_table,
+        builder = ProgramBuilder(self.nranks, self.meta, self.owner_table, self.owners,
                                  permanent_holders(self), self.deterministic, self.groups)
         for op in self.live_ops(phase_key):
             builder.add_op(lower_op(op, self.tilings, self.views))
@@ -176,7 +176,8 @@ class Plan:
 
     def _build_rank_program(self, phase_key, rank):
         builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owner_table,
-                                     permanent_holders(self), self.deterministic, self.groups)
+                                     self.owners, permanent_holders(self), self.deterministic,
+                                     self.groups)
         for op in self.live_ops(phase_key):
             builder.add_op(lower_op(op, self.tilings, self.views))
         return self.finish_program(builder.finish_rank(), rank)
