@@ -30,8 +30,9 @@ class TaskGroup(NamedTuple):
     coord: tuple               # the tile of the op's first output (before any view)
 
 
-def lower_op(op, tilings, views=None):
-    """All task groups of `op`, one per tile of its first output.
+def lower_op(op, tilings, views=None, coords=None):
+    """The task groups of `op`, one per tile of its first output (those of `coords`
+    only, in that order, when given).
 
     `views` (plan/views.py) maps the tiles of view outputs to the input tiles they
     alias: a view op lowers to nothing, and the keys of other ops are rewritten.
@@ -39,7 +40,7 @@ def lower_op(op, tilings, views=None):
     if views and any(t.name in views.names for t in op.inputs + op.outputs):
         if op.spec.view and op.outputs[0].name in views.names:
             return []
-        return [reading_views(group, views) for group in lower_op(op, tilings)]
+        return [reading_views(group, views) for group in lower_op(op, tilings, None, coords)]
     spec = op.spec
     axes = op_axes(op)
     arrays = op.inputs + op.outputs
@@ -76,7 +77,7 @@ def lower_op(op, tilings, views=None):
     summed_ranges = list(itertools.product(*[range(counts[label]) for label in summed]))
     bounds = label_boundaries(arrays, axes, tilings) if windows else None
     needed = step_filter(op, arrays, tilings)
-    for out_coord in tilings[op.outputs[0].name].coords():
+    for out_coord in tilings[op.outputs[0].name].coords() if coords is None else coords:
         steps = []
         if windows:
             summed_ranges = windowed_combos(out_coord, vector_labels, windows, bounds)

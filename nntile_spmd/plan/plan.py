@@ -25,6 +25,7 @@ from .lowering import lower_op
 from .views import find_views
 from .memory import TileMeta, insert_frees, simulate_memory
 from .rank_builder import RankProgramBuilder, permanent_holders
+from .rank_tiles import RankTiles
 from .presets import as_preset
 from .tiling import TilingRequest, TilingSpec, TilingStrategy
 
@@ -175,11 +176,13 @@ class Plan:
         return self._rank_programs[key]
 
     def _build_rank_program(self, phase_key, rank):
+        tiles = RankTiles(rank, self.groups, self.owners, self.tilings, self.views)
+        tiles.owner_table = self.owner_table
         builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owner_table,
                                      self.owners, permanent_holders(self), self.deterministic,
-                                     self.groups)
+                                     self.groups, tiles)
         for op in self.live_ops(phase_key):
-            builder.add_op(lower_op(op, self.tilings, self.views))
+            builder.add_op(lower_op(op, self.tilings, self.views, tiles.coords(op)))
         return self.finish_program(builder.finish_rank(), rank)
 
     @cached_property

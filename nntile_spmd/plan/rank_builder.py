@@ -32,9 +32,10 @@ class RankProgramBuilder(ProgramBuilder):
     """ProgramBuilder that visits the groups `rank` takes part in and builds its program."""
 
     def __init__(self, rank, nranks, meta, owner_table, owners, permanent_holders,
-                 deterministic=False, groups=()):
+                 deterministic=False, groups=(), tiles=None):
         super().__init__(nranks, meta, owner_table, owners, permanent_holders, deterministic,
                          groups)
+        self.tiles = tiles                        # RankTiles: notes this rank's copies
         self.rank = rank
         self.program = self.programs[rank]
         self.mine = self.held[rank]               # key -> version of this rank's copy
@@ -87,6 +88,8 @@ class RankProgramBuilder(ProgramBuilder):
         else:
             self.program.append(new_tuple(Recv, (key, source, tag, nbytes, consumer)))
             self.ready[key] = len(self.program)
+            if self.tiles is not None:
+                self.tiles.note_copy(key)
 
     def run_task(self, ranks, kernel, keys, reads, writes, params, flops, op_name):
         """As ProgramBuilder.run_task; the EXEC is built only if `rank` runs it."""
