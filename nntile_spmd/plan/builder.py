@@ -18,6 +18,7 @@ from collections import defaultdict
 from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send, key_str, new_tuple
 from .partial import PartialSums
+from .tile_tables import OwnerTable
 
 TAG_LIMIT = 32000   # MPI guarantees tags up to 32767 only
 
@@ -27,15 +28,13 @@ class PlanError(ValueError):
 
 
 class ProgramBuilder(PartialSums):
-    def __init__(self, nranks, meta, owner_table, owners, permanent_holders,
-                 deterministic=False, groups=()):
+    def __init__(self, nranks, meta, owners, permanent_holders, deterministic=False,
+                 groups=()):
         self.nranks = nranks
         self.groups = groups                # mesh rank sets: owner code -2 - g
         self.deterministic = deterministic   # no partial sums: tile order, not rank order
         self.meta = meta                    # key -> TileMeta
-        # key -> rank or REPLICATED; partial-sum tiles are added with the rank computing
-        # them (PERF: one dict lookup instead of a callback into numpy per query)
-        self.owner = dict(owner_table)
+        self.owner = OwnerTable(owners)     # key -> owner code, partial-sum tiles too
         self.owners = owners                # tensor name -> owner codes over its tile grid
         self.programs = [[] for _ in range(nranks)]
         self.inserts = [defaultdict(list) for _ in range(nranks)]
@@ -156,34 +155,44 @@ class ProgramBuilder(PartialSums):
         return cached[1]
 
     def run_partial(self, group, owner, step_ranks, order):
+        """Steps on `step_ranks`, then a binomial tree up `order` to its first rank."""
         op, out_key = group.op, group.outputs[0]
-        root = order[0]
-        accumulators, counts = {}, defaultdict(int)
+        n_inputs, root = len(op.inputs), order[0]
+        counts = defaultdict(int)   # steps each rank ran so far: its beta
         for step, rank in zip(group.steps, step_ranks):
-            if rank == root:
-                accumulator = out_key
-                self.run_step([rank], group, step, counts[rank], step.keys)
-            else:
-                accumulator = self.temp_key(op, out_key, rank)
-                keys = step.keys[:len(op.inputs)] + (accumulator,)
-                self.run_step([rank], group, step, counts[rank], keys,
-                              zero_beta=counts[rank] == 0)
-            accumulators[rank] = accumulator
+            if self.follows_step(rank, step.keys[:n_inputs]):
+                if rank == root:
+                    self.run_step([rank], group, step, counts[rank], step.keys)
+                else:
+                    keys = step.keys[:n_inputs] + (self.temp_key(op, out_key, rank),)
+                    self.run_step([rank], group, step, counts[rank], keys,
+                                  zero_beta=counts[rank] == 0)
             counts[rank] += 1
         root_has_value = counts[root] > 0
         stride = 1
         while stride < len(order):
             for index in range(0, len(order) - stride, 2 * stride):
                 parent, child = order[index], order[index + stride]
-                parent_key = accumulators.get(parent, out_key)
                 beta = 1.0
                 if parent == root and not root_has_value:
                     beta, root_has_value = op.attrs.get(op.spec.beta_attr, 0.0), True
                     beta = beta if group.reads_output_first else 0.0
-                self.combine(parent, accumulators[child], parent_key, beta, op)
+                if self.follows_pair(parent, child):
+                    parent_key = out_key if parent == root else \
+                        self.temp_key(op, out_key, parent)
+                    self.combine(parent, self.temp_key(op, out_key, child), parent_key,
+                                 beta, op)
             stride *= 2
         if owner < 0:
             self.broadcast(out_key, root, op.name, self.ranks_of(out_key))
+
+    def follows_step(self, rank, input_keys) -> bool:
+        """Does this builder plan a partial step on `rank`? (Every one here.)"""
+        return True
+
+    def follows_pair(self, source, target) -> bool:
+        """Does this builder plan what `source` and `target` exchange? (Every pair here.)"""
+        return True
 
     def combine(self, rank, child_key, parent_key, beta, op):
         """parent = merge(child, parent) on `rank` with the op's combine kernel (add, or
@@ -202,7 +211,8 @@ class ProgramBuilder(PartialSums):
         stride = 1
         while stride < len(order):
             for index in range(stride):
-                if index + stride < len(order):
+                if index + stride < len(order) and \
+                        self.follows_pair(order[index], order[index + stride]):
                     self.transfer(key, order[index], order[index + stride], op_name)
             stride *= 2
 

@@ -8,12 +8,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import math
 from functools import cached_property
 
 
 from ..graph.analysis import dead_ops
-from ..graph.dtypes import ITEMSIZE
 from ..graph.logical_graph import PHASES
 from ..graph.recompute import recomputed_ops
 from .axes import axis_classes
@@ -23,9 +21,10 @@ from .fusion import fuse_program
 from .instructions import Exec, Recv, Send
 from .lowering import lower_op
 from .views import find_views
-from .memory import TileMeta, insert_frees, simulate_memory
+from .memory import insert_frees, simulate_memory
 from .rank_builder import RankProgramBuilder, permanent_holders
 from .rank_tiles import RankTiles
+from .tile_tables import TileMetas
 from .presets import as_preset
 from .tiling import TilingRequest, TilingSpec, TilingStrategy
 
@@ -93,19 +92,7 @@ class Plan:
         self.groups = groups   # rank sets of a mesh; owner code -2 - g names groups[g]
         self.classes, self.class_of = classes, class_of
         self.tilings, self.distributions, self.owners = tilings, distributions, owners
-        # PERF (plan-speed tests): math.prod and a plain dict of owners instead of
-        # np.prod and numpy scalar indexing per tile; planning 64 ranks calls these a lot.
-        self.meta, self.owner_table = {}, {}
-        for tensor in graph.tensors():
-            spec = tilings[tensor.name]
-            owner_list = owners[tensor.name].reshape(-1, order="F").tolist()
-            itemsize = ITEMSIZE[tensor.dtype]
-            for coord, owner in zip(spec.coords(), owner_list):
-                shape = spec.tile_shape(coord)
-                size = math.prod(shape)
-                key = (tensor.name, coord)
-                self.meta[key] = TileMeta(shape, tensor.dtype, size, size * itemsize)
-                self.owner_table[key] = owner
+        self.meta = TileMetas(tilings, {t.name: t.dtype for t in graph.tensors()})
         self._programs = {}        # phases -> every rank's program
         self._rank_programs = {}   # (phases, rank) -> one rank's program, derived alone
         self.own_rank = None       # set by build_plan(rank=...): plan one rank only
@@ -114,8 +101,9 @@ class Plan:
 
     # -- ownership ------------------------------------------------------------------
     def owner_of(self, key) -> int:
-        """Owner rank of a tensor tile, or REPLICATED (-1)."""
-        return self.owner_table[key]
+        """Owner rank of a tensor tile, REPLICATED (-1), or a mesh group's code."""
+        name, coord = key
+        return int(self.owners[name][coord])
 
     def ranks_of_owner(self, owner):
         """The ranks an owner value names: one rank, every rank, or a mesh group."""
@@ -155,8 +143,8 @@ class Plan:
         return self._programs[phase_key]
 
     def _build_programs(self, phase_key):
-        builder = ProgramBuilder(self.nranks, self.meta, self.owner_table, self.owners,
-                                 permanent_holders(self), self.deterministic, self.groups)
+        builder = ProgramBuilder(self.nranks, self.meta, self.owners, permanent_holders(self),
+                                 self.deterministic, self.groups)
         for op in self.live_ops(phase_key):
             builder.add_op(lower_op(op, self.tilings, self.views))
         return [self.finish_program(program, rank)
@@ -177,10 +165,9 @@ class Plan:
 
     def _build_rank_program(self, phase_key, rank):
         tiles = RankTiles(rank, self.groups, self.owners, self.tilings, self.views)
-        tiles.owner_table = self.owner_table
-        builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owner_table,
-                                     self.owners, permanent_holders(self), self.deterministic,
-                                     self.groups, tiles)
+        builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owners,
+                                     permanent_holders(self), self.deterministic, self.groups,
+                                     tiles)
         for op in self.live_ops(phase_key):
             builder.add_op(lower_op(op, self.tilings, self.views, tiles.coords(op)))
         return self.finish_program(builder.finish_rank(), rank)

@@ -16,7 +16,8 @@ received, which it sees all of:
 Tags count the messages of one (source, target) pair in walk order; both ranks of
 a pair visit every group that moves a tile between them, so the counts agree with
 the all-ranks plan (tests/plan/test_plan_rank.py checks it instruction for
-instruction). Transfers between two other ranks are only noted as copies.
+instruction). Steps, tree merges and broadcast hops between two other ranks are
+skipped.
 """
 
 from __future__ import annotations
@@ -31,10 +32,9 @@ from .instructions import Exec, Recv, Send, new_tuple
 class RankProgramBuilder(ProgramBuilder):
     """ProgramBuilder that visits the groups `rank` takes part in and builds its program."""
 
-    def __init__(self, rank, nranks, meta, owner_table, owners, permanent_holders,
-                 deterministic=False, groups=(), tiles=None):
-        super().__init__(nranks, meta, owner_table, owners, permanent_holders, deterministic,
-                         groups)
+    def __init__(self, rank, nranks, meta, owners, permanent_holders, deterministic=False,
+                 groups=(), tiles=None):
+        super().__init__(nranks, meta, owners, permanent_holders, deterministic, groups)
         self.tiles = tiles                        # RankTiles: notes this rank's copies
         self.rank = rank
         self.program = self.programs[rank]
@@ -72,11 +72,19 @@ class RankProgramBuilder(ProgramBuilder):
         self.check_written(key, op_name)
         return self.ranks_of(key)[0]
 
+    def follows_step(self, rank, input_keys) -> bool:
+        """A partial step concerns this rank if it runs it or may send one of its inputs."""
+        me, owner, rank_set = self.rank, self.owner, self.rank_set
+        return rank == me or any(me in rank_set(owner[key]) for key in input_keys)
+
+    def follows_pair(self, source, target) -> bool:
+        return self.rank in (source, target)
+
     def transfer(self, key, source, target, consumer):
-        self.held[target][key] = self.version.get(key)
         rank = self.rank
         if source != rank and target != rank:
-            return   # neither side is us: only the copy's existence matters (held above)
+            return   # between two other ranks: nothing here depends on it
+        self.held[target][key] = self.version.get(key)
         pair = (source, target)
         count = self.pair_count[pair]
         self.pair_count[pair] = count + 1
@@ -92,18 +100,35 @@ class RankProgramBuilder(ProgramBuilder):
                 self.tiles.note_copy(key)
 
     def run_task(self, ranks, kernel, keys, reads, writes, params, flops, op_name):
-        """As ProgramBuilder.run_task; the EXEC is built only if `rank` runs it."""
-        held, version = self.held, self.version
-        for rank in ranks:
-            held_here = held[rank]
-            for key in reads:
-                if held_here.get(key, -1) != version.get(key):
-                    self.transfer(key, self.source_of(key, op_name), rank, op_name)
+        """As ProgramBuilder.run_task, for this rank's part: what it fetches and runs,
+        and what it sends to the other runners. Those hold a tile they own (its owners
+        hold its current version), else a copy only if this rank sent it since it was
+        last written; copies of the tiles this rank sends are all noted here."""
+        me, version, owner, rank_set = self.rank, self.version, self.owner, self.rank_set
+        runs_here = me in ranks
+        sent_here = [key for key in reads if self.ranks_of(key)[0] == me]
+        if sent_here or runs_here:
+            held, mine = self.held, self.mine
+            for rank in ranks:
+                if rank == me:
+                    for key in reads:
+                        if mine.get(key, -1) != version.get(key):
+                            self.transfer(key, self.source_of(key, op_name), me, op_name)
+                    continue
+                held_there = held[rank]
+                for key in sent_here:
+                    if rank not in rank_set(owner[key]) and \
+                            held_there.get(key, -1) != version.get(key):
+                        self.transfer(key, self.source_of(key, op_name), rank, op_name)
         new_versions = [(key, version.get(key, -1) + 1) for key in writes]
         version.update(new_versions)
-        for rank in ranks:
-            held[rank].update(new_versions)
-        if self.rank in ranks:
+        for key, new_version in new_versions:
+            if not runs_here and self.ranks_of(key)[0] == me:
+                # a partial sum's root outside the owner group: it holds what it wrote
+                for rank in ranks:
+                    self.held[rank][key] = new_version
+        if runs_here:
+            self.mine.update(new_versions)
             program = self.program
             program.append(new_tuple(Exec, (kernel, keys, reads, writes, params, flops,
                                             op_name)))

@@ -26,7 +26,6 @@ class RankTiles:
         self.owners, self.tilings, self.views = owners, tilings, views
         self.copies = {}          # tensor name -> coords of tiles fetched by this rank
         self.alias_owners = {}    # view tensor name -> owners of the tiles it aliases
-        self.owner_table = None   # key -> owner code, for view tensors (set by the plan)
 
     def note_copy(self, key):
         name, coord = key
@@ -78,6 +77,7 @@ class RankTiles:
             spec = self.tilings[name]
             found = np.empty(spec.grid, dtype=self.owners[name].dtype)
             for coord in spec.coords():
-                found[coord] = self.owner_table[self.views[(name, coord)][0]]
+                alias_name, alias_coord = self.views[(name, coord)][0]
+                found[coord] = self.owners[alias_name][alias_coord]
             self.alias_owners[name] = found
         return found
