@@ -211,8 +211,7 @@ def label_tile_sizes(arrays, axes, tilings):
     sizes = {}
     for tensor, labels in zip(arrays, axes):
         for dim, label in enumerate(labels):
-            tiling = tilings[tensor.name].dims[dim]
-            sizes[label] = tuple(tiling.tile_size(i) for i in range(tiling.num_tiles))
+            sizes[label] = tilings[tensor.name].dims[dim].sizes
     return sizes
 
 
