@@ -18,7 +18,7 @@ from collections import defaultdict
 from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send, key_str, new_tuple
 from .partial import PartialSums
-from .tile_tables import OwnerTable
+from .tile_tables import OwnerTable, partial_name
 
 TAG_LIMIT = 32000   # MPI guarantees tags up to 32767 only
 
@@ -95,10 +95,9 @@ class ProgramBuilder(PartialSums):
     def run_task(self, ranks, kernel, keys, reads, writes, params, flops, op_name):
         """Fetch what each rank lacks, then run the kernel there; writes bump versions."""
         held, version, programs, ready_at = self.held, self.version, self.programs, self.ready_at
-        for rank in ranks:   # PERF: is_current inlined (the planner's innermost loop)
-            held_here = held[rank]
+        for rank in ranks:
             for key in reads:
-                if held_here.get(key, -1) != version.get(key):
+                if not self.is_current(rank, key):
                     self.transfer(key, self.source_of(key, op_name), rank, op_name)
         new_versions = [(key, version.get(key, -1) + 1) for key in writes]
         version.update(new_versions)
@@ -221,11 +220,9 @@ class ProgramBuilder(PartialSums):
         names = self.temp_names   # PERF: format each partial-sum tensor name once
         temp_name = names.get((name, op.name, rank))
         if temp_name is None:
-            temp_name = names[(name, op.name, rank)] = f"{name}~{op.name}~r{rank}"
+            temp_name = names[(name, op.name, rank)] = partial_name(name, op.name, rank)
         key = (temp_name, coord)
-        # meta is shared by every program build of the plan; owners are per build
-        self.meta.setdefault(key, self.meta[out_key])
-        self.owner[key] = rank
+        self.owner[key] = rank   # the plan's meta sizes it like out_key (TileMetas)
         return key
 
     # -- results -------------------------------------------------------------------

@@ -9,6 +9,7 @@ import contextlib
 import gc
 import hashlib
 from functools import cached_property
+from typing import NamedTuple
 
 
 from ..graph.analysis import dead_ops
@@ -51,14 +52,19 @@ def build_plan(graph, nranks: int, tiling=None, distribution="single",
     if rank is not None and not 0 <= rank < nranks:
         raise ValueError(f"rank {rank} is not in a world of {nranks} rank(s)")
     with gc_paused():
-        plan = plan_graph(graph, nranks, tiling, distribution, window)
-    plan.deterministic = bool(deterministic)
-    plan.fuse = bool(fuse)
-    plan.own_rank = rank
-    return plan
+        return plan_graph(graph, nranks, tiling, distribution, window,
+                          PlanOptions(bool(deterministic), bool(fuse), rank))
 
 
-def plan_graph(graph, nranks, tiling, distribution, window) -> Plan:
+class PlanOptions(NamedTuple):
+    """What build_plan was asked beyond the graph, the tiling and the distribution."""
+
+    deterministic: bool = False
+    fuse: bool = False
+    own_rank: int | None = None   # plan this rank's program only (None: every rank's)
+
+
+def plan_graph(graph, nranks, tiling, distribution, window, options=None) -> Plan:
     classes, class_of = axis_classes(graph)
     preset = as_preset(distribution)
     request = TilingRequest(tuple(classes), class_of, graph, nranks,
@@ -70,7 +76,7 @@ def plan_graph(graph, nranks, tiling, distribution, window) -> Plan:
     owners = {name: tensor_owners(name, distributions[name], spec.grid, nranks)
               for name, spec in tilings.items()}
     return Plan(graph, nranks, window, classes, class_of, tilings, distributions, owners,
-                preset.rank_groups(nranks))
+                preset.rank_groups(nranks), options)
 
 
 def tensor_owners(name, distribution, grid, nranks):
@@ -87,7 +93,7 @@ class Plan:
     fuse = False   # plans pickled in a cache before fusion existed read as unfused
 
     def __init__(self, graph, nranks, window, classes, class_of, tilings, distributions,
-                 owners, groups=()):
+                 owners, groups=(), options=None):
         self.graph, self.nranks, self.window = graph, nranks, window
         self.groups = groups   # rank sets of a mesh; owner code -2 - g names groups[g]
         self.classes, self.class_of = classes, class_of
@@ -95,9 +101,7 @@ class Plan:
         self.meta = TileMetas(tilings, {t.name: t.dtype for t in graph.tensors()})
         self._programs = {}        # phases -> every rank's program
         self._rank_programs = {}   # (phases, rank) -> one rank's program, derived alone
-        self.own_rank = None       # set by build_plan(rank=...): plan one rank only
-        self.deterministic = False   # build_plan sets it before any program is built
-        self.fuse = False            # likewise
+        self.deterministic, self.fuse, self.own_rank = options or PlanOptions()
 
     # -- ownership ------------------------------------------------------------------
     def owner_of(self, key) -> int:

@@ -108,17 +108,14 @@ class RankProgramBuilder(ProgramBuilder):
         runs_here = me in ranks
         sent_here = [key for key in reads if self.ranks_of(key)[0] == me]
         if sent_here or runs_here:
-            held, mine = self.held, self.mine
             for rank in ranks:
                 if rank == me:
                     for key in reads:
-                        if mine.get(key, -1) != version.get(key):
+                        if not self.is_current(me, key):
                             self.transfer(key, self.source_of(key, op_name), me, op_name)
                     continue
-                held_there = held[rank]
                 for key in sent_here:
-                    if rank not in rank_set(owner[key]) and \
-                            held_there.get(key, -1) != version.get(key):
+                    if rank not in rank_set(owner[key]) and not self.is_current(rank, key):
                         self.transfer(key, self.source_of(key, op_name), rank, op_name)
         new_versions = [(key, version.get(key, -1) + 1) for key in writes]
         version.update(new_versions)

@@ -13,6 +13,14 @@ from ..graph.dtypes import ITEMSIZE
 from .memory import TileMeta
 
 
+PARTIAL_MARK = "~"
+
+
+def partial_name(name, op_name, rank) -> str:
+    """The tensor of `rank`'s partial sums into `name`'s tiles for op `op_name`."""
+    return f"{name}{PARTIAL_MARK}{op_name}{PARTIAL_MARK}r{rank}"
+
+
 class TileMetas(dict):
     """key -> TileMeta (shape, dtype, elements, bytes) of a tensor tile."""
 
@@ -22,6 +30,8 @@ class TileMetas(dict):
 
     def __missing__(self, key):
         name, coord = key
+        if name not in self.tilings:   # a partial-sum tile: sized like its output tile
+            name = name.rsplit(PARTIAL_MARK, 2)[0]
         shape = self.tilings[name].tile_shape(coord)
         size = math.prod(shape)
         dtype = self.dtypes[name]
