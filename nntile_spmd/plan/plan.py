@@ -174,6 +174,7 @@ class Plan:
                                      tiles)
         for op in self.live_ops(phase_key):
             builder.add_op(lower_op(op, self.tilings, self.views, tiles.coords(op)))
+            builder.walked(op)
         return self.finish_program(builder.finish_rank(), rank)
 
     @cached_property

@@ -41,6 +41,7 @@ class RankProgramBuilder(ProgramBuilder):
         self.mine = self.held[rank]               # key -> version of this rank's copy
         self.sends = self.inserts[rank]           # program position -> SENDs placed there
         self.ready = self.ready_at[rank]          # key -> position of its current version
+        self.written = set()                      # tensors some op of the walk wrote
 
     def add_op(self, groups):
         for group in groups:
@@ -64,9 +65,16 @@ class RankProgramBuilder(ProgramBuilder):
         return False
 
     def check_written(self, key, op_name):
-        """Only the tile's owners saw every write of it; they raise for everyone."""
-        if self.rank in self.rank_set(self.owner[key]):
+        """A tile's owners saw every write of it; any rank sees that no op so far
+        writes its graph tensor at all (the usual mistake), so all ranks raise for that."""
+        name = key[0]
+        if self.rank in self.rank_set(self.owner[key]) or \
+                (name not in self.written and name in self.owners):
             super().check_written(key, op_name)
+
+    def walked(self, op):
+        """Note that `op` is behind the walk (its outputs now have writers)."""
+        self.written.update(tensor.name for tensor in op.outputs)
 
     def source_of(self, key, op_name):
         self.check_written(key, op_name)
