@@ -68,10 +68,10 @@ def column_parameter_bytes(plan, mesh, rank) -> int:
     here = np.unravel_index(rank, mesh.shape)
     column = {r for r in range(plan.nranks)
               if all(np.unravel_index(r, mesh.shape)[a] == here[a] for a in kept)}
-    return sum(plan.meta[key].nbytes for key, owner in plan.owner_table.items()
-               if plan.graph.has_tensor(key[0])
-               and plan.graph.get_tensor(key[0]).role == "parameter"
-               and column & set(plan.ranks_of_owner(owner)))
+    return sum(plan.meta[(tensor.name, coord)].nbytes for tensor in plan.graph.tensors()
+               if tensor.role == "parameter"
+               for coord in plan.tilings[tensor.name].coords()
+               if column & set(plan.ranks_of_owner(plan.owner_of((tensor.name, coord)))))
 
 
 def megatron_activation_bytes(args, plan, mesh) -> int:

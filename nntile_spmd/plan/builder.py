@@ -5,7 +5,10 @@ owner of its output tile (every rank for replicated tiles); a missing input beco
 a SEND placed right after the instruction that produced that version plus a RECV
 before the consuming task. A group with several steps may instead be computed as
 partial sums next to its inputs and reduced to the owner in a fixed tree
-(broadcast back down for replicated outputs), whichever sends fewer bytes.
+(broadcast back down for replicated outputs), as plan/partial.py decides.
+
+The ranks of a tile's owner code hold its current version once the group writing
+it is done, so the rank that sends a tile is a static fact: the first of them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from collections import defaultdict
 
 from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send, key_str, new_tuple
+from .partial import PartialSums
+from .tile_tables import OwnerTable, partial_name
 
 TAG_LIMIT = 32000   # MPI guarantees tags up to 32767 only
 
@@ -22,16 +27,15 @@ class PlanError(ValueError):
     """The graph cannot be planned as asked (e.g. a tensor read before written)."""
 
 
-class ProgramBuilder:
-    def __init__(self, nranks, meta, owner_table, permanent_holders, deterministic=False,
+class ProgramBuilder(PartialSums):
+    def __init__(self, nranks, meta, owners, permanent_holders, deterministic=False,
                  groups=()):
         self.nranks = nranks
         self.groups = groups                # mesh rank sets: owner code -2 - g
         self.deterministic = deterministic   # no partial sums: tile order, not rank order
         self.meta = meta                    # key -> TileMeta
-        # key -> rank or REPLICATED; partial-sum tiles are added with the rank computing
-        # them (PERF: one dict lookup instead of a callback into numpy per query)
-        self.owner = dict(owner_table)
+        self.owner = OwnerTable(owners)     # key -> owner code, partial-sum tiles too
+        self.owners = owners                # tensor name -> owner codes over its tile grid
         self.programs = [[] for _ in range(nranks)]
         self.inserts = [defaultdict(list) for _ in range(nranks)]
         self.version = {}
@@ -41,6 +45,7 @@ class ProgramBuilder:
         self.beta_params = {}
         self.temp_names = {}
         self.add_params = {}
+        self.rank_sets, self.sharing_memo, self.op_labels = {}, {}, {}
         for key, holders in permanent_holders.items():
             self.version[key] = 0
             for rank in holders:
@@ -51,25 +56,28 @@ class ProgramBuilder:
     def owner_of(self, key):
         return self.owner[key]
 
-    def ranks_of(self, key):
-        owner = self.owner[key]
+    def ranks_of_owner(self, owner):
         if owner >= 0:
             return (owner,)
         return range(self.nranks) if owner == REPLICATED else self.groups[-2 - owner]
+
+    def ranks_of(self, key):
+        return self.ranks_of_owner(self.owner[key])
 
     def is_current(self, rank, key):
         return self.held[rank].get(key, -1) == self.version.get(key)
 
     def source_of(self, key, op_name):
-        current = self.version.get(key)
-        if current is None:
+        """The first rank of the tile's owner code (it holds the current version)."""
+        self.check_written(key, op_name)
+        source = self.ranks_of(key)[0]
+        assert self.is_current(source, key), f"rank {source} lacks the current {key_str(key)}"
+        return source
+
+    def check_written(self, key, op_name):
+        if self.version.get(key) is None:
             raise PlanError(f"{op_name}: reads {key_str(key)} before anything writes it "
                             f"(bind it as an input, make it persistent, or write it first)")
-        held = self.held
-        for rank in self.ranks_of(key):
-            if held[rank].get(key, -1) == current:   # inlined is_current
-                return rank
-        raise AssertionError(f"no rank holds the current {key_str(key)}")
 
     def transfer(self, key, source, target, consumer):
         pair = (source, target)
@@ -87,10 +95,9 @@ class ProgramBuilder:
     def run_task(self, ranks, kernel, keys, reads, writes, params, flops, op_name):
         """Fetch what each rank lacks, then run the kernel there; writes bump versions."""
         held, version, programs, ready_at = self.held, self.version, self.programs, self.ready_at
-        for rank in ranks:   # PERF: is_current inlined (the planner's innermost loop)
-            held_here = held[rank]
+        for rank in ranks:
             for key in reads:
-                if held_here.get(key, -1) != version.get(key):
+                if not self.is_current(rank, key):
                     self.transfer(key, self.source_of(key, op_name), rank, op_name)
         new_versions = [(key, version.get(key, -1) + 1) for key in writes]
         version.update(new_versions)
@@ -106,11 +113,11 @@ class ProgramBuilder:
 
     # -- lowering of one op ------------------------------------------------------
     def add_op(self, groups):
-        """Lower all task groups of one op (owner computes, or partial sums op-wide)."""
-        for group, choice in zip(groups, self.partial_choices(groups)):
-            self.add_group(group, choice)
+        """Lower all task groups of one op (owner computes, or partial sums per group)."""
+        for group in groups:
+            self.add_group(group)
 
-    def add_group(self, group, choice=None):
+    def add_group(self, group):
         out_key = group.outputs[0]
         owner = self.owner_of(out_key)
         for other in group.outputs[1:]:
@@ -118,56 +125,11 @@ class ProgramBuilder:
                 raise PlanError(f"{group.op.name}: outputs {key_str(out_key)} and "
                                 f"{key_str(other)} must have the same owner (distribute "
                                 f"them alike)")
+        choice = self.partial_choice(group)
         if choice is not None:
             return self.run_partial(group, owner, *choice)
         for index, step in enumerate(group.steps):
             self.run_step(list(self.ranks_of(out_key)), group, step, index, step.keys)
-
-    def partial_choices(self, groups):
-        """Per group (step ranks, tree order) when partial sums send fewer bytes, else None.
-
-        The choice is costed over the whole op, not group by group: a tile the owner
-        fetches for one group stays cached for the op's later groups, so for
-        `C = A @ B` with A on rank 0, B on rank 1 and C on rank 0, fetching B once is
-        cheaper than moving A's partial products. Partial sums group by group are
-        compared with the owner computing every group (each (rank, tile) fetch
-        counted once), and the cheaper of the two is used.
-        """
-        if self.deterministic or all(len(group.steps) < 2 for group in groups) or \
-                groups[0].op.spec.combine is None:   # copy_intersection: steps overwrite
-            return [None] * len(groups)   # owner sums in tile order / nothing to choose
-        fetched, owner_fetch, greedy_cost, choices = set(), set(), 0, []
-        held, version = self.held, self.version
-        for group in groups:
-            choices.append(None)
-            out_key = group.outputs[0]
-            owner = self.owner_of(out_key)
-            exec_ranks = list(self.ranks_of(out_key))
-            n_inputs = len(group.op.inputs)
-            inputs = {key for step in group.steps for key in step.keys[:n_inputs]}
-            missing = {(rank, key) for rank in exec_ranks for key in inputs
-                       if held[rank].get(key, -1) != version.get(key)}   # not is_current
-            owner_fetch |= missing
-            owner_new = missing - fetched
-            owner_cost = self.fetch_bytes(owner_new)
-            if len(group.steps) > 1 and owner_cost > 0:
-                step_ranks, order, messages = self.partial_plan(group, owner, exec_ranks)
-                partial_new = {(rank, key) for step, rank in zip(group.steps, step_ranks)
-                               for key in step.keys[:n_inputs]
-                               if not self.is_current(rank, key)} - fetched
-                partial_cost = (self.fetch_bytes(partial_new)
-                                + messages * self.meta[out_key].nbytes)
-                if partial_cost < owner_cost:
-                    choices[-1] = (step_ranks, order)
-                    owner_new, owner_cost = partial_new, partial_cost
-            fetched |= owner_new
-            greedy_cost += owner_cost
-        if greedy_cost <= self.fetch_bytes(owner_fetch):   # a tie keeps the greedy choice
-            return choices
-        return [None] * len(groups)
-
-    def fetch_bytes(self, fetches):
-        return sum(self.meta[key].nbytes for _, key in fetches)
 
     def run_step(self, ranks, group, step, index, keys, zero_beta=False):
         """Step `index` of the steps one rank runs into one output tile."""
@@ -191,65 +153,45 @@ class ProgramBuilder:
                                                             dict(params, **{beta_attr: beta}))
         return cached[1]
 
-    def partial_plan(self, group, owner, exec_ranks):
-        """Step ranks (each step next to most of its input bytes), tree order, messages."""
-        n_inputs = len(group.op.inputs)
-        step_ranks = [self.best_rank(step.keys[:n_inputs], exec_ranks) for step in group.steps]
-        if owner == REPLICATED:
-            order = sorted(set(step_ranks))
-            messages = len(order) - 1 + self.nranks - 1
-        elif owner < 0:   # a mesh group: reduce to a member if one computes, broadcast there
-            group = set(self.groups[-2 - owner])
-            order = sorted(set(step_ranks) & group) + sorted(set(step_ranks) - group)
-            messages = len(order) - 1 + len(group) - (order[0] in group)
-        else:
-            order = [owner] + sorted(set(step_ranks) - {owner})
-            messages = len(order) - 1
-        return step_ranks, order, messages
-
-    def best_rank(self, keys, preferred):
-        score, held = defaultdict(int), self.held
-        for key in set(keys):
-            current, nbytes = self.version.get(key), self.meta[key].nbytes
-            for rank in self.ranks_of(key):
-                if held[rank].get(key, -1) == current:   # inlined is_current
-                    score[rank] += nbytes
-        if not score:
-            return preferred[0]
-        top = max(score.values())
-        best = [rank for rank in score if score[rank] == top]
-        preferred_best = [rank for rank in preferred if rank in best]
-        return (preferred_best or sorted(best))[0]
-
     def run_partial(self, group, owner, step_ranks, order):
+        """Steps on `step_ranks`, then a binomial tree up `order` to its first rank."""
         op, out_key = group.op, group.outputs[0]
-        root = order[0]
-        accumulators, counts = {}, defaultdict(int)
+        n_inputs, root = len(op.inputs), order[0]
+        counts = defaultdict(int)   # steps each rank ran so far: its beta
         for step, rank in zip(group.steps, step_ranks):
-            if rank == root:
-                accumulator = out_key
-                self.run_step([rank], group, step, counts[rank], step.keys)
-            else:
-                accumulator = self.temp_key(op, out_key, rank)
-                keys = step.keys[:len(op.inputs)] + (accumulator,)
-                self.run_step([rank], group, step, counts[rank], keys,
-                              zero_beta=counts[rank] == 0)
-            accumulators[rank] = accumulator
+            if self.follows_step(rank, step.keys[:n_inputs]):
+                if rank == root:
+                    self.run_step([rank], group, step, counts[rank], step.keys)
+                else:
+                    keys = step.keys[:n_inputs] + (self.temp_key(op, out_key, rank),)
+                    self.run_step([rank], group, step, counts[rank], keys,
+                                  zero_beta=counts[rank] == 0)
             counts[rank] += 1
         root_has_value = counts[root] > 0
         stride = 1
         while stride < len(order):
             for index in range(0, len(order) - stride, 2 * stride):
                 parent, child = order[index], order[index + stride]
-                parent_key = accumulators.get(parent, out_key)
                 beta = 1.0
                 if parent == root and not root_has_value:
                     beta, root_has_value = op.attrs.get(op.spec.beta_attr, 0.0), True
                     beta = beta if group.reads_output_first else 0.0
-                self.combine(parent, accumulators[child], parent_key, beta, op)
+                if self.follows_pair(parent, child):
+                    parent_key = out_key if parent == root else \
+                        self.temp_key(op, out_key, parent)
+                    self.combine(parent, self.temp_key(op, out_key, child), parent_key,
+                                 beta, op)
             stride *= 2
         if owner < 0:
             self.broadcast(out_key, root, op.name, self.ranks_of(out_key))
+
+    def follows_step(self, rank, input_keys) -> bool:
+        """Does this builder plan a partial step on `rank`? (Every one here.)"""
+        return True
+
+    def follows_pair(self, source, target) -> bool:
+        """Does this builder plan what `source` and `target` exchange? (Every pair here.)"""
+        return True
 
     def combine(self, rank, child_key, parent_key, beta, op):
         """parent = merge(child, parent) on `rank` with the op's combine kernel (add, or
@@ -268,7 +210,8 @@ class ProgramBuilder:
         stride = 1
         while stride < len(order):
             for index in range(stride):
-                if index + stride < len(order):
+                if index + stride < len(order) and \
+                        self.follows_pair(order[index], order[index + stride]):
                     self.transfer(key, order[index], order[index + stride], op_name)
             stride *= 2
 
@@ -277,11 +220,9 @@ class ProgramBuilder:
         names = self.temp_names   # PERF: format each partial-sum tensor name once
         temp_name = names.get((name, op.name, rank))
         if temp_name is None:
-            temp_name = names[(name, op.name, rank)] = f"{name}~{op.name}~r{rank}"
+            temp_name = names[(name, op.name, rank)] = partial_name(name, op.name, rank)
         key = (temp_name, coord)
-        # meta is shared by every program build of the plan; owners are per build
-        self.meta.setdefault(key, self.meta[out_key])
-        self.owner[key] = rank
+        self.owner[key] = rank   # the plan's meta sizes it like out_key (TileMetas)
         return key
 
     # -- results -------------------------------------------------------------------

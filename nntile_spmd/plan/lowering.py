@@ -27,10 +27,12 @@ class TaskGroup(NamedTuple):
     outputs: tuple       # output tile keys
     steps: tuple
     reads_output_first: bool   # does step 0 read the old output?
+    coord: tuple               # the tile of the op's first output (before any view)
 
 
-def lower_op(op, tilings, views=None):
-    """All task groups of `op`, one per tile of its first output.
+def lower_op(op, tilings, views=None, coords=None):
+    """The task groups of `op`, one per tile of its first output (those of `coords`
+    only, in that order, when given).
 
     `views` (plan/views.py) maps the tiles of view outputs to the input tiles they
     alias: a view op lowers to nothing, and the keys of other ops are rewritten.
@@ -38,7 +40,7 @@ def lower_op(op, tilings, views=None):
     if views and any(t.name in views.names for t in op.inputs + op.outputs):
         if op.spec.view and op.outputs[0].name in views.names:
             return []
-        return [reading_views(group, views) for group in lower_op(op, tilings)]
+        return [reading_views(group, views) for group in lower_op(op, tilings, None, coords)]
     spec = op.spec
     axes = op_axes(op)
     arrays = op.inputs + op.outputs
@@ -75,7 +77,7 @@ def lower_op(op, tilings, views=None):
     summed_ranges = list(itertools.product(*[range(counts[label]) for label in summed]))
     bounds = label_boundaries(arrays, axes, tilings) if windows else None
     needed = step_filter(op, arrays, tilings)
-    for out_coord in tilings[op.outputs[0].name].coords():
+    for out_coord in tilings[op.outputs[0].name].coords() if coords is None else coords:
         steps = []
         if windows:
             summed_ranges = windowed_combos(out_coord, vector_labels, windows, bounds)
@@ -101,7 +103,7 @@ def lower_op(op, tilings, views=None):
             keys = tuple([(name, pick(out_coord + summed_ranges[0])) for name, pick in pickers])
             steps.append(Step(keys, step_params(op, base_params, keys, tilings), 0))
         outputs = tuple([(name, pick(out_coord)) for name, pick in pickers[n_inputs:]])
-        groups.append(TaskGroup(op, outputs, tuple(steps), reads_output))
+        groups.append(TaskGroup(op, outputs, tuple(steps), reads_output, out_coord))
     return groups
 
 
@@ -170,7 +172,7 @@ def reading_views(group, views):
         steps.append(Step(tuple(keys), params, step.flops))
     outputs = steps[0].keys[len(op.inputs):] if steps else \
         tuple(views.get(key, (key,))[0] for key in group.outputs)
-    return TaskGroup(proxy, outputs, tuple(steps), group.reads_output_first)
+    return TaskGroup(proxy, outputs, tuple(steps), group.reads_output_first, group.coord)
 
 
 def step_filter(op, arrays, tilings):
@@ -209,8 +211,7 @@ def label_tile_sizes(arrays, axes, tilings):
     sizes = {}
     for tensor, labels in zip(arrays, axes):
         for dim, label in enumerate(labels):
-            tiling = tilings[tensor.name].dims[dim]
-            sizes[label] = tuple(tiling.tile_size(i) for i in range(tiling.num_tiles))
+            sizes[label] = tilings[tensor.name].dims[dim].sizes
     return sizes
 
 

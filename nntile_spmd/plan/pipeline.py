@@ -152,6 +152,7 @@ class Unit(NamedTuple):
     step: tuple | None   # (phase, micro-batch) of a per-micro-batch unit, else None
     stage: int | None    # the stage of its output (None: held by every stage)
     deps: tuple          # indices of earlier units it must follow
+    op: object           # the op whose groups these are
 
 
 class OneFOneB(NamedTuple):
@@ -165,8 +166,8 @@ class OneFOneB(NamedTuple):
 
 
 def micro_batch_order(lowered, dims, schedule=None):
-    """Task group lists in pipeline order (module docstring) from (op, groups) pairs
-    in program order; `dims` as batch_dims(). Each list holds one op's groups of one
+    """(op, task groups) pairs in pipeline order (module docstring) from (op, groups)
+    pairs in program order; `dims` as batch_dims(). Each list holds one op's groups of one
     micro-batch (the builders cost partial sums per list). GPipe order, or 1F1B with
     a OneFOneB `schedule`."""
     stages = schedule.stages if schedule else None
@@ -175,9 +176,10 @@ def micro_batch_order(lowered, dims, schedule=None):
     units = pipeline_units(lowered, dims, stages or {})
     if stages is None:
         order = sorted(range(len(units)), key=lambda index: (units[index].slot, index))
-        return [units[index].chunk for index in order]
+        return [(units[index].op, units[index].chunk) for index in order]
     nstages = 1 + max(stage for stage in stages.values() if stage is not None)
-    return [units[index].chunk for index in one_f_one_b_order(units, nstages)]
+    return [(units[index].op, units[index].chunk)
+            for index in one_f_one_b_order(units, nstages)]
 
 
 def split_accumulations(op, groups, dims) -> list:
@@ -243,7 +245,7 @@ def pipeline_units(lowered, dims, stages) -> list:
             step = (op.phase, micro_batch) if per_micro_batch and \
                 micro_batch not in (None, AFTER_ALL) else None
             units.append(Unit(slot, chunk, step, stages.get(chunk[0].outputs[0][0]),
-                              tuple(sorted(deps))))
+                              tuple(sorted(deps)), op))
     return units
 
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
-import math
 from functools import cached_property
+from typing import NamedTuple
 
 
 from ..graph.analysis import dead_ops
-from ..graph.dtypes import ITEMSIZE
 from ..graph.logical_graph import PHASES
 from ..graph.recompute import recomputed_ops
 from .axes import axis_classes
@@ -24,8 +23,10 @@ from .instructions import Exec, Recv, Send
 from .lowering import lower_op
 from .pipeline import batch_dims, micro_batch_order
 from .views import find_views
-from .memory import TileMeta, insert_frees, simulate_memory
+from .memory import insert_frees, simulate_memory
 from .rank_builder import RankProgramBuilder, permanent_holders
+from .rank_tiles import RankTiles
+from .tile_tables import TileMetas
 from .presets import as_preset, default_batch_class
 from .tiling import TilingRequest, TilingSpec, TilingStrategy
 
@@ -52,14 +53,19 @@ def build_plan(graph, nranks: int, tiling=None, distribution="single",
     if rank is not None and not 0 <= rank < nranks:
         raise ValueError(f"rank {rank} is not in a world of {nranks} rank(s)")
     with gc_paused():
-        plan = plan_graph(graph, nranks, tiling, distribution, window)
-    plan.deterministic = bool(deterministic)
-    plan.fuse = bool(fuse)
-    plan.own_rank = rank
-    return plan
+        return plan_graph(graph, nranks, tiling, distribution, window,
+                          PlanOptions(bool(deterministic), bool(fuse), rank))
 
 
-def plan_graph(graph, nranks, tiling, distribution, window) -> Plan:
+class PlanOptions(NamedTuple):
+    """What build_plan was asked beyond the graph, the tiling and the distribution."""
+
+    deterministic: bool = False
+    fuse: bool = False
+    own_rank: int | None = None   # plan this rank's program only (None: every rank's)
+
+
+def plan_graph(graph, nranks, tiling, distribution, window, options=None) -> Plan:
     classes, class_of = axis_classes(graph)
     preset = as_preset(distribution)
     request = TilingRequest(tuple(classes), class_of, graph, nranks,
@@ -71,7 +77,7 @@ def plan_graph(graph, nranks, tiling, distribution, window) -> Plan:
     owners = {name: tensor_owners(name, distributions[name], spec.grid, nranks)
               for name, spec in tilings.items()}
     plan = Plan(graph, nranks, window, classes, class_of, tilings, distributions, owners,
-                preset.rank_groups(nranks))
+                preset.rank_groups(nranks), options)
     if preset.pipelined:
         plan.micro_batch_dims = batch_dims(plan, default_batch_class(graph, class_of, classes))
         plan.one_f_one_b = preset.one_f_one_b(graph)
@@ -94,34 +100,21 @@ class Plan:
     one_f_one_b = None        # pipelined 1F1B: a pipeline.OneFOneB; None: GPipe
 
     def __init__(self, graph, nranks, window, classes, class_of, tilings, distributions,
-                 owners, groups=()):
+                 owners, groups=(), options=None):
         self.graph, self.nranks, self.window = graph, nranks, window
         self.groups = groups   # rank sets of a mesh; owner code -2 - g names groups[g]
         self.classes, self.class_of = classes, class_of
         self.tilings, self.distributions, self.owners = tilings, distributions, owners
-        # PERF (plan-speed tests): math.prod and a plain dict of owners instead of
-        # np.prod and numpy scalar indexing per tile; planning 64 ranks calls these a lot.
-        self.meta, self.owner_table = {}, {}
-        for tensor in graph.tensors():
-            spec = tilings[tensor.name]
-            owner_list = owners[tensor.name].reshape(-1, order="F").tolist()
-            itemsize = ITEMSIZE[tensor.dtype]
-            for coord, owner in zip(spec.coords(), owner_list):
-                shape = spec.tile_shape(coord)
-                size = math.prod(shape)
-                key = (tensor.name, coord)
-                self.meta[key] = TileMeta(shape, tensor.dtype, size, size * itemsize)
-                self.owner_table[key] = owner
+        self.meta = TileMetas(tilings, {t.name: t.dtype for t in graph.tensors()})
         self._programs = {}        # phases -> every rank's program
         self._rank_programs = {}   # (phases, rank) -> one rank's program, derived alone
-        self.own_rank = None       # set by build_plan(rank=...): plan one rank only
-        self.deterministic = False   # build_plan sets it before any program is built
-        self.fuse = False            # likewise
+        self.deterministic, self.fuse, self.own_rank = options or PlanOptions()
 
     # -- ownership ------------------------------------------------------------------
     def owner_of(self, key) -> int:
-        """Owner rank of a tensor tile, or REPLICATED (-1)."""
-        return self.owner_table[key]
+        """Owner rank of a tensor tile, REPLICATED (-1), or a mesh group's code."""
+        name, coord = key
+        return int(self.owners[name][coord])
 
     def ranks_of_owner(self, owner):
         """The ranks an owner value names: one rank, every rank, or a mesh group."""
@@ -161,9 +154,9 @@ class Plan:
         return self._programs[phase_key]
 
     def _build_programs(self, phase_key):
-        builder = ProgramBuilder(self.nranks, self.meta, self.owner_table,
-                                 permanent_holders(self), self.deterministic, self.groups)
-        for groups in self.task_groups(phase_key):
+        builder = ProgramBuilder(self.nranks, self.meta, self.owners, permanent_holders(self),
+                                 self.deterministic, self.groups)
+        for _, groups in self.task_groups(phase_key):
             builder.add_op(groups)
         return [self.finish_program(program, rank)
                 for rank, program in enumerate(builder.finish())]
@@ -182,20 +175,32 @@ class Plan:
         return self._rank_programs[key]
 
     def _build_rank_program(self, phase_key, rank):
-        builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owner_table,
-                                     permanent_holders(self), self.deterministic, self.groups)
-        for groups in self.task_groups(phase_key):
+        if self.micro_batch_dims is not None:
+            # A pipeline walks an op's groups micro-batch by micro-batch, interleaved with
+            # other ops'; the rank builder's rule for which groups a rank may skip is not
+            # proven for that order (a tied weight's gradient crossing stages differs),
+            # so a pipelined rank takes its program from the all-ranks walk.
+            return self.programs(phase_key)[rank]
+        tiles = RankTiles(rank, self.groups, self.owners, self.tilings, self.views)
+        builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owners,
+                                     permanent_holders(self), self.deterministic, self.groups,
+                                     tiles)
+        for op, groups in self.task_groups(phase_key, tiles.coords):
             builder.add_op(groups)
+            builder.walked(op)
         return self.finish_program(builder.finish_rank(), rank)
 
-    def task_groups(self, phase_key):
-        """The task group lists both builders walk: one per op in program order, or
-        per op and micro-batch in pipeline order (plan/pipeline.py)."""
-        lowered = ((op, lower_op(op, self.tilings, self.views))
-                   for op in self.live_ops(phase_key))
-        if self.micro_batch_dims is None:
-            return (groups for _, groups in lowered)
-        return micro_batch_order(lowered, self.micro_batch_dims, self.one_f_one_b)
+    def task_groups(self, phase_key, coords_of=None):
+        """(op, task groups) as both builders walk them: one list per op in program
+        order, or per op and micro-batch in pipeline order (plan/pipeline.py).
+        `coords_of(op)` names the output tiles one rank lowers (RankTiles.coords); a
+        pipeline lowers every tile, as its order depends on every group."""
+        if self.micro_batch_dims is not None:
+            lowered = ((op, lower_op(op, self.tilings, self.views))
+                       for op in self.live_ops(phase_key))
+            return micro_batch_order(lowered, self.micro_batch_dims, self.one_f_one_b)
+        return ((op, lower_op(op, self.tilings, self.views, coords_of and coords_of(op)))
+                for op in self.live_ops(phase_key))
 
     @cached_property
     def views(self):

@@ -1,11 +1,23 @@
 """Plan layer: derive ONE rank's program (DESIGN.md section 4.3, per-rank planning).
 
-Every placement and transfer decision is taken exactly as ProgramBuilder takes it:
-the same walk over the task groups, the same versions and held copies of every
-rank, so partial-sum choices, message order and tags agree with the all-ranks
-plan by construction (tests/plan/test_plan_rank.py checks that they do). What
-is saved is building the instructions: only this rank's EXEC/SEND/RECV tuples
-are made, sends are placed and FREEs inserted in one program instead of all.
+The walk is ProgramBuilder's, restricted to the task groups this rank takes part in:
+it owns the output tile (runs it, or roots or joins its reduction tree), owns an
+input tile (sends it, or runs a partial step next to it: plan/partial.py puts steps
+only on owners of their inputs or on the output's owner), or holds a fetched copy
+of a tile the group writes (the copy goes stale). Every decision those groups take
+reads only static facts (owners, tile sizes) and the copies that this rank sent or
+received, which it sees all of:
+
+- a tile is sent only by the first rank of its owner code (or along a broadcast
+  among its owners), so who holds a copy of a tile this rank owns is known here;
+- a copy this rank fetched goes stale only by a write of that tile, and a group
+  writing it is one this rank visits.
+
+Tags count the messages of one (source, target) pair in walk order; both ranks of
+a pair visit every group that moves a tile between them, so the counts agree with
+the all-ranks plan (tests/plan/test_plan_rank.py checks it instruction for
+instruction). Steps, tree merges and broadcast hops between two other ranks are
+skipped.
 """
 
 from __future__ import annotations
@@ -13,29 +25,74 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .builder import TAG_LIMIT, ProgramBuilder
+from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send, new_tuple
 
 
 class RankProgramBuilder(ProgramBuilder):
-    """ProgramBuilder that keeps every rank's state but builds `rank`'s program only."""
+    """ProgramBuilder that visits the groups `rank` takes part in and builds its program."""
 
-    def __init__(self, rank, nranks, meta, owner_table, permanent_holders, deterministic=False,
-                 groups=()):
-        super().__init__(nranks, meta, owner_table, permanent_holders, deterministic, groups)
-        # key -> ranks holding its current version: the same facts as `held`, indexed
-        # by tile, so partial_choices can count fetches per tile (see there)
-        self.holders = {key: set(ranks) for key, ranks in permanent_holders.items()}
+    def __init__(self, rank, nranks, meta, owners, permanent_holders, deterministic=False,
+                 groups=(), tiles=None):
+        super().__init__(nranks, meta, owners, permanent_holders, deterministic, groups)
+        self.tiles = tiles                        # RankTiles: notes this rank's copies
         self.rank = rank
         self.program = self.programs[rank]
+        self.mine = self.held[rank]               # key -> version of this rank's copy
         self.sends = self.inserts[rank]           # program position -> SENDs placed there
         self.ready = self.ready_at[rank]          # key -> position of its current version
+        self.written = set()                      # tensors some op of the walk wrote
+
+    def add_op(self, groups):
+        for group in groups:
+            if self.takes_part(group):
+                self.add_group(group)
+
+    def takes_part(self, group) -> bool:
+        """Does this rank run, send, reduce or hold a copy of anything in `group`?"""
+        rank, owner = self.rank, self.owner
+        if rank in self.rank_set(owner[group.outputs[0]]):
+            return True
+        mine = self.mine
+        if any(key in mine for key in group.outputs):
+            return True
+        n_inputs = len(group.op.inputs)
+        for step in group.steps:
+            for key in step.keys[:n_inputs]:
+                code = owner[key]
+                if code == rank or (code < REPLICATED and rank in self.rank_set(code)):
+                    return True
+        return False
+
+    def check_written(self, key, op_name):
+        """A tile's owners saw every write of it; any rank sees that no op so far
+        writes its graph tensor at all (the usual mistake), so all ranks raise for that."""
+        name = key[0]
+        if self.rank in self.rank_set(self.owner[key]) or \
+                (name not in self.written and name in self.owners):
+            super().check_written(key, op_name)
+
+    def walked(self, op):
+        """Note that `op` is behind the walk (its outputs now have writers)."""
+        self.written.update(tensor.name for tensor in op.outputs)
+
+    def source_of(self, key, op_name):
+        self.check_written(key, op_name)
+        return self.ranks_of(key)[0]
+
+    def follows_step(self, rank, input_keys) -> bool:
+        """A partial step concerns this rank if it runs it or may send one of its inputs."""
+        me, owner, rank_set = self.rank, self.owner, self.rank_set
+        return rank == me or any(me in rank_set(owner[key]) for key in input_keys)
+
+    def follows_pair(self, source, target) -> bool:
+        return self.rank in (source, target)
 
     def transfer(self, key, source, target, consumer):
-        self.held[target][key] = self.version[key]
-        self.holders[key].add(target)
         rank = self.rank
         if source != rank and target != rank:
-            return   # neither side is us: only the copy's existence matters (held above)
+            return   # between two other ranks: nothing here depends on it
+        self.held[target][key] = self.version.get(key)
         pair = (source, target)
         count = self.pair_count[pair]
         self.pair_count[pair] = count + 1
@@ -47,84 +104,42 @@ class RankProgramBuilder(ProgramBuilder):
         else:
             self.program.append(new_tuple(Recv, (key, source, tag, nbytes, consumer)))
             self.ready[key] = len(self.program)
+            if self.tiles is not None:
+                self.tiles.note_copy(key)
 
     def run_task(self, ranks, kernel, keys, reads, writes, params, flops, op_name):
-        """As ProgramBuilder.run_task; the EXEC is built only if `rank` runs it."""
-        held, version = self.held, self.version
-        for rank in ranks:
-            held_here = held[rank]
-            for key in reads:
-                if held_here.get(key, -1) != version.get(key):
-                    self.transfer(key, self.source_of(key, op_name), rank, op_name)
+        """As ProgramBuilder.run_task, for this rank's part: what it fetches and runs,
+        and what it sends to the other runners. Those hold a tile they own (its owners
+        hold its current version), else a copy only if this rank sent it since it was
+        last written; copies of the tiles this rank sends are all noted here."""
+        me, version, owner, rank_set = self.rank, self.version, self.owner, self.rank_set
+        runs_here = me in ranks
+        sent_here = [key for key in reads if self.ranks_of(key)[0] == me]
+        if sent_here or runs_here:
+            for rank in ranks:
+                if rank == me:
+                    for key in reads:
+                        if not self.is_current(me, key):
+                            self.transfer(key, self.source_of(key, op_name), me, op_name)
+                    continue
+                for key in sent_here:
+                    if rank not in rank_set(owner[key]) and not self.is_current(rank, key):
+                        self.transfer(key, self.source_of(key, op_name), rank, op_name)
         new_versions = [(key, version.get(key, -1) + 1) for key in writes]
         version.update(new_versions)
-        for rank in ranks:
-            held[rank].update(new_versions)
-        holders = self.holders
-        for key in writes:
-            holders[key] = set(ranks)
-        if self.rank in ranks:
+        for key, new_version in new_versions:
+            if not runs_here and self.ranks_of(key)[0] == me:
+                # a partial sum's root outside the owner group: it holds what it wrote
+                for rank in ranks:
+                    self.held[rank][key] = new_version
+        if runs_here:
+            self.mine.update(new_versions)
             program = self.program
             program.append(new_tuple(Exec, (kernel, keys, reads, writes, params, flops,
                                             op_name)))
             position, ready = len(program), self.ready
             for key in writes:
                 ready[key] = position
-
-    def partial_choices(self, groups):
-        """ProgramBuilder.partial_choices, with the (rank, tile) fetch sets kept as
-        {tile: ranks} and set differences per tile. PERF: an output every rank holds
-        (the loss) over batch tiles on every rank made ranks x tiles Python pairs,
-        quadratic in the world size; the decisions are the same (oracle tests)."""
-        if self.deterministic or all(len(group.steps) < 2 for group in groups) or \
-                groups[0].op.spec.combine is None:   # copy_intersection: steps overwrite
-            return [None] * len(groups)   # owner sums in tile order / nothing to choose
-        fetched, owner_fetch, greedy_cost, choices = {}, {}, 0, []
-        for group in groups:
-            choices.append(None)
-            out_key = group.outputs[0]
-            owner = self.owner_of(out_key)
-            exec_ranks = list(self.ranks_of(out_key))
-            n_inputs = len(group.op.inputs)
-            inputs = {key for step in group.steps for key in step.keys[:n_inputs]}
-            missing = self.lacking(set(exec_ranks), inputs)
-            merge_into(owner_fetch, missing)
-            owner_new = without(missing, fetched)
-            owner_cost = self.pair_bytes(owner_new)
-            if len(group.steps) > 1 and owner_cost > 0:
-                step_ranks, order, messages = self.partial_plan(group, owner, exec_ranks)
-                wanted = {}
-                for step, rank in zip(group.steps, step_ranks):
-                    for key in step.keys[:n_inputs]:
-                        wanted.setdefault(key, set()).add(rank)
-                partial_new = without({key: ranks - self.holders_of(key)
-                                       for key, ranks in wanted.items()}, fetched)
-                partial_cost = (self.pair_bytes(partial_new)
-                                + messages * self.meta[out_key].nbytes)
-                if partial_cost < owner_cost:
-                    choices[-1] = (step_ranks, order)
-                    owner_new, owner_cost = partial_new, partial_cost
-            merge_into(fetched, owner_new)
-            greedy_cost += owner_cost
-        if greedy_cost <= self.pair_bytes(owner_fetch):   # a tie keeps the greedy choice
-            return choices
-        return [None] * len(groups)
-
-    def holders_of(self, key):
-        return self.holders.get(key, EMPTY) if self.version.get(key) is not None else EMPTY
-
-    def lacking(self, ranks, keys) -> dict:
-        """{tile: those of `ranks` without its current version} (non-empty only)."""
-        result = {}
-        for key in keys:
-            missing = ranks - self.holders_of(key)
-            if missing:
-                result[key] = missing
-        return result
-
-    def pair_bytes(self, pairs) -> int:
-        meta = self.meta
-        return sum(meta[key].nbytes * len(ranks) for key, ranks in pairs.items())
 
     def finish_rank(self) -> list:
         """This rank's program with its sends placed where their versions appear."""
@@ -135,28 +150,6 @@ class RankProgramBuilder(ProgramBuilder):
             start = position
         flat.extend(program[start:])
         return flat
-
-
-EMPTY = frozenset()
-
-
-def merge_into(target: dict, pairs: dict) -> None:
-    """target |= pairs, both {tile: set of ranks}."""
-    for key, ranks in pairs.items():
-        if key in target:
-            target[key] |= ranks
-        else:
-            target[key] = set(ranks)
-
-
-def without(pairs: dict, removed: dict) -> dict:
-    """pairs - removed, both {tile: set of ranks}; tiles left with no rank dropped."""
-    result = {}
-    for key, ranks in pairs.items():
-        rest = ranks - removed[key] if key in removed else ranks
-        if rest:
-            result[key] = rest
-    return result
 
 
 def permanent_holders(plan) -> dict:

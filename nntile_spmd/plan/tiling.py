@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from dataclasses import dataclass
+from functools import cached_property
 from numbers import Integral
 
 from ..graph.dtypes import ITEMSIZE
@@ -58,6 +59,11 @@ class DimensionTiling:
 
     def tile_size(self, index: int) -> int:
         return self.boundaries[index + 1] - self.boundaries[index]
+
+    @cached_property
+    def sizes(self) -> tuple:
+        """Every tile's size (computed once: a batch axis of 1,024 ranks has as many)."""
+        return tuple(high - low for low, high in zip(self.boundaries, self.boundaries[1:]))
 
     def tile_of(self, position: int) -> int:
         """Index of the tile holding element `position`."""

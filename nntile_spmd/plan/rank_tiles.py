@@ -1,0 +1,83 @@
+"""Plan layer: which output tiles of an op one rank may take part in, from owner arrays.
+
+RankProgramBuilder.takes_part decides group by group; lowering every group of every
+op to ask it costs as much as the all-ranks plan. This finds, with numpy over the
+op's tile grids, the output tiles whose group could pass that test: the rank owns
+the output tile, owns a tile some step may read (any tile along the summed axes
+meeting the output tile), or holds a copy of a tile the group writes. It may keep
+a tile whose group then does not take part (windows, steps dropped as not needed),
+never the other way round; only these tiles are lowered.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .axes import op_axes
+from .distribution import REPLICATED
+
+
+class RankTiles:
+    """Output tiles of each op that concern `rank` (its codes: itself, its mesh groups)."""
+
+    def __init__(self, rank, groups, owners, tilings, views):
+        self.codes = np.array([rank] + [-2 - index for index, members in enumerate(groups)
+                                        if rank in members])
+        self.owners, self.tilings, self.views = owners, tilings, views
+        self.copies = {}          # tensor name -> coords of tiles fetched by this rank
+        self.alias_owners = {}    # view tensor name -> owners of the tiles it aliases
+
+    def note_copy(self, key):
+        name, coord = key
+        self.copies.setdefault(name, set()).add(coord)
+
+    def coords(self, op):
+        """Output tile coords of `op` to lower for this rank, in tile order."""
+        axes = op_axes(op)
+        if any(len(set(labels)) != len(labels) for labels in axes):
+            return None   # a label twice in one array: lower every tile
+        n_inputs = len(op.inputs)
+        out_labels = axes[n_inputs]
+        out_name = op.outputs[0].name
+        out_owners = self.owners_of(out_name)
+        mask = np.isin(out_owners, self.codes) | (out_owners == REPLICATED)
+        for tensor, labels in zip(op.inputs, axes[:n_inputs]):
+            owners = self.owners_of(tensor.name)
+            mine = np.isin(owners, self.codes)
+            if mine.any():
+                mask |= self.project(mine, labels, out_labels, mask.shape)
+        for tensor, labels in zip(op.outputs, axes[n_inputs:]):
+            fetched = self.copies.get(tensor.name)
+            if fetched:
+                held = np.zeros(self.tilings[tensor.name].grid, dtype=bool)
+                held[tuple(np.array(sorted(fetched)).T)] = True
+                mask |= self.project(held, labels, out_labels, mask.shape)
+        return [tuple(coord) for coord in np.argwhere(mask.T)[:, ::-1].tolist()]
+
+    @staticmethod
+    def project(tiles, labels, out_labels, out_grid):
+        """Output tiles meeting a marked tile: any over axes the output lacks, then
+        broadcast along output axes the array lacks."""
+        summed = tuple(dim for dim, label in enumerate(labels) if label not in out_labels)
+        kept = [label for label in labels if label in out_labels]
+        reduced = tiles.any(axis=summed) if summed else tiles
+        order = sorted(range(len(kept)), key=lambda i: out_labels.index(kept[i]))
+        reduced = reduced.transpose(order) if kept else reduced
+        shape = [out_grid[dim] if label in kept else 1
+                 for dim, label in enumerate(out_labels)]
+        return np.broadcast_to(reduced.reshape(shape), out_grid)
+
+    def owners_of(self, name):
+        """Owner codes over a tensor's tile grid; a view tensor's are those of the tiles
+        it aliases (lowering rewrites its keys into theirs)."""
+        if name not in self.views.names:
+            return self.owners[name]
+        found = self.alias_owners.get(name)
+        if found is None:
+            spec = self.tilings[name]
+            found = np.empty(spec.grid, dtype=self.owners[name].dtype)
+            for coord in spec.coords():
+                alias_name, alias_coord = self.views[(name, coord)][0]
+                found[coord] = self.owners[alias_name][alias_coord]
+            self.alias_owners[name] = found
+        return found
