@@ -19,6 +19,7 @@ from ..graph.recompute import recomputed_ops
 from .axes import axis_classes
 from .builder import PlanError, ProgramBuilder
 from .distribution import REPLICATED
+from . import offload
 from .fusion import fuse_program
 from .instructions import Exec, Recv, Send
 from .lowering import lower_op
@@ -85,6 +86,7 @@ class Plan:
     """Tilings, owners and per-rank programs of one graph on `nranks` ranks."""
 
     fuse = False   # plans pickled in a cache before fusion existed read as unfused
+    policy = None  # an offloading ExecutionPolicy (plan/offload.py), set before programs
 
     def __init__(self, graph, nranks, window, classes, class_of, tilings, distributions,
                  owners, groups=()):
@@ -164,7 +166,8 @@ class Plan:
     def finish_program(self, program, rank):
         """FREEs placed, then elementwise chains fused when the plan fuses."""
         program = insert_frees(program, self.permanent[rank])
-        return fuse_program(program, self.meta) if self.fuse else program
+        program = fuse_program(program, self.meta) if self.fuse else program
+        return offload.rank_program(self, program, rank) if self.policy else program
 
     def rank_program(self, rank: int, phases=None) -> list:
         """`rank`'s program derived alone (equal to programs(phases)[rank])."""
@@ -221,9 +224,12 @@ class Plan:
 
     # -- exact analysis -----------------------------------------------------------------
     def peak_bytes(self, rank: int, phases=None) -> int:
-        """Peak bytes held by `rank` during one execute (persistent + transient)."""
-        return simulate_memory(self.program(rank, phases), self.persistent_bytes(rank),
-                               self.permanent[rank], self.meta, self.window)
+        """Peak bytes held by `rank` during one execute (persistent + transient); under
+        offloading, device bytes (persistent tiles offloaded at rest do not count)."""
+        resident = offload.resident_at_rest(self, rank)
+        return simulate_memory(self.program(rank, phases),
+                               sum(self.meta[key].nbytes for key in resident), resident,
+                               self.meta, self.window)
 
     def bytes_sent(self, rank=None, phases=None) -> int:
         """Tile payload bytes sent during one execute by `rank` (None: all ranks)."""
@@ -257,7 +263,7 @@ class Plan:
         tiling_text = repr(sorted((name, repr(spec)) for name, spec in self.tilings.items()))
         owner_text = "".join(f"{name}:{self.owners[name].tobytes().hex()}"
                              for name in sorted(self.owners)) + \
-            f"/{self.nranks}/{self.window}/{self.deterministic}/{self.fuse}"
+            f"/{self.nranks}/{self.window}/{self.deterministic}/{self.fuse}/{self.policy}"
         return {part: hashlib.sha256(text.encode()).hexdigest()[:16]
                 for part, text in (("graph", graph_text), ("tiling", tiling_text),
                                    ("distribution", owner_text))}

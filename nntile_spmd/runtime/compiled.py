@@ -9,6 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ..plan.cache import ENV_DIRECTORY, shared_cache
+from ..plan.offload import as_policy, resident_at_rest
 from ..plan.plan import build_plan, normalize_phases
 from .binding import BindingMixin
 from .consistency import RankAgreement
@@ -17,6 +18,7 @@ from .executor_threads import make_executor
 from .failure import install_abort_on_error
 from .fused_kernels import kernel_table, resolve_fuse
 from .limits import check_fits_in_memory
+from .offload_store import OffloadStore
 from .profile import ProfileMixin, profile_from_env
 from .scalars import ResolvedProgram, ScalarTable
 from .thread_budget import TaskThreads
@@ -34,7 +36,7 @@ def own_rank(world: World):
 
 
 def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic, cache,
-                      rank=None, fuse=False):
+                      rank=None, fuse=False, policy=None):
     """The plan with its programs derived (so a graph that cannot be planned, e.g.
     a tensor read before anything writes it, raises PlanError from compile on every
     rank rather than from the first execute), through `cache` when there is one.
@@ -42,6 +44,7 @@ def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic
     def build():
         plan = build_plan(graph, nranks, tiling, distribution, window, deterministic, rank,
                           fuse)
+        plan.policy = policy
         if rank is None:
             plan.programs()
         else:
@@ -49,7 +52,7 @@ def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic
         return plan
     if cache is None and os.environ.get(ENV_DIRECTORY):
         cache = shared_cache()
-    if cache is None or cache is False:
+    if cache is None or cache is False or policy is not None:   # cache keys lack the policy
         return build()
     cache = shared_cache() if cache is True else cache
     return cache.plan(graph, nranks, tiling, distribution, window, build, deterministic, rank,
@@ -128,14 +131,20 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         self.produced = set()  # tensors some execute() has computed (get_output checks)
         self.context = ""      # e.g. " (training step 12)": set by the trainer, for errors
         for rank, store in self.stores.items():
+            rest = resident_at_rest(plan, rank)
+            if plan.policy is not None:
+                store.offload = OffloadStore(device.xp, device.storage_dtype, rank, rest)
             for key in sorted(plan.permanent[rank]):
-                store.allocate(key, plan.meta[key], zero=True)
+                if key in rest:
+                    store.allocate(key, plan.meta[key], zero=True)
+                else:   # rests offloaded: a zeroed slot
+                    store.offload.slot(key, plan.meta[key])[...] = 0
 
     @classmethod
     def compile(cls, graph, comm=None, tiling=None, distribution="single",
                 shape_bindings=None, device="auto", window=8, recv_timeout=None,
                 threads=None, deterministic=False, cache=None, fuse=None,
-                task_threads=None) -> CompiledGraph:
+                task_threads=None, policy=None, memory_budget=None) -> CompiledGraph:
         """Plan `graph` on the ranks of `comm` (MPI.COMM_WORLD by default).
 
         `threads`, `task_threads`: this rank's threads, and how many run tile tasks
@@ -152,13 +161,17 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         $NNTILE_SPMD_PLAN_CACHE names a directory).
         `fuse`: run chains of elementwise tasks on one tile as one fused loop (plan/fusion.py;
         bitwise the same results); None reads $NNTILE_SPMD_FUSE (default off).
+        `policy`: an ExecutionPolicy; with enable_offloading each rank's planned device
+        bytes stay within its budget by EVICT/PREFETCH (plan/offload.py).
+        `memory_budget=bytes` is short for offloading within that budget.
         """
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
         check_fits_in_memory(graph, world.size, len(world.local_ranks()))
         plan = plan_graph_cached(graph, world.size, tiling, distribution, window,
-                                 deterministic, cache, own_rank(world), resolve_fuse(fuse))
+                                 deterministic, cache, own_rank(world), resolve_fuse(fuse),
+                                 as_policy(policy, memory_budget))
         return cls.from_plan(graph, world, plan, device, threads, task_threads)
 
     @classmethod
