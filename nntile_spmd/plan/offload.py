@@ -100,9 +100,11 @@ class OffloadWalk:
     """The state of one pass over a program: what is resident, what is current
     offloaded, the bytes held, and the Belady queue of eviction candidates."""
 
-    def __init__(self, program, meta, permanent, rest, budget, rank):
+    def __init__(self, program, meta, permanent, rest, budget, rank, window):
         self.program, self.meta, self.permanent = program, meta, permanent
-        self.budget, self.rank = budget, rank
+        self.budget, self.rank, self.window = budget, rank, window
+        self.sending = {}      # key -> ops of other ranks its current version is sent for
+        self.ops_done = set()  # ops this rank has run tasks of so far
         self.touches = touch_lists(program)
         self.cursor = dict.fromkeys(self.touches, 0)
         self.resident = set(rest)
@@ -134,19 +136,27 @@ class OffloadWalk:
         self.levels.append(level)
 
     def make_room(self, need, protected, instruction):
-        """Evict furthest-next-use tiles until `need` more bytes fit the budget."""
-        kept = []
+        """Evict furthest-next-use tiles until `need` more bytes fit the budget. A tile
+        sent for an op this rank has not reached yet goes last: its receiver may not
+        have posted the receive, so the send may still read it (the executor parks
+        such a buffer, held beyond the plan, until the send completes)."""
+        kept, sending = [], []
         while self.held + need > self.budget:
             if not self.queue:
-                self.refuse(need, instruction)
+                if not sending:
+                    self.refuse(need, instruction)
+                self.evict(sending.pop(0)[1])
+                continue
             negative, key = heapq.heappop(self.queue)
             if key not in self.resident or self.priority.get(key) != -negative:
                 continue
             if key in protected:
                 kept.append((negative, key))
-                continue
-            self.evict(key)
-        for entry in kept:
+            elif key in self.sending and not self.sending[key] <= self.ops_done:
+                sending.append((negative, key))
+            else:
+                self.evict(key)
+        for entry in kept + sending:
             heapq.heappush(self.queue, entry)
 
     def evict(self, key):
@@ -186,7 +196,7 @@ class OffloadWalk:
 
 def walk(program, meta, permanent, rest, budget, window, rank) -> OffloadWalk:
     """Insert EVICTs and demand PREFETCHes into `program` (see the module doc)."""
-    state = OffloadWalk(program, meta, permanent, rest, budget, rank)
+    state = OffloadWalk(program, meta, permanent, rest, budget, rank, window)
     positions = [i for i, instruction in enumerate(program) if type(instruction) is Recv]
     posted = min(len(positions), window)
     state.held += sum(program[p].nbytes for p in positions[:posted])
@@ -204,6 +214,9 @@ def walk(program, meta, permanent, rest, budget, window, rank) -> OffloadWalk:
             state.held += sum(meta[key].nbytes for key in new)
             state.resident.update(new)
             state.current_copy.difference_update(instruction.writes)
+            for key in instruction.writes:
+                state.sending.pop(key, None)   # a new version: nothing sends it yet
+            state.ops_done.update(instruction.op_name.split("+"))   # fused: "a+b"
             state.emit(instruction, state.held)
             state.touched(dict.fromkeys(instruction.keys))
         elif kind is Send:
@@ -212,6 +225,7 @@ def walk(program, meta, permanent, rest, budget, window, rank) -> OffloadWalk:
                 state.prefetch(instruction.key)
             state.emit(instruction, state.held)
             state.touched((instruction.key,))
+            state.sending.setdefault(instruction.key, set()).add(instruction.consumer)
         elif kind is Recv:
             key = instruction.key
             received += 1
