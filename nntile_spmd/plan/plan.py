@@ -160,14 +160,15 @@ class Plan:
                                  permanent_holders(self), self.deterministic, self.groups)
         for op in self.live_ops(phase_key):
             builder.add_op(lower_op(op, self.tilings, self.views))
-        return [self.finish_program(program, rank)
+        return [self.finish_program(program, rank, phase_key)
                 for rank, program in enumerate(builder.finish())]
 
-    def finish_program(self, program, rank):
-        """FREEs placed, then elementwise chains fused when the plan fuses."""
+    def finish_program(self, program, rank, phase_key=PHASES):
+        """FREEs placed, then elementwise chains fused when the plan fuses, then
+        EVICT/PREFETCH placed when the plan offloads (plan/offload.py)."""
         program = insert_frees(program, self.permanent[rank])
         program = fuse_program(program, self.meta) if self.fuse else program
-        return offload.rank_program(self, program, rank) if self.policy else program
+        return offload.rank_program(self, program, rank, phase_key) if self.policy else program
 
     def rank_program(self, rank: int, phases=None) -> list:
         """`rank`'s program derived alone (equal to programs(phases)[rank])."""
@@ -182,7 +183,7 @@ class Plan:
                                      permanent_holders(self), self.deterministic, self.groups)
         for op in self.live_ops(phase_key):
             builder.add_op(lower_op(op, self.tilings, self.views))
-        return self.finish_program(builder.finish_rank(), rank)
+        return self.finish_program(builder.finish_rank(), rank, phase_key)
 
     @cached_property
     def views(self):

@@ -14,7 +14,8 @@ import nntile_spmd as nt
 from nntile_spmd.models import mlp
 from nntile_spmd.plan.instructions import Evict, Exec, Prefetch
 from nntile_spmd.plan.memory import TileMeta
-from nntile_spmd.plan.offload import ExecutionPolicy, as_policy, walk
+from nntile_spmd.plan.offload import ExecutionPolicy, as_policy
+from nntile_spmd.plan.offload_pass import walk
 from nntile_spmd.train import add_optimizer
 
 
