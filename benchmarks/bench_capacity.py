@@ -27,7 +27,10 @@ Commands (repository root):
 
     PYTHONPATH=. python benchmarks/bench_capacity.py
     PYTHONPATH=. python benchmarks/bench_capacity.py --offload
-    mpiexec -n 4 env PYTHONPATH=. python benchmarks/bench_capacity.py --run --budget-mib 256
+    PYTHONPATH=. python benchmarks/bench_capacity.py --presets fsdp --offload \
+        --budget-gib 0.25 --host-gib 1 --seq 128 --tile-mib 4 --widths 256 384 512 768
+    mpiexec -n 4 env PYTHONPATH=. python benchmarks/bench_capacity.py --run \
+        --budget-mib 256 --models DxW DxW   # the two shapes the line above found
 """
 
 from __future__ import annotations
@@ -143,17 +146,10 @@ def run_steps(args):
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     budget = args.budget_mib * MIB
-    choices = None
-    if comm.rank == 0:
-        choices = []
-        for offload in (False, True):
-            best = None
-            for width in args.widths:
-                found = largest_depth(width, "fsdp", args, budget, offload)
-                if found and (best is None or found[3] > best[4]):
-                    best = (width, *found)
-            choices.append((offload, best[0], best[1]))
-    choices = comm.bcast(choices)
+    # the shapes the study found for this budget (the search is single-process planning:
+    # run it first, see the module doc); DEPTHxWIDTH without, then with offloading
+    choices = [(offload, *map(int, shape.split("x")))
+               for offload, shape in zip((False, True), args.models)]
     rows = []
     for offload, width, depth in choices:
         model, psi = model_graph(width, depth, args)
@@ -210,11 +206,11 @@ def main():
     parser.add_argument("--vocab", type=int, default=50257)
     parser.add_argument("--tile-mib", type=int, default=None)
     parser.add_argument("--max-depth", type=int, default=128)
+    parser.add_argument("--models", nargs=2, default=["6x512", "20x512"],
+                        metavar="DEPTHxWIDTH", help="--run: without, with offloading")
     args = parser.parse_args()
     if args.run:
-        args.widths = args.widths or [256, 384, 512, 768]
         args.seq, args.tile_mib = args.seq or 128, args.tile_mib or 4
-        args.host_gib = min(args.host_gib, 4 * args.budget_mib / 1024)
         run_steps(args)
     else:
         args.widths = args.widths or [768, 1024, 1600, 2048, 2560]
