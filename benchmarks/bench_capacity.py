@@ -189,6 +189,37 @@ def run_steps(args):
                       f"{prefetched / MIB:9.1f}M {times[-1]:7.1f} {loss:7.3f}")
 
 
+def copy_overhead(args):
+    """One rank, one model: step time without offloading and with a budget of
+    --fraction of its planned peak (same run, alternating, best of --repeat)."""
+    depth, width = map(int, args.models[0].split("x"))
+    model, psi = model_graph(width, depth, args)
+    plain = nt.compile(model.graph, tiling=tiling(args), distribution="single")
+    budget = int(plain.memory_on_rank(0) * args.fraction)
+    offloaded = nt.compile(model.graph, tiling=tiling(args), distribution="single",
+                           memory_budget=budget)
+    rng = np.random.default_rng(0)
+    params = model.init_params(rng)
+    ids = np.asfortranarray(rng.integers(0, args.vocab, (args.seq, NRANKS)))
+    best = {}
+    for cg in (plain, offloaded):
+        for name, value in {**params, "input_ids": ids, "targets": ids}.items():
+            cg.bind_data(name, value)
+    for _ in range(args.repeat):
+        for label, cg in (("plain", plain), ("offloaded", offloaded)):
+            start = time.perf_counter()
+            cg.execute()
+            best[label] = min(best.get(label, 1e9), time.perf_counter() - start)
+    stats = offloaded.get_stats()
+    moved = stats.bytes_evicted + stats.bytes_prefetched
+    print(f"{depth}x{width} ({psi / 1e6:.1f}M), seq {args.seq} x {NRANKS}, 1 rank: planned peak "
+          f"{plain.memory_on_rank(0) / MIB:.0f} MiB -> {offloaded.memory_on_rank(0) / MIB:.0f} "
+          f"MiB (budget {budget / MIB:.0f} MiB, measured {stats.peak_bytes / MIB:.0f} MiB); "
+          f"step {best['plain']:.2f} s -> {best['offloaded']:.2f} s; moved {moved / MIB:.0f} MiB "
+          f"({stats.bytes_evicted / MIB:.0f} out, {stats.bytes_prefetched / MIB:.0f} in), "
+          f"{moved / MIB / max(best['offloaded'] - best['plain'], 1e-9):.0f} MiB/s of extra time")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -206,12 +237,16 @@ def main():
     parser.add_argument("--vocab", type=int, default=50257)
     parser.add_argument("--tile-mib", type=int, default=None)
     parser.add_argument("--max-depth", type=int, default=128)
+    parser.add_argument("--overhead", action="store_true",
+                        help="1 rank: step time with/without offloading (--models' first)")
+    parser.add_argument("--fraction", type=float, default=0.5)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--models", nargs=2, default=["6x512", "20x512"],
                         metavar="DEPTHxWIDTH", help="--run: without, with offloading")
     args = parser.parse_args()
-    if args.run:
+    if args.run or args.overhead:
         args.seq, args.tile_mib = args.seq or 128, args.tile_mib or 4
-        run_steps(args)
+        run_steps(args) if args.run else copy_overhead(args)
     else:
         args.widths = args.widths or [768, 1024, 1600, 2048, 2560]
         args.seq, args.tile_mib = args.seq or 1024, args.tile_mib or 16
