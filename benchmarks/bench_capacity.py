@@ -151,7 +151,7 @@ def run_steps(args):
     choices = [(offload, *map(int, shape.split("x")))
                for offload, shape in zip((False, True), args.models)]
     rows = []
-    for offload, width, depth in choices:
+    for offload, depth, width in choices:
         model, psi = model_graph(width, depth, args)
         cg = nt.compile(model.graph, distribution="fsdp", tiling=tiling(args),
                         memory_budget=budget if offload else None)
