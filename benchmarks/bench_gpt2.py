@@ -45,8 +45,9 @@ def parse_args(argv=None):
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps of each")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--task-threads", type=int, default=None,
-                        help="ours: tile tasks side by side (default: --threads; 1: serial "
-                             "executor with BLAS on --threads)")
+                        help="ours: tile tasks side by side (default: automatic, "
+                             "runtime/thread_budget.py; 1: serial executor with BLAS on "
+                             "--threads)")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--no-wait", action="store_true",
                         help="do not wait for the machine to be idle first")
@@ -78,28 +79,29 @@ def make_ours(args, state_dict):
 
 
 def hf_step(hf, ids):
-    """One HF train step on ids (B, T); returns (seconds, loss)."""
+    """One HF train step on ids (B, T); returns (seconds, loss, CPU seconds)."""
     import torch
     model, optimizer = hf
-    start = time.perf_counter()
+    cpu, start = time.process_time(), time.perf_counter()
     optimizer.zero_grad(set_to_none=True)
     batch = torch.from_numpy(ids)
     loss = model(input_ids=batch, labels=batch).loss
     loss.backward()
     optimizer.step()
-    return time.perf_counter() - start, loss.item()
+    return time.perf_counter() - start, loss.item(), time.process_time() - cpu
 
 
 def our_step(cg, ids):
-    """One train step of ours on the same ids (B, T): ids and next-byte targets [T, B]."""
+    """One train step of ours on the same ids (B, T): ids and next-byte targets [T, B];
+    returns (seconds, loss, CPU seconds)."""
     targets = np.full(ids.T.shape, -100, dtype=np.int64)
     targets[:-1] = ids.T[1:]                   # HF shifts labels=ids the same way
-    start = time.perf_counter()
+    cpu, start = time.process_time(), time.perf_counter()
     cg.bind_data("input_ids", np.asfortranarray(ids.T))
     cg.bind_data("targets", np.asfortranarray(targets))
     cg.execute()
     loss = float(cg.get_output("loss"))
-    return time.perf_counter() - start, loss
+    return time.perf_counter() - start, loss, time.process_time() - cpu
 
 
 def main(argv=None):
@@ -120,24 +122,30 @@ def main(argv=None):
     ours, theirs = [], []
     with CpuLoad() as load:
         for ids in batches[args.warmup:]:     # alternate: the same noise for both
-            ours.append(our_step(cg, ids)[0])
-            theirs.append(hf_step(hf, ids)[0])
-    print_result(args, ours, theirs, first, load)
+            ours.append(our_step(cg, ids))
+            theirs.append(hf_step(hf, ids))
+    print_result(args, ours, theirs, first, load, cg.task_threads)
 
 
-def print_result(args, ours, theirs, first, load):
+def print_result(args, ours, theirs, first, load, task_threads):
     print(f"GPT-2 train step (forward+backward+AdamW), fp32, {args.threads} thread(s) "
-          f"(ours: {args.task_threads or args.threads} task thread(s)): "
+          f"(ours: {task_threads} task thread(s) in the last step"
+          f"{'' if args.task_threads else ', chosen automatically'}): "
           f"vocab {args.vocab}, {args.n_layer} layers, n_embd {args.n_embd}, "
           f"{args.n_head} heads, batch {args.batch}, seq {args.seq}; "
           f"{args.steps} timed steps each after {args.warmup} warm-up")
     print(f"first-step loss: ours {first[0]:.6f}, transformers {first[1]:.6f}")
-    print(f"{'':14s} {'median ms/step':>15s} {'best ms/step':>13s}")
-    for label, times in (("ours", ours), ("transformers", theirs)):
-        print(f"{label:14s} {statistics.median(times) * 1e3:15.1f} {min(times) * 1e3:13.1f}")
-    median_ratio = statistics.median(ours) / statistics.median(theirs)
-    print(f"ratio ours/transformers: median {median_ratio:.2f}, "
-          f"best {min(ours) / min(theirs):.2f}")
+    print(f"{'':14s} {'median ms/step':>15s} {'best ms/step':>13s} {'median CPU ms':>14s} "
+          f"{'best CPU ms':>12s}")
+    for label, steps in (("ours", ours), ("transformers", theirs)):
+        wall, cpu = [step[0] for step in steps], [step[2] for step in steps]
+        print(f"{label:14s} {statistics.median(wall) * 1e3:15.1f} {min(wall) * 1e3:13.1f} "
+              f"{statistics.median(cpu) * 1e3:14.1f} {min(cpu) * 1e3:12.1f}")
+    for what, index in (("wall", 0), ("CPU", 2)):
+        mine, other = [step[index] for step in ours], [step[index] for step in theirs]
+        print(f"ratio ours/transformers ({what}): median "
+              f"{statistics.median(mine) / statistics.median(other):.2f}, "
+              f"best {min(mine) / min(other):.2f}")
     print(f"other processes during the runs: {load.others():.0%} of all cores")
 
 

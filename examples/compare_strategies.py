@@ -13,7 +13,9 @@ and FLOPs per step (measured: buffers handed to MPI, the tile store's tracking
 allocator, the executor's clock), the measured time per phase, final loss, next
 to the ZeRO paper's formulas (and, for GPT-2, Megatron's per-layer tensor-parallel
 traffic; on a world that splits into two axes of >= 2 ranks, the dp x tp and fsdp x tp
-meshes with their traffic per mesh axis next to those formulas), writes a PNG of the
+meshes with their traffic per mesh axis next to those formulas; pp on the whole world
+and dp x pp where the model has a layer per stage, next to the stage-boundary
+formula), writes a PNG of the
 loss curves and memory, and fails unless all loss curves agree to 1e-5 relative and
 every measurement equals the plan.
 """
@@ -32,7 +34,7 @@ import train_gpt2  # noqa: E402  (same models, data and trainer set-ups)
 import train_mlp  # noqa: E402
 from gpt2_corpus import train_batch  # noqa: E402
 from mesh_formulas import label as mesh_label  # noqa: E402
-from mesh_formulas import meshes_for, print_mesh_comparison  # noqa: E402
+from mesh_formulas import meshes_for, model_layers, print_mesh_comparison  # noqa: E402
 
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.plan.instructions import Send  # noqa: E402
@@ -295,7 +297,8 @@ def main(argv=None):
              train_gpt2.corpus.load_corpus(200_000).train)
     results = [run_preset(preset, args, comm, data) for preset in PRESETS]
     world = results[0]["world"]
-    results += [run_preset(mesh, args, comm, data) for mesh in meshes_for(world.size)]
+    results += [run_preset(mesh, args, comm, data)
+                for mesh in meshes_for(world.size, model_layers(args))]
     worst = check_agreement(results)
     if world.rank == 0:
         print(f"{args.model}: {world.size} rank(s), {args.steps} steps, batch {args.batch}, "

@@ -1,6 +1,7 @@
 """The mesh rows of compare_strategies.py: which meshes a world splits into, and the
 formulas the plan's traffic per mesh axis is set against (DDP's ring all-reduce,
-ZeRO-3's gathers and reduce-scatters, Megatron's tensor-parallel all-reduces).
+ZeRO-3's gathers and reduce-scatters, Megatron's tensor-parallel all-reduces, the
+activations and their gradients crossing pipeline stage boundaries).
 """
 
 from __future__ import annotations
@@ -14,10 +15,21 @@ def human(count) -> str:
     return f"{count / 1024:.1f}K"
 
 
-def meshes_for(nranks) -> list:
-    """dp x tp and fsdp x tp for every split of the world into two axes of >= 2 ranks."""
-    return [{batch: outer, "tp": nranks // outer} for outer in range(2, nranks)
-            if nranks % outer == 0 and nranks // outer >= 2 for batch in ("dp", "fsdp")]
+def meshes_for(nranks, layers=0) -> list:
+    """dp x tp and fsdp x tp for every split of the world into two axes of >= 2 ranks;
+    with `layers` (the model's), pp on the whole world and dp x pp where each stage
+    gets a layer."""
+    splits = [(outer, nranks // outer) for outer in range(2, nranks)
+              if nranks % outer == 0 and nranks // outer >= 2]
+    meshes = [{batch: outer, "tp": inner} for outer, inner in splits
+              for batch in ("dp", "fsdp")]
+    if 2 <= nranks <= layers:
+        meshes.append({"pp": nranks})
+    return meshes + [{"dp": outer, "pp": inner} for outer, inner in splits if inner <= layers]
+
+
+def model_layers(args) -> int:
+    return int(args.gpt2.split(",")[0]) if args.model == "gpt2" else len(args.hidden) + 1
 
 
 def label(distribution) -> str:
@@ -25,17 +37,20 @@ def label(distribution) -> str:
         tuple(distribution.items())).name
 
 
-def mesh_axis_formulas(plan, mesh, tp_activation_bytes) -> dict:
+def mesh_axis_formulas(plan, mesh, tp_activation_bytes, pp_boundary_bytes=0) -> dict:
     """Bytes all ranks send per step along each mesh axis, by the formulas: the batch
     axis all-reduces (dp: 2(d-1)/d, ring) or all-gathers and reduce-scatters (fsdp,
     ZeRO-3: 3(f-1)/f) each tp column's parameters Ψ_col; the tp axis all-reduces
-    (2(t-1)/t) the activations Megatron does, `tp_activation_bytes` per dp row."""
+    (2(t-1)/t) the activations Megatron does, `tp_activation_bytes` per dp row; the
+    pp axis sends `pp_boundary_bytes` (pipeline_boundary_bytes)."""
     mesh = Mesh(tuple(mesh.items()))
     sizes = dict(mesh.axes)
     factor = {"dp": lambda d: 2 * (d - 1) / d, "fsdp": lambda f: 3 * (f - 1) / f}
     result = {}
     for axis, size in mesh.axes:
-        if axis == "tp":
+        if axis == "pp":
+            result[axis] = pp_boundary_bytes
+        elif axis == "tp":
             rows = plan.nranks // size
             result[axis] = plan.nranks * 2 * (size - 1) / size * tp_activation_bytes / rows
         else:
@@ -46,16 +61,13 @@ def mesh_axis_formulas(plan, mesh, tp_activation_bytes) -> dict:
 
 
 def column_parameter_bytes(plan, mesh, rank) -> int:
-    """Ψ_col: bytes of the parameter tiles held on `rank`'s tp column (the ranks with
-    its tp index): the share of the model the batch axis has to synchronize."""
+    """Ψ_col: bytes of the parameter tiles held on `rank`'s column (the ranks with its
+    tp and pp indices): the share of the model the batch axis has to synchronize."""
     names = [name for name, _ in mesh.axes]
-    if "tp" not in names:
-        column = set(range(plan.nranks))
-    else:
-        tp = names.index("tp")
-        index = np.unravel_index(rank, mesh.shape)[tp]
-        column = {r for r in range(plan.nranks)
-                  if np.unravel_index(r, mesh.shape)[tp] == index}
+    kept = [names.index(axis) for axis in ("tp", "pp") if axis in names]
+    here = np.unravel_index(rank, mesh.shape)
+    column = {r for r in range(plan.nranks)
+              if all(np.unravel_index(r, mesh.shape)[a] == here[a] for a in kept)}
     return sum(plan.meta[key].nbytes for key, owner in plan.owner_table.items()
                if plan.graph.has_tensor(key[0])
                and plan.graph.get_tensor(key[0]).role == "parameter"
@@ -67,6 +79,8 @@ def megatron_activation_bytes(args, plan, mesh) -> int:
     GPT-2 layer 4 x [B, T, h] plus embedding and head; for the MLP the outputs of its
     row-parallel layers (weights [out, in] split along `in`; x needs no gradient, so
     the column-parallel first layer sends nothing in backward)."""
+    if "tp" not in mesh:
+        return 0
     if args.model == "gpt2":
         layers, embd, _, seq = (int(v) for v in args.gpt2.split(","))
         return (4 * layers + 2) * args.batch * seq * embd * 8
@@ -76,6 +90,21 @@ def megatron_activation_bytes(args, plan, mesh) -> int:
                and plan.distributions[tensor.name].mesh[1][tp] == ("block", 1))
 
 
+def pipeline_boundary_bytes(args, mesh) -> int:
+    """Bytes sent per step along pp: at each boundary between consecutive stages the
+    activations [batch, (seq,) width] forward and their gradients back, fp64. Stages
+    hold consecutive layers, the first stages one more when they do not divide."""
+    stages = dict(mesh.items() if isinstance(mesh, dict) else mesh.axes).get("pp", 1)
+    if args.model == "gpt2":
+        layers, embd, _, seq = (int(v) for v in args.gpt2.split(","))
+        widths = [seq * embd] * (layers - 1)
+    else:
+        widths = list(args.hidden)
+    stage = [index * stages // (len(widths) + 1) for index in range(len(widths) + 1)]
+    return sum(2 * args.batch * width * 8 for index, width in enumerate(widths)
+               if stage[index] != stage[index + 1])
+
+
 def print_mesh_comparison(results, args):
     """Per mesh: planned bytes sent per step along each mesh axis next to the formulas."""
     meshes = [r for r in results if not isinstance(r["distribution"], str)]
@@ -83,11 +112,13 @@ def print_mesh_comparison(results, args):
         return
     print("\nMeshes (ranks on a grid, first axis outermost): planned bytes sent per step, "
           "all ranks, per mesh axis,\nvs the formulas (dp: DDP all-reduce 2(d-1)/d Ψ_col, "
-          "fsdp: ZeRO-3 3(f-1)/f Ψ_col, tp: Megatron\n2(t-1)/t x activations of a dp row)")
+          "fsdp: ZeRO-3 3(f-1)/f Ψ_col, tp: Megatron\n2(t-1)/t x activations of a dp row, pp: "
+          "2 x batch x (seq x) width x 8 per stage boundary)")
     for r in meshes:
         plan, mesh = r["plan"], r["distribution"]
         ours = traffic_by_mesh_axis(plan, mesh)
-        formula = mesh_axis_formulas(plan, mesh, megatron_activation_bytes(args, plan, mesh))
+        formula = mesh_axis_formulas(plan, mesh, megatron_activation_bytes(args, plan, mesh),
+                                     pipeline_boundary_bytes(args, mesh))
         parts = "; ".join(f"{axis} ours {human(ours.get(axis, 0))}B formula "
                           f"{human(formula[axis])}B" for axis in formula)
         other = {axis: b for axis, b in ours.items() if axis not in formula and b}
@@ -97,4 +128,8 @@ def print_mesh_comparison(results, args):
           "step), and with few\n  samples per rank the planner sends activation tiles "
           "instead of all-reducing a gradient,\n  which is cheaper and may cross both "
           "axes (tests/plan/test_mesh.py checks the formulas at 240\n  samples, where "
-          "the all-reduce is the cheaper way: within 1 %).")
+          "the all-reduce is the cheaper way: within 1 %).\n  pp: beside the boundary "
+          "activations, GPT-2's tied embedding (wte) and its gradient cross from the\n  "
+          "first stage to the last and back; with a batch axis a stage's first weight "
+          "gradient is summed\n  next to the previous stage's activations (tests/plan/"
+          "test_pipeline.py).")

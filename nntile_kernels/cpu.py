@@ -9,9 +9,11 @@ import functools
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_elementwise, cpu_loss, cpu_norm,  # noqa: I001
                cpu_optim, cpu_reduce, cpu_rope, cpu_slice, reference)
 from .cpu_math import KERNELS as MATH_KERNELS
+from .cpu_math_fiber import KERNELS as MATH_FIBER_KERNELS
 
 KERNELS = {
     **MATH_KERNELS,   # seed elementwise and reduction kernels (cpu_math.py)
+    **MATH_FIBER_KERNELS,   # seed fiber kernels and sum_backward (cpu_math_fiber.py)
     "gemm": cpu_blas.gemm,
     "transpose": cpu_reduce.transpose,
     "add": cpu_elementwise.add,

@@ -1,5 +1,5 @@
-"""Numba kernels of the cpu table for the seed elementwise and reduction ops (reference
-bodies in generic_math.py).
+"""Numba kernels of the cpu table for the seed elementwise ops and the reductions along
+one axis (reference bodies in generic_math.py; the fiber ops are cpu_math_fiber.py's).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Elementwise loops run over the
 free flat views ``ravel("K")`` of F-contiguous tiles; reductions over folded_t's
@@ -258,90 +258,6 @@ KERNELS = {kernel.__name__: kernel for kernel in (
     sub, div, tanh, tanh_backward, sigmoid, sigmoid_backward, hypot, hypot_backward,
     hypot_scalar_inverse, max_slice, min_slice, maximum, minimum, extremum_count,
     extremum_backward, norm_slice, norm_slice_backward)}
-
-
-# ---------------------------------------------------------------- fibers
-
-
-def _fiber_folds(x, axis, batch_ndim, *fibers):
-    """x's (b, k, n, m) view and each fiber's (b, n) view (folded_t order)."""
-    first_batch = x.ndim - batch_ndim
-    m, n = math.prod(x.shape[:axis]), x.shape[axis]
-    k, b = math.prod(x.shape[axis + 1:first_batch]), math.prod(x.shape[first_batch:])
-    return (folded_t(x, (m, n, k, b)), *(folded_t(f, (n, b)) for f in fibers))
-
-
-@njit(cache=True, nogil=True)
-def _scale_fiber(ft, yt, alpha):
-    bs, ks, ns, ms = yt.shape
-    for b in range(bs):
-        for k in range(ks):
-            for n in range(ns):
-                value = alpha * ft[b, n]
-                for m in range(ms):
-                    yt[b, k, n, m] = value
-
-
-@fp16_uses_reference(0)
-def scale_fiber(f, y, *, axis, batch_ndim=0, alpha=1.0):
-    """y = alpha * f broadcast along every dim of y but `axis` and the batch dims."""
-    yt, ft = _fiber_folds(y, axis, batch_ndim, f)
-    _scale_fiber(ft, yt, alpha)
-
-
-@njit(cache=True, nogil=True)
-def _norm_fiber(xt, yt, alpha, beta):
-    bs, ks, ns, ms = xt.shape
-    for b in range(bs):
-        for n in range(ns):
-            total = 0.0   # float64: fp32 squares summed in fp64 cannot overflow
-            for k in range(ks):
-                for m in range(ms):
-                    total += float(xt[b, k, n, m]) ** 2
-            norm = abs(alpha) * math.sqrt(total)
-            yt[b, n] = norm if beta == 0.0 else math.hypot(norm, beta * yt[b, n])
-
-
-@fp16_uses_reference(0)
-def norm_fiber(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
-    """y = hypot(alpha * 2-norm of x over all dims but `axis` and the batch dims, beta*y)."""
-    _norm_fiber(*_fiber_folds(x, axis, batch_ndim, y), alpha, beta)
-
-
-@njit(cache=True, nogil=True)
-def _norm_fiber_backward(xt, yt, dyt, dxt, alpha):
-    bs, ks, ns, ms = xt.shape
-    for b in range(bs):
-        for n in range(ns):
-            if yt[b, n] != 0:
-                scale = alpha * alpha * dyt[b, n] / yt[b, n]
-                for k in range(ks):
-                    for m in range(ms):
-                        dxt[b, k, n, m] += scale * xt[b, k, n, m]
-
-
-@fp16_uses_reference(0)
-def norm_fiber_backward(x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0):
-    """dx += alpha^2 * x / y * dy, y and dy fibers broadcast; 0 where y == 0."""
-    xt, yt, dyt = _fiber_folds(x, axis, batch_ndim, y, dy)
-    _norm_fiber_backward(xt, yt, dyt, _fiber_folds(dx, axis, batch_ndim)[0], alpha)
-
-
-@njit(cache=True, nogil=True)
-def _sum_backward(dy, x, y, alpha):
-    value = alpha * dy[0]
-    for i in range(y.size):
-        y[i] = x[i] + value
-
-
-@fp16_uses_reference(1)
-def sum_backward(dy, x, y, *, alpha=1.0):
-    """y = x + alpha * dy, dy 0-d."""
-    _sum_backward(dy.reshape(1), x.ravel("K"), y.ravel("K"), alpha)
-
-
-KERNELS |= {kernel.__name__: kernel for kernel in (
-    scale_fiber, norm_fiber, norm_fiber_backward, sum_backward)}
 
 # randn is whole-array uint64 hashing that NumPy already vectorises
 # (nntile_kernels/generic_random.py)

@@ -1,5 +1,5 @@
-"""Graph layer: backward rules of the data-movement ops, merged into
-autodiff.BACKWARD_RULES. Each op's gradient is the copy the other way, added into
+"""Graph layer: backward rules of the data-movement ops (registry entries in
+rules_data.py). Each op's gradient is the copy the other way, added into
 ctx.grad(input) with beta = 1: slice <-> slice_backward, gather <-> scatter, reshape
 back to the input's shape.
 """
@@ -43,10 +43,5 @@ def reshape_rule(op, ctx):
         ops.reshape(ctx.grad(y), ctx.grad(x), x.shape, beta=1.0)
 
 
-DATA_BACKWARD_RULES = {
-    "slice": slice_rule,
-    "slice_backward": slice_backward_rule,
-    "gather": retile_rule(ops.scatter),
-    "scatter": retile_rule(ops.gather),
-    "reshape": reshape_rule,
-}
+gather_rule = retile_rule(ops.scatter)
+scatter_rule = retile_rule(ops.gather)

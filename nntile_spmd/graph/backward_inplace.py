@@ -1,9 +1,9 @@
-"""Graph layer: backward rules of the in-place ops whose gradient survives the overwrite,
-merged into autodiff.BACKWARD_RULES.
+"""Graph layer: backward rules of the in-place ops whose gradient survives the overwrite
+(each named by its op's registry entry, next to the new-output form's).
 
 Gradients are keyed by tensor name, so for an op that overwrites y, ctx.grad(y) stands
-both for d/d(y after) and d/d(y before) (as in autodiff.mask_scalar_rule). Rules run in
-reverse program order: when one of these runs, every reader of the new y has already
+both for d/d(y after) and d/d(y before) (as in backward_elementwise.mask_scalar_rule).
+Rules run in reverse program order: when one of these runs, every reader of the new y has already
 accumulated into ctx.grad(y), and the op that produced the old y runs its rule later
 and reads ctx.grad(y). So each rule first uses ctx.grad(y) as d/d(new y) for the other
 inputs, then rewrites it in place into d/d(old y), from the new y alone: linear ops
@@ -142,16 +142,5 @@ def norm_fiber_backward(op, x, y, ctx):
                                  op.attrs["batch_ndim"], op.attrs["alpha"])
 
 
-INPLACE_BACKWARD_RULES = {
-    "scale_inplace": scale_inplace_rule,
-    "add_inplace": add_inplace_rule,
-    "add_slice_inplace": add_slice_inplace_rule,
-    "add_fiber_inplace": add_fiber_inplace_rule,
-    "relu_inplace": relu_inplace_rule,
-    "sqrt_inplace": sqrt_inplace_rule,
-    "tanh_inplace": tanh_inplace_rule,
-    "sigmoid_inplace": sigmoid_inplace_rule,
-    "hypot_inplace": hypot_inplace_rule,
-    "norm_slice_inplace": norm_inplace_rule(norm_slice_backward),
-    "norm_fiber_inplace": norm_inplace_rule(norm_fiber_backward),
-}
+norm_slice_inplace_rule = norm_inplace_rule(norm_slice_backward)
+norm_fiber_inplace_rule = norm_inplace_rule(norm_fiber_backward)

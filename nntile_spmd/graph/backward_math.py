@@ -1,18 +1,13 @@
-"""Graph layer: backward rules of the seed elementwise ops and reductions (rules_math.py),
-merged into autodiff.BACKWARD_RULES. Each adds ordinary ops accumulating into
-ctx.grad(input); the in-place forms have none (their old values are overwritten).
+"""Graph layer: backward rules of the seed elementwise ops and reductions (registry
+entries in rules_math.py, rules_math_fiber.py and, for sum, rules_reduce.py; tanh and
+sigmoid use backward_elementwise.unary_rule). Each adds ordinary ops accumulating into
+ctx.grad(input); backward_inplace.py has the rules of their in-place forms.
 """
 
 from __future__ import annotations
 
 from . import ops, ops_math
 from .backward_refusals import refuse_accumulating_output
-
-
-def unary_rule(op, ctx):
-    (x,), (y,) = op.inputs, op.outputs
-    if ctx.needs(x):
-        ops.apply(f"{op.op_type}_backward", [x, ctx.grad(y)], [ctx.grad(x)])
 
 
 def sub_rule(op, ctx):
@@ -82,18 +77,3 @@ def sum_rule(op, ctx):
     refuse_accumulating_output(op, ctx)
     if ctx.needs(x):
         ops_math.sum_backward(ctx.grad(s), ctx.grad(x), op.attrs["alpha"])
-
-
-MATH_BACKWARD_RULES = {
-    "tanh": unary_rule,
-    "sigmoid": unary_rule,
-    "sub": sub_rule,
-    "div": div_rule,
-    "hypot": hypot_rule,
-    "max": extremum_rule,
-    "min": extremum_rule,
-    "norm_slice": norm_slice_rule,
-    "scale_fiber": scale_fiber_rule,
-    "norm_fiber": norm_fiber_rule,
-    "sum": sum_rule,
-}

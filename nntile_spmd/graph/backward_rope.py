@@ -1,5 +1,5 @@
-"""Graph layer: backward rules of rope and scale_slice, merged into
-autodiff.BACKWARD_RULES. Each adds ordinary ops accumulating into ctx.grad(input).
+"""Graph layer: backward rules of rope and scale_slice (registry entries in
+rules_rope.py). Each adds ordinary ops accumulating into ctx.grad(input).
 """
 
 from __future__ import annotations
@@ -23,6 +23,3 @@ def scale_slice_rule(op, ctx):
     if ctx.needs(src):   # each src element fed `size` outputs: their gradients add up
         sum_slice(ctx.grad(op.outputs[0]), ctx.grad(src), op.attrs["axis"],
                   alpha=op.attrs["alpha"], beta=1.0)
-
-
-ROPE_BACKWARD_RULES = {"rope": rope_rule, "scale_slice": scale_slice_rule}

@@ -1,5 +1,5 @@
 """Graph layer: builders of the convolution ops and copy_intersection (NNTile's
-argument names and order), the high-level conv2d, and conv2d's backward rule.
+argument names and order) and the high-level conv2d.
 
 Shapes are WHCN, column-major: images [W, H, C, N], kernels [K_w, K_h, C_in, C_out].
 """
@@ -7,9 +7,8 @@ Shapes are WHCN, column-major: images [W, H, C, N], kernels [K_w, K_h, C_in, C_o
 from __future__ import annotations
 
 from .apply import apply, owner_graph
-from .backward_refusals import refuse_accumulating_output
 from .registry import op_error
-from .rules_conv import conv_output_shape
+from .conv_shape import conv_output_shape
 
 
 def pair(value) -> tuple:
@@ -80,20 +79,3 @@ def copy_intersection(src, src_offset, dst, dst_offset):
     if src.dtype != dst.dtype:
         raise op_error(op, "dtypes differ (no implicit casts; use cast)", (src, dst), TypeError)
     return apply(op, [src], [dst], src_offset=tuple(src_offset), dst_offset=tuple(dst_offset))
-
-
-def conv2d_rule(op, ctx):
-    """dX += alpha * conv^T(dY, C) and dC += alpha * corr(X, dY), both linear in dY."""
-    x, c = op.inputs
-    y = op.outputs[0]
-    attrs = op.attrs
-    refuse_accumulating_output(op, ctx)
-    dy, alpha = ctx.grad(y), attrs["alpha"]
-    shape = {key: attrs[key] for key in ("padding", "stride", "dilation")}
-    if ctx.needs(x):
-        conv2d_bwd_input_inplace(alpha, dy, c, 1.0, ctx.grad(x), **shape)
-    if ctx.needs(c):
-        conv2d_bwd_weight_inplace(alpha, x, dy, 1.0, ctx.grad(c), **shape)
-
-
-CONV_BACKWARD_RULES = {"conv2d_inplace": conv2d_rule}

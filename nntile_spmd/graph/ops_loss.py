@@ -7,8 +7,7 @@ from __future__ import annotations
 from .apply import apply
 from .ops_slice import logsumexp
 from .registry import op_error
-from .rules_common import require_float, require_int
-from .rules_loss import require_ignore_index
+from .rules_common import require_float, require_ignore_index, require_int
 
 
 def valid_count(labels, name, ignore_index=-100, dtype="fp32"):

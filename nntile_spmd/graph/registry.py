@@ -1,9 +1,16 @@
-"""Graph layer: the op registry. One OpSpec per op holds its pure rules.
+"""Graph layer: the op registry. One OpSpec per op holds its whole story.
 
 An entry states the attribute schema, the shape/dtype rule, the axis map (which
 operand dimensions are the same axis; the plan tiles and lowers every op from it
-alone), the kernel name and FLOP count. Backward rules live in autodiff.py, keyed
-by the same names. No numba, cupy or mpi4py here.
+alone), the kernel name, the FLOP count and the backward rule that autodiff calls.
+The entries are written in the rule tables (rules_*.py); a backward rule's body is in
+a backward_*.py module (rules are long, and they build ops with the builders of
+ops_*.py), which the table imports and names in the entry. So the modules stack
+registry <- ops_* <- backward_* <- rules_*, with no cycle: a builder never imports a
+rule table (rules_common.py, the shared checks, registers nothing and sits below them
+all; tests/test_registry_kernels.py checks this). The kernel itself is a row of each
+backend's table in nntile_kernels, under the entry's kernel name. No numba, cupy or
+mpi4py here.
 """
 
 from __future__ import annotations
@@ -58,6 +65,11 @@ class OpSpec:
     summed label to the tiles meeting window(start, stop), the element range it reads
     under the source label's tile [start, stop): a convolution's input rows under an
     output tile (its halo), not the whole axis.
+    backward(op, ctx) adds the ops that accumulate the gradients of op's inputs from
+    those of its outputs (graph/autodiff.py's GradContext), or raises naming why it
+    cannot; None where no gradient is built (grad then raises if one is needed).
+    differentiable=False marks the ops that gradients never pass by design (optimizer
+    steps, backward kernels): they take no backward rule.
     """
 
     name: str
@@ -86,7 +98,13 @@ class OpSpec:
     step_needed: Callable | None = None
     view: str | None = None    # plan/views.py's rule for when the output may alias the input
     windows: Callable | None = None          # summed labels read only near the source tile
+    backward: Callable | None = None
     differentiable: bool = True
+
+    def __post_init__(self):
+        if self.backward is not None and not self.differentiable:
+            raise ValueError(f"{self.name}: a backward rule on an op marked "
+                             "differentiable=False")
 
     def normalize_attrs(self, given: dict) -> dict:
         """Fill defaults and reject unknown or missing attributes."""

@@ -60,3 +60,9 @@ def elementwise_axes(attrs, in_shapes, out_shapes):
 
 def elementwise_flops(per_element):
     return lambda attrs, in_shapes, out_shapes: per_element * numel(out_shapes[0])
+
+
+def require_ignore_index(op, attrs, tensors):
+    if not isinstance(attrs["ignore_index"], int) or isinstance(attrs["ignore_index"], bool):
+        raise op_error(op, f"ignore_index={attrs['ignore_index']!r} must be an int", tensors,
+                       TypeError)

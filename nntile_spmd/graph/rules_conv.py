@@ -9,6 +9,8 @@ Every dim may be tiled: the spatial dims of X and Y are separate axes, and a win
 neighbouring tiles move like any other remote tile. Channels are summed like gemm's K.
 """
 
+from .backward_conv import conv2d_rule
+from .conv_shape import conv_geometry, conv_output_shape
 from .registry import REQUIRED, OpSpec, always, labels, op_error, register
 from .rules_common import numel, require_float, require_same_dtype
 
@@ -16,43 +18,6 @@ CONV_ATTRS = {"alpha": 1.0, "beta": 0.0, "padding": (0, 0), "stride": (1, 1),
               "dilation": (1, 1)}
 X_AXES, C_AXES, Y_AXES = ("xw", "xh", "ci", "b"), ("kw", "kh", "ci", "co"), \
     ("yw", "yh", "co", "b")
-
-
-def conv_geometry(op, attrs, tensors):
-    """(padding, stride, dilation) as int pairs, checked."""
-    checked = []
-    for key, low in (("padding", 0), ("stride", 1), ("dilation", 1)):
-        value = attrs[key]
-        if not (isinstance(value, tuple) and len(value) == 2 and
-                all(isinstance(v, int) and v >= low for v in value)):
-            raise op_error(op, f"{key}={value!r} must be a pair of ints >= {low}", tensors)
-        checked.append(value)
-    return tuple(checked)
-
-
-def conv_out_size(size, kernel, padding, stride, dilation):
-    """Output length of a convolution along one axis (NNTile's and PyTorch's formula)."""
-    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
-
-
-def conv_output_shape(op, attrs, x, c):
-    """Y's shape [W_out, H_out, C_out, N] for input x and kernel c, checked."""
-    require_float(op, x, c)
-    require_same_dtype(op, x, c)
-    padding, stride, dilation = conv_geometry(op, attrs, (x, c))
-    if x.ndim != 4 or c.ndim != 4:
-        raise op_error(op, f"{x.name} must be [W, H, C_in, N] and {c.name} "
-                       "[K_w, K_h, C_in, C_out]", (x, c))
-    if not all(isinstance(d, int) for d in x.shape[:3] + c.shape):
-        raise op_error(op, "spatial and channel dims must be concrete ints", (x, c))
-    if x.shape[2] != c.shape[2]:
-        raise op_error(op, f"input channels differ ({x.shape[2]} != {c.shape[2]})", (x, c))
-    spatial = tuple(conv_out_size(x.shape[i], c.shape[i], padding[i], stride[i], dilation[i])
-                    for i in range(2))
-    if min(spatial) < 1:
-        raise op_error(op, f"kernel {list(c.shape[:2])} with padding {list(padding)} and "
-                       f"dilation {list(dilation)} is larger than the image", (x, c))
-    return spatial + (c.shape[3], x.shape[3])
 
 
 def input_window(attrs, kernel_shape, dim):
@@ -110,19 +75,20 @@ def bwd_weight_flops(attrs, in_shapes, out_shapes):
     return 2 * dy[0] * dy[1] * numel(out_shapes[0]) * dy[3]
 
 
-def register_conv(name, infer, axes, windows, tile_params, flops, differentiable=False):
+def register_conv(name, infer, axes, windows, tile_params, flops, backward=None):
+    """A convolution; those without a backward rule are the backward kernels themselves."""
     register(OpSpec(name=name, kernel=name, num_inputs=2, num_outputs=1, infer=infer,
                     axes=lambda attrs, i, o: axes, attrs=CONV_ATTRS,
                     reads_output=lambda attrs: attrs["beta"] != 0, beta_attr="beta",
                     windows=windows, tile_params=tile_params, flops=flops,
-                    differentiable=differentiable))
+                    backward=backward, differentiable=backward is not None))
 
 
 # Y = alpha * conv(X, C) + beta * Y: X rows under a Y tile are its window
 register_conv("conv2d_inplace", conv2d_infer, (X_AXES, C_AXES, Y_AXES),
               lambda attrs, i, o: {f"x{a}": (f"y{a}", input_window(attrs, i[1], d))
                                    for d, a in enumerate("wh")},
-              conv_tile_params(0, 1, 2), conv2d_flops, differentiable=True)
+              conv_tile_params(0, 1, 2), conv2d_flops, backward=conv2d_rule)
 # dX = alpha * conv^T(dY, C) + beta * dX: the dY rows that read a dX tile
 register_conv("conv2d_bwd_input_inplace", given_output, (Y_AXES, C_AXES, X_AXES),
               lambda attrs, i, o: {f"y{a}": (f"x{a}", output_window(attrs, i[1], d))

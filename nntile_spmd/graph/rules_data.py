@@ -12,6 +12,8 @@ output tile write disjoint parts, so the plan's partial results merge by `add`.
 
 from __future__ import annotations
 
+from .backward_data import (gather_rule, reshape_rule, scatter_rule, slice_backward_rule,
+                            slice_rule)
 from .registry import REQUIRED, OpSpec, labels, op_error, register
 from .rules_common import require_axis, require_float
 
@@ -96,12 +98,12 @@ register(OpSpec(name="slice", kernel="add_box", num_inputs=1, num_outputs=1,
                 infer=slice_infer, axes=moved_axis_labels,
                 attrs={"axis": REQUIRED, "start": REQUIRED, "stop": REQUIRED, "beta": 0.0},
                 tile_params=slice_boxes, step_needed=boxes_meet(slice_boxes), view="box",
-                kernel_attrs=("beta",), **BETA))
+                kernel_attrs=("beta",), backward=slice_rule, **BETA))
 register(OpSpec(name="slice_backward", kernel="add_box", num_inputs=1, num_outputs=1,
                 infer=slice_backward_infer, axes=moved_axis_labels,
                 attrs={"axis": REQUIRED, "start": REQUIRED, "size": REQUIRED, "beta": 1.0},
                 tile_params=slice_backward_boxes, step_needed=boxes_meet(slice_backward_boxes),
-                kernel_attrs=("beta",), **BETA))
+                kernel_attrs=("beta",), backward=slice_backward_rule, **BETA))
 
 
 # -- gather (all tiles into one) and scatter (one tile into all) --------------------------
@@ -122,11 +124,13 @@ def whole_side(prefix):
                                          if label.startswith(prefix))
 
 
-for name, side in (("gather", "out"), ("scatter", "in")):
+for name, side, retile_backward in (("gather", "out", gather_rule),
+                                    ("scatter", "in", scatter_rule)):
     register(OpSpec(name=name, kernel="add_box", num_inputs=1, num_outputs=1,
                     infer=same_infer, axes=retile_axes, attrs={"beta": 0.0},
                     whole=whole_side(side), tile_params=plain_boxes,
-                    step_needed=boxes_meet(plain_boxes), kernel_attrs=("beta",), **BETA))
+                    step_needed=boxes_meet(plain_boxes), kernel_attrs=("beta",),
+                    backward=retile_backward, **BETA))
 
 
 # -- reshape: the same elements in column-major order, another shape ----------------------
@@ -174,7 +178,7 @@ register(OpSpec(name="reshape", kernel="reshape_box", num_inputs=1, num_outputs=
                 infer=reshape_infer, axes=retile_axes,
                 attrs={"shape": REQUIRED, "beta": 0.0}, tile_params=plain_boxes,
                 shape_params=reshape_shapes, step_needed=reshape_step_needed, view="flat",
-                kernel_attrs=("beta",), **BETA))
+                kernel_attrs=("beta",), backward=reshape_rule, **BETA))
 
 
 # -- log_scalar: the value of a 0-d tensor at this point of the program, kept by name -----

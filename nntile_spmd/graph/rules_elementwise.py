@@ -1,54 +1,65 @@
 """Graph layer: rules of elementwise ops (unary, their backward forms, binary, pow,
 mask_scalar)."""
 
+from .backward_elementwise import (add_rule, mask_scalar_rule, multiply_rule, scale_rule,
+                                   unary_rule)
+from .backward_inplace import (add_inplace_rule, relu_inplace_rule, scale_inplace_rule,
+                               sqrt_inplace_rule)
+from .backward_norm import pow_rule
 from .registry import REQUIRED, OpSpec, always, labels, op_error, register
 from .rules_common import elementwise_axes, elementwise_flops, elementwise_infer, require_float
 
-# op -> (FLOPs per element of forward, FLOPs per element of backward)
-UNARY_COSTS = {"gelu": (8, 12), "gelutanh": (10, 14), "relu": (1, 2),
-               "silu": (5, 8), "sqrt": (1, 3)}
+# op -> (FLOPs per element of forward, FLOPs per element of backward, backward rule of
+# the in-place form: None where f' needs the overwritten x)
+UNARY_OPS = {"gelu": (8, 12, None), "gelutanh": (10, 14, None),
+             "relu": (1, 2, relu_inplace_rule), "silu": (5, 8, None),
+             "sqrt": (1, 3, sqrt_inplace_rule)}
 
 
-def register_unary(name: str, forward_cost: int, backward_cost: int):
-    """y = f(x), its in-place form, and dx += f'(x) * dy."""
+def register_unary(name: str, forward_cost: int, backward_cost: int, inplace_backward):
+    """y = f(x), its in-place form, and dx += f'(x) * dy (the kernel of unary_rule)."""
     flops = elementwise_flops(forward_cost)
     register(OpSpec(name=name, kernel=name, num_inputs=1, num_outputs=1,
-                    infer=elementwise_infer, axes=elementwise_axes, flops=flops))
+                    infer=elementwise_infer, axes=elementwise_axes, flops=flops,
+                    backward=unary_rule))
     register(OpSpec(name=f"{name}_inplace", kernel=name, num_inputs=1, num_outputs=1,
-                    infer=elementwise_infer, axes=elementwise_axes, flops=flops))
+                    infer=elementwise_infer, axes=elementwise_axes, flops=flops,
+                    backward=inplace_backward))
     register(OpSpec(name=f"{name}_backward", kernel=f"{name}_backward", num_inputs=2,
                     num_outputs=1, infer=elementwise_infer, axes=elementwise_axes,
                     reads_output=always, flops=elementwise_flops(backward_cost)))
 
 
-for unary_name, (forward, backward) in UNARY_COSTS.items():
-    register_unary(unary_name, forward, backward)
+for unary_name, unary_entry in UNARY_OPS.items():
+    register_unary(unary_name, *unary_entry)
 
 AXPBY = {"alpha": 1.0, "beta": 1.0}
 register(OpSpec(name="add", kernel="add", num_inputs=2, num_outputs=1, infer=elementwise_infer,
-                axes=elementwise_axes, attrs=AXPBY, flops=elementwise_flops(3)))
+                axes=elementwise_axes, attrs=AXPBY, flops=elementwise_flops(3),
+                backward=add_rule))
 register(OpSpec(name="add_inplace", kernel="add", num_inputs=2, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs=AXPBY,
-                flops=elementwise_flops(3)))
+                flops=elementwise_flops(3), backward=add_inplace_rule))
 register(OpSpec(name="multiply", kernel="multiply", num_inputs=2, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
-                flops=elementwise_flops(2)))
+                flops=elementwise_flops(2), backward=multiply_rule))
 register(OpSpec(name="multiply_inplace", kernel="multiply", num_inputs=2, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
                 flops=elementwise_flops(2)))
 register(OpSpec(name="scale", kernel="scale", num_inputs=1, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
-                flops=elementwise_flops(1)))
+                flops=elementwise_flops(1), backward=scale_rule))
 register(OpSpec(name="scale_inplace", kernel="scale", num_inputs=1, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
-                flops=elementwise_flops(1)))
+                flops=elementwise_flops(1), backward=scale_inplace_rule))
 
-# pow (NNTile's y = alpha * x**exp), its in-place form, and dx += alpha*exp*x**(exp-1)*dy
+# pow (NNTile's y = alpha * x**exp), its in-place form (no rule: the derivative needs the
+# overwritten x), and dx += alpha*exp*x**(exp-1)*dy
 POW_ATTRS = {"alpha": 1.0, "exp": 1.0}
-for pow_name in ("pow", "pow_inplace"):
+for pow_name, pow_backward in (("pow", pow_rule), ("pow_inplace", None)):
     register(OpSpec(name=pow_name, kernel="pow", num_inputs=1, num_outputs=1,
                     infer=elementwise_infer, axes=elementwise_axes, attrs=POW_ATTRS,
-                    flops=elementwise_flops(2)))
+                    flops=elementwise_flops(2), backward=pow_backward))
 register(OpSpec(name="pow_backward", kernel="pow_backward", num_inputs=2, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs=POW_ATTRS,
                 reads_output=always, flops=elementwise_flops(4), differentiable=False))
@@ -79,4 +90,5 @@ def mask_scalar_axes(attrs, in_shapes, out_shapes):
 # inputs (mask, A), output A itself: the kernel is y = where(mask, x, val) on aliased x, y
 register(OpSpec(name="mask_scalar", kernel="mask_scalar", num_inputs=2, num_outputs=1,
                 infer=mask_scalar_infer, axes=mask_scalar_axes,
-                attrs={"val": REQUIRED, "batch_ndim": 0}, flops=elementwise_flops(1)))
+                attrs={"val": REQUIRED, "batch_ndim": 0}, flops=elementwise_flops(1),
+                backward=mask_scalar_rule))

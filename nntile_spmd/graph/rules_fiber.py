@@ -7,6 +7,7 @@ or a sum over the other axes whose partial results the plan adds, so every axis 
 be split over tiles and ranks.
 """
 
+from .backward_norm import multiply_fiber_rule, sumprod_fiber_rule
 from .registry import OpSpec, always, op_error, register
 from .rules_common import numel, require_float, require_same_dtype
 from .rules_reduce import add_fiber_axes, add_fiber_infer, fiber_labels, fiber_shape
@@ -16,7 +17,7 @@ FIBER_ATTRS = {"axis": 0, "batch_ndim": 0, "alpha": 1.0}
 # z = alpha * f (broadcast) * x;  dx += alpha * f (broadcast) * x  (both checked like add_fiber)
 register(OpSpec(name="multiply_fiber", kernel="multiply_fiber", num_inputs=2, num_outputs=1,
                 infer=add_fiber_infer, axes=add_fiber_axes, attrs=FIBER_ATTRS,
-                flops=lambda attrs, i, o: 2 * numel(o[0])))
+                flops=lambda attrs, i, o: 2 * numel(o[0]), backward=multiply_fiber_rule))
 register(OpSpec(name="sumprod_fiber_backward", kernel="sumprod_fiber_backward", num_inputs=2,
                 num_outputs=1, infer=add_fiber_infer, axes=add_fiber_axes, attrs=FIBER_ATTRS,
                 reads_output=always, flops=lambda attrs, i, o: 3 * numel(o[0]),
@@ -42,4 +43,4 @@ register(OpSpec(name="sumprod_fiber", kernel="sumprod_fiber", num_inputs=2, num_
                 infer=sumprod_fiber_infer, axes=sumprod_fiber_axes,
                 attrs=FIBER_ATTRS | {"beta": 0.0},
                 reads_output=lambda attrs: attrs["beta"] != 0, beta_attr="beta",
-                flops=lambda attrs, i, o: 2 * numel(i[0])))
+                flops=lambda attrs, i, o: 2 * numel(i[0]), backward=sumprod_fiber_rule))

@@ -5,6 +5,7 @@ A is [M..., K..., batch...] (trans_a: [K..., M..., batch...]), B is
 ndim counts the K dims, batch_ndim the trailing batch dims.
 """
 
+from .backward_linalg import gemm_rule, transpose_rule
 from .dtypes import FAST_FP32_COMPUTE
 from .registry import OpSpec, labels, op_error, register
 from .rules_common import numel, require_float, require_same_dtype
@@ -78,7 +79,8 @@ def gemm_flops(attrs, in_shapes, out_shapes):
 
 register(OpSpec(name="gemm", kernel="gemm", num_inputs=2, num_outputs=1, infer=gemm_infer,
                 axes=gemm_axes, attrs=GEMM_ATTRS, reads_output=lambda attrs: attrs["beta"] != 0,
-                beta_attr="beta", flops=gemm_flops, dtype_params=gemm_compute_type))
+                beta_attr="beta", flops=gemm_flops, dtype_params=gemm_compute_type,
+                backward=gemm_rule))
 
 
 def transpose_infer(op, attrs, inputs):
@@ -97,4 +99,4 @@ def transpose_axes(attrs, in_shapes, out_shapes):
 
 register(OpSpec(name="transpose", kernel="transpose", num_inputs=1, num_outputs=1,
                 infer=transpose_infer, axes=transpose_axes, attrs={"alpha": 1.0, "ndim": 1},
-                flops=lambda attrs, i, o: numel(o[0])))
+                flops=lambda attrs, i, o: numel(o[0]), backward=transpose_rule))

@@ -6,15 +6,11 @@ tiles whose partial results are added: every op lets the class axis be split ove
 and ranks (vocab-parallel, as Megatron does). Labels are checked when the kernels run.
 """
 
+from .backward_loss import cross_entropy_lse_rule
 from .dtypes import FLOAT_DTYPES
 from .registry import OpSpec, always, labels, op_error, register
-from .rules_common import numel, require_float, require_int, require_same_dtype
-
-
-def require_ignore_index(op, attrs, tensors):
-    if not isinstance(attrs["ignore_index"], int) or isinstance(attrs["ignore_index"], bool):
-        raise op_error(op, f"ignore_index={attrs['ignore_index']!r} must be an int", tensors,
-                       TypeError)
+from .rules_common import (numel, require_float, require_ignore_index, require_int,
+                           require_same_dtype)
 
 
 def valid_count_infer(op, attrs, inputs):
@@ -76,7 +72,8 @@ register(OpSpec(name="cross_entropy_lse", kernel="cross_entropy_lse", num_inputs
                 num_outputs=1, infer=cross_entropy_lse_infer, axes=cross_entropy_lse_axes,
                 attrs={"ignore_index": -100, "beta": 0.0}, beta_attr="beta",
                 reads_output=lambda attrs: attrs["beta"] != 0,
-                flops=lambda attrs, i, o: 2 * numel(i[2]), **CROSS_ENTROPY_PARAMS))
+                flops=lambda attrs, i, o: 2 * numel(i[2]), backward=cross_entropy_lse_rule,
+                **CROSS_ENTROPY_PARAMS))
 # dlogits += dloss/count * valid * (exp(logits - lse) - onehot(label)), per class tile
 register(OpSpec(name="cross_entropy_lse_backward", kernel="cross_entropy_lse_backward",
                 num_inputs=5, num_outputs=1, infer=cross_entropy_lse_infer,

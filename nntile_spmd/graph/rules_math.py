@@ -8,27 +8,31 @@ part and the plan merges the partials of the axis's tiles with the op's combine 
 No numba, cupy or mpi4py here.
 """
 
+from .backward_inplace import (hypot_inplace_rule, norm_slice_inplace_rule, sigmoid_inplace_rule,
+                               tanh_inplace_rule)
+from .backward_math import div_rule, extremum_rule, hypot_rule, norm_slice_rule, sub_rule
 from .registry import REQUIRED, OpSpec, always, op_error, register
 from .rules_common import elementwise_axes, elementwise_flops, elementwise_infer
 from .rules_elementwise import register_unary
 from .rules_slice import BETA, register_slice_op
 
 # -- elementwise ------------------------------------------------------------------------
-for unary_name, (forward, backward) in {"tanh": (6, 8), "sigmoid": (7, 9)}.items():
-    register_unary(unary_name, forward, backward)
+for unary_name, unary_entry in {"tanh": (6, 8, tanh_inplace_rule),
+                                "sigmoid": (7, 9, sigmoid_inplace_rule)}.items():
+    register_unary(unary_name, *unary_entry)
 
 # z = x - y and z = x / y (seed 003)
 register(OpSpec(name="sub", kernel="sub", num_inputs=2, num_outputs=1, infer=elementwise_infer,
-                axes=elementwise_axes, flops=elementwise_flops(1)))
+                axes=elementwise_axes, flops=elementwise_flops(1), backward=sub_rule))
 register(OpSpec(name="div", kernel="div", num_inputs=2, num_outputs=1, infer=elementwise_infer,
-                axes=elementwise_axes, flops=elementwise_flops(1)))
+                axes=elementwise_axes, flops=elementwise_flops(1), backward=div_rule))
 
 # z = hypot(alpha*x, beta*y) (NNTile's hypot), and the same into y itself
 HYPOT_ATTRS = {"alpha": 1.0, "beta": 1.0}
-for hypot_name in ("hypot", "hypot_inplace"):
+for hypot_name, hypot_backward in (("hypot", hypot_rule), ("hypot_inplace", hypot_inplace_rule)):
     register(OpSpec(name=hypot_name, kernel="hypot", num_inputs=2, num_outputs=1,
                     infer=elementwise_infer, axes=elementwise_axes, attrs=HYPOT_ATTRS,
-                    flops=elementwise_flops(4)))
+                    flops=elementwise_flops(4), backward=hypot_backward))
 # dx += alpha^2 * x / z * dz, inputs (x, z, dz): the gradient of z = hypot(alpha*x, ...)
 register(OpSpec(name="hypot_backward", kernel="hypot_backward", num_inputs=3, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
@@ -53,9 +57,9 @@ register(OpSpec(name="hypot_scalar_inverse", kernel="hypot_scalar_inverse", num_
 # -- reductions along one axis (the builders chain them over several axes) -------------
 # y = max (min) of x along `axis`, merged with beta*y (the partial of earlier tiles)
 register_slice_op("max", "f->s", {"axis": 0, "beta": 0.0}, 1, kernel="max_slice",
-                  combine="maximum", **BETA)
+                  combine="maximum", backward=extremum_rule, **BETA)
 register_slice_op("min", "f->s", {"axis": 0, "beta": 0.0}, 1, kernel="min_slice",
-                  combine="minimum", **BETA)
+                  combine="minimum", backward=extremum_rule, **BETA)
 # count = number of x equal to the extremum y along `axis` (+ beta*count): partial counts add
 register_slice_op("extremum_count", "fs->s", {"axis": 0, "beta": 0.0}, 1,
                   differentiable=False, **BETA)
@@ -65,9 +69,11 @@ register_slice_op("extremum_backward", "fsss->f", {"axis": 0}, 2, reads_output=a
 # y = hypot(alpha * 2-norm of x along `axis`, beta*y) (NNTile's norm_slice_inplace); the
 # new-output form norm_slice has beta = 0 unless it accumulates into a given y
 NORM_ATTRS = {"axis": 0, "alpha": 1.0, "beta": 0.0}
-register_slice_op("norm_slice", "f->s", NORM_ATTRS, 2, combine="hypot", **BETA)
+register_slice_op("norm_slice", "f->s", NORM_ATTRS, 2, combine="hypot",
+                  backward=norm_slice_rule, **BETA)
 register_slice_op("norm_slice_inplace", "f->s", NORM_ATTRS | {"beta": 1.0}, 2,
-                  kernel="norm_slice", combine="hypot", **BETA)
+                  kernel="norm_slice", combine="hypot", backward=norm_slice_inplace_rule,
+                  **BETA)
 # dx += alpha^2 * x / y * dy, y and dy broadcast along `axis`: norm_slice's gradient
 register_slice_op("norm_slice_backward", "fss->f", {"axis": 0, "alpha": 1.0}, 3,
                   reads_output=always, differentiable=False)

@@ -7,6 +7,8 @@ norms with hypot, so every axis may be split over tiles and ranks.
 No numba, cupy or mpi4py here.
 """
 
+from .backward_inplace import norm_fiber_inplace_rule
+from .backward_math import norm_fiber_rule, scale_fiber_rule
 from .registry import REQUIRED, OpSpec, always, labels, op_error, register
 from .rules_common import numel, require_float, require_same_dtype
 from .rules_reduce import fiber_labels, fiber_shape, sum_fiber_infer
@@ -46,17 +48,18 @@ register(OpSpec(name="scale_fiber", kernel="scale_fiber", num_inputs=1, num_outp
                 infer=scale_fiber_infer, axes=full_and_fiber_axes,
                 attrs=FIBER_ATTRS | {"shape": REQUIRED},
                 kernel_attrs=("axis", "batch_ndim", "alpha"),
-                flops=lambda attrs, i, o: numel(o[0])))
+                flops=lambda attrs, i, o: numel(o[0]), backward=scale_fiber_rule))
 
 # y = hypot(alpha * 2-norm of x over every dim but the fiber's, beta*y): the new-output
 # form (beta = 0 unless it merges into a given y) and NNTile's norm_fiber_inplace
 NORM_BETA = dict(beta_attr="beta", reads_output=lambda attrs: attrs["beta"] != 0,
                  combine="hypot", flops=lambda attrs, i, o: 2 * numel(i[0]))
-for norm_name, beta in (("norm_fiber", 0.0), ("norm_fiber_inplace", 1.0)):
+for norm_name, beta, norm_backward in (("norm_fiber", 0.0, norm_fiber_rule),
+                                       ("norm_fiber_inplace", 1.0, norm_fiber_inplace_rule)):
     register(OpSpec(name=norm_name, kernel="norm_fiber", num_inputs=1, num_outputs=1,
                     infer=sum_fiber_infer,
                     axes=lambda attrs, i, o: fiber_labels(attrs, len(i[0])),
-                    attrs=FIBER_ATTRS | {"beta": beta}, **NORM_BETA))
+                    attrs=FIBER_ATTRS | {"beta": beta}, backward=norm_backward, **NORM_BETA))
 
 
 def norm_fiber_backward_infer(op, attrs, inputs):

@@ -1,5 +1,8 @@
 """Graph layer: rules of reductions and fiber ops (sum, sum_fiber, add_fiber, softmax...)."""
 
+from .backward_inplace import add_fiber_inplace_rule
+from .backward_math import sum_rule
+from .backward_norm import add_fiber_rule, softmax_rule, sum_fiber_rule
 from .registry import OpSpec, labels, op_error, register
 from .rules_common import (numel, require_axis, require_float, require_same_dtype)
 
@@ -27,7 +30,7 @@ register(OpSpec(name="sum", kernel="sum", num_inputs=1, num_outputs=1, infer=sum
                 axes=lambda attrs, i, o: (labels("d", len(i[0])), ()),
                 attrs={"alpha": 1.0, "beta": 0.0},
                 reads_output=lambda attrs: attrs["beta"] != 0, beta_attr="beta",
-                flops=lambda attrs, i, o: numel(i[0])))
+                flops=lambda attrs, i, o: numel(i[0]), backward=sum_rule))
 
 FIBER_ATTRS = {"axis": 0, "batch_ndim": 0, "alpha": 1.0, "beta": 0.0}
 
@@ -43,7 +46,7 @@ register(OpSpec(name="sum_fiber", kernel="sum_fiber", num_inputs=1, num_outputs=
                 attrs=FIBER_ATTRS | {"redux": 0},
                 kernel_attrs=("axis", "batch_ndim", "alpha", "beta"),
                 reads_output=lambda attrs: attrs["beta"] != 0, beta_attr="beta",
-                flops=lambda attrs, i, o: numel(i[0])))
+                flops=lambda attrs, i, o: numel(i[0]), backward=sum_fiber_rule))
 
 
 def add_fiber_infer(op, attrs, inputs):
@@ -62,11 +65,12 @@ def add_fiber_axes(attrs, in_shapes, out_shapes):
     return fiber, full, full
 
 
-for add_fiber_name in ("add_fiber", "add_fiber_inplace"):
+for add_fiber_name, add_fiber_backward in (("add_fiber", add_fiber_rule),
+                                           ("add_fiber_inplace", add_fiber_inplace_rule)):
     register(OpSpec(name=add_fiber_name, kernel="add_fiber", num_inputs=2, num_outputs=1,
                     infer=add_fiber_infer, axes=add_fiber_axes,
                     attrs={"axis": 0, "batch_ndim": 0, "alpha": 1.0, "beta": 1.0},
-                    flops=lambda attrs, i, o: 3 * numel(o[0])))
+                    flops=lambda attrs, i, o: 3 * numel(o[0]), backward=add_fiber_backward))
 
 
 def along_axis_infer(kind):
@@ -110,10 +114,12 @@ register(OpSpec(name="softmax_backward", kernel="softmax_backward", num_inputs=2
                 whole=whole_axis, reads_output=lambda attrs: True,
                 flops=lambda attrs, i, o: 4 * numel(i[0]), differentiable=False))
 
-# (logsumexp, whose axis may be split, is registered in rules_slice.py)
-for axis_op, axis_kind in (("softmax", "same"), ("maxsumexp", "pair")):
+# (logsumexp, whose axis may be split, is registered in rules_slice.py); maxsumexp has
+# no gradient
+for axis_op, axis_kind, axis_backward in (("softmax", "same", softmax_rule),
+                                          ("maxsumexp", "pair", None)):
     register(OpSpec(name=axis_op, kernel=axis_op, num_inputs=1, num_outputs=1,
                     infer=along_axis_infer(axis_kind), axes=along_axis_axes(axis_kind),
                     attrs={"axis": 0}, whole=whole_axis,
-                    flops=lambda attrs, i, o: 4 * numel(i[0]),
-                    differentiable=axis_op == "softmax"))
+                    flops=lambda attrs, i, o: 4 * numel(i[0]), backward=axis_backward,
+                    differentiable=axis_backward is not None))

@@ -9,6 +9,7 @@ whole (head_dim is small); every other dim may be split like an elementwise axis
 No numba, cupy or mpi4py here.
 """
 
+from .backward_rope import rope_rule, scale_slice_rule
 from .registry import REQUIRED, OpSpec, always, labels, op_error, register
 from .rules_common import numel, require_axis, require_float, require_same_dtype
 from .rules_slice import slice_of
@@ -51,7 +52,7 @@ def rope_flops(attrs, in_shapes, out_shapes):
 
 # dst = the rotated src (a new tensor)
 register(OpSpec(name="rope", kernel="rope", num_inputs=3, num_outputs=1, infer=rope_infer,
-                axes=rope_axes, whole=rope_whole, flops=rope_flops))
+                axes=rope_axes, whole=rope_whole, flops=rope_flops, backward=rope_rule))
 # dx += the inverse rotation of dy: rope is orthogonal, so its transpose is its inverse
 register(OpSpec(name="rope_backward", kernel="rope_backward", num_inputs=3, num_outputs=1,
                 infer=rope_infer, axes=rope_axes, whole=rope_whole, flops=rope_flops,
@@ -79,4 +80,5 @@ def scale_slice_axes(attrs, in_shapes, out_shapes):
 register(OpSpec(name="scale_slice", kernel="scale_slice", num_inputs=1, num_outputs=1,
                 infer=scale_slice_infer, axes=scale_slice_axes,
                 attrs={"alpha": 1.0, "axis": 0, "size": REQUIRED},
-                kernel_attrs=("alpha", "axis"), flops=lambda attrs, i, o: numel(o[0])))
+                kernel_attrs=("alpha", "axis"), flops=lambda attrs, i, o: numel(o[0]),
+                backward=scale_slice_rule))

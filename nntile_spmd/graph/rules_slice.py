@@ -8,6 +8,9 @@ tiles and ranks. Each op's operands follow a pattern such as "fss->f": f is a fu
 tensor (all like the first one), s a slice of it.
 """
 
+from .backward_inplace import add_slice_inplace_rule
+from .backward_norm import (add_slice_rule, logsumexp_rule, multiply_slice_rule,
+                            softmax_from_logsumexp_rule, sum_slice_rule, sumprod_slice_rule)
 from .registry import OpSpec, always, labels, op_error, register
 from .rules_common import numel, require_axis, require_float, require_same_dtype
 
@@ -69,28 +72,34 @@ def register_slice_op(name, pattern, attrs, per_element, kernel=None, nonnegativ
 BETA = dict(beta_attr="beta", reads_output=lambda attrs: attrs["beta"] != 0)
 
 # z = alpha * sum over axis of x*y + beta*z: partial sums over the axis's tiles are added
-register_slice_op("sumprod_slice", "ff->s", {"axis": 0, "alpha": 1.0, "beta": 0.0}, 2, **BETA)
+register_slice_op("sumprod_slice", "ff->s", {"axis": 0, "alpha": 1.0, "beta": 0.0}, 2,
+                  backward=sumprod_slice_rule, **BETA)
 # dx += alpha * s (broadcast along axis) * x: sumprod_slice's gradient for one factor
 register_slice_op("sumprod_slice_backward", "sf->f", {"axis": 0, "alpha": 1.0}, 3,
                   reads_output=always, differentiable=False)
 # y = log(exp(logsumexp of x along axis) + beta*exp(y)): the partial results of the
 # axis's tiles are merged by logaddexp (kernel logsumexp_merge), not added
 register_slice_op("logsumexp", "f->s", {"axis": 0, "beta": 0.0}, 4,
-                  combine="logsumexp_merge", nonnegative_beta=True, **BETA)
+                  combine="logsumexp_merge", nonnegative_beta=True, backward=logsumexp_rule,
+                  **BETA)
 # dx += exp(x - y) * dy, y and dy broadcast along axis (y = logsumexp(x))
 register_slice_op("logsumexp_backward", "fss->f", {"axis": 0}, 4, reads_output=always,
                   differentiable=False)
 # y = exp(x - lse), lse broadcast along axis: softmax of x when lse = logsumexp(x, axis)
-register_slice_op("softmax_from_logsumexp", "sf->f", {"axis": 0}, 2)
+register_slice_op("softmax_from_logsumexp", "sf->f", {"axis": 0}, 2,
+                  backward=softmax_from_logsumexp_rule)
 # dx += y * (dy - d), d broadcast along axis (d = sumprod_slice(y, dy)): softmax's backward
 register_slice_op("softmax_from_logsumexp_backward", "ffs->f", {"axis": 0}, 3,
                   reads_output=always, differentiable=False)
 
 # LayerNorm's slice ops. s = alpha * sum over axis of x + beta*s (partial sums are added)
-register_slice_op("sum_slice", "f->s", {"axis": 0, "alpha": 1.0, "beta": 0.0}, 1, **BETA)
+register_slice_op("sum_slice", "f->s", {"axis": 0, "alpha": 1.0, "beta": 0.0}, 1,
+                  backward=sum_slice_rule, **BETA)
 # z = alpha * s (broadcast along axis) + beta*x, and the same into x itself
-for add_slice_name in ("add_slice", "add_slice_inplace"):
+for add_slice_name, add_slice_backward in (("add_slice", add_slice_rule),
+                                           ("add_slice_inplace", add_slice_inplace_rule)):
     register_slice_op(add_slice_name, "sf->f", {"axis": 0, "alpha": 1.0, "beta": 1.0}, 3,
-                      kernel="add_slice")
+                      kernel="add_slice", backward=add_slice_backward)
 # z = alpha * s (broadcast along axis) * x
-register_slice_op("multiply_slice", "sf->f", {"axis": 0, "alpha": 1.0}, 2)
+register_slice_op("multiply_slice", "sf->f", {"axis": 0, "alpha": 1.0}, 2,
+                  backward=multiply_slice_rule)

@@ -1,5 +1,7 @@
 """Graph layer: rules of embedding, loss and optimizer ops."""
 
+from .backward_linalg import embedding_rule
+from .backward_loss import cross_entropy_rule, mse_rule
 from .registry import OpSpec, always, labels, op_error, register
 from .rules_common import numel, require_float, require_int, require_same_dtype, require_same_shape
 
@@ -27,7 +29,7 @@ register(OpSpec(name="embedding", kernel="embedding", num_inputs=2, num_outputs=
                 beta_attr="beta", reads_output=lambda attrs: attrs["beta"] != 0,
                 tile_params=lambda attrs, offsets: {"vocab_offset": offsets[1][1]},
                 shape_params=lambda attrs, i, o: {"vocab_size": i[1][1]},
-                flops=lambda attrs, i, o: numel(o[0])))
+                flops=lambda attrs, i, o: numel(o[0]), backward=embedding_rule))
 
 
 def embedding_backward_infer(op, attrs, inputs):
@@ -80,7 +82,7 @@ register(OpSpec(name="cross_entropy_loss", kernel="cross_entropy", num_inputs=2,
                 infer=cross_entropy_infer, axes=cross_entropy_axes,
                 attrs={"alpha": 1.0, "beta": 0.0}, beta_attr="beta",
                 reads_output=lambda attrs: attrs["beta"] != 0, whole=class_axis,
-                flops=lambda attrs, i, o: 5 * numel(i[0])))
+                flops=lambda attrs, i, o: 5 * numel(i[0]), backward=cross_entropy_rule))
 def cross_entropy_backward_axes(attrs, in_shapes, out_shapes):
     """(logits, labels, dloss) -> dlogits: the class axis, then the batch axes."""
     batch = labels("b", len(in_shapes[1]))
@@ -108,7 +110,7 @@ register(OpSpec(name="mse_loss", kernel="mse", num_inputs=2, num_outputs=1, infe
                 axes=lambda attrs, i, o: (labels("d", len(i[0])),) * 2 + ((),),
                 attrs={"alpha": 1.0, "beta": 0.0}, beta_attr="beta",
                 reads_output=lambda attrs: attrs["beta"] != 0,
-                flops=lambda attrs, i, o: 3 * numel(i[0])))
+                flops=lambda attrs, i, o: 3 * numel(i[0]), backward=mse_rule))
 register(OpSpec(name="mse_loss_backward", kernel="mse_backward", num_inputs=3, num_outputs=1,
                 infer=lambda op, attrs, inputs: like_first_input(mse_infer, op, attrs, inputs),
                 axes=lambda attrs, i, o: (labels("d", len(i[0])),) * 2 + ((),)

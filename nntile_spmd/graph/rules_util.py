@@ -1,5 +1,6 @@
 """Graph layer: rules of utility ops (clear, fill, add_scalar, copy, cast)."""
 
+from .backward_linalg import copy_rule
 from .dtypes import check_dtype
 from .registry import OpSpec, always, labels, op_error, register
 from .rules_common import elementwise_axes, numel
@@ -36,7 +37,7 @@ def cast_infer(op, attrs, inputs):
 
 
 register(OpSpec(name="copy", kernel="copy", num_inputs=1, num_outputs=1, infer=copy_infer,
-                axes=elementwise_axes, flops=lambda attrs, i, o: 0))
+                axes=elementwise_axes, flops=lambda attrs, i, o: 0, backward=copy_rule))
 register(OpSpec(name="cast", kernel="cast", num_inputs=1, num_outputs=1, infer=cast_infer,
                 axes=elementwise_axes, attrs={"dtype": "fp32"}, kernel_attrs=(),
-                flops=lambda attrs, i, o: numel(o[0])))
+                flops=lambda attrs, i, o: numel(o[0]), backward=copy_rule))

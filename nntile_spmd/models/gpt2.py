@@ -12,8 +12,10 @@ projection is a gemm whose weight is laid out [out..., in...]:
     fc_weight                     [n_inner, n_embd]            (mlp.c_fc)
     proj_weight                   [n_embd, n_inner]            (mlp.c_proj)
 
-The conversion to and from HF's names and shapes is one table (HF_LAYOUTS), so
-load_hf_state_dict / hf_state_dict / hf_grads are the same walk over it. Tensor
+The conversion to and from HF's names and shapes is one table (hf_layout over
+BLOCK_LAYOUT), so load_hf_state_dict / hf_state_dict / hf_grads are the same walk over
+it (models/hf_weights.py, shared with Llama); the graph is built by
+models/gpt2_builder.py. Tensor
 parallelism is marked on the weights (heads, MLP inner dim, vocabulary): the "tp"
 preset then splits attention by heads, c_fc by columns and c_proj by rows, and
 the embedding, the tied lm_head and the loss over the vocabulary (Megatron's layout).
@@ -26,9 +28,11 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from ..graph import LogicalGraph, grad, ops
+from ..graph import LogicalGraph, grad
 from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
 from ..graph.recompute import recompute as recompute_segments
+from .gpt2_builder import ACTIVATIONS, Builder
+from .hf_weights import HFWeights, same, transposed
 
 
 @dataclass
@@ -84,10 +88,6 @@ class GPT2Config:
                              "reorder_and_upcast_attn are not built")
 
 
-ACTIVATIONS = {"gelu_new": ops.gelutanh, "gelu_pytorch_tanh": ops.gelutanh,
-               "gelu": ops.gelu, "relu": ops.relu, "silu": ops.silu}
-
-
 # -- HF layout table ---------------------------------------------------------------
 # Each entry converts one of our tensors to the HF array it comes from (or a column
 # block of it): to_ours(hf_block, cfg) -> our array, to_hf(our_array, cfg) -> block.
@@ -115,19 +115,11 @@ def _attn_proj_hf(array, cfg):
     return array.reshape(cfg.n_embd, cfg.n_embd).T
 
 
-def _transposed(block, cfg):
-    return block.T
-
-
-def _same(block, cfg):
-    return block
-
-
 LAYOUTS = {"qkv_weight": (_qkv_weight_ours, _qkv_weight_hf),
            "qkv_bias": (_qkv_bias_ours, _qkv_bias_hf),
            "attn_proj": (_attn_proj_ours, _attn_proj_hf),
-           "transposed": (_transposed, _transposed),
-           "same": (_same, _same)}
+           "transposed": (transposed, transposed),
+           "same": (same, same)}
 
 # (HF name, [our names of its column blocks, in order], layout)
 GLOBAL_LAYOUT = [
@@ -150,9 +142,6 @@ BLOCK_LAYOUT = [
     ("mlp.c_proj.weight", ["proj_weight"], "transposed"),
     ("mlp.c_proj.bias", ["proj_bias"], "same"),
 ]
-TIED_HEAD = "lm_head.weight"   # the same tensor as transformer.wte.weight
-# Buffers some transformers versions keep in the state dict (the causal mask).
-IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias")
 
 
 def hf_layout(cfg):
@@ -166,8 +155,15 @@ def hf_layout(cfg):
 
 # -- the model -------------------------------------------------------------------------
 @dataclass
-class GPT2:
+class GPT2(HFWeights):
     """A GPT-2 graph (forward, mean cross-entropy loss and gradients) and its weights' map."""
+
+    # the HF walk (hf_weights.py) over this model's table
+    LAYOUTS = LAYOUTS
+    EMBEDDING = "transformer.wte.weight"   # lm_head.weight is the same tensor
+    TIED_NOTE = "GPT-2's head is tied"
+    # Buffers some transformers versions keep in the state dict (the causal mask).
+    IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias")
 
     graph: LogicalGraph
     config: GPT2Config
@@ -225,60 +221,12 @@ class GPT2:
             arrays[tensor.name] = value.astype(dtype)
         return arrays | self.constants
 
-    # -- HF state dicts ---------------------------------------------------------------
-    def load_hf_state_dict(self, cg, state_dict) -> None:
-        """Bind a transformers GPT2LMHeadModel.state_dict() (tensors or arrays) to `cg`."""
-        arrays = {name: _as_numpy(value) for name, value in state_dict.items()}
-        expected = {hf for hf, _, _ in hf_layout(self.config)}
-        unknown = [name for name in arrays if name not in expected and name != TIED_HEAD
-                   and not name.endswith(IGNORED_SUFFIXES)]
-        missing = sorted(expected - set(arrays))
-        if unknown or missing:
-            raise KeyError(f"load_hf_state_dict: unexpected {unknown[:5]}, missing "
-                           f"{missing[:5]} (n_layer={self.config.n_layer})")
-        if TIED_HEAD in arrays and not np.array_equal(arrays[TIED_HEAD],
-                                                      arrays["transformer.wte.weight"]):
-            raise ValueError("load_hf_state_dict: lm_head.weight differs from "
-                             "transformer.wte.weight, but GPT-2's head is tied")
-        dtype = storage_dtype(self.dtype)
-        for hf_name, ours, layout in hf_layout(self.config):
-            to_ours = LAYOUTS[layout][0]
-            blocks = np.split(arrays[hf_name], len(ours), axis=-1)
-            for name, block in zip(ours, blocks):
-                value = to_ours(block, self.config)
-                expected_shape = self.graph.get_tensor(name).shape
-                if value.shape != expected_shape:
-                    raise ValueError(f"load_hf_state_dict: {hf_name} gives {name} shape "
-                                     f"{list(value.shape)}, expected {list(expected_shape)}")
-                cg.bind_data(name, np.asarray(value, dtype=dtype))
-        for name, value in self.constants.items():
-            cg.bind_data(name, value)
+    # -- the HF weights' map (load_hf_state_dict, hf_state_dict, hf_grads: HFWeights) --
+    def hf_table(self) -> list:
+        return hf_layout(self.config)
 
-    def hf_state_dict(self, cg) -> dict:
-        """{HF name: current weight as an ndarray in HF's shape} (lm_head.weight included)."""
-        result = self._to_hf(lambda name: cg.get_output(name))
-        result[TIED_HEAD] = result["transformer.wte.weight"]
-        return result
-
-    def hf_grads(self, cg) -> dict:
-        """{HF parameter name: d loss / d parameter in HF's shape} (the tied head is wte)."""
-        grad_of = {g.grad_of: g.name for g in self.grads}
-        return self._to_hf(lambda name: cg.get_output(grad_of[name]))
-
-    def _to_hf(self, fetch) -> dict:
-        result = {}
-        for hf_name, ours, layout in hf_layout(self.config):
-            to_hf = LAYOUTS[layout][1]
-            blocks = [to_hf(np.asarray(fetch(name)), self.config) for name in ours]
-            result[hf_name] = np.ascontiguousarray(
-                blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=-1))
-        return result
-
-
-def _as_numpy(value):
-    if hasattr(value, "detach"):   # a torch tensor
-        value = value.detach().cpu().numpy()
-    return np.asarray(value)
+    def size_note(self) -> str:
+        return f"n_layer={self.config.n_layer}"
 
 
 def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
@@ -320,128 +268,3 @@ def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
                              f"block indices in [0, {cfg.n_layer})")
         recompute_segments(graph, [f"h{block}_" for block in blocks])
     return model
-
-
-class Builder:
-    """Adds GPT-2's tensors and ops to model.graph in HF's order (Llama's builder
-    shares its parameter and constant helpers)."""
-
-    def __init__(self, model: GPT2):
-        self.model, self.graph, self.cfg = model, model.graph, model.config
-        self.dtype = model.dtype
-
-    def param(self, shape, name, tp_dim=None, compute=False):
-        """A parameter (the master weight); with `compute`, what the block reads of it:
-        under mixed precision its cast to the compute dtype."""
-        tensor = self.graph.tensor(shape, name, self.dtype, requires_grad=True,
-                                   persistent=True)
-        if tp_dim is not None:
-            tensor.split_for_tp(tp_dim)
-        self.model.params.append(tensor)
-        return self.to_compute(tensor) if compute else tensor
-
-    def to_compute(self, x):
-        """x cast to the compute dtype (x itself without mixed precision). Autodiff casts
-        the gradient back, so a master weight's gradient stays in the master dtype."""
-        compute = self.model.compute_dtype
-        if compute is None or compute == x.dtype:
-            return x
-        copy = ops.cast(x, compute, f"{x.name}_{compute}")
-        if x.role == "parameter":
-            copy.copy_of = x.name
-        if x.parallel_dim is not None:
-            copy.split_for_tp(x.parallel_dim)
-        return copy
-
-    def to_master(self, x):
-        """x cast back to the master dtype (the residual stream's)."""
-        return x if x.dtype == self.dtype else ops.cast(x, self.dtype, f"{x.name}_{self.dtype}")
-
-    def constant(self, name, value, dtype):
-        tensor = self.graph.tensor(list(value.shape), name, dtype, persistent=True,
-                                   external=True)
-        self.model.constants[name] = value
-        return tensor
-
-    def embeddings(self):
-        cfg, model, graph = self.cfg, self.model, self.graph
-        shape = [model.seq, model.batch]
-        model.input_ids = graph.tensor(shape, "input_ids", "int64", external=True)
-        model.targets = graph.tensor(shape, "targets", "int64", external=True)
-        positions = np.asfortranarray(np.repeat(np.arange(model.seq)[:, None],
-                                                model.batch, axis=1).astype(np.int64))
-        position_ids = self.constant("position_ids", positions, "int64")
-        keep = np.arange(model.seq)[:, None] <= np.arange(model.seq)[None, :]  # [key, query]
-        self.mask = self.constant("causal_mask", np.asfortranarray(keep), "bool")
-        self.wte = self.param([cfg.n_embd, cfg.vocab_size], "wte", tp_dim=1)
-        wpe = self.param([cfg.n_embd, cfg.n_positions], "wpe")
-        tokens = ops.embedding(model.input_ids, self.wte, "token_embeddings", axis=0)
-        places = ops.embedding(position_ids, wpe, "position_embeddings", axis=0)
-        return ops.add(1.0, tokens, 1.0, places, "h_in")
-
-    def layer_norm(self, x, prefix):
-        n = self.cfg.n_embd
-        weight = self.param([n], f"{prefix}_weight")
-        bias = self.param([n], f"{prefix}_bias")
-        return self.to_compute(ops.layer_norm(x, weight, bias, f"{prefix}_out", axis=0,
-                                              eps=self.cfg.layer_norm_epsilon))
-
-    def linear(self, x, weight, bias, name, ndim=1):
-        product = ops.gemm(weight, x, f"{name}_product", ndim=ndim)
-        return ops.add_fiber(1.0, bias, 1.0, product, name, axis=0)
-
-    def block(self, layer, hidden):
-        p = f"h{layer}"
-        normed = self.layer_norm(hidden, f"{p}_ln_1")
-        attended = self.attention(p, normed)
-        hidden = ops.add(1.0, hidden, 1.0, attended, f"{p}_attn_residual")
-        normed = self.layer_norm(hidden, f"{p}_ln_2")
-        mlp = self.mlp(p, normed)
-        return ops.add(1.0, hidden, 1.0, mlp, f"{p}_mlp_residual")
-
-    def attention(self, p, x):
-        cfg = self.cfg
-        heads, head_dim, n = cfg.n_head, cfg.head_dim, cfg.n_embd
-        per_head = {}
-        for part in ("q", "k", "v"):
-            weight = self.param([heads, head_dim, n], f"{p}_{part}_weight", tp_dim=0,
-                                compute=True)
-            bias = self.param([head_dim, heads], f"{p}_{part}_bias", tp_dim=1, compute=True)
-            product = ops.gemm(weight, x, f"{p}_{part}_heads")           # [H, E, T, B]
-            moved = ops.transpose(product, f"{p}_{part}_moved", ndim=1)   # [E, T, B, H]
-            per_head[part] = ops.add_fiber(1.0, bias, 1.0, moved, f"{p}_{part}", axis=0,
-                                           batch_ndim=1)
-        scale = 1.0 / np.sqrt(head_dim) if cfg.scale_attn_weights else 1.0
-        context = ops.scaled_dot_product_attention(
-            per_head["q"], per_head["k"], per_head["v"], f"{p}_context", mask=self.mask,
-            scale=float(scale))                                            # [E, T, B, H]
-        merged = ops.transpose(context, f"{p}_context_heads", ndim=3)     # [H, E, T, B]
-        weight = self.param([n, heads, head_dim], f"{p}_attn_proj_weight", tp_dim=1,
-                            compute=True)
-        bias = self.param([n], f"{p}_attn_proj_bias", compute=True)
-        return self.to_master(self.linear(merged, weight, bias, f"{p}_attn_out", ndim=2))
-
-    def mlp(self, p, x):
-        cfg = self.cfg
-        fc_weight = self.param([cfg.inner, cfg.n_embd], f"{p}_fc_weight", tp_dim=0,
-                               compute=True)
-        fc_bias = self.param([cfg.inner], f"{p}_fc_bias", tp_dim=0, compute=True)
-        proj_weight = self.param([cfg.n_embd, cfg.inner], f"{p}_proj_weight", tp_dim=1,
-                                 compute=True)
-        proj_bias = self.param([cfg.n_embd], f"{p}_proj_bias", compute=True)
-        inner = self.linear(x, fc_weight, fc_bias, f"{p}_fc")
-        activated = ACTIVATIONS[cfg.activation_function](inner, f"{p}_act")
-        return self.to_master(self.linear(activated, proj_weight, proj_bias, f"{p}_mlp_out"))
-
-    def head(self, hidden):
-        model = self.model
-        normed = self.layer_norm(hidden, "ln_f")
-        # the tied lm_head: logits[V, T, B] = wte^T h; wte's gradient sums both uses
-        if model.compute_dtype in (None, model.dtype):
-            model.logits = ops.gemm(self.wte, normed, "logits", trans_a=True).mark_output()
-        else:   # the head's gemm in the compute dtype, the loss's softmax in the master's
-            product = ops.gemm(self.to_compute(self.wte), normed,
-                               f"logits_{model.compute_dtype}", trans_a=True)
-            model.logits = ops.cast(product, model.dtype, "logits").mark_output()
-        model.loss = ops.cross_entropy(model.logits, model.targets, "loss",
-                                       ignore_index=-100).mark_output()

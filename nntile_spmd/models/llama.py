@@ -21,7 +21,8 @@ unchanged by one permutation of head_dim applied to both q and k, so the rows of
 q_proj and k_proj are permuted on load (evens <- first half, odds <- second half) and
 back on export, as Meta's and HF's conversion scripts do between the two conventions:
 the model computes exactly HF's attention. The sin/cos tables are constants
-[head_dim/2, T, B] computed in float64 from rope_theta.
+[head_dim/2, T, B] computed in float64 from rope_theta. The graph is built by
+models/llama_builder.py.
 
 TP marks: query/key/value heads by kv group (a group never straddles ranks), o_proj by
 its input heads, the MLP inner dim, and the vocabulary. Builds ops through
@@ -34,10 +35,11 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..graph import LogicalGraph, grad, ops
+from ..graph import LogicalGraph, grad
 from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
-from . import gpt2
-from .gpt2 import GPT2, _as_numpy
+from .gpt2 import GPT2
+from .hf_weights import HEAD, same, transposed
+from .llama_builder import LlamaBuilder
 
 
 @dataclass
@@ -154,17 +156,9 @@ def _o_hf(a, cfg):
     return grouped.transpose(0, 2, 1, 3).reshape(a.shape[0], -1)
 
 
-def _transposed(block, cfg):
-    return block.T
-
-
-def _same(block, cfg):
-    return block
-
-
 LAYOUTS = {"q": (_q_ours, _q_hf), "k": (_k_ours, _k_hf), "v": (_v_ours, _v_hf),
-           "o": (_o_ours, _o_hf), "transposed": (_transposed, _transposed),
-           "same": (_same, _same)}
+           "o": (_o_ours, _o_hf), "transposed": (transposed, transposed),
+           "same": (same, same)}
 
 # (HF name, [our tensor name], layout): one tensor per HF parameter
 GLOBAL_LAYOUT = [
@@ -182,7 +176,7 @@ BLOCK_LAYOUT = [
     ("mlp.up_proj.weight", ["up_weight"], "same"),
     ("mlp.down_proj.weight", ["down_weight"], "same"),
 ]
-HEAD = ("lm_head.weight", ["lm_head"], "same")
+UNTIED_HEAD = (HEAD, ["lm_head"], "same")
 
 
 def hf_layout(cfg):
@@ -191,16 +185,28 @@ def hf_layout(cfg):
     for layer in range(cfg.num_hidden_layers):
         table += [(f"model.layers.{layer}.{hf}", [f"h{layer}_{ours}" for ours in names],
                    layout) for hf, names, layout in BLOCK_LAYOUT]
-    return table if cfg.tie_word_embeddings else table + [HEAD]
+    return table if cfg.tie_word_embeddings else table + [UNTIED_HEAD]
 
 
 # -- the model -------------------------------------------------------------------------
 class Llama(GPT2):
     """A Llama graph (forward, mean cross-entropy loss, gradients) and its weights' map.
 
-    The HF state-dict walk is GPT-2's (one layout table); what differs is the table,
+    The HF state-dict walk is GPT-2's (hf_weights.py); what differs is the table,
     the tied head's name and the initialization.
     """
+
+    LAYOUTS = LAYOUTS
+    EMBEDDING = "model.embed_tokens.weight"
+    TIED_NOTE = "tie_word_embeddings is set"
+    IGNORED_SUFFIXES = ()
+
+    def hf_table(self) -> list:
+        return hf_layout(self.config)
+
+    def size_note(self) -> str:
+        return (f"num_hidden_layers={self.config.num_hidden_layers}, "
+                f"tie_word_embeddings={self.config.tie_word_embeddings}")
 
     def init_params(self, rng) -> dict:
         """Fresh weights as transformers initializes Llama, plus the constants.
@@ -215,55 +221,6 @@ class Llama(GPT2):
                 else rng.normal(0.0, std, tensor.shape)
             arrays[tensor.name] = value.astype(dtype)
         return arrays | self.constants
-
-    def load_hf_state_dict(self, cg, state_dict) -> None:
-        """Bind a transformers LlamaForCausalLM.state_dict() (tensors or arrays) to `cg`."""
-        arrays = {name: _as_numpy(value) for name, value in state_dict.items()}
-        table = hf_layout(self.config)
-        expected = {hf for hf, _, _ in table}
-        tied = self.config.tie_word_embeddings
-        unknown = [name for name in arrays if name not in expected
-                   and not (tied and name == HEAD[0])]
-        missing = sorted(expected - set(arrays))
-        if unknown or missing:
-            raise KeyError(f"load_hf_state_dict: unexpected {unknown[:5]}, missing "
-                           f"{missing[:5]} (num_hidden_layers="
-                           f"{self.config.num_hidden_layers}, tie_word_embeddings={tied})")
-        if tied and HEAD[0] in arrays and not np.array_equal(
-                arrays[HEAD[0]], arrays["model.embed_tokens.weight"]):
-            raise ValueError("load_hf_state_dict: lm_head.weight differs from "
-                             "model.embed_tokens.weight, but tie_word_embeddings is set")
-        dtype = storage_dtype(self.dtype)
-        for hf_name, (name,), layout in table:
-            value = LAYOUTS[layout][0](arrays[hf_name], self.config)
-            expected_shape = self.graph.get_tensor(name).shape
-            if value.shape != expected_shape:
-                raise ValueError(f"load_hf_state_dict: {hf_name} gives {name} shape "
-                                 f"{list(value.shape)}, expected {list(expected_shape)}")
-            cg.bind_data(name, np.asarray(value, dtype=dtype))
-        for name, value in self.constants.items():
-            cg.bind_data(name, value)
-
-    def hf_state_dict(self, cg) -> dict:
-        """{HF name: current weight as an ndarray in HF's shape} (a tied lm_head included)."""
-        result = self._to_hf(lambda name: cg.get_output(name))
-        if self.config.tie_word_embeddings:
-            result[HEAD[0]] = result["model.embed_tokens.weight"]
-        return result
-
-    def _to_hf(self, fetch) -> dict:
-        return {hf_name: np.ascontiguousarray(LAYOUTS[layout][1](np.asarray(fetch(name)),
-                                                                 self.config))
-                for hf_name, (name,), layout in hf_layout(self.config)}
-
-
-def rope_tables(cfg: LlamaConfig, batch: int, seq: int) -> tuple:
-    """(sin, cos) [head_dim/2, seq, batch] in float64: angle = position * theta^(-2i/head_dim)."""
-    e = cfg.head_dim
-    inverse_frequency = 1.0 / cfg.rope_theta ** (np.arange(0, e, 2, dtype=np.float64) / e)
-    angle = inverse_frequency[:, None] * np.arange(seq, dtype=np.float64)[None, :]
-    angle = np.repeat(angle[:, :, None], batch, axis=2)
-    return np.asfortranarray(np.sin(angle)), np.asfortranarray(np.cos(angle))
 
 
 def build_llama(cfg: LlamaConfig, batch: int, seq: int, dtype: str = "fp32",
@@ -282,7 +239,7 @@ def build_llama(cfg: LlamaConfig, batch: int, seq: int, dtype: str = "fp32",
                          f"{cfg.max_position_embeddings} and batch >= 1, got seq={seq}, "
                          f"batch={batch}")
     model = Llama(LogicalGraph(name), cfg, batch, seq, dtype)
-    builder = _Builder(model)
+    builder = LlamaBuilder(model)
     hidden = builder.embeddings()
     for layer in range(cfg.num_hidden_layers):
         hidden = builder.block(layer, hidden)
@@ -290,85 +247,3 @@ def build_llama(cfg: LlamaConfig, batch: int, seq: int, dtype: str = "fp32",
     if with_grads:
         model.grads = grad(model.graph, model.loss, model.params)
     return model
-
-
-class _Builder(gpt2.Builder):
-    """Adds Llama's tensors and ops to model.graph in HF's order (parameters and
-    constants as GPT-2's builder declares them)."""
-
-    def embeddings(self):
-        cfg, model, graph = self.cfg, self.model, self.graph
-        shape = [model.seq, model.batch]
-        model.input_ids = graph.tensor(shape, "input_ids", "int64", external=True)
-        model.targets = graph.tensor(shape, "targets", "int64", external=True)
-        sin, cos = rope_tables(cfg, model.batch, model.seq)
-        value_dtype = storage_dtype(self.dtype)
-        self.sin = self.constant("rope_sin", sin.astype(value_dtype, order="F"), self.dtype)
-        self.cos = self.constant("rope_cos", cos.astype(value_dtype, order="F"), self.dtype)
-        keep = np.arange(model.seq)[:, None] <= np.arange(model.seq)[None, :]  # [key, query]
-        self.mask = self.constant("causal_mask", np.asfortranarray(keep), "bool")
-        self.embed = self.param([cfg.hidden_size, cfg.vocab_size], "embed_tokens", tp_dim=1)
-        return ops.embedding(model.input_ids, self.embed, "h_in", axis=0)
-
-    def rms_norm(self, x, prefix):
-        weight = self.param([self.cfg.hidden_size], f"{prefix}_weight")
-        return ops.rms_norm(x, weight, f"{prefix}_out", axis=0, eps=self.cfg.rms_norm_eps)
-
-    def block(self, layer, hidden):
-        p = f"h{layer}"
-        attended = self.attention(p, self.rms_norm(hidden, f"{p}_input_norm"))
-        hidden = ops.add(1.0, hidden, 1.0, attended, f"{p}_attn_residual")
-        mlp = self.mlp(p, self.rms_norm(hidden, f"{p}_post_norm"))
-        return ops.add(1.0, hidden, 1.0, mlp, f"{p}_mlp_residual")
-
-    def key_value(self, p, part, x, rotate):
-        """[E, T, B, HEADS]: one key/value head per group, shared by its rep queries."""
-        cfg = self.cfg
-        kv, e, n = cfg.num_key_value_heads, cfg.head_dim, cfg.hidden_size
-        weight = self.param([kv, e, n], f"{p}_{part}_weight", tp_dim=0)
-        product = ops.gemm(weight, x, f"{p}_{part}_heads")                # [kv, E, T, B]
-        moved = ops.transpose(product, f"{p}_{part}_moved", ndim=1)       # [E, T, B, kv]
-        if cfg.rep == 1:
-            return ops.rope(self.sin, self.cos, moved, f"{p}_{part}") if rotate else moved
-        if rotate:
-            moved = ops.rope(self.sin, self.cos, moved, f"{p}_{part}_rotated")
-        return ops.scale_slice(1.0, moved, f"{p}_{part}", axis=3, size=cfg.rep)
-
-    def attention(self, p, x):
-        cfg = self.cfg
-        heads, e, n = cfg.head_dims, cfg.head_dim, cfg.hidden_size
-        kv_dim = len(heads) - 1   # the kv_heads dim of HEADS: tp splits whole groups
-        q_weight = self.param([*heads, e, n], f"{p}_q_weight", tp_dim=kv_dim)
-        product = ops.gemm(q_weight, x, f"{p}_q_heads")                  # [HEADS, E, T, B]
-        moved = ops.transpose(product, f"{p}_q_moved", ndim=len(heads))   # [E, T, B, HEADS]
-        q = ops.rope(self.sin, self.cos, moved, f"{p}_q")
-        k = self.key_value(p, "k", x, rotate=True)
-        v = self.key_value(p, "v", x, rotate=False)
-        context = ops.scaled_dot_product_attention(
-            q, k, v, f"{p}_context", mask=self.mask, scale=float(e ** -0.5))
-        merged = ops.transpose(context, f"{p}_context_heads", ndim=3)    # [HEADS, E, T, B]
-        o_weight = self.param([n, *heads, e], f"{p}_o_weight", tp_dim=1 + kv_dim)
-        return ops.gemm(o_weight, merged, f"{p}_attn_out", ndim=len(heads) + 1)
-
-    def mlp(self, p, x):
-        cfg = self.cfg
-        inner, n = cfg.intermediate_size, cfg.hidden_size
-        gate_weight = self.param([inner, n], f"{p}_gate_weight", tp_dim=0)
-        up_weight = self.param([inner, n], f"{p}_up_weight", tp_dim=0)
-        down_weight = self.param([n, inner], f"{p}_down_weight", tp_dim=1)
-        gate = ops.silu(ops.gemm(gate_weight, x, f"{p}_gate"), f"{p}_act")
-        up = ops.gemm(up_weight, x, f"{p}_up")
-        swiglu = ops.multiply(gate, up, f"{p}_swiglu")                    # SwiGLU
-        return ops.gemm(down_weight, swiglu, f"{p}_mlp_out")
-
-    def head(self, hidden):
-        model, cfg = self.model, self.cfg
-        normed = self.rms_norm(hidden, "norm")
-        if cfg.tie_word_embeddings:   # logits = embed^T h; embed's gradient sums both uses
-            logits = ops.gemm(self.embed, normed, "logits", trans_a=True)
-        else:
-            head = self.param([cfg.vocab_size, cfg.hidden_size], "lm_head", tp_dim=0)
-            logits = ops.gemm(head, normed, "logits")
-        model.logits = logits.mark_output()
-        model.loss = ops.cross_entropy(model.logits, model.targets, "loss",
-                                       ignore_index=-100).mark_output()

@@ -1,10 +1,12 @@
-"""Plan layer: device meshes, `distribution={"dp": 2, "tp": 2}` (or fsdp x tp).
+"""Plan layer: device meshes, `distribution={"dp": 2, "tp": 2}` (or fsdp x tp, dp x pp,
+fsdp x tp x pp).
 
 The ranks form a grid, the first named axis outermost (rank = dp_index * tp + tp_index
 for dp x tp). Each mesh axis applies one preset's rule along its own coordinate:
 a batch axis (dp or fsdp) blocks the batch tiles over its coordinate, fsdp also deals
 parameter, gradient and optimizer-state tiles round-robin over it, and tp blocks the
-hidden axes the tp preset would split. A tile no rule places along some axis is held
+hidden axes the tp preset would split, and pp puts each tensor on the index of its
+pipeline stage (plan/pipeline.py). A tile no rule places along some axis is held
 by every rank along that axis: a parameter shard of dp x tp lives on one tp column
 (its replicas across dp), an activation of one dp row on the whole row (replicated
 across tp). Such a rank set is a *group*; owners name it by a code below REPLICATED
@@ -21,8 +23,9 @@ from functools import lru_cache
 
 import numpy as np
 
-MESH_AXES = ("dp", "fsdp", "tp")
+MESH_AXES = ("dp", "fsdp", "tp", "pp")
 BATCH_AXES = ("dp", "fsdp")
+SCHEDULES = ("gpipe", "1f1b")
 FIRST_GROUP_CODE = -2
 
 
@@ -31,6 +34,7 @@ class Mesh:
     """A device mesh: ((axis name, size), ...) outer to inner."""
 
     axes: tuple
+    schedule: str = "gpipe"   # with a pp axis: "gpipe" or "1f1b" (plan/pipeline.py)
 
     def __post_init__(self):
         names = [name for name, _ in self.axes]
@@ -44,6 +48,9 @@ class Mesh:
         if bad:
             raise ValueError(f"distribution mesh {self.describe()}: axis {bad[0][0]!r} needs "
                              f"a positive integer size, got {bad[0][1]!r}")
+        if self.schedule not in SCHEDULES or (self.schedule != "gpipe" and "pp" not in names):
+            raise ValueError(f"distribution mesh {self.describe()}: schedule "
+                             f"{self.schedule!r} needs one of {SCHEDULES} and a pp axis")
         if sum(name in BATCH_AXES for name in names) > 1:
             raise ValueError(f"distribution mesh {self.describe()}: dp and fsdp both split "
                              "the batch axis; name one of them")
@@ -82,8 +89,9 @@ class Mesh:
     def batch_and_hidden(self, graph, class_of, classes):
         from .presets import default_batch_class, default_tp_classes
         names = {name for name, _ in self.axes}
+        # pp does not split the batch over ranks, but its tiles are the micro-batches
         batch = (default_batch_class(graph, class_of, classes)
-                 if names & set(BATCH_AXES) else None)
+                 if names & {*BATCH_AXES, "pp"} else None)
         hidden = set(default_tp_classes(graph, class_of, classes)) if "tp" in names else set()
         if batch is not None and batch in hidden:
             raise ValueError(f"distribution mesh {self.describe()}: the batch axis is also "
@@ -97,6 +105,7 @@ class Mesh:
         from .presets import SHARDED_ROLES
         self.check_world(nranks)
         batch, hidden = self.batch_and_hidden(graph, class_of, classes)
+        stages = self.tensor_stages(graph)
         result, offsets = {}, {}
         for tensor in graph.tensors():
             dims = [class_of[(tensor.name, d)] for d in range(tensor.ndim)]
@@ -104,7 +113,10 @@ class Mesh:
             hidden_dims = [d for d, c in enumerate(dims) if c in hidden]
             rules = []
             for axis, _ in self.axes:
-                if axis == "tp":
+                if axis == "pp":
+                    stage = stages[tensor.name]
+                    rules.append(("replicate",) if stage is None else ("fixed", stage))
+                elif axis == "tp":
                     rules.append(("block", hidden_dims[-1]) if hidden_dims else ("replicate",))
                 elif batch_dims:
                     rules.append(("block", batch_dims[-1]))
@@ -116,6 +128,31 @@ class Mesh:
                     rules.append(("replicate",))
             result[tensor.name] = TileDistribution.mesh_layout(self.shape, tuple(rules))
         return result
+
+    @property
+    def pipelined(self) -> bool:
+        """Does the program walk micro-batches in pipeline order (plan/pipeline.py)?"""
+        return "pp" in dict(self.axes)
+
+    @property
+    def pipeline_stages(self) -> int:
+        """Number of pipeline stages (1 without a pp axis)."""
+        return dict(self.axes).get("pp", 1)
+
+    def one_f_one_b(self, graph):
+        """A pipeline.OneFOneB when the program walks 1F1B, else None (GPipe, no pp)."""
+        if self.schedule != "1f1b":
+            return None
+        from .pipeline import OneFOneB
+        names = {name for name, _ in self.axes}
+        return OneFOneB(self.tensor_stages(graph), not names & set(BATCH_AXES))
+
+    def tensor_stages(self, graph) -> dict:
+        """{tensor name: pipeline stage or None (every stage)}; empty without pp."""
+        if "pp" not in dict(self.axes):
+            return {}
+        from .pipeline import tensor_stages
+        return tensor_stages(graph, self.pipeline_stages)
 
 
 @lru_cache(maxsize=64)
@@ -166,6 +203,8 @@ def axis_index(rule, size, coords, linear, grid):
         return None
     if rule[0] == "cyclic":
         return (linear + rule[1]) % size
+    if rule[0] == "fixed":   # every tile at one index: a pipeline stage
+        return rule[1]
     dim = rule[1]
     return coords[dim] * size // max(grid[dim], 1)
 

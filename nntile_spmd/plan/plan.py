@@ -23,10 +23,11 @@ from . import offload
 from .fusion import fuse_program
 from .instructions import Exec, Recv, Send
 from .lowering import lower_op
+from .pipeline import batch_dims, micro_batch_order
 from .views import find_views
 from .memory import TileMeta, insert_frees, simulate_memory
 from .rank_builder import RankProgramBuilder, permanent_holders
-from .presets import as_preset
+from .presets import as_preset, default_batch_class
 from .tiling import TilingRequest, TilingSpec, TilingStrategy
 
 DEFAULT_WINDOW = 8
@@ -70,8 +71,12 @@ def plan_graph(graph, nranks, tiling, distribution, window) -> Plan:
     distributions = preset.assign(graph, class_of, classes, nranks)
     owners = {name: tensor_owners(name, distributions[name], spec.grid, nranks)
               for name, spec in tilings.items()}
-    return Plan(graph, nranks, window, classes, class_of, tilings, distributions, owners,
+    plan = Plan(graph, nranks, window, classes, class_of, tilings, distributions, owners,
                 preset.rank_groups(nranks))
+    if preset.pipelined:
+        plan.micro_batch_dims = batch_dims(plan, default_batch_class(graph, class_of, classes))
+        plan.one_f_one_b = preset.one_f_one_b(graph)
+    return plan
 
 
 def tensor_owners(name, distribution, grid, nranks):
@@ -86,6 +91,8 @@ class Plan:
     """Tilings, owners and per-rank programs of one graph on `nranks` ranks."""
 
     fuse = False   # plans pickled in a cache before fusion existed read as unfused
+    micro_batch_dims = None   # pipelined: {tensor: batch dim} (plan/pipeline.py)
+    one_f_one_b = None        # pipelined 1F1B: a pipeline.OneFOneB; None: GPipe
     policy = None  # an offloading ExecutionPolicy (plan/offload.py), set before programs
 
     def __init__(self, graph, nranks, window, classes, class_of, tilings, distributions,
@@ -158,8 +165,8 @@ class Plan:
     def _build_programs(self, phase_key):
         builder = ProgramBuilder(self.nranks, self.meta, self.owner_table,
                                  permanent_holders(self), self.deterministic, self.groups)
-        for op in self.live_ops(phase_key):
-            builder.add_op(lower_op(op, self.tilings, self.views))
+        for groups in self.task_groups(phase_key):
+            builder.add_op(groups)
         return [self.finish_program(program, rank, phase_key)
                 for rank, program in enumerate(builder.finish())]
 
@@ -181,9 +188,18 @@ class Plan:
     def _build_rank_program(self, phase_key, rank):
         builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owner_table,
                                      permanent_holders(self), self.deterministic, self.groups)
-        for op in self.live_ops(phase_key):
-            builder.add_op(lower_op(op, self.tilings, self.views))
+        for groups in self.task_groups(phase_key):
+            builder.add_op(groups)
         return self.finish_program(builder.finish_rank(), rank, phase_key)
+
+    def task_groups(self, phase_key):
+        """The task group lists both builders walk: one per op in program order, or
+        per op and micro-batch in pipeline order (plan/pipeline.py)."""
+        lowered = ((op, lower_op(op, self.tilings, self.views))
+                   for op in self.live_ops(phase_key))
+        if self.micro_batch_dims is None:
+            return (groups for _, groups in lowered)
+        return micro_batch_order(lowered, self.micro_batch_dims, self.one_f_one_b)
 
     @cached_property
     def views(self):
@@ -264,7 +280,10 @@ class Plan:
         tiling_text = repr(sorted((name, repr(spec)) for name, spec in self.tilings.items()))
         owner_text = "".join(f"{name}:{self.owners[name].tobytes().hex()}"
                              for name in sorted(self.owners)) + \
-            f"/{self.nranks}/{self.window}/{self.deterministic}/{self.fuse}/{self.policy}"
+            f"/{self.nranks}/{self.window}/{self.deterministic}/{self.fuse}" + \
+            ("/pipelined" if self.micro_batch_dims is not None else "") + \
+            ("/1f1b" if self.one_f_one_b is not None else "") + \
+            (f"/{self.policy}" if self.policy is not None else "")
         return {part: hashlib.sha256(text.encode()).hexdigest()[:16]
                 for part, text in (("graph", graph_text), ("tiling", tiling_text),
                                    ("distribution", owner_text))}

@@ -1,4 +1,4 @@
-"""Plan layer: distribution presets (single, DDP, FSDP, TP) that assign a
+"""Plan layer: distribution presets (single, DDP, FSDP, TP, PP) that assign a
 TileDistribution to every tensor from its role and axes, on any graph.
 """
 
@@ -11,6 +11,7 @@ from .distribution import TileDistribution
 from .mesh import Mesh
 
 PRESET_NAMES = ("single", "ddp", "fsdp", "tp")
+PIPELINE_PRESET = "pp"   # every rank one stage: the mesh {"pp": world size}
 SHARDED_ROLES = ("parameter", "gradient", "state", "constant")
 
 
@@ -24,16 +25,33 @@ class Preset:
     overrides: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
-        if self.name not in PRESET_NAMES:
+        if self.name not in PRESET_NAMES + (PIPELINE_PRESET,):
             raise ValueError(f"unknown distribution preset {self.name!r}; expected one of "
-                             f"{PRESET_NAMES} or a dict of TileDistribution")
+                             f"{PRESET_NAMES + (PIPELINE_PRESET,)} or a dict of "
+                             "TileDistribution")
 
     def rank_groups(self, nranks) -> tuple:
         """Rank sets that owner codes below REPLICATED name: none outside a mesh."""
         return ()
 
+    @property
+    def pipelined(self) -> bool:
+        """Does the program walk micro-batches in pipeline order (plan/pipeline.py)?"""
+        return self.name == PIPELINE_PRESET
+
+    def one_f_one_b(self, graph):
+        """None: the pp preset walks GPipe ({"pp": n, "schedule": "1f1b"} for 1F1B)."""
+        return None
+
+    def pipeline_mesh(self, nranks):
+        """The pp preset as the mesh {"pp": nranks}; None for the other presets."""
+        return Mesh(((PIPELINE_PRESET, nranks),)) if self.name == PIPELINE_PRESET else None
+
     def split_classes(self, graph, class_of, classes) -> frozenset:
-        """The axis classes this preset blocks over ranks (none for single)."""
+        """The axis classes this preset blocks over ranks (none for single); for pp the
+        batch axis, whose tiles are its micro-batches."""
+        if self.name == PIPELINE_PRESET:
+            return self.pipeline_mesh(1).split_classes(graph, class_of, classes)
         if self.name == "single":
             return frozenset()
         if self.axis is not None:
@@ -47,7 +65,11 @@ class Preset:
         """TileDistribution for every tensor name."""
         split = self.split_classes(graph, class_of, classes)
         result, offsets = {}, {}
+        if self.name == PIPELINE_PRESET:
+            result = self.pipeline_mesh(nranks).assign(graph, class_of, classes, nranks)
         for tensor in graph.tensors():
+            if tensor.name in result:
+                continue
             dims = [class_of[(tensor.name, d)] for d in range(tensor.ndim)]
             result[tensor.name] = self.tensor_rule(tensor, dims, split, offsets, nranks)
         unknown = set(self.overrides) - set(result)
@@ -118,8 +140,9 @@ def default_tp_classes(graph, class_of, classes) -> frozenset:
 
 
 def as_preset(distribution) -> Preset | Mesh:
-    """Accept a preset name, a Preset, a Mesh, a mesh as {axis: size} ({"dp": 2, "tp": 2}),
-    or a dict of per-tensor overrides {name: TileDistribution} on 'single'."""
+    """Accept a preset name, a Preset, a Mesh, a mesh as {axis: size} ({"dp": 2, "tp": 2};
+    with a pp axis optionally "schedule": "gpipe" or "1f1b"), or a dict of per-tensor
+    overrides {name: TileDistribution} on 'single'."""
     if isinstance(distribution, (Preset, Mesh)):
         return distribution
     if isinstance(distribution, str):
@@ -130,7 +153,8 @@ def as_preset(distribution) -> Preset | Mesh:
             if len(sizes) < len(distribution):
                 raise ValueError(f"distribution {distribution!r} mixes mesh axis sizes and "
                                  "per-tensor TileDistributions; pass one or the other")
-            return Mesh(tuple(distribution.items()))
+            axes = {k: v for k, v in distribution.items() if k != "schedule"}
+            return Mesh(tuple(axes.items()), distribution.get("schedule", "gpipe"))
         return Preset("single", overrides=dict(distribution))
     raise TypeError(f"distribution must be a preset name, Preset or dict, got "
                     f"{type(distribution).__name__}")

@@ -4,79 +4,27 @@
 
 from __future__ import annotations
 
-import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-from ..plan.cache import ENV_DIRECTORY, shared_cache
 from ..plan.offload import as_policy, resident_at_rest
-from ..plan.plan import build_plan, normalize_phases
+from ..plan.plan import normalize_phases
 from .binding import BindingMixin
+from .compile_steps import (PendingCompile, check_same_plan, make_world, own_rank,
+                            plan_graph_cached, plan_in_background)
 from .consistency import RankAgreement
 from .device import check_storage, for_graph
 from .executor_threads import make_executor
-from .failure import install_abort_on_error
-from .fused_kernels import kernel_table, resolve_fuse
+from .fused_kernels import resolve_fuse
 from .limits import check_fits_in_memory
 from .offload_store import OffloadStore
 from .profile import ProfileMixin, profile_from_env
+from .program_index import program_index
 from .scalars import ResolvedProgram, ScalarTable
 from .thread_budget import TaskThreads
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
 from .staging import wrap_transport
 from .storage import TileStore
-from .timeouts import resolve_timeout
-from .world import World, refuse_unless_executing
-
-
-def own_rank(world: World):
-    """The rank whose program this process derives alone (DESIGN 4.3): a real MPI rank's
-    or a PlanningWorld's own; None for a world that runs every rank."""
-    return None if world.runs_every_rank else world.rank
-
-
-def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic, cache,
-                      rank=None, fuse=False, policy=None):
-    """The plan with its programs derived (so a graph that cannot be planned, e.g.
-    a tensor read before anything writes it, raises PlanError from compile on every
-    rank rather than from the first execute), through `cache` when there is one.
-    With `rank`, only that rank's program is derived."""
-    def build():
-        plan = build_plan(graph, nranks, tiling, distribution, window, deterministic, rank,
-                          fuse)
-        plan.policy = policy
-        if rank is None:
-            plan.programs()
-        else:
-            plan.program(rank)
-        return plan
-    if cache is None and os.environ.get(ENV_DIRECTORY):
-        cache = shared_cache()
-    if cache is None or cache is False or policy is not None:   # cache keys lack the policy
-        return build()
-    cache = shared_cache() if cache is True else cache
-    return cache.plan(graph, nranks, tiling, distribution, window, build, deterministic, rank,
-                      fuse)
-
-
-class PendingCompile:
-    """What compile_async returns: planning runs in a worker thread; result() waits
-    for it, then does the collective half (all ranks call it, in the same order)."""
-
-    def __init__(self, future, finish):
-        self.future, self.finish, self.compiled = future, finish, None
-
-    def done(self) -> bool:
-        """True once planning has finished (result() then only does the collective part)."""
-        return self.future.done()
-
-    def result(self) -> CompiledGraph:
-        if self.compiled is None:
-            self.compiled = self.finish(self.future.result())
-        return self.compiled
-
-
-_PLANNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nntile-planner")
+from .world import refuse_unless_executing
 
 
 def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bindings=None,
@@ -92,22 +40,10 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
         graph = graph.bind(shape_bindings)
     world = make_world(comm, recv_timeout)
     check_fits_in_memory(graph, world.size, len(world.local_ranks()))
-    future = _PLANNER.submit(plan_graph_cached, graph, world.size, tiling, distribution,
-                             window, deterministic, cache, own_rank(world), resolve_fuse(fuse))
+    future = plan_in_background(graph, world.size, tiling, distribution, window,
+                                deterministic, cache, own_rank(world), resolve_fuse(fuse))
     return PendingCompile(future, lambda plan: CompiledGraph.from_plan(
         graph, world, plan, device, threads, task_threads))
-
-
-def make_world(comm, recv_timeout):
-    """The world `comm` names: a World (SimulatedWorld, PlanningWorld) as is, else the
-    ranks of an MPI communicator (default MPI.COMM_WORLD)."""
-    if isinstance(comm, World):
-        resolve_timeout(recv_timeout)   # a bad value fails the same way on every world
-        return comm
-    from .mpi_world import MPIWorld   # only real MPI runs need mpi4py loaded
-    world = MPIWorld(comm, recv_timeout)
-    install_abort_on_error(world.rank, world.size)
-    return world
 
 
 class CompiledGraph(BindingMixin, ProfileMixin):
@@ -126,6 +62,7 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         self.scalars = ScalarTable(graph)
         self.resolved = {}   # (phases, rank) -> ResolvedProgram
         self.fused_kernels = {}   # the kernel table with the fused chains (fused_kernels.py)
+        self.indexes = {}    # (phases, rank) -> program_index.IndexEntry
         self.agreement = RankAgreement(graph.name)
         self.graph_size = (len(graph.tensors()), len(graph.ops()))   # to notice later edits
         self.produced = set()  # tensors some execute() has computed (get_output checks)
@@ -202,11 +139,13 @@ class CompiledGraph(BindingMixin, ProfileMixin):
             transport = wrap_transport(self.world.transport(rank, epoch), self.device,
                                        self.world.cuda_aware)
             program = self.resolved_program(phases, rank)
-            kernels = kernel_table(self.device, program, self.fused_kernels)
+            index = program_index(self.indexes, (phases_key, rank), self.device, program,
+                                  self.fused_kernels)
             task_threads = self.threading.for_program((phases_key, rank), program)
             executors[rank] = make_executor(
-                rank, program, self.plan.meta, store, transport, kernels,
-                self.plan.window, task_threads, [] if self.profiling else None)
+                rank, program, self.plan.meta, store, transport, index.kernels,
+                self.plan.window, task_threads, [] if self.profiling else None,
+                index.positions)
         try:
             self.world.run(executors)
         except BaseException:
@@ -319,30 +258,6 @@ class CompiledGraph(BindingMixin, ProfileMixin):
 
     def fingerprint(self) -> str:
         return self.plan.fingerprint()
-
-
-def check_same_plan(world, plan):
-    """Raise on every rank (never hang) if ranks derived different plans."""
-    parts = world.agree(plan.fingerprint_parts())
-    differing = [(rank, part) for rank, theirs in enumerate(parts)
-                 for part in theirs if theirs[part] != parts[0][part]]
-    if differing:
-        summary = world.agree([t.describe() for t in plan.graph.tensors()])
-        details = "; ".join(f"rank {rank} differs from rank 0 in its {part}"
-                            for rank, part in differing)
-        diff = first_difference(summary)
-        raise RuntimeError(f"ranks built different plans: {details}{diff}")
-
-
-def first_difference(summaries):
-    for rank, tensors in enumerate(summaries[1:], start=1):
-        for mine, theirs in zip(summaries[0], tensors):
-            if mine != theirs:
-                return f" (first tensor difference: rank 0 has {mine}, rank {rank} has {theirs})"
-        if len(tensors) != len(summaries[0]):
-            return (f" (rank 0 has {len(summaries[0])} tensors, rank {rank} has "
-                    f"{len(tensors)})")
-    return ""
 
 
 compile = CompiledGraph.compile  # noqa: A001 - the public name nt.compile

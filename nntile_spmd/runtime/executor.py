@@ -31,21 +31,21 @@ class RankExecutor:
 
     uses_spares = True              # freed large tiles serve later allocations (storage.py)
 
-    def __init__(self, rank, program, meta, store, transport, kernels, window, events=None):
+    def __init__(self, rank, program, meta, store, transport, kernels, window, events=None,
+                 positions=None):
         self.rank, self.program, self.meta = rank, program, meta
         self.events = events        # list of (kind, op, kernel, start, end, thread) or None
         self.store, self.transport, self.kernels = store, transport, kernels
         self.window = window
         store.use_spares = self.uses_spares
         store.begin(program)
-        self.positions = recv_positions(program)
+        self.positions = recv_positions(program) if positions is None else positions
         self.pc = 0
         self.posted = 0             # RECVs posted so far (in program order)
         self.received = 0           # RECVs completed so far
         self.pending_recvs = deque()  # (handle, buffer) of posted, unfinished RECVs
         self.pending_sends = {}     # key -> [handles]
         self.parked = []            # (handles, buffer, meta): old versions still being sent
-        self.flops = 0
         self.traffic = transport.traffic   # counted where buffers meet MPI
         self.per_op = {}            # op name -> totals list (stats.TASKS, ...)
         self.busy_s = 0.0           # executor clock: time inside run()
@@ -104,6 +104,11 @@ class RankExecutor:
             handle = transport.post_recv(instruction.peer, instruction.tag, buffer)
             self.pending_recvs.append((handle, buffer))
         self.posted = target
+
+    @property
+    def flops(self) -> int:
+        """FLOPs of the tasks run so far (summed per op as they ran)."""
+        return sum(totals[FLOPS] for totals in self.per_op.values())
 
     def totals(self, op_name):
         """The accumulator of `op_name` (created on its first instruction)."""
@@ -166,9 +171,9 @@ class RankExecutor:
 
     def make_exec(self):
         tiles, kernels, meta = self.store.tiles, self.kernels, self.meta
-        get_tile, allocate = tiles.__getitem__, self.store.allocate
+        new_buffer, get_tile = self.store.new_buffer, self.store.tiles.__getitem__
         pending_sends, retire = self.pending_sends, self.retire_sends
-        per_op, clock, events = self.per_op, time.perf_counter, self.events
+        per_op, totals_of, clock, events = self.per_op, self.totals, time.perf_counter, self.events
 
         def do_exec(instruction, blocking):
             kernel, keys, _, writes, params, flops, op_name = instruction
@@ -176,9 +181,10 @@ class RankExecutor:
                 if pending_sends and key in pending_sends:
                     old = tiles[key]    # an in-flight send still reads the old version
                     if not retire(key):
-                        allocate(key, meta[key])[...] = old   # the op may accumulate
+                        tiles[key] = new_buffer(meta[key])
+                        tiles[key][...] = old   # the op may accumulate
                 if key not in tiles:
-                    allocate(key, meta[key])
+                    tiles[key] = new_buffer(meta[key])
             start = clock()
             try:
                 kernels[kernel](*map(get_tile, keys), **params)
@@ -188,25 +194,23 @@ class RankExecutor:
                     error.add_note(self.describe_exec(instruction))
                 raise
             end = clock()
-            elapsed = end - start
             if events is not None:
                 events.append(("task", op_name, kernel, start, end, 0))
-            totals = per_op.get(op_name) or self.totals(op_name)
-            totals[KERNEL_S] += elapsed
+            totals = per_op.get(op_name) or totals_of(op_name)
+            totals[KERNEL_S] += end - start
             totals[TASKS] += 1
             totals[FLOPS] += flops
-            self.flops += flops
         return do_exec
 
     def make_free(self):
-        free, meta = self.store.free, self.meta
+        release, pop, meta = self.store.release, self.store.tiles.pop, self.meta
         pending_sends, retire = self.pending_sends, self.retire_sends
 
         def do_free(instruction, blocking):
             key = instruction[0]
             if pending_sends and key in pending_sends and not retire(key):
                 return              # parked: released once its sends complete
-            free(key, meta[key])
+            release(pop(key), meta[key])
         return do_free
 
     def retire_sends(self, key) -> bool:
@@ -261,7 +265,9 @@ class RankExecutor:
 # inside calls such as Test (the receiver copies it, e.g. by CMA), and one
 # time.sleep costs at least ~50 us of timer slack, which halved the throughput of
 # 64 KiB tiles (benchmarks/bench_exchange.py); sched_yield keeps the spin polite
-# to ranks that share the core.
+# to ranks that share the core. Where the node has more ranks than cores, a spinning
+# rank takes the CPU from the rank it waits for, so ranks there sleep at once
+# (MPIWorld.setup_node; docs/benchmarks.md section 7 measures both).
 SPIN_SECONDS = 0.02
 # How long an old tile version waits for its sends before it is parked (see
 # retire_sends): a receiver about to post its receive completes the send in that time
@@ -271,13 +277,14 @@ SPIN_SECONDS = 0.02
 SEND_GRACE_SECONDS = 0.001
 
 
-def wait_with_deadline(test, timeout, describe):
-    """Poll `test` until it is true; past `timeout` seconds raise RecvTimeout."""
+def wait_with_deadline(test, timeout, describe, spin_seconds=SPIN_SECONDS):
+    """Poll `test` until it is true, spinning `spin_seconds` before sleeping; past
+    `timeout` seconds raise RecvTimeout."""
     if test():
         return
     clock, spin_yield = time.perf_counter, os.sched_yield
     start = clock()
-    spin_until = start + SPIN_SECONDS
+    spin_until = start + spin_seconds
     pause = 0.0
     while not test():
         now = clock()

@@ -67,7 +67,7 @@ class ThreadedRankExecutor(RankExecutor):
     uses_spares = False             # see storage.py: frees may be deferred
 
     def __init__(self, rank, program, meta, store, transport, kernels, window, events=None,
-                 threads=2):
+                 threads=2, positions=None):
         self.pool = task_pool(threads)
         self.max_in_flight = MAX_IN_FLIGHT_PER_THREAD * threads
         self.deferred = []      # (tasks, buffer, meta) of FREEs waiting for their users
@@ -79,7 +79,8 @@ class ThreadedRankExecutor(RankExecutor):
         self.in_flight = 0      # issued tasks not finished yet
         self.waiting = False    # the executor thread sleeps on cond
         self.error = None       # the first exception a worker's kernel raised
-        super().__init__(rank, program, meta, store, transport, kernels, window, events)
+        super().__init__(rank, program, meta, store, transport, kernels, window, events,
+                         positions)
 
     def run(self, blocking=True) -> bool:
         try:
@@ -302,7 +303,6 @@ class ThreadedRankExecutor(RankExecutor):
             totals[KERNEL_S] += end - start
             totals[TASKS] += 1
             totals[FLOPS] += flops
-            self.flops += flops
             for successor in task.successors:
                 successor.pending -= 1
                 if not successor.pending:
@@ -315,9 +315,11 @@ class ThreadedRankExecutor(RankExecutor):
 
 
 def make_executor(rank, program, meta, store, transport, kernels, window, task_threads,
-                  events=None):
-    """The serial executor, or the threaded one when tile tasks may run side by side."""
+                  events=None, positions=None):
+    """The serial executor, or the threaded one when tile tasks may run side by side
+    (`positions`: the program's RECV indices when the caller has them already)."""
     if task_threads > 1:
         return ThreadedRankExecutor(rank, program, meta, store, transport, kernels, window,
-                                    events, task_threads)
-    return RankExecutor(rank, program, meta, store, transport, kernels, window, events)
+                                    events, task_threads, positions)
+    return RankExecutor(rank, program, meta, store, transport, kernels, window, events,
+                        positions)

@@ -67,8 +67,8 @@ class TileStore:
         if dtype is None:
             dtype = self._dtypes[meta.dtype] = self.storage_dtype(meta.dtype)
         array = (self._zeros if zero else self._empty)(meta.shape, dtype, order="F")
-        self.nbytes += array.nbytes
-        held = self.nbytes + self.spare_bytes
+        self.nbytes = nbytes = self.nbytes + array.nbytes
+        held = nbytes + self.spare_bytes
         if held > self.peak:
             self.peak = held
         if held - self.deferred > self.in_order_peak:
@@ -101,15 +101,16 @@ class TileStore:
 
     def release(self, array, meta):
         """A buffer leaves the live set: large ones become spares (held bytes unchanged)."""
-        self.nbytes -= array.nbytes
-        if array.nbytes >= SPARE_MIN_BYTES and self.use_spares:
+        nbytes = array.nbytes
+        self.nbytes -= nbytes
+        if nbytes >= SPARE_MIN_BYTES and self.use_spares:
             key = (meta.shape, meta.dtype)
             arrays = self.spare.get(key)
             if arrays is None:
                 self.spare[key] = [array]
             else:
                 arrays.append(array)
-            self.spare_bytes += array.nbytes
+            self.spare_bytes += nbytes
 
     def drop_spare(self):
         """Give every spare buffer back to the allocator."""

@@ -68,24 +68,49 @@ def simulated_task_threads(task_threads=None):
 
 
 class TaskThreads:
-    """A compiled graph's task threads on one process: fixed, or chosen per program.
+    """A compiled graph's task threads on one process: fixed, or chosen per execute.
 
-    `fixed` None means the default: tasks one at a time, and `set_blas(rank_threads)`
-    before the execute (an MPI rank's BLAS limit) so each task's BLAS uses them all.
+    `fixed` None means automatic, by a measured rule (rank_threads > 1 only): while
+    the rank's cores are its own, tasks run one at a time and `set_blas(rank_threads)`
+    lets each task's BLAS use them all; once other processes keep so many cores busy
+    that fewer than `rank_threads` are left (core_share.py measures it between
+    executes), the rank's threads run tile tasks side by side with one BLAS thread
+    each. Measured on the 2-core machine (docs/benchmarks.md section 12): quiet, the
+    MLP step took 21.7 ms with 2 BLAS threads and 41 ms with 2 task threads; with
+    other processes on the cores, 293 ms and 90 ms (a multi-threaded BLAS call
+    waits at its barrier for the thread that lost its core; tasks do not wait for
+    each other). Results are bitwise the same either way (tests/runtime).
     """
 
-    def __init__(self, fixed, rank_threads=1, set_blas=None):
+    def __init__(self, fixed, rank_threads=1, set_blas=None, core_share=None):
         self.fixed, self.rank_threads, self.set_blas = fixed, rank_threads, set_blas
         self.last = fixed or 1      # what the last execute used
+        self.core_share = core_share
+        if fixed is None and rank_threads > 1 and core_share is None:
+            from .core_share import CoreShare
+            self.core_share = CoreShare()
+        self.contended = False      # the last measurement left the rank short of cores
 
     def for_program(self, key, program) -> int:
         threads = self.fixed
         if threads is None:
-            # Unless asked, tasks run one at a time with BLAS on all the rank's threads:
-            # on a quiet 2-core machine that beat 2 task threads on every step measured
-            # (docs/benchmarks.md section 10: MLP 24.8 vs 49.2 ms, GPT-2 1.75 vs 2.48 s,
-            # gemm 4096^3 in 256^2 tiles 120 vs 71 GFLOP/s).
-            threads = 1
-            self.set_blas(self.rank_threads)
+            threads = self.rank_threads if self.short_of_cores() else 1
+            self.set_blas(1 if threads > 1 else self.rank_threads)
         self.last = threads
         return threads
+
+    def short_of_cores(self) -> bool:
+        """Whether other processes leave this rank fewer cores than its threads."""
+        if self.rank_threads < 2:
+            return False
+        others = self.core_share.others_busy_cores()
+        if others is not None:       # else too short a time to tell: keep the last verdict
+            cores = self.core_share.last[2]
+            self.contended = cores - others < self.rank_threads - CORE_MARGIN
+        return self.contended
+
+
+# Free cores the rank may lack before its BLAS threads count as contended: jiffies
+# and short-lived neighbours (a shell, the MPI progress of another rank) blur the
+# measurement by a few tenths of a core.
+CORE_MARGIN = 0.5

@@ -35,11 +35,6 @@ class MachineModel:
         """The runtime's default: the node's cores split among its ranks, at least 1."""
         return max(1, self.cores // max(1, ranks_on_node))
 
-    def oversubscription(self, ranks_on_node: int) -> float:
-        """More busy threads than cores: each runs that much slower (time-sliced)."""
-        threads = self.threads_per_rank(ranks_on_node) * ranks_on_node
-        return max(1.0, threads / self.cores)
-
     def rate(self, op_type: str, threads: int) -> tuple:
         """(a, b) for `op_type` at the calibrated thread count nearest `threads`."""
         by_threads = self.op_types.get(op_type)

@@ -2,7 +2,8 @@
 
 Each rank runs its program in order, as the executor does: a task takes its
 calibrated time, a SEND puts the message on the (sender, receiver) link as soon as
-the rank reaches it, a RECV waits until that message has arrived. Every event
+the rank reaches it, a RECV waits until that message has arrived; ranks of one node
+share its cores while they compute (Replay). Every event
 remembers what it waited for, so the critical path can be walked back from the
 rank that finishes last.
 """
@@ -44,12 +45,16 @@ class Prediction:
         return [finish - busy for finish, busy in zip(self.finish_s, self.busy_s)]
 
     def critical_summary(self) -> dict:
-        """Seconds of the critical path spent per kind ("exec:gemm", "wait", ...)."""
-        totals = Counter()
+        """Seconds of the critical path spent per kind ("exec:gemm", "wait", ...).
+
+        A wait counts from the send it waited for, not from when the rank began to
+        wait: the path reaches it through that send, so the parts add up to the step."""
+        totals, reached = Counter(), 0.0
         for index in self.critical_path:
             event = self.events[index]
             name = f"exec:{event.label}" if event.kind == "exec" else event.kind
-            totals[name] += event.end - event.start
+            totals[name] += max(0.0, event.end - max(event.start, reached))
+            reached = max(reached, event.end)
         return dict(totals.most_common())
 
     def summary(self) -> str:
@@ -71,66 +76,120 @@ class Prediction:
 def predict(plan, machine: MachineModel, phases=None, ranks_per_node=None) -> Prediction:
     """Replay `plan`'s programs for `phases` on `machine` (all ranks on one node by
     default, as when they run on this machine)."""
-    nranks = plan.nranks
-    on_node = min(nranks, ranks_per_node or nranks)
-    threads = machine.threads_per_rank(on_node)
-    slowdown = machine.oversubscription(on_node)
-    programs = [plan.program(rank, phases) for rank in range(nranks)]
-    op_types = {op.name: op.op_type for op in plan.graph.ops()}
-    events, uncalibrated = [], set()
-    clocks, positions, last = [0.0] * nranks, [0] * nranks, [-1] * nranks
-    busy = [0.0] * nranks
-    in_flight = defaultdict(deque)          # (source, target, tag) -> (arrival, send event)
-    link_free = defaultdict(float)
+    replay = Replay(plan, machine, phases, ranks_per_node)
+    replay.run()
+    finish = [replay.events[index].end if index >= 0 else 0.0 for index in replay.last]
+    return Prediction(plan.nranks, max(finish, default=0.0), finish, replay.busy,
+                      [plan.peak_bytes(rank, phases) for rank in range(plan.nranks)],
+                      critical_path(replay.events, finish, replay.last), replay.events,
+                      replay.uncalibrated)
 
-    def record(rank, start, end, kind, label, cause):
-        events.append(Event(rank, start, end, kind, label, cause))
-        last[rank] = len(events) - 1
-        clocks[rank] = end
 
-    unfinished = set(range(nranks))
-    while unfinished:
-        progressed = False
-        for rank in sorted(unfinished):
-            program = programs[rank]
-            while positions[rank] < len(program):
-                instruction = program[positions[rank]]
-                kind = type(instruction)
-                if kind is Exec:
-                    op_type = op_types[instruction.op_name]
-                    if op_type not in machine.op_types:
-                        uncalibrated.add(op_type)
-                    seconds = slowdown * machine.task_seconds(
-                        op_type, task_work(instruction, plan.meta), threads)
-                    busy[rank] += seconds
-                    record(rank, clocks[rank], clocks[rank] + seconds, "exec", op_type,
-                           last[rank])
-                elif kind is Send:
-                    link = (rank, instruction.peer)
-                    start = max(clocks[rank], link_free[link])
-                    link_free[link] = start + machine.message_seconds(instruction.nbytes)
-                    previous = last[rank]
-                    record(rank, clocks[rank], clocks[rank], "send", str(instruction), previous)
-                    in_flight[(rank, instruction.peer, instruction.tag)].append(
-                        (link_free[link], last[rank]))
-                elif kind is Recv:
-                    queue = in_flight[(instruction.peer, rank, instruction.tag)]
-                    if not queue:
-                        break
-                    arrival, send_event = queue.popleft()
-                    if arrival > clocks[rank]:
-                        record(rank, clocks[rank], arrival, "wait", str(instruction), send_event)
-                positions[rank] += 1
-                progressed = True
-            if positions[rank] == len(program):
-                unfinished.discard(rank)
-        if not progressed and unfinished:
-            raise RuntimeError(f"replay stalled on ranks {sorted(unfinished)}: a RECV "
-                               "without its SEND (a plan bug)")
-    finish = [events[last[rank]].end if last[rank] >= 0 else 0.0 for rank in range(nranks)]
-    return Prediction(nranks, max(finish, default=0.0), finish, busy,
-                      [plan.peak_bytes(rank, phases) for rank in range(nranks)],
-                      critical_path(events, finish, last), events, uncalibrated)
+class Replay:
+    """The discrete-event state of one replay: a global clock, each rank's position
+    and what it is doing, the messages in flight.
+
+    Ranks on one node share its cores as the processor does: while the running
+    ranks ask for more threads than the node has, each runs that much slower, and
+    a rank waiting for a tile asks for none (the runtime sleeps instead of spinning
+    where ranks outnumber cores, runtime/executor.py), so a rank alone in its task
+    gets its full share back.
+    """
+
+    def __init__(self, plan, machine, phases, ranks_per_node):
+        nranks = plan.nranks
+        self.per_node = min(nranks, ranks_per_node or nranks)
+        self.threads = machine.threads_per_rank(self.per_node)
+        self.plan, self.machine = plan, machine
+        self.programs = [plan.program(rank, phases) for rank in range(nranks)]
+        self.op_types = {op.name: op.op_type for op in plan.graph.ops()}
+        self.events, self.uncalibrated = [], set()
+        self.now = 0.0
+        self.positions, self.last = [0] * nranks, [-1] * nranks
+        self.busy = [0.0] * nranks
+        self.running = {}      # rank -> [seconds left at full speed, start, op type]
+        self.waiting = {}      # rank -> (time its wait began, the message queue it waits on)
+        self.in_flight = defaultdict(deque)   # (source, target, tag) -> (arrival, send event)
+        self.link_free = defaultdict(float)
+
+    def record(self, rank, start, end, kind, label, cause):
+        self.events.append(Event(rank, start, end, kind, label, cause))
+        self.last[rank] = len(self.events) - 1
+
+    def run(self):
+        unfinished = set(range(len(self.programs)))
+        while unfinished:
+            for rank in sorted(unfinished):
+                if rank not in self.running:
+                    self.advance(rank)
+                    if self.positions[rank] == len(self.programs[rank]) \
+                            and rank not in self.running:
+                        unfinished.discard(rank)
+            if unfinished and not self.step_clock():
+                raise RuntimeError(f"replay stalled on ranks {sorted(unfinished)}: a RECV "
+                                   "without its SEND (a plan bug)")
+
+    def advance(self, rank):
+        """Run `rank`'s instructions that take no time, up to a task or an unmet RECV."""
+        program, machine = self.programs[rank], self.machine
+        while self.positions[rank] < len(program):
+            instruction = program[self.positions[rank]]
+            kind = type(instruction)
+            if kind is Exec:
+                op_type = self.op_types[instruction.op_name]
+                if op_type not in machine.op_types:
+                    self.uncalibrated.add(op_type)
+                seconds = machine.task_seconds(
+                    op_type, task_work(instruction, self.plan.meta), self.threads)
+                self.running[rank] = [seconds, self.now, op_type]
+                self.positions[rank] += 1
+                return
+            if kind is Send:
+                link = (rank, instruction.peer)
+                start = max(self.now, self.link_free[link])
+                self.link_free[link] = start + machine.message_seconds(instruction.nbytes)
+                self.record(rank, self.now, self.now, "send", str(instruction), self.last[rank])
+                self.in_flight[(rank, instruction.peer, instruction.tag)].append(
+                    (self.link_free[link], self.last[rank]))
+            elif kind is Recv:
+                channel = (instruction.peer, rank, instruction.tag)
+                queue = self.in_flight[channel]
+                if not queue or queue[0][0] > self.now:
+                    self.waiting.setdefault(rank, (self.now, channel))
+                    return
+                arrival, send_event = queue.popleft()
+                began = self.waiting.pop(rank, (self.now, channel))[0]
+                if arrival > began:
+                    self.record(rank, began, arrival, "wait", str(instruction), send_event)
+            self.positions[rank] += 1
+
+    def speeds(self) -> dict:
+        """Each running rank's speed: its node's cores over the threads asked there."""
+        asked = Counter(rank // self.per_node for rank in self.running)
+        cores = self.machine.cores
+        return {rank: min(1.0, cores / (asked[rank // self.per_node] * self.threads))
+                for rank in self.running}
+
+    def step_clock(self) -> bool:
+        """Move the clock to the next task end or message arrival; False: none left."""
+        speeds = self.speeds()
+        ends = {rank: self.now + left / speeds[rank]
+                for rank, (left, _, _) in self.running.items()}
+        arrivals = [self.in_flight[channel][0][0] for _, channel in self.waiting.values()
+                    if self.in_flight[channel]]
+        upcoming = list(ends.values()) + arrivals
+        if not upcoming:
+            return False
+        then = max(self.now, min(upcoming))
+        for rank, (left, start, op_type) in list(self.running.items()):
+            if ends[rank] <= then:
+                del self.running[rank]
+                self.busy[rank] += then - start
+                self.record(rank, start, then, "exec", op_type, self.last[rank])
+            else:
+                self.running[rank][0] = left - (then - self.now) * speeds[rank]
+        self.now = then
+        return True
 
 
 def critical_path(events, finish, last) -> list:

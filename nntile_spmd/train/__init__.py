@@ -4,14 +4,14 @@ Sits below graph/, plan/ and runtime/ and uses their public API; imports no mpi4
 (collectives go through CompiledGraph.world).
 """
 
-from .checkpoint import (CheckpointError, export_safetensors, import_safetensors,
-                         load_checkpoint, save_checkpoint)
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .cli import add_checkpoint_args, checkpoint_options, resume_path
 from .data import BatchView, batch_indices, bind_local, epoch_permutation
 from .loop import Trainer
 from .losses import accuracy, add_loss, cross_entropy_numpy
 from .optim import OptimizerInfo, add_optimizer
 from .resume import CheckpointPolicy, complete_checkpoints, latest_checkpoint
+from .safetensors_file import export_safetensors, import_safetensors
 from .schedule import CosineSchedule
 
 __all__ = ["CheckpointError", "export_safetensors", "import_safetensors", "load_checkpoint",

@@ -1,4 +1,5 @@
-"""Train layer: sharded atomic checkpoints, and safetensors export/import by tensor name.
+"""Train layer: sharded atomic checkpoints (one safetensors file of a model's tensors by
+name is train/safetensors_file.py's).
 
 A checkpoint directory holds one safetensors shard per rank (the tiles of persistent
 tensors it owns; replicated tiles come from rank 0) and manifest.json, written last
@@ -311,63 +312,3 @@ class TileReader:
 
     def close(self):
         self.files.clear()
-
-
-# -- safetensors export / import --------------------------------------------------------------
-def export_safetensors(cg, path, names=None, metadata=None) -> list:
-    """Write tensors `names` (default: the parameters) to one safetensors file under the
-    model's tensor names; rank 0 writes, atomically. A tensor [m, n] is stored as the
-    NumPy (m, n) array (row-major bytes, as safetensors requires). Collective."""
-    if names is None:
-        names = [t.name for t in cg.graph.tensors() if t.role == "parameter"]
-    arrays = {}
-    for name in names:
-        value = cg.get_output(name, root=0)
-        if value is not None:
-            arrays[name] = np.array(value, order="C", copy=True)
-    error = None
-    if cg.world.rank == 0:
-        header = {"format": "nntile_spmd", "graph": cg.graph.name} | dict(metadata or {})
-        try:
-            write_atomic(path, safetensors_bytes(arrays, {k: str(v) for k, v in header.items()}))
-        except Exception as exc:
-            error = f"rank 0 could not write {path} ({exc!r})"
-    raise_if_any(cg.world, error, "export_safetensors failed")
-    return list(names)
-
-
-def import_safetensors(cg, path, names=None, strict: bool = True) -> list:
-    """Bind tensors from a safetensors file by name (default: all it holds); with strict,
-    every parameter of the graph must be in it. Every rank reads the file. Returns names."""
-    with safe_open(str(path), framework="numpy") as file:
-        available = list(file.keys())
-        names = in_graph_order(cg.graph, available) if names is None else list(names)
-        check_import(cg, path, names, available, strict)
-        for name in names:
-            tensor = cg.graph.get_tensor(name)
-            array = file.get_tensor(name)
-            if array.shape != tensor.shape:
-                raise CheckpointError(f"{path}: {name} has shape {list(array.shape)}, the graph "
-                                      f"has {tensor.describe()}")
-            cg.bind_data(name, array)
-    return names
-
-
-def in_graph_order(graph, names) -> list:
-    """`names` ordered like the graph's tensors (safetensors sorts its keys); unknown last."""
-    order = {t.name: t.id for t in graph.tensors()}
-    return sorted(names, key=lambda name: (name not in order, order.get(name, 0), name))
-
-
-def check_import(cg, path, names, available, strict):
-    absent = [n for n in names if n not in available]
-    unknown = [n for n in names if not cg.graph.has_tensor(n)]
-    if absent or unknown:
-        raise CheckpointError(f"import_safetensors({path}): not in the file: {absent}; not in "
-                              f"graph {cg.graph.name!r}: {unknown}")
-    if strict:
-        params = [t.name for t in cg.graph.tensors() if t.role == "parameter"]
-        missing = [n for n in params if n not in names]
-        if missing:
-            raise CheckpointError(f"import_safetensors({path}): parameter(s) {missing} are not "
-                                  "in the file (pass strict=False to keep their values)")

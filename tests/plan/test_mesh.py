@@ -131,7 +131,7 @@ def test_traffic_per_mesh_axis_matches_the_formulas():
 
 @pytest.mark.parametrize("distribution,nranks,match", [
     ({"dp": 2, "tp": 2}, 3, r"has 4 ranks but the world has 3"),
-    ({"dp": 2, "pp": 2}, 4, r"unknown mesh axis 'pp'"),
+    ({"dp": 2, "ep": 2}, 4, r"unknown mesh axis 'ep'"),
     ({"dp": 2, "fsdp": 2}, 4, r"dp and fsdp both split the batch axis"),
     ({"dp": 0, "tp": 2}, 2, r"axis 'dp' needs a positive integer size"),
     ({"dp": 2, "w1": nt.TileDistribution.on_rank(0)}, 2, r"mixes mesh axis sizes"),

@@ -124,3 +124,29 @@ def test_a_mismatch_would_be_seen():
     assert derived[0] != derived[1]
     counts = Counter(type(i).__name__ for i in derived[1])
     assert counts["Send"] and counts["Recv"] and counts["Exec"] and counts["Free"]
+
+
+def gpt2_layers_graph():
+    """A tiny GPT-2 with 3 blocks: 2 + 1 on two stages, one each on three."""
+    cfg = gpt2.GPT2Config(vocab_size=29, n_positions=8, n_embd=12, n_layer=3, n_head=3)
+    model = gpt2.build_gpt2(cfg, batch=5, seq=7, dtype="fp64")
+    return model.graph, nt.TilingStrategy.manual({"h_in": [5, 4, 2]})   # uneven tiles
+
+
+PIPELINE_WORLDS = [("pp", 2), ("pp", 3), ({"dp": 2, "pp": 2}, 4), ({"pp": 2, "fsdp": 2}, 4),
+                   ({"fsdp": 2, "tp": 2, "pp": 2}, 8), ({"pp": 3, "schedule": "1f1b"}, 3),
+                   ({"dp": 2, "pp": 2, "schedule": "1f1b"}, 4)]
+
+
+@pytest.mark.parametrize("distribution,nranks", PIPELINE_WORLDS, ids=lambda v: str(v))
+@pytest.mark.parametrize("graph_name", ["mlp", "gpt2"])
+def test_pipelines_too(graph_name, distribution, nranks):
+    """The micro-batch-major walks of pp (GPipe, 1F1B: plan/pipeline.py) are the same
+    alone."""
+    graph, tiling = {"mlp": mlp_graph, "gpt2": gpt2_layers_graph}[graph_name]()
+    oracle = nt.build_plan(graph, nranks, tiling, distribution).programs()
+    derived = rank_plans(graph, nranks, tiling, distribution)
+    for rank in range(nranks):
+        assert derived[rank] == oracle[rank], f"rank {rank} of {distribution} differs"
+    sends, recvs = messages(derived)
+    assert sends == recvs and sends

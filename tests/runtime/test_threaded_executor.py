@@ -8,7 +8,7 @@ import pytest
 
 import nntile_spmd as nt
 from nntile_spmd.models import gpt2, mlp
-from nntile_spmd.runtime import executor_threads
+from nntile_spmd.runtime import core_share, executor_threads
 from nntile_spmd.runtime.thread_budget import (simulated_task_threads,
                                               split_threads)
 from nntile_spmd.train import add_optimizer
@@ -195,9 +195,11 @@ def gemm_graph():
 
 
 @pytest.mark.parametrize("tile,expected", [(128, 1), (64, 1)])
-def test_default_is_one_task_at_a_time(tile, expected):
-    """On an MPI rank with 2 threads and no choice made, tasks run one at a time with
-    BLAS on both threads, tiled or not (measured faster: docs/benchmarks.md section 10)."""
+def test_default_is_one_task_at_a_time(tile, expected, monkeypatch):
+    """On an MPI rank with 2 threads, no choice made and its cores to itself, tasks run
+    one at a time with BLAS on both threads, tiled or not (measured faster:
+    docs/benchmarks.md section 10; test_core_share.py covers a contended node)."""
+    monkeypatch.setattr(core_share.CoreShare, "others_busy_cores", lambda self: 0.0)
     cg = nt.compile(gemm_graph(), threads=2,
                     tiling=nt.TilingStrategy.manual({"A": [tile, tile]}))
     a = np.random.default_rng(0).standard_normal((128, 128))

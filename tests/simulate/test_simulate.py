@@ -55,14 +55,44 @@ def test_an_uncalibrated_op_type_uses_the_fallback_and_is_reported():
     assert "uncalibrated op types" in prediction.summary()
 
 
-def test_ranks_beyond_the_cores_share_them():
-    assert MACHINE.threads_per_rank(1) == 2 and MACHINE.oversubscription(1) == 1.0
-    assert MACHINE.threads_per_rank(4) == 1 and MACHINE.oversubscription(4) == 2.0
+def two_busy_ranks_plan():
+    """y = gelu(x), x [4] in two tiles, one per rank: both ranks compute at once."""
+    g = nt.LogicalGraph("two_busy")
+    x = g.tensor([4], "x", "fp32", external=True)
+    nt.ops.gelu(x, "y").mark_output()
+    split = TileDistribution.custom([0, 1])
+    return build_plan(g, 2, nt.TilingStrategy.manual({"x": [2]}), {"x": split, "y": split})
+
+
+def test_ranks_beyond_the_cores_share_them_only_while_both_compute():
+    assert MACHINE.threads_per_rank(1) == 2 and MACHINE.threads_per_rank(4) == 1
     one_core = MachineModel(**{**MACHINE.__dict__, "cores": 1})
-    plan = one_message_plan()                       # 2 ranks
-    apart = predict(plan, one_core, ranks_per_node=1).busy_s[0]
-    together = predict(plan, one_core).busy_s[0]    # both ranks on the one core
-    assert together == pytest.approx(2 * apart)
+    busy = two_busy_ranks_plan()
+    task_s = GELU_A + GELU_B * busy.program(0)[-1].flops
+    apart = predict(busy, one_core, ranks_per_node=1)
+    together = predict(busy, one_core)              # both ranks on the one core
+    assert apart.step_s == pytest.approx(task_s)
+    assert together.step_s == pytest.approx(2 * task_s)
+    assert together.busy_s == pytest.approx([2 * task_s, 2 * task_s])
+    # one rank computes while the other only sends (and then waits for nothing):
+    # the idle rank asks for no core, so the busy one runs at full speed
+    lonely = one_message_plan()
+    assert predict(lonely, one_core).busy_s[0] == \
+        pytest.approx(predict(lonely, one_core, ranks_per_node=1).busy_s[0])
+
+
+def test_a_rank_gets_the_core_back_when_its_neighbour_finishes():
+    """Rank 0 runs two tasks, rank 1 one: on one core the first tasks share it (2t
+    each), then rank 0's second task runs alone (t)."""
+    g = nt.LogicalGraph("uneven")
+    x = g.tensor([6], "x", "fp32", external=True)
+    nt.ops.gelu(x, "y").mark_output()
+    owners = TileDistribution.custom([0, 0, 1])
+    plan = build_plan(g, 2, nt.TilingStrategy.manual({"x": [2]}), {"x": owners, "y": owners})
+    one_core = MachineModel(**{**MACHINE.__dict__, "cores": 1})
+    task_s = GELU_A + GELU_B * plan.program(1)[-1].flops
+    prediction = predict(plan, one_core)
+    assert prediction.finish_s == pytest.approx([3 * task_s, 2 * task_s])
 
 
 def test_a_receive_without_its_send_is_reported_as_a_plan_bug():

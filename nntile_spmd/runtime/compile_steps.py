@@ -1,0 +1,107 @@
+"""Runtime layer: the steps of compile before there is a CompiledGraph: the world that
+`comm` names, the plan (through the plan cache, in a background thread for
+compile_async) and the check that every rank derived the same one.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from ..plan.cache import ENV_DIRECTORY, shared_cache
+from ..plan.plan import build_plan
+from .failure import install_abort_on_error
+from .timeouts import resolve_timeout
+from .world import World
+
+
+def own_rank(world: World):
+    """The rank whose program this process derives alone (DESIGN 4.3): a real MPI rank's
+    or a PlanningWorld's own; None for a world that runs every rank."""
+    return None if world.runs_every_rank else world.rank
+
+
+def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic, cache,
+                      rank=None, fuse=False, policy=None):
+    """The plan with its programs derived (so a graph that cannot be planned, e.g.
+    a tensor read before anything writes it, raises PlanError from compile on every
+    rank rather than from the first execute), through `cache` when there is one.
+    With `rank`, only that rank's program is derived."""
+    def build():
+        plan = build_plan(graph, nranks, tiling, distribution, window, deterministic, rank,
+                          fuse)
+        plan.policy = policy   # offloading (plan/offload.py), before any program is built
+        if rank is None:
+            plan.programs()
+        else:
+            plan.program(rank)
+        return plan
+    if cache is None and os.environ.get(ENV_DIRECTORY):
+        cache = shared_cache()
+    if cache is None or cache is False or policy is not None:   # cache keys lack the policy
+        return build()
+    cache = shared_cache() if cache is True else cache
+    return cache.plan(graph, nranks, tiling, distribution, window, build, deterministic, rank,
+                      fuse)
+
+
+class PendingCompile:
+    """What compile_async returns: planning runs in a worker thread; result() waits
+    for it, then does the collective half (all ranks call it, in the same order)."""
+
+    def __init__(self, future, finish):
+        self.future, self.finish, self.compiled = future, finish, None
+
+    def done(self) -> bool:
+        """True once planning has finished (result() then only does the collective part)."""
+        return self.future.done()
+
+    def result(self):
+        """The CompiledGraph: waits for planning, then runs the collective half."""
+        if self.compiled is None:
+            self.compiled = self.finish(self.future.result())
+        return self.compiled
+
+
+_PLANNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nntile-planner")
+
+
+def plan_in_background(*args):
+    """A future of plan_graph_cached(*args), planned in the one planner thread."""
+    return _PLANNER.submit(plan_graph_cached, *args)
+
+
+def make_world(comm, recv_timeout):
+    """The world `comm` names: a World (SimulatedWorld, PlanningWorld) as is, else the
+    ranks of an MPI communicator (default MPI.COMM_WORLD)."""
+    if isinstance(comm, World):
+        resolve_timeout(recv_timeout)   # a bad value fails the same way on every world
+        return comm
+    from .mpi_world import MPIWorld   # only real MPI runs need mpi4py loaded
+    world = MPIWorld(comm, recv_timeout)
+    install_abort_on_error(world.rank, world.size)
+    return world
+
+
+def check_same_plan(world, plan):
+    """Raise on every rank (never hang) if ranks derived different plans."""
+    parts = world.agree(plan.fingerprint_parts())
+    differing = [(rank, part) for rank, theirs in enumerate(parts)
+                 for part in theirs if theirs[part] != parts[0][part]]
+    if differing:
+        summary = world.agree([t.describe() for t in plan.graph.tensors()])
+        details = "; ".join(f"rank {rank} differs from rank 0 in its {part}"
+                            for rank, part in differing)
+        diff = first_difference(summary)
+        raise RuntimeError(f"ranks built different plans: {details}{diff}")
+
+
+def first_difference(summaries):
+    for rank, tensors in enumerate(summaries[1:], start=1):
+        for mine, theirs in zip(summaries[0], tensors):
+            if mine != theirs:
+                return f" (first tensor difference: rank 0 has {mine}, rank {rank} has {theirs})"
+        if len(tensors) != len(summaries[0]):
+            return (f" (rank 0 has {len(summaries[0])} tensors, rank {rank} has "
+                    f"{len(tensors)})")
+    return ""
