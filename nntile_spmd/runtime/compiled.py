@@ -30,7 +30,7 @@ from .world import refuse_unless_executing
 def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bindings=None,
                   device="auto", window=8, recv_timeout=None, threads=None,
                   deterministic=False, cache=None, fuse=None,
-                  task_threads=None) -> PendingCompile:
+                  task_threads=None, policy=None, memory_budget=None) -> PendingCompile:
     """compile() with its planning in a background thread, so that planning the next
     shape overlaps with executing the current one. Planning is pure Python: it runs
     while the current execute's kernels (BLAS, numba) release the interpreter lock.
@@ -41,7 +41,8 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
     world = make_world(comm, recv_timeout)
     check_fits_in_memory(graph, world.size, len(world.local_ranks()))
     future = plan_in_background(graph, world.size, tiling, distribution, window,
-                                deterministic, cache, own_rank(world), resolve_fuse(fuse))
+                                deterministic, cache, own_rank(world), resolve_fuse(fuse),
+                                as_policy(policy, memory_budget))
     return PendingCompile(future, lambda plan: CompiledGraph.from_plan(
         graph, world, plan, device, threads, task_threads))
 

@@ -119,3 +119,17 @@ def test_bind_and_get_output_reach_tiles_that_rest_offloaded():
     cg.bind_data("w1_m", value)
     assert np.array_equal(cg.get_output("w1_m"), value)
     assert cg.stores[0].nbytes <= budget      # nothing was brought into device memory
+
+
+def test_compile_async_plans_the_same_offloading():
+    model, _, tiling, _ = mlp_case()
+    plain = nt.compile(model.graph, comm=nt.SimulatedWorld(2), distribution="fsdp",
+                       tiling=tiling)
+    budget = int(max(plain.memory_on_rank(rank) for rank in range(2)) * 0.5)
+    now = nt.compile(model.graph, comm=nt.SimulatedWorld(2), distribution="fsdp",
+                     tiling=tiling, memory_budget=budget)
+    later = nt.compile_async(model.graph, comm=nt.SimulatedWorld(2), distribution="fsdp",
+                             tiling=tiling, memory_budget=budget).result()
+    assert later.plan.policy == now.plan.policy
+    assert [str(i) for i in later.plan.program(1)] == [str(i) for i in now.plan.program(1)]
+    assert any("EVICT" in str(i) for i in now.plan.program(1))
