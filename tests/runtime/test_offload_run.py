@@ -133,3 +133,31 @@ def test_compile_async_plans_the_same_offloading():
     assert later.plan.policy == now.plan.policy
     assert [str(i) for i in later.plan.program(1)] == [str(i) for i in now.plan.program(1)]
     assert any("EVICT" in str(i) for i in now.plan.program(1))
+
+
+def test_a_failed_execute_leaves_the_tiles_where_they_rest(monkeypatch):
+    """A PREFETCH that raises early in the step: the store puts every persistent tile
+    back where it rests (runtime/offload_store.py settle), and the next step gives the
+    results of a step that never failed."""
+    from nntile_spmd.runtime.offload_store import OffloadStore
+    case = mlp_case()
+    plain, expected = run(case, 1, "single", steps=1)
+    budget = int(plain.memory_on_rank(0) * 0.5)
+    cg, _ = run(case, 1, "single", steps=0, memory_budget=budget)
+    calls, read_into = [], OffloadStore.read_into
+
+    def failing(self, key, buffer):
+        calls.append(key)
+        if len(calls) == 3:
+            raise RuntimeError("injected prefetch failure")
+        return read_into(self, key, buffer)
+    monkeypatch.setattr(OffloadStore, "read_into", failing)
+    with pytest.raises(RuntimeError, match="injected prefetch failure"):
+        cg.execute()
+    monkeypatch.setattr(OffloadStore, "read_into", read_into)
+    rest = cg.stores[0].offload.rest
+    assert set(cg.stores[0].tiles) == set(rest)
+    cg.execute()
+    cg.check_stats()
+    values = {name: cg.get_output(name) for name in expected}
+    assert [name for name in expected if not np.array_equal(expected[name], values[name])] == []
