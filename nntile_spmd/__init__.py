@@ -10,6 +10,7 @@ from .graph.scalars import Scalar
 from .plan import (REPLICATED, DevicePerformanceProfile, DimensionTiling, Plan, PlanCache,
                    PlanError, Preset, TileDistribution, TilingSpec, TilingStrategy, build_plan)
 from .plan.mesh import Mesh
+from .plan.offload import ExecutionPolicy
 from .runtime import (CompiledGraph, PendingCompile, PlanningWorld, SimulatedWorld, compile,
                       compile_async)
 from .runtime.failure import install_abort_on_error
@@ -22,4 +23,5 @@ __all__ = ["grad", "LogicalGraph", "OpNode", "TensorNode", "ops", "REPLICATED",
            "PlanningWorld", "SimulatedWorld", "compile", "compile_async", "PendingCompile",
            "PlanCache", "Scalar"]
 __all__ += ["Mesh", "recompute"]   # device meshes, activation recomputation
+__all__ += ["ExecutionPolicy"]     # planned offloading under a memory budget
 __version__ = "0.1.0"

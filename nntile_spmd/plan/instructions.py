@@ -1,4 +1,4 @@
-"""Plan layer: the four instructions of a rank's program and tile keys.
+"""Plan layer: the instructions of a rank's program and tile keys.
 
 A tile key is (tensor_name, tile_coord). Programs are lists of these tuples; the
 executor dispatches on the class through a table.
@@ -73,3 +73,27 @@ class Free(NamedTuple):
 
     def __str__(self) -> str:
         return f"FREE {key_str(self.key)}"
+
+
+class Evict(NamedTuple):
+    """Move tile `key` out of device memory (plan/offload.py): to host memory from a
+    GPU, to a memory-mapped file from host memory. `write_back` is False when the
+    offloaded copy is still current (nothing wrote the tile since it was fetched) or
+    the tile's next touch overwrites it: then only the device buffer is released."""
+
+    key: tuple
+    nbytes: int
+    write_back: bool
+
+    def __str__(self) -> str:
+        return f"EVICT {key_str(self.key)}" + ("" if self.write_back else " (clean)")
+
+
+class Prefetch(NamedTuple):
+    """Bring tile `key` back into device memory from its offloaded copy."""
+
+    key: tuple
+    nbytes: int
+
+    def __str__(self) -> str:
+        return f"PREFETCH {key_str(self.key)}"

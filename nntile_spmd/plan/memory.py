@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 from typing import NamedTuple
 
-from .instructions import Exec, Free, Recv, new_tuple
+from .instructions import Evict, Exec, Free, Prefetch, Recv, new_tuple
 
 
 
@@ -80,7 +80,11 @@ def simulate_memory(program, permanent_bytes, permanent, meta, window) -> int:
             if instruction.key in live:
                 current -= meta[instruction.key].nbytes   # the received copy replaces it
             live.add(instruction.key)
-        elif kind is Free:
+        elif kind is Free or kind is Evict:
             live.discard(instruction.key)
             current -= meta[instruction.key].nbytes
+        elif kind is Prefetch:
+            live.add(instruction.key)
+            current += instruction.nbytes
+            peak = max(peak, current)
     return peak

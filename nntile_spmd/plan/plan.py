@@ -18,6 +18,7 @@ from ..graph.recompute import recomputed_ops
 from .axes import axis_classes
 from .builder import PlanError, ProgramBuilder
 from .distribution import REPLICATED
+from . import offload
 from .fusion import fuse_program
 from .instructions import Exec, Recv, Send
 from .lowering import lower_op
@@ -98,6 +99,7 @@ class Plan:
     fuse = False   # plans pickled in a cache before fusion existed read as unfused
     micro_batch_dims = None   # pipelined: {tensor: batch dim} (plan/pipeline.py)
     one_f_one_b = None        # pipelined 1F1B: a pipeline.OneFOneB; None: GPipe
+    policy = None  # an offloading ExecutionPolicy (plan/offload.py), set before programs
 
     def __init__(self, graph, nranks, window, classes, class_of, tilings, distributions,
                  owners, groups=(), options=None):
@@ -158,13 +160,15 @@ class Plan:
                                  self.deterministic, self.groups)
         for _, groups in self.task_groups(phase_key):
             builder.add_op(groups)
-        return [self.finish_program(program, rank)
+        return [self.finish_program(program, rank, phase_key)
                 for rank, program in enumerate(builder.finish())]
 
-    def finish_program(self, program, rank):
-        """FREEs placed, then elementwise chains fused when the plan fuses."""
+    def finish_program(self, program, rank, phase_key=PHASES):
+        """FREEs placed, then elementwise chains fused when the plan fuses, then
+        EVICT/PREFETCH placed when the plan offloads (plan/offload.py)."""
         program = insert_frees(program, self.permanent[rank])
-        return fuse_program(program, self.meta) if self.fuse else program
+        program = fuse_program(program, self.meta) if self.fuse else program
+        return offload.rank_program(self, program, rank, phase_key) if self.policy else program
 
     def rank_program(self, rank: int, phases=None) -> list:
         """`rank`'s program derived alone (equal to programs(phases)[rank])."""
@@ -188,7 +192,7 @@ class Plan:
         for op, groups in self.task_groups(phase_key, tiles.coords):
             builder.add_op(groups)
             builder.walked(op)
-        return self.finish_program(builder.finish_rank(), rank)
+        return self.finish_program(builder.finish_rank(), rank, phase_key)
 
     def task_groups(self, phase_key, coords_of=None):
         """(op, task groups) as both builders walk them: one list per op in program
@@ -242,9 +246,12 @@ class Plan:
 
     # -- exact analysis -----------------------------------------------------------------
     def peak_bytes(self, rank: int, phases=None) -> int:
-        """Peak bytes held by `rank` during one execute (persistent + transient)."""
-        return simulate_memory(self.program(rank, phases), self.persistent_bytes(rank),
-                               self.permanent[rank], self.meta, self.window)
+        """Peak bytes held by `rank` during one execute (persistent + transient); under
+        offloading, device bytes (persistent tiles offloaded at rest do not count)."""
+        resident = offload.resident_at_rest(self, rank)
+        return simulate_memory(self.program(rank, phases),
+                               sum(self.meta[key].nbytes for key in resident), resident,
+                               self.meta, self.window)
 
     def bytes_sent(self, rank=None, phases=None) -> int:
         """Tile payload bytes sent during one execute by `rank` (None: all ranks)."""
@@ -280,7 +287,8 @@ class Plan:
                              for name in sorted(self.owners)) + \
             f"/{self.nranks}/{self.window}/{self.deterministic}/{self.fuse}" + \
             ("/pipelined" if self.micro_batch_dims is not None else "") + \
-            ("/1f1b" if self.one_f_one_b is not None else "")
+            ("/1f1b" if self.one_f_one_b is not None else "") + \
+            (f"/{self.policy}" if self.policy is not None else "")
         return {part: hashlib.sha256(text.encode()).hexdigest()[:16]
                 for part, text in (("graph", graph_text), ("tiling", tiling_text),
                                    ("distribution", owner_text))}

@@ -59,6 +59,23 @@ def rank_lines(plan, phases, ranks=None):
     return lines
 
 
+def offload_lines(plan, phases, ranks=None):
+    """Under an offloading policy: the budget, and per rank the bytes EVICTs write out
+    and PREFETCHes read back in one execute, beside the planned device peak."""
+    from .offload import offload_totals, resident_at_rest
+    lines = [f"offloading: budget {human_bytes(plan.policy.budget())} per rank "
+             f"(prefetch distance {plan.policy.prefetch_distance} EXECs)",
+             "  rank:   peak   evicted   prefetched   persistent offloaded at rest"]
+    for rank in range(plan.nranks) if ranks is None else ranks:
+        evicted, prefetched = offload_totals(plan.program(rank, phases))
+        resting = plan.persistent_bytes(rank) - sum(
+            plan.meta[key].nbytes for key in resident_at_rest(plan, rank))
+        lines.append(f"  r{rank}: {human_bytes(plan.peak_bytes(rank, phases)):>10s} "
+                     f"{human_bytes(evicted):>10s} {human_bytes(prefetched):>10s} "
+                     f"{human_bytes(resting):>12s}")
+    return lines
+
+
 def dump_plan(plan, phases=None, ranks=None) -> str:
     """Per tensor: tiling, distribution, owners; per rank (all, or `ranks`): memory,
     traffic, FLOPs. The total is over all ranks only when all are listed."""
@@ -79,5 +96,6 @@ def dump_plan(plan, phases=None, ranks=None) -> str:
                   + ", ".join(f"r{r} {plan.recompute_flops(r, phases)} FLOPs" for r in ranks))
     dead = plan.dead_ops(phases)
     removed = f"dead ops left out: {', '.join(dead) if dead else 'none'}"
-    return "\n".join([header, *tensor_lines(plan), *rank_lines(plan, phases, ranks), total,
-                      removed])
+    offloading = offload_lines(plan, phases, ranks) if plan.policy else []
+    return "\n".join([header, *tensor_lines(plan), *rank_lines(plan, phases, ranks),
+                      *offloading, total, removed])

@@ -22,7 +22,7 @@ def own_rank(world: World):
 
 
 def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic, cache,
-                      rank=None, fuse=False):
+                      rank=None, fuse=False, policy=None):
     """The plan with its programs derived (so a graph that cannot be planned, e.g.
     a tensor read before anything writes it, raises PlanError from compile on every
     rank rather than from the first execute), through `cache` when there is one.
@@ -30,6 +30,7 @@ def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic
     def build():
         plan = build_plan(graph, nranks, tiling, distribution, window, deterministic, rank,
                           fuse)
+        plan.policy = policy   # offloading (plan/offload.py), before any program is built
         if rank is None:
             plan.programs()
         else:
@@ -37,7 +38,7 @@ def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic
         return plan
     if cache is None and os.environ.get(ENV_DIRECTORY):
         cache = shared_cache()
-    if cache is None or cache is False:
+    if cache is None or cache is False or policy is not None:   # cache keys lack the policy
         return build()
     cache = shared_cache() if cache is True else cache
     return cache.plan(graph, nranks, tiling, distribution, window, build, deterministic, rank,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+from ..plan.offload import as_policy, resident_at_rest
 from ..plan.plan import normalize_phases
 from .binding import BindingMixin
 from .compile_steps import (PendingCompile, check_same_plan, make_world, own_rank,
@@ -15,6 +16,7 @@ from .device import check_storage, for_graph
 from .executor_threads import make_executor
 from .fused_kernels import resolve_fuse
 from .limits import check_fits_in_memory
+from .offload_store import OffloadStore
 from .profile import ProfileMixin, profile_from_env
 from .program_index import program_index
 from .scalars import ResolvedProgram, ScalarTable
@@ -28,7 +30,7 @@ from .world import refuse_unless_executing
 def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bindings=None,
                   device="auto", window=8, recv_timeout=None, threads=None,
                   deterministic=False, cache=None, fuse=None,
-                  task_threads=None) -> PendingCompile:
+                  task_threads=None, policy=None, memory_budget=None) -> PendingCompile:
     """compile() with its planning in a background thread, so that planning the next
     shape overlaps with executing the current one. Planning is pure Python: it runs
     while the current execute's kernels (BLAS, numba) release the interpreter lock.
@@ -39,7 +41,8 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
     world = make_world(comm, recv_timeout)
     check_fits_in_memory(graph, world.size, len(world.local_ranks()))
     future = plan_in_background(graph, world.size, tiling, distribution, window,
-                                deterministic, cache, own_rank(world), resolve_fuse(fuse))
+                                deterministic, cache, own_rank(world), resolve_fuse(fuse),
+                                as_policy(policy, memory_budget))
     return PendingCompile(future, lambda plan: CompiledGraph.from_plan(
         graph, world, plan, device, threads, task_threads))
 
@@ -66,14 +69,20 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         self.produced = set()  # tensors some execute() has computed (get_output checks)
         self.context = ""      # e.g. " (training step 12)": set by the trainer, for errors
         for rank, store in self.stores.items():
+            rest = resident_at_rest(plan, rank)
+            if plan.policy is not None:
+                store.offload = OffloadStore(device.xp, device.storage_dtype, rank, rest)
             for key in sorted(plan.permanent[rank]):
-                store.allocate(key, plan.meta[key], zero=True)
+                if key in rest:
+                    store.allocate(key, plan.meta[key], zero=True)
+                else:   # rests offloaded: a zeroed slot
+                    store.offload.slot(key, plan.meta[key])[...] = 0
 
     @classmethod
     def compile(cls, graph, comm=None, tiling=None, distribution="single",
                 shape_bindings=None, device="auto", window=8, recv_timeout=None,
                 threads=None, deterministic=False, cache=None, fuse=None,
-                task_threads=None) -> CompiledGraph:
+                task_threads=None, policy=None, memory_budget=None) -> CompiledGraph:
         """Plan `graph` on the ranks of `comm` (MPI.COMM_WORLD by default).
 
         `threads`, `task_threads`: this rank's threads, and how many run tile tasks
@@ -90,13 +99,17 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         $NNTILE_SPMD_PLAN_CACHE names a directory).
         `fuse`: run chains of elementwise tasks on one tile as one fused loop (plan/fusion.py;
         bitwise the same results); None reads $NNTILE_SPMD_FUSE (default off).
+        `policy`: an ExecutionPolicy; with enable_offloading each rank's planned device
+        bytes stay within its budget by EVICT/PREFETCH (plan/offload.py).
+        `memory_budget=bytes` is short for offloading within that budget.
         """
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
         check_fits_in_memory(graph, world.size, len(world.local_ranks()))
         plan = plan_graph_cached(graph, world.size, tiling, distribution, window,
-                                 deterministic, cache, own_rank(world), resolve_fuse(fuse))
+                                 deterministic, cache, own_rank(world), resolve_fuse(fuse),
+                                 as_policy(policy, memory_budget))
         return cls.from_plan(graph, world, plan, device, threads, task_threads)
 
     @classmethod

@@ -17,6 +17,7 @@ from collections import deque
 
 from ..plan.instructions import Exec, Free, Recv, Send, key_str
 from ..plan.memory import recv_positions
+from .offload_store import offload_handlers
 from .stats import FLOPS, KERNEL_S, RECEIVED, SENT, TASKS, WAIT_S, new_totals
 
 
@@ -49,7 +50,7 @@ class RankExecutor:
         self.per_op = {}            # op name -> totals list (stats.TASKS, ...)
         self.busy_s = 0.0           # executor clock: time inside run()
         self.dispatch = {Recv: self.make_recv(), Send: self.make_send(), Exec: self.make_exec(),
-                         Free: self.make_free()}
+                         Free: self.make_free(), **offload_handlers(self)}
 
     def run(self, blocking=True) -> bool:
         """Advance; True once the whole program ran and all sends completed."""

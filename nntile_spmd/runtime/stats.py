@@ -72,6 +72,9 @@ class ExecutionStats:
     staging_peak_bytes: int = 0  # most host bytes in GPU staging buffers (0 on the CPU)
     by_phase: dict = field(default_factory=dict)     # phase -> OpTotals
     by_op_type: dict = field(default_factory=dict)   # op type -> OpTotals
+    # planned offloading: bytes EVICTs copied out of, PREFETCHes into, device memory
+    bytes_evicted: int = 0
+    bytes_prefetched: int = 0
 
     def __getitem__(self, name):
         if name not in FIELD_NAMES:
@@ -96,6 +99,8 @@ def build_stats(rank, phases, ops_by_name, executor, store, staging,
                            traffic.sent_messages, traffic.received_messages,
                            executor.flops, elapsed_s * 1e3, store.peak, store.in_order_peak,
                            staging.peak if staging is not None else 0)
+    if store.offload is not None:
+        stats.bytes_evicted, stats.bytes_prefetched = store.offload.written, store.offload.read
     for op_name, totals in executor.per_op.items():
         op = ops_by_name.get(op_name)
         if op is None:   # a fused task (plan/fusion.py): "op_a+op_b", under its chain's types

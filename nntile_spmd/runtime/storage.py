@@ -48,6 +48,7 @@ class TileStore:
         self.ceiling = 0                    # peak of the last execute of spare_owner
         self.spare_owner = None             # the program whose executes keep spares
         self._dtypes = {}                   # graph dtype name -> array dtype (cache)
+        self.offload = None                 # OffloadStore when the plan offloads tiles
         self._empty, self._zeros = array_module.empty, array_module.zeros
 
     def new_buffer(self, meta, zero=False):
@@ -131,6 +132,8 @@ class TileStore:
     def drop_transient(self, permanent, meta):
         """After a failed execute: keep only the `permanent` tiles, recount the bytes
         (posted receive buffers and half-done intermediates are forgotten)."""
+        if self.offload is not None:
+            self.offload.settle(self, permanent, meta)
         for key in [key for key in self.tiles if key not in permanent]:
             del self.tiles[key]
         self.nbytes = sum(array.nbytes for array in self.tiles.values())
@@ -139,7 +142,11 @@ class TileStore:
         self.deferred = 0
 
     def __contains__(self, key):
-        return key in self.tiles
+        return key in self.tiles or (self.offload is not None and key in self.offload.copies)
 
     def __getitem__(self, key):
+        """The tile; one that rests offloaded (offload_store.py) is read in its slot."""
+        tile = self.tiles.get(key)
+        if tile is None and self.offload is not None:
+            return self.offload.copies[key]
         return self.tiles[key]

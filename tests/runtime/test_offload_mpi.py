@@ -1,0 +1,88 @@
+"""Planned offloading on real MPI ranks: a GPT-2 training step (fp64, AdamW, uneven
+tiles) under a memory budget gives bitwise the results without offloading on every
+rank, under every preset and with both executors; each rank's planned peak stays
+within the budget, its measured peak exceeds it at most by buffers whose sends were
+in flight when they were freed or evicted (held until the send completes); traffic
+and FLOPs
+equal the plan's; the loss matches a one-process
+SimulatedWorld(1) run. Verdicts are collective.
+
+    mpiexec -n 3 python -m pytest --with-mpi -p no:cacheprovider tests/runtime/test_offload_mpi.py
+"""
+
+import numpy as np
+import pytest
+from helpers import collective_ok
+from mpi4py import MPI
+
+import nntile_spmd as nt
+from nntile_spmd.models import gpt2
+from nntile_spmd.plan.offload import offload_totals
+from nntile_spmd.train import add_optimizer
+
+pytestmark = pytest.mark.mpi(min_size=2)
+COMM = MPI.COMM_WORLD
+
+
+def guarded(run):
+    """run() -> problems; an exception becomes this rank's problem, not a hang."""
+    try:
+        return run()
+    except Exception as error:   # noqa: BLE001 - reported through the verdict
+        return [f"rank {COMM.rank}: {type(error).__name__}: {error}"]
+
+
+def gpt2_step(preset, comm=None, task_threads=1, **offload):
+    cfg = gpt2.GPT2Config(vocab_size=32, n_positions=12, n_embd=16, n_layer=2, n_head=2)
+    model = gpt2.build_gpt2(cfg, batch=3, seq=12, dtype="fp64")
+    add_optimizer(model.graph, model.params, model.grads, "adamw", lr=1e-3, weight_decay=0.01)
+    cg = nt.compile(model.graph, comm=comm, distribution=preset, task_threads=task_threads,
+                    tiling=nt.TilingStrategy.manual({"input_ids": [5, 2]}), **offload)
+    rng = np.random.default_rng(1)
+    for name, value in model.init_params(rng).items():
+        cg.bind_data(name, value)
+    ids = np.asfortranarray(rng.integers(0, 32, (12, 3)))
+    cg.bind_data("input_ids", ids)
+    cg.bind_data("targets", ids)
+    for _ in range(2):
+        cg.execute()
+        if not offload:
+            cg.check_stats()
+    values = {name: cg.get_output(name) for name in [p.name for p in model.params] + ["loss"]}
+    return cg, values
+
+
+@pytest.mark.parametrize("task_threads", [1, 2], ids=["serial", "threaded"])
+@pytest.mark.parametrize("preset", ["single", "ddp", "fsdp", "tp"])
+def test_offloaded_gpt2_step_is_bitwise_the_plain_one_on_mpi_ranks(preset, task_threads):
+    def check():
+        plain, expected = gpt2_step(preset)
+        budget = int(COMM.allreduce(plain.memory_on_rank(COMM.rank), op=MPI.MAX) * 0.5)
+        cg, values = gpt2_step(preset, task_threads=task_threads, memory_budget=budget)
+        problems = [f"rank {COMM.rank}: {name} differs" for name, value in expected.items()
+                    if not np.array_equal(value, values[name])]
+        stats, comparison = cg.get_stats(), cg.stats_vs_plan()
+        planned_peak, peak = comparison.pop("peak_bytes")
+        problems += [f"rank {COMM.rank}: {name} planned {a}, measured {b}"
+                     for name, (a, b) in comparison.items() if a != b]
+        # A buffer FREEd or EVICTed while a send of it is in flight (its receiver has
+        # not posted the receive yet) is held until the send completes (executor.py
+        # parks it): under a budget the plan fills, the measured peak exceeds the
+        # planned one by such buffers; seen here: one tile. Bound: two of the largest.
+        largest = max(cg.plan.meta[key].nbytes for key in cg.plan.meta)
+        if not planned_peak <= budget or not planned_peak <= peak <= planned_peak + 2 * largest:
+            problems.append(f"rank {COMM.rank}: peak {peak}, planned {planned_peak}, "
+                            f"budget {budget}")
+        planned = offload_totals(cg.plan.program(COMM.rank))
+        if not COMM.allreduce(planned[1]):
+            problems.append("no rank offloads anything under the budget")
+        if (stats.bytes_evicted, stats.bytes_prefetched) != planned:
+            problems.append(f"rank {COMM.rank}: moved {stats.bytes_evicted}/"
+                            f"{stats.bytes_prefetched}, planned {planned}")
+        if COMM.rank == 0:
+            _, alone = gpt2_step("single", comm=nt.SimulatedWorld(1))
+            if not np.allclose(alone["loss"], values["loss"], rtol=1e-12, atol=0):
+                problems.append(f"loss {values['loss']} vs one process {alone['loss']}")
+        return problems
+    problems = guarded(check)
+    assert collective_ok(COMM, not problems), problems
