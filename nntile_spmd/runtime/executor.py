@@ -265,9 +265,7 @@ class RankExecutor:
 # inside calls such as Test (the receiver copies it, e.g. by CMA), and one
 # time.sleep costs at least ~50 us of timer slack, which halved the throughput of
 # 64 KiB tiles (benchmarks/bench_exchange.py); sched_yield keeps the spin polite
-# to ranks that share the core. Where the node has more ranks than cores, a spinning
-# rank takes the CPU from the rank it waits for, so ranks there sleep at once
-# (MPIWorld.setup_node; docs/benchmarks.md section 7 measures both).
+# to ranks that share the core.
 SPIN_SECONDS = 0.02
 # How long an old tile version waits for its sends before it is parked (see
 # retire_sends): a receiver about to post its receive completes the send in that time
@@ -277,14 +275,13 @@ SPIN_SECONDS = 0.02
 SEND_GRACE_SECONDS = 0.001
 
 
-def wait_with_deadline(test, timeout, describe, spin_seconds=SPIN_SECONDS):
-    """Poll `test` until it is true, spinning `spin_seconds` before sleeping; past
-    `timeout` seconds raise RecvTimeout."""
+def wait_with_deadline(test, timeout, describe):
+    """Poll `test` until it is true; past `timeout` seconds raise RecvTimeout."""
     if test():
         return
     clock, spin_yield = time.perf_counter, os.sched_yield
     start = clock()
-    spin_until = start + spin_seconds
+    spin_until = start + SPIN_SECONDS
     pause = 0.0
     while not test():
         now = clock()

@@ -16,7 +16,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .device import select_device
-from .executor import SPIN_SECONDS, RecvTimeout, wait_with_deadline
+from .executor import RecvTimeout, wait_with_deadline
 from .stats import Traffic
 from .thread_budget import TaskThreads
 from .timeouts import resolve_timeout
@@ -52,9 +52,8 @@ class MPITransport:
 
     test_send = staticmethod(MPI.Request.Test)   # mpi4py's own: no Python frame
 
-    def __init__(self, comm, timeout, tag_offset=0, spin_seconds=SPIN_SECONDS):
+    def __init__(self, comm, timeout, tag_offset=0):
         self.comm, self.timeout, self.tag_offset = comm, timeout, tag_offset
-        self.spin_seconds = spin_seconds
         self.traffic = Traffic()
         self.status = MPI.Status()   # of the receive that completed last
         self.posted = []             # receive requests, to cancel after a failure
@@ -71,8 +70,7 @@ class MPITransport:
         # would block MPI_Wait forever
         if not request.Test():
             wait_with_deadline(request.Test, self.timeout,
-                               lambda: "a send to complete (the peer does not receive)",
-                               self.spin_seconds)
+                               lambda: "a send to complete (the peer does not receive)")
 
     def post_recv(self, peer, tag, buffer):
         request = self.comm.Irecv(tile_message(buffer), source=peer, tag=tag + self.tag_offset)
@@ -91,8 +89,7 @@ class MPITransport:
         return request.Test(self.status)
 
     def wait_recv(self, request, describe):
-        wait_with_deadline(lambda: request.Test(self.status), self.timeout, describe,
-                           self.spin_seconds)
+        wait_with_deadline(lambda: request.Test(self.status), self.timeout, describe)
 
     def finish_recv(self, request, buffer):
         # receives complete in program order and each is finished right after the
@@ -118,7 +115,6 @@ class MPIWorld:
         self.control = self.duplicate(base)   # execute fingerprints and failure diagnosis
         self.epochs = max(1, (self.comm.Get_attr(MPI.TAG_UB) + 1) // TAG_LIMIT)
         self.cuda_aware = os.environ.get("NNTILE_SPMD_CUDA_AWARE") == "1"
-        self.spin_seconds = SPIN_SECONDS     # setup_node: 0 where ranks outnumber cores
 
     def duplicate(self, base):
         """base.Dup() with a deadline (no communicator to diagnose on exists yet)."""
@@ -162,16 +158,13 @@ class MPIWorld:
         """
         from . import threads as node_threads
         self.barrier("the node setup of compile() (GPU and BLAS threads)")
-        cores, ranks_here = node_threads.node_cores_and_ranks(self.comm)
-        self.spin_seconds = SPIN_SECONDS if ranks_here <= cores else 0.0
         selected = select_device(device, node_threads.local_rank(self.comm))
         threading = TaskThreads(*node_threads.configure_rank_threads(
             self.comm, threads, task_threads), node_threads.ensure_blas_threads)
         return selected, threading
 
     def transport(self, rank, epoch=0):
-        return MPITransport(self.comm, self.recv_timeout, (epoch % self.epochs) * TAG_LIMIT,
-                            self.spin_seconds)
+        return MPITransport(self.comm, self.recv_timeout, (epoch % self.epochs) * TAG_LIMIT)
 
     def run(self, executors: dict):
         executor = executors[self.rank]

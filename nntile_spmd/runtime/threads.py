@@ -71,8 +71,8 @@ def local_rank(comm):
         node.Free()
 
 
-def node_cores_and_ranks(comm):
-    """Return (usable cores on this node, ranks of ``comm`` on it) (collective).
+def default_blas_threads(comm):
+    """Return max(1, usable cores on this node // ranks of ``comm`` on it) (collective).
 
     The usable cores are the union of the CPU affinity masks of the ranks on
     the node: unbound ranks share the whole mask, while ranks that a launcher
@@ -82,15 +82,9 @@ def node_cores_and_ranks(comm):
     node = _node_comm(comm)
     try:
         masks = node.allgather(_usable_cpus())
-        return len(set().union(*masks)), node.Get_size()
+        return max(1, len(set().union(*masks)) // node.Get_size())
     finally:
         node.Free()
-
-
-def default_blas_threads(comm):
-    """Return max(1, usable cores on this node // ranks of ``comm`` on it) (collective)."""
-    cores, ranks = node_cores_and_ranks(comm)
-    return max(1, cores // ranks)
 
 
 def configure_rank_threads(comm, threads=None, task_threads=None):

@@ -3,7 +3,7 @@
 Each rank runs its program in order, as the executor does: a task takes its
 calibrated time, a SEND puts the message on the (sender, receiver) link as soon as
 the rank reaches it, a RECV waits until that message has arrived; ranks of one node
-share its cores while they compute (Replay). Every event
+share its cores while they compute or poll (Replay). Every event
 remembers what it waited for, so the critical path can be walked back from the
 rank that finishes last.
 """
@@ -89,11 +89,10 @@ class Replay:
     """The discrete-event state of one replay: a global clock, each rank's position
     and what it is doing, the messages in flight.
 
-    Ranks on one node share its cores as the processor does: while the running
-    ranks ask for more threads than the node has, each runs that much slower, and
-    a rank waiting for a tile asks for none (the runtime sleeps instead of spinning
-    where ranks outnumber cores, runtime/executor.py), so a rank alone in its task
-    gets its full share back.
+    Ranks on one node share its cores as the processor does: while the ranks ask
+    for more threads than the node has, each running one runs that much slower. A
+    rank in a task asks for its threads, a rank waiting for a tile for one (the
+    runtime polls for it, runtime/executor.py), a rank that is done for none.
     """
 
     def __init__(self, plan, machine, phases, ranks_per_node):
@@ -165,10 +164,13 @@ class Replay:
 
     def speeds(self) -> dict:
         """Each running rank's speed: its node's cores over the threads asked there."""
-        asked = Counter(rank // self.per_node for rank in self.running)
+        asked = Counter()
+        for rank in self.running:
+            asked[rank // self.per_node] += self.threads
+        for rank in self.waiting:
+            asked[rank // self.per_node] += 1
         cores = self.machine.cores
-        return {rank: min(1.0, cores / (asked[rank // self.per_node] * self.threads))
-                for rank in self.running}
+        return {rank: min(1.0, cores / asked[rank // self.per_node]) for rank in self.running}
 
     def step_clock(self) -> bool:
         """Move the clock to the next task end or message arrival; False: none left."""

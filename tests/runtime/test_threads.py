@@ -85,30 +85,6 @@ def test_default_blas_threads_arithmetic(size, masks, expected):
     assert node.freed
 
 
-@pytest.mark.parametrize("size, masks, cores", [
-    (3, [set(range(2))] * 3, 2),                 # 3 unbound ranks on 2 cores
-    (3, [{0, 1}, {2, 3}, {4, 5}], 6),
-])
-def test_node_cores_and_ranks_count_the_union_of_masks(size, masks, cores):
-    node = FakeNodeComm(size, masks)
-    assert threads.node_cores_and_ranks(FakeComm(node)) == (cores, size)
-    assert node.freed
-
-
-@pytest.mark.parametrize("cores, ranks, spins", [(2, 1, True), (2, 2, True), (2, 3, False)])
-def test_ranks_sleep_at_once_where_they_outnumber_the_cores(monkeypatch, cores, ranks, spins):
-    """A waiting rank spins (lowest latency) only where every rank has a core of its
-    own; beyond that its spin would take the CPU from the rank it waits for."""
-    from nntile_spmd.runtime.executor import SPIN_SECONDS
-    from nntile_spmd.runtime.mpi_world import MPIWorld
-
-    monkeypatch.setattr(threads, "node_cores_and_ranks", lambda comm: (cores, ranks))
-    world = MPIWorld()
-    world.setup_node("cpu", 1, None)
-    transport = world.transport(world.rank)
-    assert transport.spin_seconds == (SPIN_SECONDS if spins else 0.0)
-
-
 def test_ranks_per_node_and_local_rank_use_shared_split():
     node = FakeNodeComm(4, [], rank=3)
     assert threads.ranks_per_node(FakeComm(node)) == 4
@@ -178,14 +154,3 @@ def test_compile_selects_the_device_by_node_local_rank(monkeypatch, restore_thre
     nt.compile(g)   # comm=None: the real MPI world (of one rank without mpiexec)
     assert chosen == [3]
 
-
-@pytest.mark.parametrize("spin_seconds", [0.0, 0.02])
-def test_a_wait_without_spinning_still_completes_and_times_out(spin_seconds):
-    from nntile_spmd.runtime.executor import RecvTimeout, wait_with_deadline
-
-    calls = []
-    wait_with_deadline(lambda: calls.append(1) or len(calls) > 3, 1.0, lambda: "x",
-                       spin_seconds)
-    assert len(calls) == 4
-    with pytest.raises(RecvTimeout, match="timed out after 0.05 s: the tile"):
-        wait_with_deadline(lambda: False, 0.05, lambda: "the tile", spin_seconds)
