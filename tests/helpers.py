@@ -182,3 +182,11 @@ def collective_ok(comm, ok) -> bool:
     """True on every rank iff `ok` is true on every rank of `comm` (MPI.MIN)."""
     from mpi4py import MPI
     return comm.allreduce(int(bool(ok)), op=MPI.MIN) == 1
+
+
+def guarded(run, *args, **kwargs):
+    """run(...) -> problems; an exception becomes this rank's problem, not a hang."""
+    try:
+        return run(*args, **kwargs)
+    except Exception as error:   # noqa: BLE001 - reported through the verdict
+        return [f"{type(error).__name__}: {error}"]

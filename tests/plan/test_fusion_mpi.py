@@ -6,7 +6,7 @@ bitwise the unfused results on every rank under every preset; verdicts are colle
 
 import numpy as np
 import pytest
-from helpers import collective_ok
+from helpers import collective_ok, guarded
 from mpi4py import MPI
 
 import nntile_spmd as nt
@@ -15,14 +15,6 @@ from nntile_spmd.train import add_optimizer
 
 pytestmark = pytest.mark.mpi(min_size=2)
 COMM = MPI.COMM_WORLD
-
-
-def guarded(run):
-    """run() -> problems; an exception becomes this rank's problem, not a hang."""
-    try:
-        return run()
-    except Exception as error:   # noqa: BLE001 - reported through the verdict
-        return [f"rank {COMM.rank}: {type(error).__name__}: {error}"]
 
 
 def gpt2_results(preset, fuse):

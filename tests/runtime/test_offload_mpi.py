@@ -12,7 +12,7 @@ SimulatedWorld(1) run. Verdicts are collective.
 
 import numpy as np
 import pytest
-from helpers import collective_ok
+from helpers import collective_ok, guarded
 from mpi4py import MPI
 
 import nntile_spmd as nt
@@ -22,14 +22,6 @@ from nntile_spmd.train import add_optimizer
 
 pytestmark = pytest.mark.mpi(min_size=2)
 COMM = MPI.COMM_WORLD
-
-
-def guarded(run):
-    """run() -> problems; an exception becomes this rank's problem, not a hang."""
-    try:
-        return run()
-    except Exception as error:   # noqa: BLE001 - reported through the verdict
-        return [f"rank {COMM.rank}: {type(error).__name__}: {error}"]
 
 
 def gpt2_step(preset, comm=None, task_threads=1, **offload):

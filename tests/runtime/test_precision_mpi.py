@@ -5,10 +5,9 @@ measures what the plan says: half the bytes of the same plan in fp32.
 """
 
 import pytest
-from helpers import collective_ok, stat_problems
+from helpers import collective_ok, guarded, stat_problems
 from mpi4py import MPI
 from precision_cases import differences, layer_inputs, reference, run_layer
-from test_runtime_mpi import guarded
 
 pytestmark = pytest.mark.mpi(min_size=2)
 COMM = MPI.COMM_WORLD

@@ -9,21 +9,13 @@ an error inside a run becomes that rank's verdict, and receives time out instead
 # ruff: noqa: E501 - the usage lines above are commands
 
 import pytest
-from helpers import collective_ok
+from helpers import collective_ok, guarded
 from mpi4py import MPI
 from test_runtime_attention import DISTRIBUTIONS, run_attention
 from test_runtime_cross_entropy import check_against_numpy
 
 pytestmark = pytest.mark.mpi(min_size=2)
 COMM = MPI.COMM_WORLD
-
-
-def guarded(run, *args, **kwargs):
-    """run(...) -> problems; an exception becomes this rank's problem, not a hang."""
-    try:
-        return run(*args, **kwargs)
-    except Exception as error:   # noqa: BLE001 - reported through the verdict
-        return [f"{type(error).__name__}: {error}"]
 
 
 @pytest.mark.parametrize("distribution", DISTRIBUTIONS)

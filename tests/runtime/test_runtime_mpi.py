@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import collective_ok, run_case, stat_problems
+from helpers import collective_ok, guarded, run_case, stat_problems
 from mpi4py import MPI
 from op_cases import OP_CASES
 
@@ -26,14 +26,6 @@ pytestmark = pytest.mark.mpi(min_size=2)
 PRESETS = ("single", "ddp", "fsdp", "tp")
 COMM = MPI.COMM_WORLD
 TIMEOUT = 60.0   # seconds a receive may wait before the run is declared failed
-
-
-def guarded(run, *args, **kwargs):
-    """run(...) -> problems; an exception becomes this rank's problem, not a hang."""
-    try:
-        return run(*args, **kwargs)
-    except Exception as error:   # noqa: BLE001 - reported through the verdict
-        return [f"{type(error).__name__}: {error}"]
 
 
 def uneven_sizes(case):

@@ -5,9 +5,8 @@ Status counts of Irecv, so a corrupted tile shows up on both sides.
 """
 
 import pytest
-from helpers import collective_ok
+from helpers import collective_ok, guarded
 from mpi4py import MPI
-from test_runtime_mpi import guarded
 from test_stats import sent_once, shrink_tile
 
 pytestmark = pytest.mark.mpi(min_size=2)

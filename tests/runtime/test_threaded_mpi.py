@@ -7,9 +7,8 @@ and the bytes, FLOPs and in-order peak equal the plan.
 
 import numpy as np
 import pytest
-from helpers import collective_ok
+from helpers import collective_ok, guarded
 from mpi4py import MPI
-from test_runtime_mpi import guarded
 
 import nntile_spmd as nt
 from nntile_spmd.models import mlp
