@@ -25,7 +25,8 @@ def collective_verdict(work):
     comm = MPI.COMM_WORLD
     if comm.size not in PIPELINES:
         pytest.skip(f"pipeline cases are set for the CI world sizes {sorted(PIPELINES)} "
-                    f"(scripts/test-all), this world has {comm.size}")
+                    f"(scripts/test-all), this world has {comm.size}; they run in CI's "
+                    "2-, 3- and 4-rank MPI passes")
     try:
         problems = work(comm, *PIPELINES[comm.size])
     except Exception as error:   # reported collectively below
@@ -54,7 +55,8 @@ def test_mpi_pipeline_is_one_rank(schedule):
 def test_mpi_pipeline_parity_with_transformers():
     if MPI.COMM_WORLD.size == 3:
         pytest.skip("the transformers reference has 2 blocks and 3 stages need 3; "
-                    "test_mpi_pipeline_is_one_rank runs pp on 3 ranks")
+                    "this test runs in CI's 2- and 4-rank MPI passes, and on 3 ranks "
+                    "test_mpi_pipeline_is_one_rank checks pp against one rank instead")
 
     def work(comm, distribution, _):
         config, state, ids, targets, hf = hf_reference()   # 2 blocks: one per stage
