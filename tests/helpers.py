@@ -190,3 +190,25 @@ def guarded(run, *args, **kwargs):
         return run(*args, **kwargs)
     except Exception as error:   # noqa: BLE001 - reported through the verdict
         return [f"{type(error).__name__}: {error}"]
+
+
+def adamw_gpt2_steps(distribution, comm=None, steps=2, **compile_options):
+    """Two AdamW steps of a tiny fp64 GPT-2 (uneven batch tiles); (compiled graph,
+    {parameter or "loss": value}) on this rank."""
+    from nntile_spmd.models import gpt2
+    from nntile_spmd.train import add_optimizer
+
+    cfg = gpt2.GPT2Config(vocab_size=32, n_positions=12, n_embd=16, n_layer=2, n_head=2)
+    model = gpt2.build_gpt2(cfg, batch=3, seq=12, dtype="fp64")
+    add_optimizer(model.graph, model.params, model.grads, "adamw", lr=1e-3, weight_decay=0.01)
+    cg = nt.compile(model.graph, comm=comm, distribution=distribution,
+                    tiling=nt.TilingStrategy.manual({"input_ids": [5, 2]}), **compile_options)
+    rng = np.random.default_rng(1)
+    for name, value in model.init_params(rng).items():
+        cg.bind_data(name, value)
+    ids = np.asfortranarray(rng.integers(0, 32, (12, 3)))
+    cg.bind_data("input_ids", ids)
+    cg.bind_data("targets", ids)
+    for _ in range(steps):
+        cg.execute()
+    return cg, {name: cg.get_output(name) for name in model.param_names + ["loss"]}

@@ -6,33 +6,18 @@ bitwise the unfused results on every rank under every preset; verdicts are colle
 
 import numpy as np
 import pytest
-from helpers import collective_ok, guarded
+from helpers import adamw_gpt2_steps, collective_ok, guarded
 from mpi4py import MPI
 
-import nntile_spmd as nt
-from nntile_spmd.models import gpt2
-from nntile_spmd.train import add_optimizer
 
 pytestmark = pytest.mark.mpi(min_size=2)
 COMM = MPI.COMM_WORLD
 
 
 def gpt2_results(preset, fuse):
-    cfg = gpt2.GPT2Config(vocab_size=32, n_positions=12, n_embd=16, n_layer=2, n_head=2)
-    model = gpt2.build_gpt2(cfg, batch=3, seq=12, dtype="fp64")
-    add_optimizer(model.graph, model.params, model.grads, "adamw", lr=1e-3, weight_decay=0.01)
-    cg = nt.compile(model.graph, distribution=preset, fuse=fuse,
-                    tiling=nt.TilingStrategy.manual({"input_ids": [5, 2]}))
-    rng = np.random.default_rng(1)
-    for name, value in model.init_params(rng).items():
-        cg.bind_data(name, value)
-    ids = np.asfortranarray(rng.integers(0, 32, (12, 3)))
-    cg.bind_data("input_ids", ids)
-    cg.bind_data("targets", ids)
-    for _ in range(2):
-        cg.execute()
+    cg, values = adamw_gpt2_steps(preset, fuse=fuse)
     cg.check_stats()
-    return {name: cg.get_output(name) for name in [p.name for p in model.params] + ["loss"]}
+    return values
 
 
 @pytest.mark.parametrize("preset", ["single", "ddp", "fsdp", "tp"])

@@ -12,34 +12,18 @@ SimulatedWorld(1) run. Verdicts are collective.
 
 import numpy as np
 import pytest
-from helpers import collective_ok, guarded
+from helpers import adamw_gpt2_steps, collective_ok, guarded
 from mpi4py import MPI
 
 import nntile_spmd as nt
-from nntile_spmd.models import gpt2
 from nntile_spmd.plan.offload import offload_totals
-from nntile_spmd.train import add_optimizer
 
 pytestmark = pytest.mark.mpi(min_size=2)
 COMM = MPI.COMM_WORLD
 
 
 def gpt2_step(preset, comm=None, task_threads=1, **offload):
-    cfg = gpt2.GPT2Config(vocab_size=32, n_positions=12, n_embd=16, n_layer=2, n_head=2)
-    model = gpt2.build_gpt2(cfg, batch=3, seq=12, dtype="fp64")
-    add_optimizer(model.graph, model.params, model.grads, "adamw", lr=1e-3, weight_decay=0.01)
-    cg = nt.compile(model.graph, comm=comm, distribution=preset, task_threads=task_threads,
-                    tiling=nt.TilingStrategy.manual({"input_ids": [5, 2]}), **offload)
-    rng = np.random.default_rng(1)
-    for name, value in model.init_params(rng).items():
-        cg.bind_data(name, value)
-    ids = np.asfortranarray(rng.integers(0, 32, (12, 3)))
-    cg.bind_data("input_ids", ids)
-    cg.bind_data("targets", ids)
-    for _ in range(2):
-        cg.execute()
-    values = {name: cg.get_output(name) for name in [p.name for p in model.params] + ["loss"]}
-    return cg, values
+    return adamw_gpt2_steps(preset, comm=comm, task_threads=task_threads, **offload)
 
 
 @pytest.mark.parametrize("task_threads", [1, 2], ids=["serial", "threaded"])
