@@ -16,6 +16,7 @@ import numpy as np
 from ..graph import LogicalGraph, grad, ops
 from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
 from ..train.losses import add_loss
+from .mlp import Classifier
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ DIGITS_LAYERS = (ConvLayer(16), ConvLayer(32, stride=2))   # 8x8 -> 8x8x16 -> 4x
 
 
 @dataclass
-class CNN:
+class CNN(Classifier):
     """A CNN graph with the names a Trainer needs (inputs, parameters, loss, grads)."""
 
     graph: LogicalGraph
@@ -49,15 +50,6 @@ class CNN:
     loss: object = None
     params: list = field(default_factory=list)
     grads: list = field(default_factory=list)
-
-    @property
-    def inputs(self) -> tuple:
-        """Names of the tensors bound per micro-batch: ("x", "y")."""
-        return (self.x.name, self.y.name)
-
-    @property
-    def param_names(self) -> list:
-        return [p.name for p in self.params]
 
     def init_params(self, rng) -> dict:
         """PyTorch's Conv2d/Linear init: weight and bias ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))

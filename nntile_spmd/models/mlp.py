@@ -20,8 +20,21 @@ ACTIVATIONS = {"gelu": ops.gelu, "gelutanh": ops.gelutanh, "relu": ops.relu,
                "silu": ops.silu}
 
 
+class Classifier:
+    """What the MLP and the CNN share: inputs x (features) and y (labels), params."""
+
+    @property
+    def inputs(self) -> tuple:
+        """Names of the tensors bound per micro-batch: ("x", "y")."""
+        return (self.x.name, self.y.name)
+
+    @property
+    def param_names(self) -> list:
+        return [p.name for p in self.params]
+
+
 @dataclass
-class MLP:
+class MLP(Classifier):
     """An MLP graph with the names a Trainer needs (inputs, parameters, loss, grads)."""
 
     graph: LogicalGraph
@@ -38,15 +51,6 @@ class MLP:
     loss: object = None
     params: list = field(default_factory=list)
     grads: list = field(default_factory=list)
-
-    @property
-    def inputs(self) -> tuple:
-        """Names of the tensors bound per micro-batch: ("x", "y")."""
-        return (self.x.name, self.y.name)
-
-    @property
-    def param_names(self) -> list:
-        return [p.name for p in self.params]
 
     def init_params(self, rng) -> dict:
         """PyTorch nn.Linear init: w, b ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)); NumPy arrays."""
