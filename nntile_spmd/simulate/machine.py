@@ -30,6 +30,10 @@ class MachineModel:
     # op type -> {str(threads): [a_seconds, b_seconds_per_unit]}
     op_types: dict = field(default_factory=dict)
     source: str = "defaults"               # what produced these numbers
+    # A rank that has finished its program waits for the others in the step's closing
+    # collective (a loss or statistics allreduce), which MPI busy-polls: it keeps
+    # asking for a core until the last rank of the step is done.
+    finished_ranks_poll: bool = True
 
     def threads_per_rank(self, ranks_on_node: int) -> int:
         """The runtime's default: the node's cores split among its ranks, at least 1."""

@@ -92,7 +92,9 @@ class Replay:
     Ranks on one node share its cores as the processor does: while the ranks ask
     for more threads than the node has, each running one runs that much slower. A
     rank in a task asks for its threads, a rank waiting for a tile for one (the
-    runtime polls for it, runtime/executor.py), a rank that is done for none.
+    runtime polls for it, runtime/executor.py), and a rank that is done for one
+    while it waits in the step's closing collective (machine.finished_ranks_poll),
+    else for none.
     """
 
     def __init__(self, plan, machine, phases, ranks_per_node):
@@ -106,6 +108,7 @@ class Replay:
         self.now = 0.0
         self.positions, self.last = [0] * nranks, [-1] * nranks
         self.busy = [0.0] * nranks
+        self.finished = set()  # ranks at the end of their program
         self.running = {}      # rank -> [seconds left at full speed, start, op type]
         self.waiting = {}      # rank -> (time its wait began, the message queue it waits on)
         self.in_flight = defaultdict(deque)   # (source, target, tag) -> (arrival, send event)
@@ -124,6 +127,7 @@ class Replay:
                     if self.positions[rank] == len(self.programs[rank]) \
                             and rank not in self.running:
                         unfinished.discard(rank)
+                        self.finished.add(rank)
             if unfinished and not self.step_clock():
                 raise RuntimeError(f"replay stalled on ranks {sorted(unfinished)}: a RECV "
                                    "without its SEND (a plan bug)")
@@ -167,7 +171,10 @@ class Replay:
         asked = Counter()
         for rank in self.running:
             asked[rank // self.per_node] += self.threads
-        for rank in self.waiting:
+        pollers = list(self.waiting)
+        if self.machine.finished_ranks_poll:
+            pollers += self.finished
+        for rank in pollers:
             asked[rank // self.per_node] += 1
         cores = self.machine.cores
         return {rank: min(1.0, cores / asked[rank // self.per_node]) for rank in self.running}

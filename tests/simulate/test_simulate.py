@@ -74,16 +74,20 @@ def test_ranks_beyond_the_cores_share_them_only_while_both_compute():
     assert apart.step_s == pytest.approx(task_s)
     assert together.step_s == pytest.approx(2 * task_s)
     assert together.busy_s == pytest.approx([2 * task_s, 2 * task_s])
-    # one rank computes while the other only sends (and then waits for nothing):
-    # the idle rank asks for no core, so the busy one runs at full speed
+    # one rank computes while the other only sends: the idle rank then polls in the
+    # step's closing collective and halves the busy one's speed, unless told that
+    # finished ranks ask for no core
     lonely = one_message_plan()
-    assert predict(lonely, one_core).busy_s[0] == \
-        pytest.approx(predict(lonely, one_core, ranks_per_node=1).busy_s[0])
+    alone = predict(lonely, one_core, ranks_per_node=1).busy_s[0]
+    assert predict(lonely, one_core).busy_s[0] == pytest.approx(2 * alone)
+    quiet = MachineModel(**{**one_core.__dict__, "finished_ranks_poll": False})
+    assert predict(lonely, quiet).busy_s[0] == pytest.approx(alone)
 
 
-def test_a_rank_gets_the_core_back_when_its_neighbour_finishes():
+def test_a_finished_rank_keeps_its_share_while_it_polls():
     """Rank 0 runs two tasks, rank 1 one: on one core the first tasks share it (2t
-    each), then rank 0's second task runs alone (t)."""
+    each); then rank 1 polls in the closing collective, so rank 0's second task still
+    shares the core (2t), or runs alone (t) when finished ranks do not poll."""
     g = nt.LogicalGraph("uneven")
     x = g.tensor([6], "x", "fp32", external=True)
     nt.ops.gelu(x, "y").mark_output()
@@ -91,8 +95,9 @@ def test_a_rank_gets_the_core_back_when_its_neighbour_finishes():
     plan = build_plan(g, 2, nt.TilingStrategy.manual({"x": [2]}), {"x": owners, "y": owners})
     one_core = MachineModel(**{**MACHINE.__dict__, "cores": 1})
     task_s = GELU_A + GELU_B * plan.program(1)[-1].flops
-    prediction = predict(plan, one_core)
-    assert prediction.finish_s == pytest.approx([3 * task_s, 2 * task_s])
+    assert predict(plan, one_core).finish_s == pytest.approx([4 * task_s, 2 * task_s])
+    quiet = MachineModel(**{**one_core.__dict__, "finished_ranks_poll": False})
+    assert predict(plan, quiet).finish_s == pytest.approx([3 * task_s, 2 * task_s])
 
 
 def test_a_receive_without_its_send_is_reported_as_a_plan_bug():
