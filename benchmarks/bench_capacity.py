@@ -70,9 +70,8 @@ def tiling(args):
 def planned(width, depth, preset, args, budget, offload):
     """(fits, max planned peak per rank, max offloaded bytes per rank, Psi)."""
     model, psi = model_graph(width, depth, args)
-    plan = nt.build_plan(model.graph, NRANKS, tiling(args), PRESETS[preset])
-    if offload:
-        plan.policy = ExecutionPolicy(True, budget, 1.0)
+    plan = nt.build_plan(model.graph, NRANKS, tiling(args), PRESETS[preset],
+                         policy=ExecutionPolicy(True, budget, 1.0) if offload else None)
     try:
         peaks = [plan.peak_bytes(rank) for rank in range(NRANKS)]
     except nt.PlanError:      # a task needs more than the device budget

@@ -1,6 +1,7 @@
 """Plan layer: tiling, distribution, lowering to per-rank programs, exact analysis.
 
-Imports the graph layer only; no runtime, no MPI, no kernels.
+Imports the graph layer, and of nntile_kernels only declarations (fusion's element
+rules, the kernels' parameters); no runtime, no MPI, no kernel runs.
 """
 
 from .builder import PlanError

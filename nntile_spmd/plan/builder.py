@@ -17,6 +17,7 @@ from collections import defaultdict
 
 from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send, key_str, new_tuple
+from .kernel_params import KernelParams
 from .partial import PartialSums
 from .tile_tables import OwnerTable, partial_name
 
@@ -146,11 +147,11 @@ class ProgramBuilder(PartialSums):
         self.run_task(ranks, spec.kernel, keys, reads, outputs, params, step.flops, op.name)
 
     def with_beta(self, params, beta_attr, beta):
-        """params with beta set; PERF: one shared dict per (params, beta), never mutated."""
+        """params with beta set; PERF: one shared KernelParams per (params, beta)."""
         cached = self.beta_params.get((id(params), beta))
         if cached is None or cached[0] is not params:
-            cached = self.beta_params[(id(params), beta)] = (params,
-                                                            dict(params, **{beta_attr: beta}))
+            cached = self.beta_params[(id(params), beta)] = (
+                params, params.with_values(**{beta_attr: beta}))
         return cached[1]
 
     def run_partial(self, group, owner, step_ranks, order):
@@ -200,7 +201,7 @@ class ProgramBuilder(PartialSums):
         flops = 3 * self.meta[parent_key].size
         params = self.add_params.get(beta)   # PERF: shared, never mutated
         if params is None:
-            params = self.add_params[beta] = {"alpha": 1.0, "beta": beta}
+            params = self.add_params[beta] = KernelParams(alpha=1.0, beta=beta)
         self.run_task((rank,), op.spec.combine, (child_key, parent_key, parent_key), reads,
                       (parent_key,), params, flops, op.name)
 

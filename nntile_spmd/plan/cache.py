@@ -3,8 +3,8 @@ same graph (or a restarted job) skips planning.
 
 The key is a hash of everything a plan is a pure function of: the graph (its JSON
 export), the tiling strategy, the distribution, the world size, the window, the
-deterministic flag, the rank whose program alone is derived (None: every rank's) and
-the library version. Arguments without a stable description
+deterministic flag, the rank whose program alone is derived (None: every rank's), the
+fusion flag, the offloading policy and the library version. Arguments without a stable description
 (an owner *function* for a custom distribution, an attribute JSON cannot hold) make a
 plan uncacheable:
 it is planned as usual and counted as such, never looked up under a wrong key.
@@ -60,7 +60,7 @@ def stable_text(value) -> str:
 
 
 def plan_key(graph, nranks, tiling, distribution, window, deterministic=False,
-             rank=None, fuse=False) -> str:
+             rank=None, fuse=False, policy=None) -> str:
     """The cache key of a plan (raises Uncacheable)."""
     from .. import __version__
     from ..graph.export import to_json
@@ -72,7 +72,7 @@ def plan_key(graph, nranks, tiling, distribution, window, deterministic=False,
         distribution = ("mesh", tuple(distribution.items()))   # a mesh's axis order counts
     text = "\n".join([__version__, graph_text, stable_text(tiling), stable_text(distribution),
                       str(nranks), str(window), str(bool(deterministic)), str(rank),
-                      str(bool(fuse))])
+                      str(bool(fuse)), stable_text(policy)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -100,12 +100,12 @@ class PlanCache:
             os.makedirs(self.directory, exist_ok=True)
 
     def plan(self, graph, nranks, tiling, distribution, window, build, deterministic=False,
-             rank=None, fuse=False):
+             rank=None, fuse=False, policy=None):
         """The plan of these arguments: from memory, from disk, or `build()` (which
         must return the plan with its programs derived)."""
         try:
             key = plan_key(graph, nranks, tiling, distribution, window, deterministic, rank,
-                           fuse)
+                           fuse, policy)
         except Uncacheable:
             with self.lock:
                 self.stats.uncacheable += 1

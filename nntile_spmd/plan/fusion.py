@@ -23,6 +23,7 @@ from __future__ import annotations
 from nntile_kernels.fused_rules import ELEMENT_RULES, Step, chain_name
 
 from .instructions import Exec, Free
+from .kernel_params import KernelParams
 
 FUSED_DTYPES = ("fp32", "fp64")
 # Kernels that write their whole output from the inputs alone when beta == 0.
@@ -84,7 +85,7 @@ class Chain:
             params.update({f"s{index}_{name}": value for name, value in part.params.items()})
         return Exec(chain_name(steps), tuple(inputs + outputs),
                     tuple(k for k in inputs + outputs if k in read_first),
-                    tuple(outputs), params, sum(p.flops for p in self.parts),
+                    tuple(outputs), KernelParams(params), sum(p.flops for p in self.parts),
                     "+".join(p.op_name for p in self.parts))
 
     def written_first(self):
@@ -171,7 +172,7 @@ def fold_clears(program) -> list:
             if (type(target) is Exec and target.kernel in BETA_OVERWRITES
                     and target.writes == (key,) and key not in target.keys[:-1]
                     and target.params.get("beta") == 1.0 and after not in rewritten):
-                rewritten[after] = target._replace(params={**target.params, "beta": 0.0})
+                rewritten[after] = target._replace(params=target.params.with_values(beta=0.0))
                 continue
         result.append(instruction)
     return result

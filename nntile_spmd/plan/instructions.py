@@ -6,11 +6,18 @@ executor dispatches on the class through a table.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from .kernel_params import KernelParams
 
 # new_tuple(Send, (key, peer, tag, nbytes, consumer)) builds an instruction without the
-# NamedTuple constructor's Python frame: 0.7 us instead of 1.6 us per instruction
-# (timeit, this machine), and the all-ranks planner builds ~10^6 of them at 64 ranks.
+# NamedTuple constructor's Python frame. It matters where ~10^6 instructions are built:
+# every rank's programs of a 6-layer GPT-2 on 32 ranks (1.3M instructions, the
+# all-ranks builder.py and memory.py's FREEs) plan in 14.0-15.1 s with it and
+# 14.5-16.1 s without (CPU s, 3 interleaved runs, shared machine). One rank's program
+# (rank_builder.py, ~2x10^4 instructions at 64 ranks) gains nothing measurable, so
+# the per-rank builder and offloading use the plain constructors.
 new_tuple = tuple.__new__
 
 
@@ -53,7 +60,7 @@ class Exec(NamedTuple):
     keys: tuple
     reads: tuple
     writes: tuple
-    params: dict
+    params: KernelParams   # immutable, typed (plan/kernel_params.py)
     flops: int
     op_name: str
 

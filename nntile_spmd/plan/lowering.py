@@ -14,11 +14,12 @@ from operator import getitem, itemgetter
 from typing import NamedTuple
 
 from .axes import op_axes
+from .kernel_params import KernelParams, checked_params
 
 
 class Step(NamedTuple):   # PERF: a NamedTuple builds ~3x faster than a frozen dataclass
     keys: tuple          # kernel arrays: input tile keys, then output tile keys
-    params: dict         # shared between steps: never mutate (the builder copies it)
+    params: KernelParams  # immutable, shared between steps
     flops: int
 
 
@@ -61,6 +62,8 @@ def lower_op(op, tilings, views=None, coords=None):
     if spec.dtype_params is not None:
         base_params |= spec.dtype_params([t.dtype for t in op.inputs],
                                          [t.dtype for t in op.outputs])
+    base_params = checked_params(op, spec.kernel, base_params if spec.tile_params is None
+                                 else {**base_params, **first_tile_params(op, tilings)})
     reads_output = spec.reads_output(op.attrs)
     # PERF (plan-speed tests): each step's tile coordinates are one vector (output
     # tile coordinate, then summed-label indices) from which per-array pickers take
@@ -168,7 +171,7 @@ def reading_views(group, views):
             if key in views:
                 keys[position], shape = views[key]
                 shapes.append((position, shape))
-        params = dict(step.params, view_kernel=op.spec.kernel, view_shapes=tuple(shapes))
+        params = step.params.with_values(view_kernel=op.spec.kernel, view_shapes=tuple(shapes))
         steps.append(Step(tuple(keys), params, step.flops))
     outputs = steps[0].keys[len(op.inputs):] if steps else \
         tuple(views.get(key, (key,))[0] for key in group.outputs)
@@ -216,11 +219,18 @@ def label_tile_sizes(arrays, axes, tilings):
 
 
 def step_params(op, base_params, keys, tilings):
-    params = dict(base_params)
-    if op.spec.tile_params is not None:
-        offsets = [tilings[name].tile_offset(coord) for name, coord in keys]
-        params.update(op.spec.tile_params(op.attrs, offsets))
-    return params
+    """The params of one step: the op's, with those of its tiles (OpSpec.tile_params)."""
+    if op.spec.tile_params is None:
+        return base_params
+    offsets = [tilings[name].tile_offset(coord) for name, coord in keys]
+    return KernelParams(base_params, **op.spec.tile_params(op.attrs, offsets))
+
+
+def first_tile_params(op, tilings):
+    """The tile params of the op's first tiles: checked with the op's own at lowering."""
+    arrays = op.inputs + op.outputs
+    offsets = [tilings[t.name].tile_offset((0,) * t.ndim) for t in arrays]
+    return op.spec.tile_params(op.attrs, offsets)
 
 
 def step_flops(op, keys, tilings):

@@ -68,7 +68,7 @@ def offload_totals(program) -> tuple:
 
 def rank_program(plan, program, rank, phase_key) -> list:
     """Plan.finish_program's last step under an offloading policy."""
-    rests = plan.__dict__.setdefault("rest_sets", {})
+    rests = plan._rest_sets   # the plan's memo: a pure function of the plan
     if phase_key == PHASES and rank not in rests:   # the program the rest set comes from
         rests[rank] = rest_set(program, plan.meta, plan.permanent[rank], plan.policy,
                                plan.window, rank)
@@ -80,14 +80,10 @@ def resident_at_rest(plan, rank) -> frozenset:
     """The persistent tiles `rank` keeps in device memory between executes."""
     if plan.policy is None:
         return frozenset(plan.permanent[rank])
-    cached = plan.__dict__.setdefault("rest_sets", {})
+    cached = plan._rest_sets
     if rank not in cached:
-        policy, plan.policy = plan.policy, None   # the all-phases program before offloading
-        try:
-            program = plan._build_rank_program(PHASES, rank)
-        finally:
-            plan.policy = policy
-        cached[rank] = rest_set(program, plan.meta, plan.permanent[rank], policy,
+        program = plan._build_rank_program(PHASES, rank, offloaded=False)
+        cached[rank] = rest_set(program, plan.meta, plan.permanent[rank], plan.policy,
                                 plan.window, rank)
     return cached[rank]
 

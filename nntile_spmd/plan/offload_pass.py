@@ -6,7 +6,7 @@ from __future__ import annotations
 import heapq
 
 from .builder import PlanError
-from .instructions import Evict, Exec, Free, Prefetch, Recv, Send, key_str, new_tuple
+from .instructions import Evict, Exec, Free, Prefetch, Recv, Send, key_str
 
 NEVER = float("inf")
 
@@ -115,7 +115,7 @@ class OffloadWalk:
         if write_back:
             self.current_copy.add(key)
         nbytes = self.meta[key].nbytes
-        self.emit(new_tuple(Evict, (key, nbytes, write_back)), self.held)
+        self.emit(Evict(key, nbytes, write_back), self.held)
         self.resident.discard(key)
         self.held -= nbytes
 
@@ -126,7 +126,7 @@ class OffloadWalk:
         nbytes = self.meta[key].nbytes
         self.held += nbytes
         self.resident.add(key)
-        self.emit(new_tuple(Prefetch, (key, nbytes)), self.held)
+        self.emit(Prefetch(key, nbytes), self.held)
 
     def refuse(self, need, instruction):
         what = (f"task {instruction} of op {instruction.op_name}" if type(instruction) is Exec

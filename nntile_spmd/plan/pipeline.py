@@ -134,11 +134,11 @@ def tensor_stages(graph, nstages) -> dict:
     return stages
 
 
-def batch_dims(plan, batch_class) -> dict:
+def batch_dims(graph, class_of, batch_class) -> dict:
     """{tensor name: its dim on the batch axis} for the tensors that have one."""
     result = {}
-    for tensor in plan.graph.tensors():
-        dims = [d for d in range(tensor.ndim) if plan.class_of[(tensor.name, d)] == batch_class]
+    for tensor in graph.tensors():
+        dims = [d for d in range(tensor.ndim) if class_of[(tensor.name, d)] == batch_class]
         if dims:
             result[tensor.name] = dims[-1]
     return result

@@ -26,7 +26,7 @@ from collections import defaultdict
 
 from .builder import TAG_LIMIT, ProgramBuilder
 from .distribution import REPLICATED
-from .instructions import Exec, Recv, Send, new_tuple
+from .instructions import Exec, Recv, Send
 
 
 class RankProgramBuilder(ProgramBuilder):
@@ -99,10 +99,9 @@ class RankProgramBuilder(ProgramBuilder):
         tag = count % TAG_LIMIT
         nbytes = self.meta[key].nbytes
         if source == rank:
-            self.sends[self.ready[key]].append(
-                new_tuple(Send, (key, target, tag, nbytes, consumer)))
+            self.sends[self.ready[key]].append(Send(key, target, tag, nbytes, consumer))
         else:
-            self.program.append(new_tuple(Recv, (key, source, tag, nbytes, consumer)))
+            self.program.append(Recv(key, source, tag, nbytes, consumer))
             self.ready[key] = len(self.program)
             if self.tiles is not None:
                 self.tiles.note_copy(key)
@@ -135,8 +134,7 @@ class RankProgramBuilder(ProgramBuilder):
         if runs_here:
             self.mine.update(new_versions)
             program = self.program
-            program.append(new_tuple(Exec, (kernel, keys, reads, writes, params, flops,
-                                            op_name)))
+            program.append(Exec(kernel, keys, reads, writes, params, flops, op_name))
             position, ready = len(program), self.ready
             for key in writes:
                 ready[key] = position

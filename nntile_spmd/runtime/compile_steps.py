@@ -29,8 +29,7 @@ def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic
     With `rank`, only that rank's program is derived."""
     def build():
         plan = build_plan(graph, nranks, tiling, distribution, window, deterministic, rank,
-                          fuse)
-        plan.policy = policy   # offloading (plan/offload.py), before any program is built
+                          fuse, policy)
         if rank is None:
             plan.programs()
         else:
@@ -38,11 +37,11 @@ def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic
         return plan
     if cache is None and os.environ.get(ENV_DIRECTORY):
         cache = shared_cache()
-    if cache is None or cache is False or policy is not None:   # cache keys lack the policy
+    if cache is None or cache is False:
         return build()
     cache = shared_cache() if cache is True else cache
     return cache.plan(graph, nranks, tiling, distribution, window, build, deterministic, rank,
-                      fuse)
+                      fuse, policy)
 
 
 class PendingCompile:

@@ -3,15 +3,17 @@ and the programs that carry them to the kernels.
 
 The plan keeps `Scalar` objects in its EXEC params. For each (phases, rank) this
 module keeps one private copy of the program in which those EXECs are replaced by
-EXECs with plain float params; when a value changes only those entries are
-rewritten. The copy keeps its identity, so the tile store's spare buffers (keyed
-by program) survive a learning-rate schedule that changes the rate every step.
+EXECs with new params holding plain floats (the plan's params are immutable,
+plan/kernel_params.py); when a value changes only those entries are replaced. The
+copy keeps its identity, so the tile store's spare buffers (keyed by program) survive
+a learning-rate schedule that changes the rate every step.
 """
 
 from __future__ import annotations
 
 from ..graph.scalars import Scalar, check_value, graph_scalars
 from ..plan.instructions import Exec
+from ..plan.kernel_params import KernelParams
 
 
 class ScalarTable:
@@ -49,13 +51,13 @@ class ResolvedProgram:
     def current(self, table: ScalarTable) -> list:
         """The program for the table's values (rewritten only if they changed)."""
         if self.sites and self.version != table.version:
-            resolved = {}   # id(params) -> params with values: EXECs share params dicts
+            resolved = {}   # id(params) -> params with values: EXECs share params
             for position, instruction in self.sites:
                 params = resolved.get(id(instruction.params))
                 if params is None:
-                    params = resolved[id(instruction.params)] = {
+                    params = resolved[id(instruction.params)] = KernelParams({
                         key: value.resolve(table.values) if type(value) is Scalar else value
-                        for key, value in instruction.params.items()}
+                        for key, value in instruction.params.items()})
                 self.program[position] = instruction._replace(params=params)
             self.version = table.version
         return self.program
@@ -63,7 +65,7 @@ class ResolvedProgram:
 
 def scalar_sites(program) -> list:
     """(position, EXEC) of every instruction whose params hold a Scalar."""
-    has_scalar = {}    # id(params) -> bool; PERF: the plan shares params dicts widely
+    has_scalar = {}    # id(params) -> bool; PERF: the plan shares params widely
     sites = []
     for position, instruction in enumerate(program):
         if type(instruction) is Exec:
