@@ -217,7 +217,8 @@ class ThreadedRankExecutor(RankExecutor):
                     readers.clear()
                 if self.deferred:
                     self.release_deferred()
-                self.raise_error()
+                if self.error is not None:
+                    self.raise_error()
                 return run_inline(instruction, operands, blocking)
             if self.error is not None:
                 self.raise_error()
