@@ -43,7 +43,12 @@ class RankExecutor:
         self.slot_spares = slot_spare_lists(store, index)   # slot -> its spare list
         self.slots = [None] * len(index.keys)               # slot -> tile array
         tiles, keys = store.tiles, index.keys
-        for slot in index.resident:
+        # After another program (other phases) the dict may hold a tile this one creates
+        # and frees; then every slot goes through the dict, so that the tile is used and
+        # freed, not left behind. A program run again finds only its resident tiles.
+        self.resident = index.resident if store.last_program is program else \
+            range(len(keys))
+        for slot in self.resident:
             self.slots[slot] = tiles.get(keys[slot])
         self.stored_back = False
         self.positions = index.positions
@@ -102,7 +107,7 @@ class RankExecutor:
             return
         self.stored_back = True
         tiles, keys, slots = self.store.tiles, self.index.keys, self.slots
-        for slot in self.index.resident:
+        for slot in self.resident:
             array = slots[slot]
             if array is None:
                 tiles.pop(keys[slot], None)

@@ -46,6 +46,7 @@ class TileStore:
         self.spare_bytes = 0
         self.ceiling = 0                    # peak of the last execute of spare_owner
         self.spare_owner = None             # the program whose executes keep spares
+        self.last_program = None            # the program the last finished execute ran
         self._dtypes = {}                   # graph dtype name -> array dtype (cache)
         self.offload = None                 # OffloadStore when the plan offloads tiles
         self._empty, self._zeros = array_module.empty, array_module.zeros
@@ -155,6 +156,7 @@ class TileStore:
     def end(self, program):
         """An execute of `program` finished: its spares may serve the next one."""
         self.ceiling, self.spare_owner = max(self.ceiling, self.peak), program
+        self.last_program = program
 
     def drop_transient(self, permanent, meta):
         """After a failed execute: keep only the `permanent` tiles, recount the bytes

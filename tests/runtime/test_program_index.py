@@ -94,3 +94,18 @@ def test_spares_are_trimmed_as_few_as_needed_and_counted_as_held():
     assert store.spare_bytes == 16 and store.peak == 160
     store.trim_spare(0)
     assert store.spare_bytes == 0 and spares_small == []
+
+
+def test_a_tile_left_by_another_program_is_used_and_freed():
+    """A tile this program creates and frees, found in the store after another program
+    ran, is written in place and leaves the store at its FREE (nothing is left behind)."""
+    cg, data = chain(7, 3)
+    cg.execute()
+    store, key = cg.stores[0], ("h0", (0, 0))
+    left = store.allocate(key, cg.plan.meta[key])
+    store.last_program = None                  # as after an execute of other phases
+    cg.execute()
+    assert key not in store.tiles and set(store.tiles) == set(cg.plan.permanent[0])
+    assert store.nbytes == sum(tile.nbytes for tile in store.tiles.values())
+    assert any(left is spare for spares in store.spare.values() for spare in spares)
+    np.testing.assert_allclose(cg.get_output("y"), expected(data), rtol=1e-5, atol=1e-6)
