@@ -40,7 +40,7 @@ class RankExecutor:
         self.window = window
         store.use_spares = self.uses_spares
         store.begin(program)
-        self.slot_spares = slot_spare_lists(store, index)   # slot -> its spare list
+        self.slot_spares = store.slot_spares(index)          # slot -> its spare list
         self.slots = [None] * len(index.keys)               # slot -> tile array
         tiles, keys = store.tiles, index.keys
         # After another program (other phases) the dict may hold a tile this one creates
@@ -331,14 +331,3 @@ def wait_with_deadline(test, timeout, describe):
             raise RecvTimeout(f"receive timed out after {timeout:g} s: {describe()}")
         time.sleep(pause)
         pause = min(pause * 2 + 1e-6, 1e-3)   # then back off: a long wait is a slow peer
-
-
-def slot_spare_lists(store, index) -> list:
-    """slot -> the store's spare list of its (shape, dtype); derived once per index
-    (an index belongs to one rank, hence to one store; the lists live as long)."""
-    cached = index.scratch.get("slot_spares")
-    if cached is None or cached[0] is not store:
-        kind_spares = store.spare_lists(index.kind_specs)
-        cached = index.scratch["slot_spares"] = (store, [kind_spares[kind]
-                                                         for kind in index.kinds])
-    return cached[1]

@@ -95,6 +95,16 @@ class TileStore:
         spare = self.spare
         return [spare.setdefault(spec, []) for spec in specs]
 
+    def slot_spares(self, index) -> list:
+        """slot -> spare list of its (shape, dtype) for a ProgramIndex (program_index.py);
+        derived once per index: an index belongs to one rank, hence to one store."""
+        cached = index.scratch.get("slot_spares")
+        if cached is None or cached[0] is not self:
+            kind_spares = self.spare_lists(index.kind_specs)
+            cached = index.scratch["slot_spares"] = (self, [kind_spares[kind]
+                                                            for kind in index.kinds])
+        return cached[1]
+
     def trim_spare(self, keep_bytes):
         """Give spare buffers back to the allocator until at most `keep_bytes` remain."""
         for arrays in self.spare.values():
