@@ -141,12 +141,11 @@ class CompiledGraph(BindingMixin, ProfileMixin):
                                        self.world.cuda_aware)
             program = self.resolved_program(phases, rank)
             index = program_index(self.indexes, (phases_key, rank), self.device, program,
-                                  self.fused_kernels)
+                                  self.fused_kernels, self.plan.meta)
             task_threads = self.threading.for_program((phases_key, rank), program)
             executors[rank] = make_executor(
-                rank, program, self.plan.meta, store, transport, index.kernels,
-                self.plan.window, task_threads, [] if self.profiling else None,
-                index.positions)
+                rank, program, self.plan.meta, store, transport, index, self.plan.window,
+                task_threads, [] if self.profiling else None)
         try:
             self.world.run(executors)
         except BaseException:

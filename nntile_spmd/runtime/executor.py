@@ -2,11 +2,13 @@
 instruction through a table and never decides to talk: every message is in the plan.
 
 Hot-loop notes (benchmarks/bench_executor.py measures the cost per task):
-the handlers are closures over the store's dict, the kernel table and the tile
-metadata (no `self.` look-ups per instruction); receives are posted only at the
-start and after each RECV, the only points where the plan's window moves
-(`plan.memory.posts_before` with first_pending = RECVs done), so programs
-without RECVs pay nothing for the window.
+tiles live in a list indexed by the slots of program_index.py (no tuple hashing),
+freed buffers go to per-(shape, dtype) spare lists that later allocations take from
+(storage.py keeps the peak where the plan puts it), per-op statistics are lists
+indexed by op id; the handlers are closures over all of these (no `self.` look-ups
+per instruction). Receives are posted only at the start and after each RECV, the
+only points where the plan's window moves (`plan.memory.posts_before` with
+first_pending = RECVs done), so programs without RECVs pay nothing for the window.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import time
 from collections import deque
 
 from ..plan.instructions import Exec, Free, Recv, Send, key_str
-from ..plan.memory import recv_positions
 from .offload_store import offload_handlers
 from .stats import FLOPS, KERNEL_S, RECEIVED, SENT, TASKS, WAIT_S, new_totals
 
@@ -27,27 +28,38 @@ class RecvTimeout(RuntimeError):
 
 class RankExecutor:
     """Runs `program` on `store`; with blocking=False (simulation) it returns when a
-    receive has not arrived yet and resumes from there on the next call."""
+    receive has not arrived yet and resumes from there on the next call.
+    `index` is the program's ProgramIndex (kernels, RECV positions, tile slots)."""
 
-    uses_spares = True              # freed large tiles serve later allocations (storage.py)
+    uses_spares = True              # freed tiles serve later allocations (storage.py)
 
-    def __init__(self, rank, program, meta, store, transport, kernels, window, events=None,
-                 positions=None):
-        self.rank, self.program, self.meta = rank, program, meta
+    def __init__(self, rank, program, meta, store, transport, index, window, events=None):
+        self.rank, self.program, self.meta, self.index = rank, program, meta, index
         self.events = events        # list of (kind, op, kernel, start, end, thread) or None
-        self.store, self.transport, self.kernels = store, transport, kernels
+        self.store, self.transport, self.kernels = store, transport, index.kernels
         self.window = window
         store.use_spares = self.uses_spares
         store.begin(program)
-        self.positions = recv_positions(program) if positions is None else positions
+        self.slot_spares = store.slot_spares(index)          # slot -> its spare list
+        self.slots = [None] * len(index.keys)               # slot -> tile array
+        tiles, keys = store.tiles, index.keys
+        # After another program (other phases) the dict may hold a tile this one creates
+        # and frees; then every slot goes through the dict, so that the tile is used and
+        # freed, not left behind. A program run again finds only its resident tiles.
+        self.resident = index.resident if store.last_program is program else \
+            range(len(keys))
+        for slot in self.resident:
+            self.slots[slot] = tiles.get(keys[slot])
+        self.stored_back = False
+        self.positions = index.positions
         self.pc = 0
         self.posted = 0             # RECVs posted so far (in program order)
         self.received = 0           # RECVs completed so far
         self.pending_recvs = deque()  # (handle, buffer) of posted, unfinished RECVs
-        self.pending_sends = {}     # key -> [handles]
-        self.parked = []            # (handles, buffer, meta): old versions still being sent
+        self.pending_sends = {}     # slot -> [handles]
+        self.parked = []            # (handles, buffer, slot): old versions still being sent
         self.traffic = transport.traffic   # counted where buffers meet MPI
-        self.per_op = {}            # op name -> totals list (stats.TASKS, ...)
+        self.op_totals = [new_totals() for _ in index.op_names]   # op id -> stats.TASKS, ...
         self.busy_s = 0.0           # executor clock: time inside run()
         self.dispatch = {Recv: self.make_recv(), Send: self.make_send(), Exec: self.make_exec(),
                          Free: self.make_free(), **offload_handlers(self)}
@@ -61,12 +73,12 @@ class RankExecutor:
             self.busy_s += time.perf_counter() - start
 
     def advance(self, blocking):
-        program, dispatch = self.program, self.dispatch
+        program, operands, dispatch = self.program, self.index.operands, self.dispatch
         if self.posted < len(self.positions):
             self.post_receives()
         for pc in range(self.pc, len(program)):
             instruction = program[pc]
-            if dispatch[type(instruction)](instruction, blocking) is False:
+            if dispatch[type(instruction)](instruction, operands[pc], blocking) is False:
                 self.pc = pc
                 return False
         self.pc = len(program)
@@ -81,26 +93,49 @@ class RankExecutor:
             for handle in handles:
                 self.transport.wait_send(handle)
         self.pending_sends.clear()
-        for handles, buffer, meta in self.parked:
+        for handles, buffer, slot in self.parked:
             for handle in handles:
                 self.transport.wait_send(handle)
-            self.store.release(buffer, meta)
+            self.store.give(buffer, self.slot_spares[slot])
         self.parked.clear()
+        self.store_back()
         self.store.end(self.program)   # spare buffers may serve the next execute of it
 
+    def store_back(self):
+        """Put the resident slots back in the tile store's dict (a freed one leaves it)."""
+        if self.stored_back:
+            return
+        self.stored_back = True
+        tiles, keys, slots = self.store.tiles, self.index.keys, self.slots
+        for slot in self.resident:
+            array = slots[slot]
+            if array is None:
+                tiles.pop(keys[slot], None)
+            else:
+                tiles[keys[slot]] = array
+
     def abandon(self):
-        """The execute failed (here or on another simulated rank): stop. Nothing runs
-        off this thread in the serial executor."""
+        """The execute failed (here or on another simulated rank): stop, and leave the
+        tiles in the store for its cleanup. Nothing runs off this thread here."""
+        self.store_back()
+
+    def in_flight_sends(self) -> list:
+        """(handle, buffer) of every send not known to be complete."""
+        sends = [(handle, self.slots[slot]) for slot, handles in self.pending_sends.items()
+                 for handle in handles]
+        return sends + [(handle, buffer) for handles, buffer, _ in self.parked
+                        for handle in handles]
 
     def post_receives(self):
         """Post RECVs up to `window` ahead of the first unfinished one (plan.memory rule)."""
         target = min(len(self.positions), self.received + self.window)
         if target <= self.posted:
             return
-        program, meta, store, transport = self.program, self.meta, self.store, self.transport
+        program, operands, transport = self.program, self.index.operands, self.transport
+        take, metas, spares = self.store.take, self.index.metas, self.slot_spares
         for position in self.positions[self.posted:target]:
-            instruction = program[position]
-            buffer = store.new_buffer(meta[instruction.key])
+            instruction, slot = program[position], operands[position][0]
+            buffer = take(metas[slot], spares[slot])
             handle = transport.post_recv(instruction.peer, instruction.tag, buffer)
             self.pending_recvs.append((handle, buffer))
         self.posted = target
@@ -108,45 +143,47 @@ class RankExecutor:
     @property
     def flops(self) -> int:
         """FLOPs of the tasks run so far (summed per op as they ran)."""
-        return sum(totals[FLOPS] for totals in self.per_op.values())
+        return sum(totals[FLOPS] for totals in self.op_totals)
 
-    def totals(self, op_name):
-        """The accumulator of `op_name` (created on its first instruction)."""
-        totals = self.per_op.get(op_name)
-        if totals is None:
-            totals = self.per_op[op_name] = new_totals()
-        return totals
+    @property
+    def per_op(self) -> dict:
+        """op name -> totals list (stats.TASKS, ...) of the ops this program names."""
+        return dict(zip(self.index.op_names, self.op_totals))
 
     # -- handlers: return False only to suspend (non-blocking receive not arrived) --------
     def make_recv(self):
-        transport, meta, install = self.transport, self.meta, self.store.install
+        transport, slots, op_totals = self.transport, self.slots, self.op_totals
+        give, slot_spares = self.store.give, self.slot_spares
         test_recv, wait_recv, finish_recv = (transport.test_recv, transport.wait_recv,
                                              transport.finish_recv)
         pending_recvs, pending_sends = self.pending_recvs, self.pending_sends
         retire, total = self.retire_sends, len(self.positions)
-        traffic, totals, clock = self.traffic, self.totals, time.perf_counter
+        traffic, clock = self.traffic, time.perf_counter
 
-        def do_recv(instruction, blocking):
+        def do_recv(instruction, operands, blocking):
             handle, buffer = pending_recvs[0]
-            op_totals = totals(instruction[4])   # the consumer op
+            slot, op = operands
+            totals = op_totals[op]      # the consumer op's
             if not test_recv(handle):
                 if not blocking:
                     return False
                 start = clock()
                 wait_recv(handle, lambda: self.describe_wait(instruction))
                 end = clock()
-                op_totals[WAIT_S] += end - start
+                totals[WAIT_S] += end - start
                 if self.events is not None:
                     self.events.append(("wait", instruction[4], "recv", start, end, 0))
             before = traffic.received_bytes
             buffer = finish_recv(handle, buffer)
-            op_totals[RECEIVED] += traffic.received_bytes - before
+            totals[RECEIVED] += traffic.received_bytes - before
             pending_recvs.popleft()
             self.received += 1
-            key = instruction[0]
-            if pending_sends and key in pending_sends:
-                retire(key)
-            install(key, buffer, meta[key])
+            if pending_sends and slot in pending_sends:
+                retire(slot)
+            old = slots[slot]
+            slots[slot] = buffer        # the received version replaces the old copy
+            if old is not None:
+                give(old, slot_spares[slot])
             if self.posted < total:
                 self.post_receives()    # the window moves only here
             if self.parked:
@@ -154,40 +191,40 @@ class RankExecutor:
         return do_recv
 
     def make_send(self):
-        tiles, pending_sends = self.store.tiles, self.pending_sends
-        post_send, traffic, totals = self.transport.post_send, self.traffic, self.totals
+        slots, pending_sends, op_totals = self.slots, self.pending_sends, self.op_totals
+        post_send, traffic = self.transport.post_send, self.traffic
 
-        def do_send(instruction, blocking):
-            key, peer, tag, _, consumer = instruction
+        def do_send(instruction, operands, blocking):
+            slot, op = operands
             before = traffic.sent_bytes
-            handle = post_send(peer, tag, tiles[key])
-            totals(consumer)[SENT] += traffic.sent_bytes - before
-            handles = pending_sends.get(key)
+            handle = post_send(instruction[1], instruction[2], slots[slot])
+            op_totals[op][SENT] += traffic.sent_bytes - before
+            handles = pending_sends.get(slot)
             if handles is None:
-                pending_sends[key] = [handle]
+                pending_sends[slot] = [handle]
             else:
                 handles.append(handle)
         return do_send
 
     def make_exec(self):
-        tiles, kernels, meta = self.store.tiles, self.kernels, self.meta
-        new_buffer, get_tile = self.store.new_buffer, self.store.tiles.__getitem__
-        pending_sends, retire = self.pending_sends, self.retire_sends
-        per_op, totals_of, clock, events = self.per_op, self.totals, time.perf_counter, self.events
+        slots, take, metas, spares = (self.slots, self.store.take, self.index.metas,
+                                      self.slot_spares)
+        pending_sends, retire, get_tile = self.pending_sends, self.retire_sends, slots.__getitem__
+        op_totals, clock, events = self.op_totals, time.perf_counter, self.events
 
-        def do_exec(instruction, blocking):
-            kernel, keys, _, writes, params, flops, op_name = instruction
-            for key in writes:
-                if pending_sends and key in pending_sends:
-                    old = tiles[key]    # an in-flight send still reads the old version
-                    if not retire(key):
-                        tiles[key] = new_buffer(meta[key])
-                        tiles[key][...] = old   # the op may accumulate
-                if key not in tiles:
-                    tiles[key] = new_buffer(meta[key])
+        def do_exec(instruction, operands, blocking):
+            kernel, tile_slots, _, write_slots, op = operands
+            for slot in write_slots:
+                if pending_sends and slot in pending_sends:
+                    old = slots[slot]   # an in-flight send still reads the old version
+                    if not retire(slot):
+                        slots[slot] = take(metas[slot], spares[slot])
+                        slots[slot][...] = old   # the op may accumulate
+                if slots[slot] is None:
+                    slots[slot] = take(metas[slot], spares[slot])
             start = clock()
             try:
-                kernels[kernel](*map(get_tile, keys), **params)
+                kernel(*map(get_tile, tile_slots), **instruction[4])
             except Exception as error:
                 # a note keeps the kernel's own exception type (callers catch it)
                 if hasattr(error, "add_note"):   # Python >= 3.11
@@ -195,26 +232,27 @@ class RankExecutor:
                 raise
             end = clock()
             if events is not None:
-                events.append(("task", op_name, kernel, start, end, 0))
-            totals = per_op.get(op_name) or totals_of(op_name)
+                events.append(("task", instruction[6], instruction[0], start, end, 0))
+            totals = op_totals[op]
             totals[KERNEL_S] += end - start
             totals[TASKS] += 1
-            totals[FLOPS] += flops
+            totals[FLOPS] += instruction[5]
         return do_exec
 
     def make_free(self):
-        release, pop, meta = self.store.release, self.store.tiles.pop, self.meta
+        slots, give, spares = self.slots, self.store.give, self.slot_spares
         pending_sends, retire = self.pending_sends, self.retire_sends
 
-        def do_free(instruction, blocking):
-            key = instruction[0]
-            if pending_sends and key in pending_sends and not retire(key):
+        def do_free(instruction, slot, blocking):
+            if pending_sends and slot in pending_sends and not retire(slot):
                 return              # parked: released once its sends complete
-            release(pop(key), meta[key])
+            give(slots[slot], spares[slot])
+            slots[slot] = None
         return do_free
 
-    def retire_sends(self, key) -> bool:
-        """Complete the sends of `key`'s current version, polling for a grace period.
+    def retire_sends(self, slot) -> bool:
+        """Complete the sends of the current version of the tile in `slot`, polling for a
+        grace period.
 
         True: done, the buffer may be reused. False: a receiver has not posted its
         receive yet (a rendezvous-sized message). Waiting longer could deadlock: that
@@ -222,7 +260,7 @@ class RankExecutor:
         window. So the buffer is parked instead: it leaves the tile table, stays
         counted as held, and is released when its sends complete.
         """
-        handles, test = self.pending_sends.pop(key), self.transport.test_send
+        handles, test = self.pending_sends.pop(slot), self.transport.test_send
         deadline = None
         while True:
             handles = [handle for handle in handles if not test(handle)]
@@ -232,19 +270,20 @@ class RankExecutor:
             if deadline is None:
                 deadline = now + SEND_GRACE_SECONDS
             elif now > deadline:
-                self.parked.append((handles, self.store.tiles.pop(key), self.meta[key]))
+                self.parked.append((handles, self.slots[slot], slot))
+                self.slots[slot] = None
                 return False
             os.sched_yield()
 
     def release_parked(self):
         """Release the parked buffers whose sends have completed."""
         test, still = self.transport.test_send, []
-        for handles, buffer, meta in self.parked:
+        for handles, buffer, slot in self.parked:
             handles = [handle for handle in handles if not test(handle)]
             if handles:
-                still.append((handles, buffer, meta))
+                still.append((handles, buffer, slot))
             else:
-                self.store.release(buffer, meta)
+                self.store.give(buffer, self.slot_spares[slot])
         self.parked[:] = still
 
     def describe_exec(self, instruction) -> str:

@@ -32,7 +32,7 @@ import threading
 import time
 
 from .executor import RankExecutor
-from .stats import FLOPS, KERNEL_S, TASKS, new_totals
+from .stats import FLOPS, KERNEL_S, TASKS
 from .task_pool import task_pool
 from .thread_budget import HEAVY_FLOPS
 
@@ -49,10 +49,12 @@ MAX_IN_FLIGHT_PER_THREAD = 4
 class Task:
     """One EXEC handed to a worker: its arrays are bound when it is issued."""
 
-    __slots__ = ("executor", "instruction", "arrays", "pending", "successors", "done")
+    __slots__ = ("executor", "instruction", "kernel", "op", "arrays", "pending", "successors",
+                 "done")
 
-    def __init__(self, executor, instruction, arrays):
+    def __init__(self, executor, instruction, kernel, op, arrays):
         self.executor, self.instruction, self.arrays = executor, instruction, arrays
+        self.kernel, self.op = kernel, op     # the callable, the op id (program_index)
         self.pending = 0
         self.successors = []
         self.done = False
@@ -66,21 +68,20 @@ class ThreadedRankExecutor(RankExecutor):
 
     uses_spares = False             # see storage.py: frees may be deferred
 
-    def __init__(self, rank, program, meta, store, transport, kernels, window, events=None,
-                 threads=2, positions=None):
+    def __init__(self, rank, program, meta, store, transport, index, window, events=None,
+                 threads=2):
         self.pool = task_pool(threads)
         self.max_in_flight = MAX_IN_FLIGHT_PER_THREAD * threads
-        self.deferred = []      # (tasks, buffer, meta) of FREEs waiting for their users
+        self.deferred = []      # (tasks, buffer, slot) of FREEs waiting for their users
         self.completed = 0      # tasks finished (the workers count)
         self.checked = 0        # `completed` when the deferred frees were last checked
         self.cond = threading.Condition(threading.Lock())
-        self.writer = {}        # key -> last issued task writing it
-        self.readers = {}       # key -> tasks reading it since its last write
+        self.writer = {}        # slot -> last issued task writing it
+        self.readers = {}       # slot -> tasks reading it since its last write
         self.in_flight = 0      # issued tasks not finished yet
         self.waiting = False    # the executor thread sleeps on cond
         self.error = None       # the first exception a worker's kernel raised
-        super().__init__(rank, program, meta, store, transport, kernels, window, events,
-                         positions)
+        super().__init__(rank, program, meta, store, transport, index, window, events)
 
     def run(self, blocking=True) -> bool:
         try:
@@ -93,6 +94,7 @@ class ThreadedRankExecutor(RankExecutor):
         """Queued tasks skip their kernels; wait for the running ones."""
         self.error = self.error or RuntimeError("the execute was abandoned")
         self.drain()
+        super().abandon()
 
     def finish(self):
         self.drain()
@@ -104,17 +106,12 @@ class ThreadedRankExecutor(RankExecutor):
         """Release the deferred buffers whose users are all done."""
         self.checked = self.completed
         still = []
-        for tasks, buffer, meta in self.deferred:
+        for tasks, buffer, slot in self.deferred:
             if all(task.done for task in tasks):
-                self.store.release_deferred(buffer, meta)
+                self.store.release_deferred(buffer, self.slot_spares[slot])
             else:
-                still.append((tasks, buffer, meta))
+                still.append((tasks, buffer, slot))
         self.deferred[:] = still
-
-    def totals(self, op_name):
-        # setdefault is one call under the interpreter lock: a worker and the executor
-        # thread creating the same op's accumulator cannot lose each other's counts
-        return self.per_op.setdefault(op_name, new_totals())
 
     # -- waiting on tasks (executor thread) ------------------------------------------
     def drain(self, limit=0):
@@ -142,15 +139,15 @@ class ThreadedRankExecutor(RankExecutor):
             self.events.append(("wait", "tasks", "dependency", start, time.perf_counter(), 0))
         self.raise_error()
 
-    def wait_writer(self, key):
-        task = self.writer.get(key)
+    def wait_writer(self, slot):
+        task = self.writer.get(slot)
         if task is not None and not task.done:
             self.wait_for((task,))
 
-    def wait_users(self, key):
-        """Wait for every task that reads or writes `key`; forget them."""
-        tasks = [task for task in self.readers.pop(key, ()) if not task.done]
-        writer = self.writer.pop(key, None)
+    def wait_users(self, slot):
+        """Wait for every task that reads or writes the tile in `slot`; forget them."""
+        tasks = [task for task in self.readers.pop(slot, ()) if not task.done]
+        writer = self.writer.pop(slot, None)
         if writer is not None and not writer.done:
             tasks.append(writer)
         if tasks:
@@ -167,50 +164,51 @@ class ThreadedRankExecutor(RankExecutor):
         do_recv, wait_users = super().make_recv(), self.wait_users
         readers, writer = self.readers, self.writer
 
-        def do_threaded_recv(instruction, blocking):
-            key = instruction[0]
-            if key in writer or key in readers:
-                wait_users(key)     # the received buffer replaces (releases) the old one
-            return do_recv(instruction, blocking)
+        def do_threaded_recv(instruction, operands, blocking):
+            slot = operands[0]
+            if slot in writer or slot in readers:
+                wait_users(slot)    # the received buffer replaces (releases) the old one
+            return do_recv(instruction, operands, blocking)
         return do_threaded_recv
 
     def make_send(self):
         do_send, wait_writer, writer = super().make_send(), self.wait_writer, self.writer
 
-        def do_threaded_send(instruction, blocking):
-            if instruction[0] in writer:
-                wait_writer(instruction[0])
-            return do_send(instruction, blocking)
+        def do_threaded_send(instruction, operands, blocking):
+            if operands[0] in writer:
+                wait_writer(operands[0])
+            return do_send(instruction, operands, blocking)
         return do_threaded_send
 
     def make_free(self):
         do_free, wait_users, store = super().make_free(), self.wait_users, self.store
         readers, writer, pending_sends = self.readers, self.writer, self.pending_sends
-        deferred, meta = self.deferred, self.meta
+        deferred, slots = self.deferred, self.slots
 
-        def do_threaded_free(instruction, blocking):
-            key = instruction[0]
-            if key in writer or key in readers:
-                if pending_sends and key in pending_sends:
-                    wait_users(key)     # its sends decide (retire_sends), as serially
+        def do_threaded_free(instruction, slot, blocking):
+            if slot in writer or slot in readers:
+                if pending_sends and slot in pending_sends:
+                    wait_users(slot)    # its sends decide (retire_sends), as serially
                 else:
-                    tasks = [task for task in readers.pop(key, ()) if not task.done]
-                    task = writer.pop(key, None)
+                    tasks = [task for task in readers.pop(slot, ()) if not task.done]
+                    task = writer.pop(slot, None)
                     if task is not None and not task.done:
                         tasks.append(task)
                     if tasks:
-                        deferred.append((tasks, store.defer(key), meta[key]))
+                        deferred.append((tasks, store.defer(slots[slot]), slot))
+                        slots[slot] = None
                         return None
-            return do_free(instruction, blocking)
+            return do_free(instruction, slot, blocking)
         return do_threaded_free
 
     def make_exec(self):
         run_inline = super().make_exec()
-        tiles, meta, allocate = self.store.tiles, self.meta, self.store.allocate
+        slots, metas, spares, take = (self.slots, self.index.metas, self.slot_spares,
+                                      self.store.take)
         pending_sends, retire = self.pending_sends, self.retire_sends
         writer, readers, cond, put = self.writer, self.readers, self.cond, self.pool.put
 
-        def do_threaded_exec(instruction, blocking):
+        def do_threaded_exec(instruction, operands, blocking):
             if not self.in_flight and instruction[5] < INLINE_FLOPS:
                 # nothing runs on the workers: every task recorded is done (the serial
                 # executor's cost for a program of tiny tasks)
@@ -219,53 +217,54 @@ class ThreadedRankExecutor(RankExecutor):
                     readers.clear()
                 if self.deferred:
                     self.release_deferred()
-                self.raise_error()
-                return run_inline(instruction, blocking)
+                if self.error is not None:
+                    self.raise_error()
+                return run_inline(instruction, operands, blocking)
             if self.error is not None:
                 self.raise_error()
             if self.deferred and self.completed != self.checked:
                 self.release_deferred()
-            keys, writes = instruction[1], instruction[3]
-            inputs = keys[:len(keys) - len(writes)]
+            kernel, tile_slots, inputs, writes, op = operands
             deps = []
-            for key in inputs:
-                task = writer.get(key)
+            for slot in inputs:
+                task = writer.get(slot)
                 if task is not None and not task.done:
                     deps.append(task)
-            for key in writes:
-                task = writer.get(key)
+            for slot in writes:
+                task = writer.get(slot)
                 if task is not None and not task.done:
                     deps.append(task)
-                deps.extend(task for task in readers.get(key, ()) if not task.done)
+                deps.extend(task for task in readers.get(slot, ()) if not task.done)
             if not deps and instruction[5] < INLINE_FLOPS:
-                for key in writes:
-                    writer.pop(key, None)
-                    readers.pop(key, None)
+                for slot in writes:
+                    writer.pop(slot, None)
+                    readers.pop(slot, None)
                 with cond:              # the totals are shared with the workers
-                    return run_inline(instruction, blocking)
-            for key in writes:
-                if pending_sends and key in pending_sends:
-                    self.wait_users(key)      # retire may park or copy the old buffer
-                    old = tiles[key]
-                    if not retire(key):
-                        allocate(key, meta[key])[...] = old   # the op may accumulate
-                if key not in tiles:
-                    allocate(key, meta[key])
+                    return run_inline(instruction, operands, blocking)
+            for slot in writes:
+                if pending_sends and slot in pending_sends:
+                    self.wait_users(slot)     # retire may park or copy the old buffer
+                    old = slots[slot]
+                    if not retire(slot):
+                        slots[slot] = take(metas[slot], spares[slot])
+                        slots[slot][...] = old   # the op may accumulate
+                if slots[slot] is None:
+                    slots[slot] = take(metas[slot], spares[slot])
             if self.in_flight >= self.max_in_flight:
                 self.drain(self.max_in_flight - 1)
                 self.raise_error()
-            task = Task(self, instruction, [tiles[key] for key in keys])
-            for key in inputs:
-                users = readers.get(key)
+            task = Task(self, instruction, kernel, op, [slots[slot] for slot in tile_slots])
+            for slot in inputs:
+                users = readers.get(slot)
                 if users is None:
-                    readers[key] = [task]
+                    readers[slot] = [task]
                 else:
                     if len(users) >= PRUNE_READERS:
                         users[:] = [user for user in users if not user.done]
                     users.append(task)
-            for key in writes:
-                writer[key] = task
-                readers[key] = []
+            for slot in writes:
+                writer[slot] = task
+                readers[slot] = []
             with cond:
                 self.in_flight += 1
                 for dep in deps:
@@ -279,19 +278,19 @@ class ThreadedRankExecutor(RankExecutor):
     # -- worker side -------------------------------------------------------------------
     def run_task(self, task):
         instruction = task.instruction
-        kernel, _, _, _, params, flops, op_name = instruction
+        _, _, _, _, params, flops, op_name = instruction
         clock = time.perf_counter
         start = end = clock()
         if self.error is None:
             try:
-                self.kernels[kernel](*task.arrays, **params)
+                task.kernel(*task.arrays, **params)
             except Exception as error:
                 if hasattr(error, "add_note"):   # Python >= 3.11
                     error.add_note(self.describe_exec(instruction))
                 self.error = self.error or error
             end = clock()
             if self.events is not None:
-                self.events.append(("task", op_name, kernel, start, end,
+                self.events.append(("task", op_name, instruction[0], start, end,
                                     self.pool.thread_ids.get(threading.get_ident(), 0)))
         ready = []
         with self.cond:
@@ -299,7 +298,7 @@ class ThreadedRankExecutor(RankExecutor):
             task.arrays = None
             self.in_flight -= 1
             self.completed += 1
-            totals = self.per_op.get(op_name) or self.totals(op_name)
+            totals = self.op_totals[task.op]
             totals[KERNEL_S] += end - start
             totals[TASKS] += 1
             totals[FLOPS] += flops
@@ -314,12 +313,11 @@ class ThreadedRankExecutor(RankExecutor):
             self.pool.put(successor)
 
 
-def make_executor(rank, program, meta, store, transport, kernels, window, task_threads,
-                  events=None, positions=None):
+def make_executor(rank, program, meta, store, transport, index, window, task_threads,
+                  events=None):
     """The serial executor, or the threaded one when tile tasks may run side by side
-    (`positions`: the program's RECV indices when the caller has them already)."""
+    (`index`: the program's ProgramIndex)."""
     if task_threads > 1:
-        return ThreadedRankExecutor(rank, program, meta, store, transport, kernels, window,
-                                    events, task_threads, positions)
-    return RankExecutor(rank, program, meta, store, transport, kernels, window, events,
-                        positions)
+        return ThreadedRankExecutor(rank, program, meta, store, transport, index, window,
+                                    events, task_threads)
+    return RankExecutor(rank, program, meta, store, transport, index, window, events)

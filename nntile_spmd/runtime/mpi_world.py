@@ -175,9 +175,7 @@ class MPIWorld:
             # them, so their tiles must outlive the store's cleanup (they carry this
             # execute's tag epoch: no later execute can match them)
             executor.transport.cancel_receives()
-            ABANDONED.append([(handle, executor.store.tiles.get(key))
-                              for key, handles in executor.pending_sends.items()
-                              for handle in handles])
+            ABANDONED.append(executor.in_flight_sends())
             if isinstance(error, RecvTimeout):
                 raise self.unresponsive(f"a message ({error})") from None
             raise

@@ -100,31 +100,32 @@ class OffloadStore:
 
 
 def offload_handlers(executor) -> dict:
-    """EVICT and PREFETCH entries of an executor's dispatch table."""
+    """EVICT and PREFETCH entries of an executor's dispatch table (operands: a slot)."""
     store = executor.store
     if store.offload is None:
         return {}
-    offloaded, tiles, meta = store.offload, store.tiles, executor.meta
+    offloaded, slots, metas = store.offload, executor.slots, executor.index.metas
+    spares, take, give = executor.slot_spares, store.take, store.give
     offloaded.reset_counts()
     pending_sends, retire = executor.pending_sends, executor.retire_sends
     # the threaded executor: tasks still using a tile finish before it leaves
     writer, readers = getattr(executor, "writer", {}), getattr(executor, "readers", {})
     wait_users = getattr(executor, "wait_users", None)
 
-    def do_evict(instruction, blocking):
+    def do_evict(instruction, slot, blocking):
         key, _, write_back = instruction
-        if key in writer or key in readers:
-            wait_users(key)
+        if slot in writer or slot in readers:
+            wait_users(slot)
         if write_back:
-            offloaded.write(key, tiles[key], meta[key])
-        if pending_sends and key in pending_sends and not retire(key):
+            offloaded.write(key, slots[slot], metas[slot])
+        if pending_sends and slot in pending_sends and not retire(slot):
             return              # parked: released once its sends complete
-        store.free(key, meta[key])
+        give(slots[slot], spares[slot])
+        slots[slot] = None
 
-    def do_prefetch(instruction, blocking):
-        key = instruction[0]
-        buffer = store.new_buffer(meta[key])
-        offloaded.read_into(key, buffer)
-        tiles[key] = buffer
+    def do_prefetch(instruction, slot, blocking):
+        buffer = take(metas[slot], spares[slot])
+        offloaded.read_into(instruction[0], buffer)
+        slots[slot] = buffer
 
     return {Evict: do_evict, Prefetch: do_prefetch}

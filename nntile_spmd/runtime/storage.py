@@ -6,15 +6,16 @@ themselves (`array.nbytes`), never from the plan's tile sizes: `peak` is what
 the rank really held, so comparing it with the plan's memory analysis is a check
 that can fail (a tile of the wrong size shows up here).
 
-Spare buffers: a large tile freed during an execute is kept and handed to the
-next allocation of the same shape and dtype, instead of going back to the C
-allocator: a fresh multi-MiB buffer costs page faults and zero-filling on first
-touch, inside MPI's copy of a received tile (bench_exchange: half the exchange
-rate for 4-64 MiB tiles). Spares are held memory and are counted in `held` and
-`peak`. The rule that keeps the peak where the plan puts it: live + spare bytes
-never exceed max(peak so far, `ceiling`, live bytes), where the ceiling is the
-peak of the previous execute of the same program (spares are dropped whenever an
-allocation would break the rule, and when another program runs).
+Spare buffers: a tile freed during an execute is kept and handed to the next
+allocation of the same shape and dtype, instead of going back to the allocator: a
+fresh multi-MiB buffer costs page faults and zero-filling on first touch, inside
+MPI's copy of a received tile (bench_exchange: half the exchange rate for 4-64 MiB
+tiles), and a small one ~0.3 us of NumPy's array construction per task
+(bench_executor). Spares are held memory and are counted in `held` and `peak`. The
+rule that keeps the peak where the plan puts it: live + spare bytes never exceed
+max(peak so far, `ceiling`, live bytes), where the ceiling is the peak of the
+previous execute of the same program (spares are dropped, as few as needed, when an
+allocation would break the rule, and all of them when another program runs).
 
 Deferred frees (the threaded executor): a tile whose FREE is reached while a task
 still reads it leaves the tile table but stays counted until that task is done
@@ -28,9 +29,6 @@ still in use cannot both be accounted in program order.
 
 from __future__ import annotations
 
-SPARE_MIN_BYTES = 1 << 17   # smaller tiles are cheap to get from malloc's free lists
-
-
 class TileStore:
     """key -> tile array, plus posted receive buffers and spares, with measured bytes."""
 
@@ -43,10 +41,12 @@ class TileStore:
         self.deferred = 0                   # live bytes of tiles freed in program order
         self.in_order_peak = 0              # most of live - deferred + spare bytes
         self.use_spares = True
-        self.spare = {}                     # (shape, dtype name) -> [freed arrays]
+        self.spare = {}                     # (shape, dtype name) -> [freed arrays] (lists
+        #                                     are kept when emptied: executors bind them)
         self.spare_bytes = 0
         self.ceiling = 0                    # peak of the last execute of spare_owner
         self.spare_owner = None             # the program whose executes keep spares
+        self.last_program = None            # the program the last finished execute ran
         self._dtypes = {}                   # graph dtype name -> array dtype (cache)
         self.offload = None                 # OffloadStore when the plan offloads tiles
         self._empty, self._zeros = array_module.empty, array_module.zeros
@@ -56,13 +56,10 @@ class TileStore:
         if self.spare_bytes:
             arrays = None if zero else self.spare.get((meta.shape, meta.dtype))
             if arrays:
-                array = arrays.pop()        # spare -> live: the bytes held do not change
-                self.spare_bytes -= array.nbytes
-                self.nbytes += array.nbytes
-                return array
-            if self.nbytes + self.spare_bytes + meta.nbytes > max(
-                    self.peak, self.ceiling, self.nbytes + meta.nbytes):
-                self.drop_spare()           # never hold more than the (planned) peak
+                return self.take(meta, arrays)
+            limit = max(self.peak, self.ceiling, self.nbytes + meta.nbytes)
+            if self.nbytes + self.spare_bytes + meta.nbytes > limit:
+                self.trim_spare(limit - self.nbytes - meta.nbytes)   # within the peak
         dtype = self._dtypes.get(meta.dtype)
         if dtype is None:
             dtype = self._dtypes[meta.dtype] = self.storage_dtype(meta.dtype)
@@ -74,6 +71,47 @@ class TileStore:
         if held - self.deferred > self.in_order_peak:
             self.in_order_peak = held - self.deferred
         return array
+
+    def take(self, meta, spares):
+        """A buffer for a tile of `meta`, from `spares` (its spare list) when it has one."""
+        if spares:
+            array = spares.pop()            # spare -> live: the bytes held do not change
+            nbytes = array.nbytes
+            self.spare_bytes -= nbytes
+            self.nbytes += nbytes
+            return array
+        return self.new_buffer(meta)
+
+    def give(self, array, spares):
+        """release() with the buffer's spare list already known (the executor's slots)."""
+        nbytes = array.nbytes
+        self.nbytes -= nbytes
+        if self.use_spares:
+            spares.append(array)
+            self.spare_bytes += nbytes
+
+    def spare_lists(self, specs) -> list:
+        """The spare list of each (shape, dtype name) in `specs` (kept for the store's life)."""
+        spare = self.spare
+        return [spare.setdefault(spec, []) for spec in specs]
+
+    def slot_spares(self, index) -> list:
+        """slot -> spare list of its (shape, dtype) for a ProgramIndex (program_index.py);
+        derived once per index: an index belongs to one rank, hence to one store."""
+        cached = index.scratch.get("slot_spares")
+        if cached is None or cached[0] is not self:
+            kind_spares = self.spare_lists(index.kind_specs)
+            cached = index.scratch["slot_spares"] = (self, [kind_spares[kind]
+                                                            for kind in index.kinds])
+        return cached[1]
+
+    def trim_spare(self, keep_bytes):
+        """Give spare buffers back to the allocator until at most `keep_bytes` remain."""
+        for arrays in self.spare.values():
+            while arrays and self.spare_bytes > keep_bytes:
+                self.spare_bytes -= arrays.pop().nbytes
+            if self.spare_bytes <= keep_bytes:
+                return
 
     def allocate(self, key, meta, zero=False):
         array = self.tiles[key] = self.new_buffer(meta, zero)
@@ -89,21 +127,20 @@ class TileStore:
     def free(self, key, meta):
         self.release(self.tiles.pop(key), meta)
 
-    def defer(self, key):
-        """FREE of a tile still in use: it leaves the table, its bytes stay held."""
-        array = self.tiles.pop(key)
+    def defer(self, array):
+        """FREE of a tile still in use: it left the executor's slots, its bytes stay held."""
         self.deferred += array.nbytes
         return array
 
-    def release_deferred(self, array, meta):
+    def release_deferred(self, array, spares):
         self.deferred -= array.nbytes
-        self.release(array, meta)
+        self.give(array, spares)
 
     def release(self, array, meta):
-        """A buffer leaves the live set: large ones become spares (held bytes unchanged)."""
+        """A buffer leaves the live set and becomes a spare (held bytes unchanged)."""
         nbytes = array.nbytes
         self.nbytes -= nbytes
-        if nbytes >= SPARE_MIN_BYTES and self.use_spares:
+        if self.use_spares:
             key = (meta.shape, meta.dtype)
             arrays = self.spare.get(key)
             if arrays is None:
@@ -114,7 +151,8 @@ class TileStore:
 
     def drop_spare(self):
         """Give every spare buffer back to the allocator."""
-        self.spare.clear()
+        for arrays in self.spare.values():
+            arrays.clear()
         self.spare_bytes = 0
         self.ceiling, self.spare_owner = 0, None
 
@@ -128,6 +166,7 @@ class TileStore:
     def end(self, program):
         """An execute of `program` finished: its spares may serve the next one."""
         self.ceiling, self.spare_owner = max(self.ceiling, self.peak), program
+        self.last_program = program
 
     def drop_transient(self, permanent, meta):
         """After a failed execute: keep only the `permanent` tiles, recount the bytes

@@ -51,3 +51,23 @@ def test_batched_blas_bitwise_scipy(dtype, case, alpha, beta):
     cpu_blas.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, ndim=ndim,
                   batch_ndim=batch_ndim)
     assert np.array_equal(c, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", [case for case in CASES if case[4:] == (1, 0)] +
+                         [((256, 300), (300, 130), False, False, 1, 0)])
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+def test_matrix_fast_path_is_bitwise_the_numba_loop(dtype, case, beta):
+    """One F-ordered matrix product goes through f2py; the folded path must agree."""
+    a_shape, b_shape, trans_a, trans_b, _, _ = case
+    rng = np.random.default_rng(1)
+    a = np.asfortranarray(rng.standard_normal(a_shape).astype(dtype))
+    b = np.asfortranarray(rng.standard_normal(b_shape).astype(dtype))
+    m = a_shape[1] if trans_a else a_shape[0]
+    n = b_shape[0] if trans_b else b_shape[1]
+    c = np.asfortranarray(rng.standard_normal((m, n)).astype(dtype))
+    folded = c.copy(order="F")
+    params = dict(alpha=0.75, beta=beta, trans_a=trans_a, trans_b=trans_b)
+    cpu_blas.gemm(a, b, c, **params)
+    cpu_blas.folded_gemm(a, b, folded, **params, ndim=1, batch_ndim=0, compute_type=None)
+    assert np.array_equal(c, folded)
