@@ -3,8 +3,9 @@ instructions, derived once per (phases, rank) instead of once per execute.
 
 The kernel table (with the fused chains the program calls), the positions of its
 RECVs and the tile slots depend only on which instructions the program has, never
-on the runtime scalars' values (those change EXEC params in place,
-scalars.ResolvedProgram), so all stay valid for the life of the compiled graph.
+on the runtime scalars' values (those give the EXECs new params in a resolved copy
+of the program at the same positions, scalars.ResolvedProgram), so all stay valid for
+the life of the compiled graph.
 
 Tile slots: every tile key of the program gets an integer, and each instruction its
 operands as slots, so the executor keeps its tiles in a list indexed by slot instead
