@@ -25,7 +25,7 @@ FORMAT = "nntile_spmd.graph"
 VERSION = 1
 OP_COLOR = "#ffffcc"
 TENSOR_FLAGS = ("requires_grad", "persistent", "external", "is_input", "is_output",
-                "grad_of", "parallel_dim", "copy_of")
+                "grad_of", "parallel_dim", "copy_of", "causal_dims")
 PLAIN_TYPES = (bool, int, float, str)
 
 
@@ -170,6 +170,8 @@ def declare_tensor(graph: LogicalGraph, entry: dict) -> TensorNode:
     tensor.grad_of = entry["grad_of"]
     tensor.parallel_dim = entry.get("parallel_dim")   # absent in older documents
     tensor.copy_of = entry.get("copy_of")
+    causal_dims = entry.get("causal_dims")   # a JSON list; absent in older documents
+    tensor.causal_dims = None if causal_dims is None else tuple(causal_dims)
     # The role is derived from the flags; a disagreeing one means an edited file.
     if "role" in entry and entry["role"] != tensor.role:
         raise ValueError(f"tensor {tensor.name}: stored role {entry['role']!r} "
