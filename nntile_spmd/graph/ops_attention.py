@@ -87,7 +87,7 @@ def attention_probs(lse, scores, name, mask):
 
 def check_attention(q, k, v, mask):
     """Shapes and dtypes of q, k, v [d, T, batch...] and mask [Tk, Tq], before any op is added."""
-    tensors = (q, k, v) if mask is None or mask == CAUSAL else (q, k, v, mask)
+    tensors = (q, k, v) if mask is None or isinstance(mask, str) else (q, k, v, mask)
     require_float(SDPA, q, k, v)
     require_same_dtype(SDPA, q, k, v)
     if q.ndim < 2 or not q.ndim == k.ndim == v.ndim:
