@@ -115,10 +115,16 @@ def plain_value(op: OpNode, key: str, value):
                     "or str, so the graph cannot be written as JSON")
 
 
+def json_value(value):
+    """A flag as JSON holds it (causal_dims' tuple as a list)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
 def to_json(graph: LogicalGraph) -> dict:
     """The graph as a plain dict that json.dumps accepts and from_json reads back."""
     tensors = [{"name": tensor.name, "shape": list(tensor.shape), "dtype": tensor.dtype,
-                "role": tensor.role} | {flag: getattr(tensor, flag) for flag in TENSOR_FLAGS}
+                "role": tensor.role} | {flag: json_value(getattr(tensor, flag))
+                                        for flag in TENSOR_FLAGS}
                for tensor in graph.tensors()]
     ops = [{"name": op.name, "type": op.op_type, "phase": op.phase,
             "inputs": [tensor.name for tensor in op.inputs],
