@@ -59,7 +59,7 @@ def scaled_dot_product_attention(q, k, v, name, mask=None, scale=None):
     batch_ndim = q.ndim - 2
     scores = attention_scores(q, k, f"{name}_scores", mask, scale)   # [Tk, Tq, batch...]
     lse = logsumexp(scores, f"{name}_lse", axis=0)                # [Tq, batch...]
-    probs = attention_probs(lse, scores, f"{name}_probs", mask)
+    probs = attention_probs(lse, scores, f"{name}_probs")
     return apply("gemm", [v, probs], [name], ndim=1, batch_ndim=batch_ndim)
 
 
@@ -78,7 +78,7 @@ def attention_scores(q, k, name, mask, scale):
     return scores
 
 
-def attention_probs(lse, scores, name, mask):
+def attention_probs(lse, scores, name):
     """softmax_from_logsumexp over the key axis, as block-sparse as the scores."""
     probs = scores.graph.tensor(scores.shape, name, scores.dtype)
     probs.causal_dims = scores.causal_dims

@@ -35,7 +35,7 @@ def flash_sdpa_bwd_cudnn(q, k, v, grad_out, grad_q, grad_k, grad_v, name, mask=N
     parts = {part: f"{name}_{part}" for part in BWD_PARTS}
     scores = attention_scores(q, k, parts["scores"], mask, scale)   # [Tk, Tq, batch...]
     lse = logsumexp(scores, parts["lse"], axis=0)
-    probs = attention_probs(lse, scores, parts["probs"], mask)
+    probs = attention_probs(lse, scores, parts["probs"])
     # dv += grad_out probs^T; dprobs = v^T grad_out
     apply("gemm", [grad_out, probs], [grad_v], alpha=1.0, beta=1.0, trans_b=True, ndim=1,
           batch_ndim=batch_ndim)
