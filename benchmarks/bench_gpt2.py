@@ -16,6 +16,10 @@ per step of ours on this 2-core machine. Commands (from the repository root):
 
     PYTHONPATH=. python benchmarks/bench_gpt2.py
     PYTHONPATH=. python benchmarks/bench_gpt2.py --n-layer 2 --n-embd 128 --n-head 4 --seq 64
+    PYTHONPATH=. python benchmarks/bench_gpt2.py --threads 1 --profile   # + time per op type
+
+--attention-mask tensor runs ours with the bool-constant mask (every attention block
+computed) instead of the structural causal one (blocks above the diagonal skipped).
 """
 
 from __future__ import annotations
@@ -49,6 +53,11 @@ def parse_args(argv=None):
                              "runtime/thread_budget.py; 1: serial executor with BLAS on "
                              "--threads)")
     parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--attention-mask", choices=("causal", "tensor"), default="causal",
+                        help="ours: the structural causal mask or the bool constant")
+    parser.add_argument("--profile", action="store_true",
+                        help="then profile one step of ours: kernel time per op type, "
+                             "and the attention's share (ops on its [T, T] tensors)")
     parser.add_argument("--no-wait", action="store_true",
                         help="do not wait for the machine to be idle first")
     return parser.parse_args(argv)
@@ -70,7 +79,8 @@ def make_hf(args):
 def make_ours(args, state_dict):
     config = gpt2.GPT2Config(vocab_size=args.vocab, n_positions=args.seq,
                              n_embd=args.n_embd, n_layer=args.n_layer, n_head=args.n_head)
-    model = gpt2.build_gpt2(config, batch=args.batch, seq=args.seq, dtype="fp32")
+    model = gpt2.build_gpt2(config, batch=args.batch, seq=args.seq, dtype="fp32",
+                            attention_mask=args.attention_mask)
     add_optimizer(model.graph, model.params, model.grads, "adamw", lr=args.lr,
                   weight_decay=0.01)
     cg = nt.compile(model.graph, threads=args.threads, task_threads=args.task_threads)
@@ -125,6 +135,27 @@ def main(argv=None):
             ours.append(our_step(cg, ids))
             theirs.append(hf_step(hf, ids))
     print_result(args, ours, theirs, first, load, cg.task_threads)
+    if args.profile:
+        print_profile(cg, args.seq)
+
+
+def print_profile(cg, seq):
+    """One more step of ours under the profiler: time per op type, then per op type the
+    part spent on the attention's [T, T] tensors (scores, probabilities, gradients)."""
+    profile = cg.profile("bench_gpt2_trace.json")
+    print(profile.summary())
+    attention = {}
+    for event in profile.trace["traceEvents"]:
+        if event.get("cat") != "task":
+            continue
+        op = cg.ops_by_name.get(event["args"]["op"])
+        if op is not None and any(t.shape[:2] == (seq, seq) and t.ndim == 4
+                                  for t in op.inputs + op.outputs):   # [Tk, Tq, B, H]
+            attention[event["name"]] = attention.get(event["name"], 0.0) + event["dur"] / 1e3
+    total = sum(row["kernel_ms"] for row in profile.op_types.values())
+    print(f"attention's [T, T] tensors: {sum(attention.values()):.1f} of {total:.1f} kernel "
+          "ms: " + ", ".join(f"{name} {ms:.1f}" for name, ms in
+                            sorted(attention.items(), key=lambda kv: -kv[1])))
 
 
 def print_result(args, ours, theirs, first, load, task_threads):

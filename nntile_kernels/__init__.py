@@ -32,6 +32,7 @@ KERNEL_NAMES = (
     "logsumexp",
     "logsumexp_backward",
     "logsumexp_merge",
+    "mask_causal",
     "mask_scalar",
     "maxsumexp",
     "mse",

@@ -42,6 +42,7 @@ KERNELS = {
     "sum_fiber": cpu_reduce.sum_fiber,
     "add_fiber": cpu_reduce.add_fiber,
     "mask_scalar": cpu_slice.mask_scalar,
+    "mask_causal": cpu_slice.mask_causal,
     "rope": cpu_rope.rope,
     "rope_backward": cpu_rope.rope_backward,
     "scale_slice": reference.scale_slice,   # one broadcast copy: NumPy's loop is enough

@@ -106,6 +106,31 @@ def _mask_scalar(mask, x, y, val):
             y[b * size + i] = x[b * size + i] if mask[i] else value
 
 
+@njit(cache=True, nogil=True)
+def _mask_causal(x, y, val, key_offset, query_offset, in_place):
+    # [keys, queries, batch] F-order views: in each column the masked keys are a tail run
+    keys, queries, batch = y.shape
+    value = y.dtype.type(val)
+    for b in range(batch):
+        for j in range(queries):
+            first = min(max(0, query_offset + j - key_offset + 1), keys)
+            if not in_place:
+                for i in range(first):
+                    y[i, j, b] = x[i, j, b]
+            for i in range(first, keys):
+                y[i, j, b] = value
+
+
+def mask_causal(x, y, *, val, key_offset=0, query_offset=0):
+    """y = val where key index (dim 0) > query index (dim 1), else x (y may be x)."""
+    if x.dtype is F16 or not (x.flags.f_contiguous and y.flags.f_contiguous):
+        return reference.mask_causal(x, y, val=val, key_offset=key_offset,
+                                     query_offset=query_offset)
+    shape = x.shape[:2] + (-1,)
+    _mask_causal(x.reshape(shape, order="F"), y.reshape(shape, order="F"), float(val),
+                 int(key_offset), int(query_offset), np.may_share_memory(x, y))
+
+
 def sumprod_slice(x, y, z, *, axis, alpha=1.0, beta=0.0):
     """z = alpha * sum over `axis` of x*y (that axis removed) + beta*z; sums in float64."""
     if x.dtype is F16:

@@ -54,6 +54,15 @@ def mask_scalar(xp, mask, x, y, *, val, batch_ndim=0):
     y[...] = xp.where(mask.reshape(mask.shape + (1,) * batch_ndim), x, val)
 
 
+def mask_causal(xp, x, y, *, val, key_offset=0, query_offset=0):
+    """y = val where the key index (dim 0, from key_offset) exceeds the query index (dim 1,
+    from query_offset), else x; trailing dims are batch (y may be x itself: in place)."""
+    keys = xp.arange(key_offset, key_offset + x.shape[0])[:, None]
+    queries = xp.arange(query_offset, query_offset + x.shape[1])[None, :]
+    masked = (keys > queries).reshape(x.shape[:2] + (1,) * (x.ndim - 2))
+    y[...] = xp.where(masked, val, x)
+
+
 # ---------------------------------------------------------------- log space
 # -inf is an entry that takes no part (a masked attention score): a slice of all
 # -inf has logsumexp -inf, and merging -inf with -inf stays -inf, never nan. CuPy's

@@ -48,6 +48,8 @@ class GradContext:
             grad = self.graph.tensor(tensor.shape, unique_name(self.graph, tensor.name + "_grad"),
                                      tensor.dtype)
             grad.grad_of = tensor.name
+            # a structurally absent tile's entries are constants: their gradient is never read
+            grad.causal_dims = tensor.causal_dims
             ops.clear(grad)
             self.grads[tensor.name] = grad
         return self.grads[tensor.name]

@@ -53,3 +53,10 @@ def mask_scalar_rule(op, ctx):
     mask, a = op.inputs
     if ctx.needs(a):
         ops.mask_scalar(mask, 0.0, ctx.grad(a), op.attrs["batch_ndim"])
+
+
+def mask_causal_rule(op, ctx):
+    """Zero the masked entries of grad(A), in place (as mask_scalar_rule, same reasons)."""
+    (a,) = op.inputs
+    if ctx.needs(a):
+        ops.mask_causal(0.0, ctx.grad(a))

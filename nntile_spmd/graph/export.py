@@ -25,7 +25,7 @@ FORMAT = "nntile_spmd.graph"
 VERSION = 1
 OP_COLOR = "#ffffcc"
 TENSOR_FLAGS = ("requires_grad", "persistent", "external", "is_input", "is_output",
-                "grad_of", "parallel_dim", "copy_of")
+                "grad_of", "parallel_dim", "copy_of", "causal_dims")
 PLAIN_TYPES = (bool, int, float, str)
 
 
@@ -115,10 +115,16 @@ def plain_value(op: OpNode, key: str, value):
                     "or str, so the graph cannot be written as JSON")
 
 
+def json_value(value):
+    """A flag as JSON holds it (causal_dims' tuple as a list)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
 def to_json(graph: LogicalGraph) -> dict:
     """The graph as a plain dict that json.dumps accepts and from_json reads back."""
     tensors = [{"name": tensor.name, "shape": list(tensor.shape), "dtype": tensor.dtype,
-                "role": tensor.role} | {flag: getattr(tensor, flag) for flag in TENSOR_FLAGS}
+                "role": tensor.role} | {flag: json_value(getattr(tensor, flag))
+                                        for flag in TENSOR_FLAGS}
                for tensor in graph.tensors()]
     ops = [{"name": op.name, "type": op.op_type, "phase": op.phase,
             "inputs": [tensor.name for tensor in op.inputs],
@@ -170,6 +176,8 @@ def declare_tensor(graph: LogicalGraph, entry: dict) -> TensorNode:
     tensor.grad_of = entry["grad_of"]
     tensor.parallel_dim = entry.get("parallel_dim")   # absent in older documents
     tensor.copy_of = entry.get("copy_of")
+    causal_dims = entry.get("causal_dims")   # a JSON list; absent in older documents
+    tensor.causal_dims = None if causal_dims is None else tuple(causal_dims)
     # The role is derived from the flags; a disagreeing one means an edited file.
     if "role" in entry and entry["role"] != tensor.role:
         raise ValueError(f"tensor {tensor.name}: stored role {entry['role']!r} "

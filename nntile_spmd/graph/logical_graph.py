@@ -286,4 +286,5 @@ def copy_tensor_into(graph, tensor, name, symbols) -> TensorNode:
     copy.is_input, copy.is_output, copy.grad_of = (tensor.is_input, tensor.is_output,
                                                    tensor.grad_of)
     copy.parallel_dim, copy.copy_of = tensor.parallel_dim, tensor.copy_of
+    copy.causal_dims = tensor.causal_dims
     return copy

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .apply import apply, owner_graph  # noqa: F401 - ops.apply is the generic builder
 from .ops_conv import (conv2d, conv2d_bwd_input_inplace,  # noqa: F401
                        conv2d_bwd_weight_inplace, conv2d_inplace, copy_intersection)
-from .ops_attention import mask_scalar, scaled_dot_product_attention  # noqa: F401
+from .ops_attention import mask_causal, mask_scalar, scaled_dot_product_attention  # noqa: F401
 from .ops_loss import (cross_entropy, cross_entropy_lse, cross_entropy_lse_backward,  # noqa: F401
                        valid_count)
 from .ops_norm import (layer_norm, multiply_fiber, pow, pow_backward,  # noqa: F401

@@ -1,9 +1,11 @@
-"""Graph layer: builders of attention (mask_scalar and scaled dot-product attention),
-re-exported by `nntile_spmd.ops`.
+"""Graph layer: builders of attention (mask_scalar, mask_causal and scaled dot-product
+attention), re-exported by `nntile_spmd.ops`.
 
-scaled_dot_product_attention is a composite: it adds ordinary ops (gemm, mask_scalar,
-logsumexp, softmax_from_logsumexp, gemm), so it tiles, distributes and differentiates
-through their rules, with no op that needs the key axis in one tile.
+scaled_dot_product_attention is a composite: it adds ordinary ops (gemm, mask_scalar or
+mask_causal, logsumexp, softmax_from_logsumexp, gemm), so it tiles, distributes and
+differentiates through their rules, with no op that needs the key axis in one tile.
+With mask="causal" its scores and probabilities are block-sparse (TensorNode.causal_dims):
+the (key tile, query tile) blocks above the diagonal are never computed nor stored.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from .registry import op_error
 from .rules_common import require_float, require_same_dtype
 
 SDPA = "scaled_dot_product_attention"
+CAUSAL = "causal"
 
 
 def mask_scalar(mask, val, a, batch_ndim=0):
@@ -27,11 +30,20 @@ def mask_scalar(mask, val, a, batch_ndim=0):
     return apply("mask_scalar", [mask, a], [a], val=val, batch_ndim=batch_ndim)
 
 
+def mask_causal(val, a):
+    """A[key, query, batch...] = val where key > query, in place (a causal mask known when
+    planning: only the tiles crossing the diagonal run a task)."""
+    return apply("mask_causal", [a], [a], val=val)
+
+
 def scaled_dot_product_attention(q, k, v, name, mask=None, scale=None):
     """Attention over [head_dim, T, batch...] tensors (GPT-2: [head_dim, T, B, heads]).
 
     S = scale * k^T q          [Tk, Tq, batch...]   (scale defaults to 1/sqrt(head_dim))
-    S = -inf where mask is False (mask: bool [Tk, Tq], True = keep), if a mask is given
+    S = -inf where mask is False (mask: bool [Tk, Tq], True = keep), if a mask is given;
+        mask="causal" masks key > query structurally (Tk = Tq): the score and probability
+        tiles whose every key exceeds every query are neither computed nor stored, and
+        the results are bitwise those of the equivalent bool mask
     out = v softmax(S, axis 0) [v's head_dim, Tq, batch...], named `name`
 
     The softmax is logsumexp over the key axis then softmax_from_logsumexp, the
@@ -45,18 +57,37 @@ def scaled_dot_product_attention(q, k, v, name, mask=None, scale=None):
             raise op_error(SDPA, "scale=None needs a concrete head_dim; pass scale", (q,))
         scale = 1.0 / math.sqrt(q.shape[0])
     batch_ndim = q.ndim - 2
-    scores = apply("gemm", [k, q], [f"{name}_scores"], alpha=float(scale), trans_a=True,
-                   ndim=1, batch_ndim=batch_ndim)                 # [Tk, Tq, batch...]
-    if mask is not None:
-        mask_scalar(mask, -math.inf, scores, batch_ndim)
+    scores = attention_scores(q, k, f"{name}_scores", mask, scale)   # [Tk, Tq, batch...]
     lse = logsumexp(scores, f"{name}_lse", axis=0)                # [Tq, batch...]
-    probs = softmax_from_logsumexp(lse, scores, f"{name}_probs", axis=0)
+    probs = attention_probs(lse, scores, f"{name}_probs")
     return apply("gemm", [v, probs], [name], ndim=1, batch_ndim=batch_ndim)
+
+
+def attention_scores(q, k, name, mask, scale):
+    """scale * k^T q, masked: with mask="causal" a block-sparse tensor (causal_dims)."""
+    batch_ndim = q.ndim - 2
+    scores = q.graph.tensor((k.shape[1], q.shape[1]) + q.shape[2:], name, q.dtype)
+    if mask == CAUSAL:
+        scores.causal_dims = (0, 1)
+    apply("gemm", [k, q], [scores], alpha=float(scale), trans_a=True, ndim=1,
+          batch_ndim=batch_ndim)
+    if mask == CAUSAL:
+        mask_causal(-math.inf, scores)
+    elif mask is not None:
+        mask_scalar(mask, -math.inf, scores, batch_ndim)
+    return scores
+
+
+def attention_probs(lse, scores, name):
+    """softmax_from_logsumexp over the key axis, as block-sparse as the scores."""
+    probs = scores.graph.tensor(scores.shape, name, scores.dtype)
+    probs.causal_dims = scores.causal_dims
+    return softmax_from_logsumexp(lse, scores, probs, axis=0)
 
 
 def check_attention(q, k, v, mask):
     """Shapes and dtypes of q, k, v [d, T, batch...] and mask [Tk, Tq], before any op is added."""
-    tensors = (q, k, v) if mask is None else (q, k, v, mask)
+    tensors = (q, k, v) if mask is None or isinstance(mask, str) else (q, k, v, mask)
     require_float(SDPA, q, k, v)
     require_same_dtype(SDPA, q, k, v)
     if q.ndim < 2 or not q.ndim == k.ndim == v.ndim:
@@ -70,7 +101,14 @@ def check_attention(q, k, v, mask):
                        tensors)
     if not q.shape[2:] == k.shape[2:] == v.shape[2:]:
         raise op_error(SDPA, "q, k and v must have the same batch dims (dims 2...)", tensors)
-    if mask is not None:
+    if isinstance(mask, str):
+        if mask != CAUSAL:
+            raise op_error(SDPA, f"mask={mask!r}: expected a bool tensor, None or "
+                           f"{CAUSAL!r}", tensors)
+        if k.shape[1] != q.shape[1]:
+            raise op_error(SDPA, f'mask="causal" needs as many keys as queries '
+                           f"({k.name} dim 1 != {q.name} dim 1)", tensors)
+    elif mask is not None:
         if mask.dtype != "bool":
             raise op_error(SDPA, f"mask {mask.name} must be a bool tensor", tensors, TypeError)
         if mask.shape != (k.shape[1], q.shape[1]):

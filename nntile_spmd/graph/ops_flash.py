@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 
 from .apply import apply
-from .ops_attention import check_attention, mask_scalar, scaled_dot_product_attention
-from .ops_slice import (logsumexp, softmax_from_logsumexp, softmax_from_logsumexp_backward,
-                        sumprod_slice)
+from .ops_attention import (attention_probs, attention_scores, check_attention,
+                            scaled_dot_product_attention)
+from .ops_slice import logsumexp, softmax_from_logsumexp_backward, sumprod_slice
 from .registry import op_error
 
 flash_sdpa_fwd_cudnn = scaled_dot_product_attention
@@ -33,20 +33,19 @@ def flash_sdpa_bwd_cudnn(q, k, v, grad_out, grad_q, grad_k, grad_v, name, mask=N
         scale = 1.0 / math.sqrt(q.shape[0])
     batch_ndim = q.ndim - 2
     parts = {part: f"{name}_{part}" for part in BWD_PARTS}
-    scores = apply("gemm", [k, q], [parts["scores"]], alpha=float(scale), trans_a=True,
-                   ndim=1, batch_ndim=batch_ndim)                       # [Tk, Tq, batch...]
-    if mask is not None:
-        mask_scalar(mask, -math.inf, scores, batch_ndim)
+    scores = attention_scores(q, k, parts["scores"], mask, scale)   # [Tk, Tq, batch...]
     lse = logsumexp(scores, parts["lse"], axis=0)
-    probs = softmax_from_logsumexp(lse, scores, parts["probs"], axis=0)
+    probs = attention_probs(lse, scores, parts["probs"])
     # dv += grad_out probs^T; dprobs = v^T grad_out
     apply("gemm", [grad_out, probs], [grad_v], alpha=1.0, beta=1.0, trans_b=True, ndim=1,
           batch_ndim=batch_ndim)
-    dprobs = apply("gemm", [v, grad_out], [parts["dprobs"]], trans_a=True, ndim=1,
-                   batch_ndim=batch_ndim)
+    # with mask="causal" the [Tk, Tq] gradients are block-sparse like the probabilities
+    dprobs = q.graph.tensor(scores.shape, parts["dprobs"], q.dtype)
+    dscores = q.graph.tensor(scores.shape, parts["dscores"], q.dtype)
+    dprobs.causal_dims = dscores.causal_dims = scores.causal_dims
+    apply("gemm", [v, grad_out], [dprobs], trans_a=True, ndim=1, batch_ndim=batch_ndim)
     # softmax's backward over the key axis (masked entries have probs = 0: no gradient)
     dot = sumprod_slice(probs, dprobs, parts["dot"], axis=0)
-    dscores = q.graph.tensor(scores.shape, parts["dscores"], q.dtype)
     apply("clear", [], [dscores])
     softmax_from_logsumexp_backward(probs, dprobs, dot, dscores, axis=0)
     # scores = scale k^T q: dq += scale k dscores, dk += scale q dscores^T

@@ -119,7 +119,7 @@ def check_inputs_unchanged(graph, ops, replayed, needed, first_reader, position,
 
 def copy_tensor(graph, tensor):
     copy = graph.tensor(tensor.shape, tensor.name + SUFFIX, tensor.dtype)
-    copy.parallel_dim = tensor.parallel_dim
+    copy.parallel_dim, copy.causal_dims = tensor.parallel_dim, tensor.causal_dims
     return copy
 
 

@@ -1,8 +1,8 @@
 """Graph layer: rules of elementwise ops (unary, their backward forms, binary, pow,
-mask_scalar)."""
+mask_scalar, mask_causal)."""
 
-from .backward_elementwise import (add_rule, mask_scalar_rule, multiply_rule, scale_rule,
-                                   unary_rule)
+from .backward_elementwise import (add_rule, mask_causal_rule, mask_scalar_rule, multiply_rule,
+                                   scale_rule, unary_rule)
 from .backward_inplace import (add_inplace_rule, relu_inplace_rule, scale_inplace_rule,
                                sqrt_inplace_rule)
 from .backward_norm import pow_rule
@@ -92,3 +92,26 @@ register(OpSpec(name="mask_scalar", kernel="mask_scalar", num_inputs=2, num_outp
                 infer=mask_scalar_infer, axes=mask_scalar_axes,
                 attrs={"val": REQUIRED, "batch_ndim": 0}, flops=elementwise_flops(1),
                 backward=mask_scalar_rule))
+
+
+# -- mask_causal: A[key, query, batch...] = val where key > query, in place ---------------
+def mask_causal_infer(op, attrs, inputs):
+    (a,) = inputs
+    require_float(op, a)
+    if a.ndim < 2:
+        raise op_error(op, f"{a.name} must be [keys, queries, batch...]", inputs)
+    return [(a.shape, a.dtype)]
+
+
+def crosses_diagonal(attrs, offsets, shapes, whole_shapes):
+    """Only a tile with some key index > some query index has entries to mask."""
+    (key_start, query_start), (key_size, _) = offsets[0][:2], shapes[0][:2]
+    return key_start + key_size - 1 > query_start
+
+
+register(OpSpec(name="mask_causal", kernel="mask_causal", num_inputs=1, num_outputs=1,
+                infer=mask_causal_infer, axes=elementwise_axes, attrs={"val": REQUIRED},
+                flops=elementwise_flops(1), step_needed=crosses_diagonal,
+                tile_params=lambda attrs, offsets: {"key_offset": offsets[0][0],
+                                                    "query_offset": offsets[0][1]},
+                backward=mask_causal_rule))

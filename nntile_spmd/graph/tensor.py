@@ -64,6 +64,11 @@ class TensorNode:
     # "fsdp" preset shards it with that parameter, so the cast runs on the owner and
     # the gather moves the copy's (bf16) bytes, not the master's.
     copy_of: str | None = None
+    # (key dim, query dim) of a causal block structure: a tile every entry of which has
+    # key index > query index is structurally absent (causal attention's scores and
+    # probabilities, and their gradients): it is never stored, no task writes it, and
+    # plan/lowering.py drops the steps that read it (see absent_tile there).
+    causal_dims: tuple | None = None
 
     def __post_init__(self):
         self.shape = check_shape(self.shape)

@@ -231,7 +231,7 @@ class GPT2(HFWeights):
 
 def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
                with_grads: bool = True, name: str = "gpt2", recompute=False,
-               compute_dtype: str | None = None) -> GPT2:
+               compute_dtype: str | None = None, attention_mask: str = "causal") -> GPT2:
     """GPT-2 on input_ids/targets int64 [seq, batch]: logits [V, seq, batch] and loss.
 
     The loss is the mean cross-entropy over the positions whose target is not -100
@@ -244,6 +244,8 @@ def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
     attention and MLP of every block run in `compute_dtype` on casts of their weights
     and of the normalized input, while the residual stream, the layer norms, the
     embeddings and the loss stay in `dtype` (docs/precision.md).
+    `attention_mask`: "causal" skips the attention blocks above the diagonal (known when
+    planning); "tensor" computes them and masks with a bool constant (bitwise the same).
     """
     cfg.check()
     for what, value in (("dtype", dtype), ("compute_dtype", compute_dtype or dtype)):
@@ -254,7 +256,7 @@ def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
                          f"batch >= 1, got seq={seq}, batch={batch}")
     graph = LogicalGraph(name)
     model = GPT2(graph, cfg, batch, seq, dtype, compute_dtype)
-    builder = Builder(model)
+    builder = Builder(model, attention_mask)
     hidden = builder.embeddings()
     for layer in range(cfg.n_layer):
         hidden = builder.block(layer, hidden)

@@ -22,15 +22,30 @@ if TYPE_CHECKING:
 # GPT2Config.activation_function -> the builder of the MLP's activation
 ACTIVATIONS = {"gelu_new": ops.gelutanh, "gelu_pytorch_tanh": ops.gelutanh,
                "gelu": ops.gelu, "relu": ops.relu, "silu": ops.silu}
+ATTENTION_MASKS = ("causal", "tensor")
 
 
 class Builder:
     """Adds GPT-2's tensors and ops to model.graph in HF's order (Llama's builder
     shares its parameter and constant helpers)."""
 
-    def __init__(self, model: GPT2):
+    def __init__(self, model: GPT2, attention_mask: str = "causal"):
         self.model, self.graph, self.cfg = model, model.graph, model.config
         self.dtype = model.dtype
+        if attention_mask not in ATTENTION_MASKS:
+            raise ValueError(f"attention_mask={attention_mask!r}: expected one of "
+                             f"{ATTENTION_MASKS}")
+        self.attention_mask = attention_mask
+
+    def causal_mask(self):
+        """The attention's mask: "causal", known when planning (the blocks above the
+        diagonal are skipped), or "tensor": the same mask as a bool constant
+        causal_mask [key, query] (every block computed, then masked)."""
+        if self.attention_mask == "causal":
+            return "causal"
+        seq = self.model.seq
+        keep = np.arange(seq)[:, None] <= np.arange(seq)[None, :]        # [key, query]
+        return self.constant("causal_mask", np.asfortranarray(keep), "bool")
 
     def param(self, shape, name, tp_dim=None, compute=False):
         """A parameter (the master weight); with `compute`, what the block reads of it:
@@ -73,8 +88,7 @@ class Builder:
         positions = np.asfortranarray(np.repeat(np.arange(model.seq)[:, None],
                                                 model.batch, axis=1).astype(np.int64))
         position_ids = self.constant("position_ids", positions, "int64")
-        keep = np.arange(model.seq)[:, None] <= np.arange(model.seq)[None, :]  # [key, query]
-        self.mask = self.constant("causal_mask", np.asfortranarray(keep), "bool")
+        self.mask = self.causal_mask()
         self.wte = self.param([cfg.n_embd, cfg.vocab_size], "wte", tp_dim=1)
         wpe = self.param([cfg.n_embd, cfg.n_positions], "wpe")
         tokens = ops.embedding(model.input_ids, self.wte, "token_embeddings", axis=0)

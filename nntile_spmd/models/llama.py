@@ -224,12 +224,14 @@ class Llama(GPT2):
 
 
 def build_llama(cfg: LlamaConfig, batch: int, seq: int, dtype: str = "fp32",
-                with_grads: bool = True, name: str = "llama") -> Llama:
+                with_grads: bool = True, name: str = "llama",
+                attention_mask: str = "causal") -> Llama:
     """Llama on input_ids/targets int64 [seq, batch]: logits [V, seq, batch] and loss.
 
     The loss is the mean cross-entropy over the positions whose target is not -100
     (targets are the next tokens, already shifted). With `with_grads`, the graph
     also computes d loss / d parameter for every parameter (model.grads).
+    `attention_mask`: "causal" or "tensor", as in build_gpt2.
     """
     cfg.check()
     if dtype not in FLOAT_DTYPES:
@@ -239,7 +241,7 @@ def build_llama(cfg: LlamaConfig, batch: int, seq: int, dtype: str = "fp32",
                          f"{cfg.max_position_embeddings} and batch >= 1, got seq={seq}, "
                          f"batch={batch}")
     model = Llama(LogicalGraph(name), cfg, batch, seq, dtype)
-    builder = LlamaBuilder(model)
+    builder = LlamaBuilder(model, attention_mask)
     hidden = builder.embeddings()
     for layer in range(cfg.num_hidden_layers):
         hidden = builder.block(layer, hidden)

@@ -39,8 +39,7 @@ class LlamaBuilder(Builder):
         value_dtype = storage_dtype(self.dtype)
         self.sin = self.constant("rope_sin", sin.astype(value_dtype, order="F"), self.dtype)
         self.cos = self.constant("rope_cos", cos.astype(value_dtype, order="F"), self.dtype)
-        keep = np.arange(model.seq)[:, None] <= np.arange(model.seq)[None, :]  # [key, query]
-        self.mask = self.constant("causal_mask", np.asfortranarray(keep), "bool")
+        self.mask = self.causal_mask()
         self.embed = self.param([cfg.hidden_size, cfg.vocab_size], "embed_tokens", tp_dim=1)
         return ops.embedding(model.input_ids, self.embed, "h_in", axis=0)
 

@@ -80,8 +80,12 @@ def lower_op(op, tilings, views=None, coords=None):
     summed_ranges = list(itertools.product(*[range(counts[label]) for label in summed]))
     bounds = label_boundaries(arrays, axes, tilings) if windows else None
     needed = step_filter(op, arrays, tilings)
+    absent = absent_tiles(op, arrays, tilings)
     for out_coord in tilings[op.outputs[0].name].coords() if coords is None else coords:
-        steps = []
+        if absent and is_absent(absent, [(name, pick(out_coord))
+                                         for name, pick in pickers[n_inputs:]]):
+            continue   # a structurally absent output tile: nothing writes it
+        steps, skipped = [], False
         if windows:
             summed_ranges = windowed_combos(out_coord, vector_labels, windows, bounds)
             if not summed_ranges and spec.beta_attr:   # the output still takes its beta
@@ -92,6 +96,9 @@ def lower_op(op, tilings, views=None, coords=None):
             keys = tuple([(name, pick(vector)) for name, pick in pickers])
             if needed is not None and not needed(keys):
                 continue
+            if absent and is_absent(absent, keys[:n_inputs]):
+                skipped = True
+                continue   # its contribution is the combine's identity (0, or -inf)
             signature = tuple(map(getitem, size_tables, vector))
             flops = flops_memo.get(signature)
             if flops is None:
@@ -100,6 +107,9 @@ def lower_op(op, tilings, views=None, coords=None):
                 step_params(op, base_params, keys, tilings)
             steps.append(Step(keys, params, flops))
         if not steps:
+            if skipped:
+                raise ValueError(f"{op.op_type} {op.name}: its tile {out_coord} would read "
+                                 "only structurally absent (causal) tiles")
             if needed is None or not spec.beta_attr or op.attrs[spec.beta_attr] != 0:
                 continue   # the tile keeps its value: nothing to run
             # beta = 0 clears the tile even where no input tile meets it
@@ -176,6 +186,46 @@ def reading_views(group, views):
     outputs = steps[0].keys[len(op.inputs):] if steps else \
         tuple(views.get(key, (key,))[0] for key in group.outputs)
     return TaskGroup(proxy, outputs, tuple(steps), group.reads_output_first, group.coord)
+
+
+# the combines whose identity an absent tile stands for: 0 in sums (absent probabilities
+# and gradients), -inf in logsumexp (absent scores)
+SKIPPING_COMBINES = ("add", "logsumexp_merge")
+
+
+def absent_tiles(op, arrays, tilings):
+    """{name: coord -> whether the tile is structurally absent} of the block-sparse
+    operands (TensorNode.causal_dims: every key index > every query index); {} if none.
+
+    Only the ops of causal attention and its gradient read such tensors: their readers
+    skip absent tiles (an elementwise reader's output is absent too; a sum's or a
+    logsumexp's other steps go on), which leaves every present tile bitwise as it is
+    with a dense tensor holding -inf or 0 there.
+    """
+    tests = {}
+    for tensor in arrays:
+        if tensor.causal_dims is None or tensor.name in tests:
+            continue
+        if op.spec.combine not in SKIPPING_COMBINES and tensor in op.inputs and \
+                tensor not in op.outputs:
+            raise ValueError(f"{op.op_type} {op.name}: reads the block-sparse (causal) "
+                             f"{tensor.describe()}, but its partial results merge by "
+                             f"{op.spec.combine}, which an absent tile cannot join")
+        key_dim, query_dim = tensor.causal_dims
+        dims = tilings[tensor.name].dims
+        tests[tensor.name] = absent_test(dims[key_dim].boundaries, dims[query_dim].boundaries,
+                                         key_dim, query_dim)
+    return tests
+
+
+def absent_test(key_bounds, query_bounds, key_dim, query_dim):
+    def absent(coord):   # the tile's first key comes after its last query
+        return key_bounds[coord[key_dim]] >= query_bounds[coord[query_dim] + 1]
+    return absent
+
+
+def is_absent(absent, keys):
+    return any(name in absent and absent[name](coord) for name, coord in keys)
 
 
 def step_filter(op, arrays, tilings):

@@ -111,6 +111,11 @@ CASES = [
     ("sdpa_causal", {"q": ((3, 5, 2), normal), "k": ((3, 5, 2), normal),
                      "v": ((2, 5, 2), normal), "mask": ((5, 5), causal)},
      lambda t: ops.scaled_dot_product_attention(t["q"], t["k"], t["v"], "out", mask=t["mask"])),
+    ("sdpa_causal_structural", {"q": ((3, 5, 2), normal), "k": ((3, 5, 2), normal),
+                                "v": ((2, 5, 2), normal)},
+     lambda t: ops.scaled_dot_product_attention(t["q"], t["k"], t["v"], "out", mask="causal")),
+    ("mask_causal", {"x": ((4, 3, 2), normal)},
+     lambda t: ops.mask_causal(-1.5, ops.scale(t["x"], "out", 2.0))),
     ("sdpa_heads_no_mask", {"q": ((2, 3, 2, 2), normal), "k": ((2, 4, 2, 2), normal),
                             "v": ((3, 4, 2, 2), normal)},
      lambda t: ops.scaled_dot_product_attention(t["q"], t["k"], t["v"], "out", scale=0.8)),
@@ -141,6 +146,8 @@ TILES = {
     "softmax_from_logsumexp_last": {"x": [2, 2]},
     # attention: head_dim (the scores' K axis) and the key axis (the softmax axis) split
     "sdpa_causal": {"q": [2, 2, 1], "k": [2, 2, 1], "v": [1, 2, 1]},
+    "sdpa_causal_structural": {"q": [2, 2, 1], "k": [2, 3, 1], "v": [1, 3, 1]},
+    "mask_causal": {"x": [3, 2, 1]},
     "sdpa_heads_no_mask": {"q": [1, 2, 1, 1], "k": [1, 3, 1, 1], "v": [2, 3, 1, 1]},
     # the vocabulary (class axis) and the batch split: vocab-parallel
     "cross_entropy_ignore_index": {"logits": [2, 2, 1]},

@@ -74,7 +74,15 @@ def empty():
     return LogicalGraph("empty")
 
 
-ROUND_TRIP_BUILDERS = [all_roles, symbolic, phases_and_attrs, embedded_blocks, empty]
+def causal_attention():   # block-sparse scores and probabilities (causal_dims)
+    g = LogicalGraph("causal")
+    q, k, v = (g.tensor([2, 6, 3], name, external=True) for name in "qkv")
+    ops.scaled_dot_product_attention(q, k, v, "out", mask="causal")
+    return g
+
+
+ROUND_TRIP_BUILDERS = [all_roles, symbolic, phases_and_attrs, embedded_blocks, empty,
+                       causal_attention]
 
 
 @pytest.mark.parametrize("build", ROUND_TRIP_BUILDERS, ids=lambda build: build.__name__)
@@ -84,6 +92,7 @@ def test_save_load_round_trip(build, tmp_path):
     g.save(path)
     loaded = LogicalGraph.load(path)
     assert loaded.to_json() == g.to_json()
+    assert [t.causal_dims for t in loaded.tensors()] == [t.causal_dims for t in g.tensors()]
     assert json.loads(json.dumps(g.to_json())) == g.to_json()
     for original, copy in zip(g.ops(), loaded.ops()):
         assert [type(value) for value in copy.attrs.values()] == \
@@ -239,7 +248,7 @@ def test_to_json_content(mlp):
     assert x == {"name": "x", "shape": [784, 64], "dtype": "fp32", "role": "input",
                  "requires_grad": False, "persistent": False, "external": True,
                  "is_input": True, "is_output": False, "grad_of": None,
-                 "parallel_dim": None, "copy_of": None}
+                 "parallel_dim": None, "copy_of": None, "causal_dims": None}
     assert data["ops"][0] == {"name": "gemm_0", "type": "gemm", "phase": "forward",
                               "inputs": ["w1", "x"], "outputs": ["h"],
                               "attrs": {"alpha": 1.0, "beta": 0.0, "trans_a": False,

@@ -225,6 +225,8 @@ CASES = [
     case("mask_scalar", [Bool(3, 4), A(3, 4, 2), Same(1)], val=-np.inf, batch_ndim=1),
     case("mask_scalar", [Bool(3), A(3, 4, 2), Nan(3, 4, 2)], val=2.5, batch_ndim=2),
     case("mask_scalar", [Bool(), A(7), Same(1)], val=-1.0, batch_ndim=1),
+    case("mask_causal", [A(5, 3), Nan(5, 3)], val=-np.inf),
+    case("mask_causal", [A(4, 6, 2), Same(0)], val=0.0, key_offset=3, query_offset=2),
     case("softmax", [A(5, 3), Nan(5, 3)], axis=0),
     case("softmax", [A(3, 4, 2), Nan(3, 4, 2)], axis=1),
     case("softmax", [A(3, 4, 2), Same(0)], axis=2),

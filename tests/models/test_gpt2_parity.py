@@ -67,7 +67,7 @@ def test_init_params_follow_gpt2_initialization():
     config = gpt2.GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=3, n_head=4)
     model = gpt2.build_gpt2(config, batch=1, seq=4, with_grads=False)
     params = model.init_params(np.random.default_rng(0))
-    assert set(model.param_names) | {"position_ids", "causal_mask"} == set(params)
+    assert set(model.param_names) | {"position_ids"} == set(params)   # the mask is structural
     assert np.all(params["h0_ln_1_weight"] == 1) and np.all(params["h2_fc_bias"] == 0)
     assert params["wte"].dtype == np.float32
     residual = 0.02 / np.sqrt(2 * 3)

@@ -121,7 +121,7 @@ def test_init_params_follow_llama_initialization():
     config = llama.LlamaConfig(**TINY | {"hidden_size": 32, "intermediate_size": 64})
     model = llama.build_llama(config, batch=1, seq=4, with_grads=False)
     params = model.init_params(np.random.default_rng(0))
-    assert set(model.param_names) | {"rope_sin", "rope_cos", "causal_mask"} == set(params)
+    assert set(model.param_names) | {"rope_sin", "rope_cos"} == set(params)   # mask: structural
     assert np.all(params["h0_input_norm_weight"] == 1) and np.all(params["norm_weight"] == 1)
     assert params["embed_tokens"].dtype == np.float32
     assert abs(params["h1_gate_weight"].std() - 0.02) < 0.1 * 0.02
