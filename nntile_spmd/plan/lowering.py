@@ -13,7 +13,14 @@ from dataclasses import replace
 from operator import getitem, itemgetter
 from typing import NamedTuple
 
+import numpy as np
+
 from .axes import op_axes
+from .step_table import StepTable
+
+# A rank lowering alone gets the steps of a group with at least this many as a
+# StepTable (tests lower it to 2 so that the small oracle worlds take that path).
+TABLE_MIN_STEPS = 32
 
 
 class Step(NamedTuple):   # PERF: a NamedTuple builds ~3x faster than a frozen dataclass
@@ -32,7 +39,8 @@ class TaskGroup(NamedTuple):
 
 def lower_op(op, tilings, views=None, coords=None):
     """The task groups of `op`, one per tile of its first output (those of `coords`
-    only, in that order, when given).
+    only, in that order, when given: one rank's share, whose long groups then come
+    with StepTable steps; `coords` None gives tuples of steps).
 
     `views` (plan/views.py) maps the tiles of view outputs to the input tiles they
     alias: a view op lowers to nothing, and the keys of other ops are rewritten.
@@ -77,7 +85,31 @@ def lower_op(op, tilings, views=None, coords=None):
     summed_ranges = list(itertools.product(*[range(counts[label]) for label in summed]))
     bounds = label_boundaries(arrays, axes, tilings) if windows else None
     needed = step_filter(op, arrays, tilings)
+
+    def step_of(vector, keys):
+        signature = tuple(map(getitem, size_tables, vector))
+        flops = flops_memo.get(signature)
+        if flops is None:
+            flops = flops_memo[signature] = step_flops(op, keys, tilings)
+        params = base_params if spec.tile_params is None else \
+            step_params(op, base_params, keys, tilings)
+        return Step(keys, params, flops)
+
+    table = coords is not None and not windows and needed is None and \
+        len(summed_ranges) >= TABLE_MIN_STEPS and \
+        len({t.name for t in op.inputs}) == n_inputs
+    if table:   # one rank lowering alone: steps built on demand (plan/step_table.py)
+        combo_array = np.array(summed_ranges, dtype=np.int64).reshape(len(summed_ranges), -1)
+        columns = [tuple(vector_labels.index(label) for label in labels) for labels in axes]
+
+        def make_step(vector):
+            return step_of(vector, tuple([(name, pick(vector)) for name, pick in pickers]))
     for out_coord in tilings[op.outputs[0].name].coords() if coords is None else coords:
+        if table:
+            outputs = tuple([(name, pick(out_coord)) for name, pick in pickers[n_inputs:]])
+            steps = StepTable(out_coord, summed_ranges, combo_array, columns, make_step)
+            groups.append(TaskGroup(op, outputs, steps, reads_output, out_coord))
+            continue
         steps = []
         if windows:
             summed_ranges = windowed_combos(out_coord, vector_labels, windows, bounds)
@@ -89,13 +121,7 @@ def lower_op(op, tilings, views=None, coords=None):
             keys = tuple([(name, pick(vector)) for name, pick in pickers])
             if needed is not None and not needed(keys):
                 continue
-            signature = tuple(map(getitem, size_tables, vector))
-            flops = flops_memo.get(signature)
-            if flops is None:
-                flops = flops_memo[signature] = step_flops(op, keys, tilings)
-            params = base_params if spec.tile_params is None else \
-                step_params(op, base_params, keys, tilings)
-            steps.append(Step(keys, params, flops))
+            steps.append(step_of(vector, keys))
         if not steps:
             if needed is None or not spec.beta_attr or op.attrs[spec.beta_attr] != 0:
                 continue   # the tile keeps its value: nothing to run

@@ -179,12 +179,6 @@ class Plan:
         return self._rank_programs[key]
 
     def _build_rank_program(self, phase_key, rank):
-        if self.micro_batch_dims is not None:
-            # A pipeline walks an op's groups micro-batch by micro-batch, interleaved with
-            # other ops'; the rank builder's rule for which groups a rank may skip is not
-            # proven for that order (a tied weight's gradient crossing stages differs),
-            # so a pipelined rank takes its program from the all-ranks walk.
-            return self.programs(phase_key)[rank]
         tiles = RankTiles(rank, self.groups, self.owners, self.tilings, self.views)
         builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owners,
                                      permanent_holders(self), self.deterministic, self.groups,
