@@ -42,7 +42,7 @@ class RankTiles:
         out_labels = axes[n_inputs]
         out_name = op.outputs[0].name
         out_owners = self.owners_of(out_name)
-        mask = np.isin(out_owners, self.codes) | (out_owners == REPLICATED)
+        mask = np.asarray(np.isin(out_owners, self.codes) | (out_owners == REPLICATED))
         one_step = all(self.tilings[tensor.name].dims[dim].num_tiles == 1
                        for tensor, labels in zip(op.inputs, axes[:n_inputs])
                        for dim, label in enumerate(labels) if label not in out_labels)
@@ -76,7 +76,7 @@ class RankTiles:
             holders.update(walk.current_copies((name, coord)))
             index = tuple(coord[labels.index(label)] if label in labels else slice(None)
                           for label in out_labels)
-            runners = out_owners[index]
+            runners = np.asarray(out_owners[index])   # 0-d where the index picks one tile
             lacking = np.isin(runners, list(holders), invert=True)
             for code in np.unique(runners[runners < 0]).tolist():
                 lacking[runners == code] = not holders.issuperset(walk.rank_set(code))

@@ -1,7 +1,8 @@
 """Per-rank planning (DESIGN.md section 4.3): each rank's program derived alone
 equals that rank's program in the all-ranks plan, for every preset, on every world
 of 1-16 ranks and for dp x tp and fsdp x tp meshes on 4-8 ranks, for an MLP with an
-optimizer and a tiny GPT-2, with uneven tilings.
+optimizer, a tiny GPT-2 and a graph of data-movement ops with a scalar loss, with
+uneven tilings; and for pipelines (pp, dp/fsdp/tp x pp, GPipe and 1F1B).
 
 The oracle is the all-ranks builder (Plan.programs(), what a SimulatedWorld runs):
 the union of the per-rank programs must be that plan exactly, instruction for
@@ -17,6 +18,7 @@ from collections import Counter
 import pytest
 
 import nntile_spmd as nt
+from nntile_spmd import ops
 from nntile_spmd.models import build_mlp, gpt2
 from nntile_spmd.plan import lowering, rank_partial
 from nntile_spmd.plan.instructions import Recv, Send
@@ -40,7 +42,24 @@ def gpt2_graph():
     return model.graph, nt.TilingStrategy.auto(target_tile_bytes=160)   # uneven tiles
 
 
-GRAPHS = {"mlp": mlp_graph, "gpt2": gpt2_graph}
+def data_ops_graph():
+    """Views, copies, gather/scatter, batch_norm and a scalar loss (0-d tiles)."""
+    g = nt.LogicalGraph("data_ops")
+    x = g.tensor([6, 4], "x", "fp64", external=True)
+    h = ops.scale(x, "h", 2.0)
+    ops.scale(ops.reshape(h, "r", [3, 8]), "r3", 3.0).mark_output()
+    ops.slice(h, "s", 1, 1, 3).mark_output()
+    ops.scatter(ops.gather(x, "whole"), "back").mark_output()
+    gamma = g.tensor([6], "gamma", "fp64", requires_grad=True, persistent=True)
+    beta = g.tensor([6], "beta", "fp64", requires_grad=True, persistent=True)
+    y = ops.batch_norm(x, gamma, beta, "bn", axis=0).mark_output()
+    loss = ops.mse_loss(y, g.tensor([6, 4], "target", "fp64", external=True), "loss")
+    ops.log_scalar(loss, "loss_value")
+    nt.grad(g, loss, [gamma, beta])
+    return g, nt.TilingStrategy.explicit({"x": [4, 1], "r": [3, 2], "s": [None, 1]})
+
+
+GRAPHS = {"mlp": mlp_graph, "gpt2": gpt2_graph, "data_ops": data_ops_graph}
 
 
 @pytest.fixture
