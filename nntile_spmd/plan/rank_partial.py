@@ -86,7 +86,7 @@ class TableSteps:
     def table_choice(self, group, arrays, owner):
         """PartialSums.partial_choice over the arrays: (step ranks, tree order) or None."""
         op = group.op
-        if self.deterministic or op.spec.combine is None:
+        if self.deterministic or len(group.steps) < 2 or op.spec.combine is None:
             return None
         terms, firsts, positions = [], [], []
         for position in range(arrays.codes.shape[1]):
