@@ -119,6 +119,16 @@ class ProgramBuilder(PartialSums):
             self.add_group(group)
 
     def add_group(self, group):
+        self.check_outputs(group)
+        out_key = group.outputs[0]
+        owner = self.owner_of(out_key)
+        choice = self.partial_choice(group)
+        if choice is not None:
+            return self.run_partial(group, owner, *choice)
+        for index, step in enumerate(group.steps):
+            self.run_step(list(self.ranks_of(out_key)), group, step, index, step.keys)
+
+    def check_outputs(self, group):
         out_key = group.outputs[0]
         owner = self.owner_of(out_key)
         for other in group.outputs[1:]:
@@ -126,11 +136,6 @@ class ProgramBuilder(PartialSums):
                 raise PlanError(f"{group.op.name}: outputs {key_str(out_key)} and "
                                 f"{key_str(other)} must have the same owner (distribute "
                                 f"them alike)")
-        choice = self.partial_choice(group)
-        if choice is not None:
-            return self.run_partial(group, owner, *choice)
-        for index, step in enumerate(group.steps):
-            self.run_step(list(self.ranks_of(out_key)), group, step, index, step.keys)
 
     def run_step(self, ranks, group, step, index, keys, zero_beta=False):
         """Step `index` of the steps one rank runs into one output tile."""
@@ -160,13 +165,11 @@ class ProgramBuilder(PartialSums):
         n_inputs, root = len(op.inputs), order[0]
         counts = defaultdict(int)   # steps each rank ran so far: its beta
         for step, rank in zip(group.steps, step_ranks):
-            if self.follows_step(rank, step.keys[:n_inputs]):
-                if rank == root:
-                    self.run_step([rank], group, step, counts[rank], step.keys)
-                else:
-                    keys = step.keys[:n_inputs] + (self.temp_key(op, out_key, rank),)
-                    self.run_step([rank], group, step, counts[rank], keys,
-                                  zero_beta=counts[rank] == 0)
+            keys = step.keys if rank == root else \
+                step.keys[:n_inputs] + (self.temp_key(op, out_key, rank),)
+            if self.follows_step(rank, keys):
+                self.run_step([rank], group, step, counts[rank], keys,
+                              zero_beta=rank != root and counts[rank] == 0)
             counts[rank] += 1
         root_has_value = counts[root] > 0
         stride = 1
@@ -186,8 +189,9 @@ class ProgramBuilder(PartialSums):
         if owner < 0:
             self.broadcast(out_key, root, op.name, self.ranks_of(out_key))
 
-    def follows_step(self, rank, input_keys) -> bool:
-        """Does this builder plan a partial step on `rank`? (Every one here.)"""
+    def follows_step(self, rank, keys) -> bool:
+        """Does this builder plan a partial step on `rank`, given the step's kernel keys
+        (inputs, then the output or `rank`'s partial sum)? (Every one here.)"""
         return True
 
     def follows_pair(self, source, target) -> bool:

@@ -13,8 +13,15 @@ from dataclasses import replace
 from operator import getitem, itemgetter
 from typing import NamedTuple
 
+import numpy as np
+
 from .axes import op_axes
 from .kernel_params import KernelParams, checked_params
+from .step_table import StepTable
+
+# A rank lowering alone gets the steps of a group with at least this many as a
+# StepTable (tests lower it to 2 so that the small oracle worlds take that path).
+TABLE_MIN_STEPS = 32
 
 
 class Step(NamedTuple):   # PERF: a NamedTuple builds ~3x faster than a frozen dataclass
@@ -33,7 +40,8 @@ class TaskGroup(NamedTuple):
 
 def lower_op(op, tilings, views=None, coords=None):
     """The task groups of `op`, one per tile of its first output (those of `coords`
-    only, in that order, when given).
+    only, in that order, when given: one rank's share, whose long groups then come
+    with StepTable steps; `coords` None gives tuples of steps).
 
     `views` (plan/views.py) maps the tiles of view outputs to the input tiles they
     alias: a view op lowers to nothing, and the keys of other ops are rewritten.
@@ -81,7 +89,32 @@ def lower_op(op, tilings, views=None, coords=None):
     bounds = label_boundaries(arrays, axes, tilings) if windows else None
     needed = step_filter(op, arrays, tilings)
     absent = absent_tiles(op, arrays, tilings)
+
+    def step_of(vector, keys):
+        signature = tuple(map(getitem, size_tables, vector))
+        flops = flops_memo.get(signature)
+        if flops is None:
+            flops = flops_memo[signature] = step_flops(op, keys, tilings)
+        params = base_params if spec.tile_params is None else \
+            step_params(op, base_params, keys, tilings)
+        return Step(keys, params, flops)
+
+    # a StepTable holds every step of the range: not for structurally absent tiles
+    table = coords is not None and not windows and needed is None and not absent and \
+        len(summed_ranges) >= TABLE_MIN_STEPS and \
+        len({t.name for t in op.inputs}) == n_inputs
+    if table:   # one rank lowering alone: steps built on demand (plan/step_table.py)
+        combo_array = np.array(summed_ranges, dtype=np.int64).reshape(len(summed_ranges), -1)
+        columns = [tuple(vector_labels.index(label) for label in labels) for labels in axes]
+
+        def make_step(vector):
+            return step_of(vector, tuple([(name, pick(vector)) for name, pick in pickers]))
     for out_coord in tilings[op.outputs[0].name].coords() if coords is None else coords:
+        if table:
+            outputs = tuple([(name, pick(out_coord)) for name, pick in pickers[n_inputs:]])
+            steps = StepTable(out_coord, summed_ranges, combo_array, columns, make_step)
+            groups.append(TaskGroup(op, outputs, steps, reads_output, out_coord))
+            continue
         if absent and is_absent(absent, [(name, pick(out_coord))
                                          for name, pick in pickers[n_inputs:]]):
             continue   # a structurally absent output tile: nothing writes it
@@ -99,13 +132,7 @@ def lower_op(op, tilings, views=None, coords=None):
             if absent and is_absent(absent, keys[:n_inputs]):
                 skipped = True
                 continue   # its contribution is the combine's identity (0, or -inf)
-            signature = tuple(map(getitem, size_tables, vector))
-            flops = flops_memo.get(signature)
-            if flops is None:
-                flops = flops_memo[signature] = step_flops(op, keys, tilings)
-            params = base_params if spec.tile_params is None else \
-                step_params(op, base_params, keys, tilings)
-            steps.append(Step(keys, params, flops))
+            steps.append(step_of(vector, keys))
         if not steps:
             if skipped:
                 raise ValueError(f"{op.op_type} {op.name}: its tile {out_coord} would read "

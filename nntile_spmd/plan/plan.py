@@ -174,14 +174,6 @@ class Plan:
     def _build_rank_program(self, phase_key, rank, offloaded=True):
         """`rank`'s program derived alone; offloaded=False: before EVICT/PREFETCH are
         placed (the program offloading's rest set comes from)."""
-        if self.pipeline is not None:
-            # A pipeline walks an op's groups micro-batch by micro-batch, interleaved with
-            # other ops'; the rank builder's rule for which groups a rank may skip is not
-            # proven for that order (a tied weight's gradient crossing stages differs),
-            # so a pipelined rank takes its program from the all-ranks walk.
-            if offloaded:
-                return self.programs(phase_key)[rank]
-            return self._build_programs(phase_key, offloaded)[rank]
         tiles = RankTiles(rank, self.groups, self.owners, self.tilings, self.views)
         builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owners,
                                      permanent_holders(self), self.deterministic, self.groups,

@@ -11,13 +11,16 @@ received, which it sees all of:
 - a tile is sent only by the first rank of its owner code (or along a broadcast
   among its owners), so who holds a copy of a tile this rank owns is known here;
 - a copy this rank fetched goes stale only by a write of that tile, and a group
-  writing it is one this rank visits.
+  writing it is one this rank visits (a partial sum it merges was written by its
+  child in steps not walked here: the merge marks the copy stale).
 
 Tags count the messages of one (source, target) pair in walk order; both ranks of
 a pair visit every group that moves a tile between them, so the counts agree with
 the all-ranks plan (tests/plan/test_plan_rank.py checks it instruction for
 instruction). Steps, tree merges and broadcast hops between two other ranks are
-skipped.
+skipped; long groups (a weight gradient summed over 1,024 batch tiles) come as
+StepTables and are decided with numpy and walked at this rank's steps only
+(plan/rank_partial.py).
 """
 
 from __future__ import annotations
@@ -27,24 +30,37 @@ from collections import defaultdict
 from .builder import TAG_LIMIT, ProgramBuilder
 from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send
+from .rank_partial import TableSteps
+from .step_table import StepTable
 
 
-class RankProgramBuilder(ProgramBuilder):
+class RankProgramBuilder(TableSteps, ProgramBuilder):
     """ProgramBuilder that visits the groups `rank` takes part in and builds its program."""
 
     def __init__(self, rank, nranks, meta, owners, permanent_holders, deterministic=False,
                  groups=(), tiles=None):
         super().__init__(nranks, meta, owners, permanent_holders, deterministic, groups)
         self.tiles = tiles                        # RankTiles: notes this rank's copies
+        if tiles is not None:
+            tiles.walk = self
+        self.sent_to = defaultdict(set)           # key this rank sends -> ranks sent to
         self.rank = rank
         self.program = self.programs[rank]
         self.mine = self.held[rank]               # key -> version of this rank's copy
         self.sends = self.inserts[rank]           # program position -> SENDs placed there
         self.ready = self.ready_at[rank]          # key -> position of its current version
         self.written = set()                      # tensors some op of the walk wrote
+        self.size_arrays = {}                     # tensor name -> tile sizes per dim
 
     def add_op(self, groups):
         for group in groups:
+            if isinstance(group.steps, StepTable):
+                arrays = self.step_arrays(group)
+                if arrays is not None:
+                    if self.table_takes_part(group, arrays):
+                        self.add_table_group(group, arrays)
+                    continue
+                group = group._replace(steps=tuple(group.steps))
             if self.takes_part(group):
                 self.add_group(group)
 
@@ -64,6 +80,10 @@ class RankProgramBuilder(ProgramBuilder):
                     return True
         return False
 
+    def current_copies(self, key) -> list:
+        """Ranks outside its owners holding the current version of a tile this rank sends."""
+        return [rank for rank in self.sent_to.get(key, ()) if self.is_current(rank, key)]
+
     def check_written(self, key, op_name):
         """A tile's owners saw every write of it; any rank sees that no op so far
         writes its graph tensor at all (the usual mistake), so all ranks raise for that."""
@@ -80,10 +100,11 @@ class RankProgramBuilder(ProgramBuilder):
         self.check_written(key, op_name)
         return self.ranks_of(key)[0]
 
-    def follows_step(self, rank, input_keys) -> bool:
-        """A partial step concerns this rank if it runs it or may send one of its inputs."""
+    def follows_step(self, rank, keys) -> bool:
+        """A partial step concerns this rank if it runs it or may send one of its keys:
+        an input, or the output that a tree's root outside the output's owners reads."""
         me, owner, rank_set = self.rank, self.owner, self.rank_set
-        return rank == me or any(me in rank_set(owner[key]) for key in input_keys)
+        return rank == me or any(me in rank_set(owner[key]) for key in keys)
 
     def follows_pair(self, source, target) -> bool:
         return self.rank in (source, target)
@@ -99,6 +120,7 @@ class RankProgramBuilder(ProgramBuilder):
         tag = count % TAG_LIMIT
         nbytes = self.meta[key].nbytes
         if source == rank:
+            self.sent_to[key].add(target)
             self.sends[self.ready[key]].append(Send(key, target, tag, nbytes, consumer))
         else:
             self.program.append(Recv(key, source, tag, nbytes, consumer))
@@ -138,6 +160,13 @@ class RankProgramBuilder(ProgramBuilder):
             position, ready = len(program), self.ready
             for key in writes:
                 ready[key] = position
+
+    def combine(self, rank, child_key, parent_key, beta, op):
+        if rank == self.rank and self.owner[child_key] != rank:
+            # the child wrote this partial sum in steps not walked here; a copy of the
+            # same key fetched for an earlier group (a sum split per micro-batch) is stale
+            self.version[child_key] = self.version.get(child_key, -1) + 1
+        super().combine(rank, child_key, parent_key, beta, op)
 
     def finish_rank(self) -> list:
         """This rank's program with its sends placed where their versions appear."""

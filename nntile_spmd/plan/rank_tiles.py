@@ -24,6 +24,8 @@ class RankTiles:
         self.codes = np.array([rank] + [-2 - index for index, members in enumerate(groups)
                                         if rank in members])
         self.owners, self.tilings, self.views = owners, tilings, views
+        self.groups = groups
+        self.walk = None          # the RankProgramBuilder: who holds which current copy
         self.copies = {}          # tensor name -> coords of tiles fetched by this rank
         self.alias_owners = {}    # view tensor name -> owners of the tiles it aliases
 
@@ -40,11 +42,18 @@ class RankTiles:
         out_labels = axes[n_inputs]
         out_name = op.outputs[0].name
         out_owners = self.owners_of(out_name)
-        mask = np.isin(out_owners, self.codes) | (out_owners == REPLICATED)
+        mask = np.asarray(np.isin(out_owners, self.codes) | (out_owners == REPLICATED))
+        one_step = all(self.tilings[tensor.name].dims[dim].num_tiles == 1
+                       for tensor, labels in zip(op.inputs, axes[:n_inputs])
+                       for dim, label in enumerate(labels) if label not in out_labels)
         for tensor, labels in zip(op.inputs, axes[:n_inputs]):
             owners = self.owners_of(tensor.name)
             mine = np.isin(owners, self.codes)
-            if mine.any():
+            if not mine.any():
+                continue
+            if one_step and tensor.name not in self.views.names:
+                self.mark_unsent(mask, tensor.name, owners, labels, out_labels, out_owners)
+            else:
                 mask |= self.project(mine, labels, out_labels, mask.shape)
         for tensor, labels in zip(op.outputs, axes[n_inputs:]):
             fetched = self.copies.get(tensor.name)
@@ -53,6 +62,32 @@ class RankTiles:
                 held[tuple(np.array(sorted(fetched)).T)] = True
                 mask |= self.project(held, labels, out_labels, mask.shape)
         return [tuple(coord) for coord in np.argwhere(mask.T)[:, ::-1].tolist()]
+
+    def mark_unsent(self, mask, name, owners, labels, out_labels, out_owners):
+        """Mark the output tiles of a one-step op whose runners lack the current version
+        of a tile this rank sends (it is the first of the tile's owners). Where every
+        runner holds it, this rank's part of the group (its ranks' copies checked, the
+        output's version advanced) changes nothing it will look at again: the output
+        is not this rank's, and it holds no copy of it (those tiles are marked apart)."""
+        walk, rank = self.walk, self.codes[0]
+        first = self.first_ranks(owners)
+        for coord in map(tuple, np.argwhere(first == rank).tolist()):
+            holders = set(walk.rank_set(int(owners[coord])))
+            holders.update(walk.current_copies((name, coord)))
+            index = tuple(coord[labels.index(label)] if label in labels else slice(None)
+                          for label in out_labels)
+            runners = np.asarray(out_owners[index])   # 0-d where the index picks one tile
+            lacking = np.isin(runners, list(holders), invert=True)
+            for code in np.unique(runners[runners < 0]).tolist():
+                lacking[runners == code] = not holders.issuperset(walk.rank_set(code))
+            mask[index] |= lacking
+
+    def first_ranks(self, owners):
+        """The first rank of each owner code (REPLICATED: none, it is not sent)."""
+        first = np.where(owners >= 0, owners, -1)
+        for code in np.unique(owners[owners < REPLICATED]).tolist():
+            first[owners == code] = self.groups[-2 - code][0]
+        return first
 
     @staticmethod
     def project(tiles, labels, out_labels, out_grid):

@@ -70,7 +70,7 @@ class DimensionTiling:
         return bisect.bisect_right(self.boundaries, position) - 1
 
     def __repr__(self) -> str:
-        sizes = {self.tile_size(i) for i in range(self.num_tiles - 1)}
+        sizes = set(self.sizes[:-1])   # all but the last tile
         if len(sizes) <= 1:
             return f"T({self.size}/{self.tile_size(0)})"
         return f"T{list(self.boundaries)}"

@@ -1,12 +1,16 @@
 """Per-rank planning (DESIGN.md section 4.3): each rank's program derived alone
 equals that rank's program in the all-ranks plan, for every preset, on every world
 of 1-16 ranks and for dp x tp and fsdp x tp meshes on 4-8 ranks, for an MLP with an
-optimizer and a tiny GPT-2, with uneven tilings.
+optimizer, a tiny GPT-2 and a graph of data-movement ops with a scalar loss, with
+uneven tilings; and for pipelines (pp, dp/fsdp/tp x pp, GPipe and 1F1B).
 
 The oracle is the all-ranks builder (Plan.programs(), what a SimulatedWorld runs):
 the union of the per-rank programs must be that plan exactly, instruction for
 instruction, and every SEND must meet its RECV (same tile, tag and size) in order.
-Plain pytest.
+A rank lowering alone gets groups of TABLE_MIN_STEPS steps or more as StepTables
+(plan/step_table.py, decided with numpy in plan/rank_partial.py); these worlds'
+groups are short, so the comparisons lower that threshold to 2 (`tables`), and a
+subset of worlds runs again with step tuples only. Plain pytest.
 """
 
 from collections import Counter
@@ -14,7 +18,9 @@ from collections import Counter
 import pytest
 
 import nntile_spmd as nt
+from nntile_spmd import ops
 from nntile_spmd.models import build_mlp, gpt2
+from nntile_spmd.plan import lowering, rank_partial
 from nntile_spmd.plan.instructions import Recv, Send
 from nntile_spmd.plan.presets import PRESET_NAMES
 from nntile_spmd.train.optim import add_optimizer
@@ -36,7 +42,36 @@ def gpt2_graph():
     return model.graph, nt.TilingStrategy.auto(target_tile_bytes=160)   # uneven tiles
 
 
-GRAPHS = {"mlp": mlp_graph, "gpt2": gpt2_graph}
+def data_ops_graph():
+    """Views, copies, gather/scatter, batch_norm and a scalar loss (0-d tiles)."""
+    g = nt.LogicalGraph("data_ops")
+    x = g.tensor([6, 4], "x", "fp64", external=True)
+    h = ops.scale(x, "h", 2.0)
+    ops.scale(ops.reshape(h, "r", [3, 8]), "r3", 3.0).mark_output()
+    ops.slice(h, "s", 1, 1, 3).mark_output()
+    ops.scatter(ops.gather(x, "whole"), "back").mark_output()
+    gamma = g.tensor([6], "gamma", "fp64", requires_grad=True, persistent=True)
+    beta = g.tensor([6], "beta", "fp64", requires_grad=True, persistent=True)
+    y = ops.batch_norm(x, gamma, beta, "bn", axis=0).mark_output()
+    loss = ops.mse_loss(y, g.tensor([6, 4], "target", "fp64", external=True), "loss")
+    ops.log_scalar(loss, "loss_value")
+    nt.grad(g, loss, [gamma, beta])
+    return g, nt.TilingStrategy.explicit({"x": [4, 1], "r": [3, 2], "s": [None, 1]})
+
+
+GRAPHS = {"mlp": mlp_graph, "gpt2": gpt2_graph, "data_ops": data_ops_graph}
+
+
+@pytest.fixture
+def tables(monkeypatch):
+    """Every group of 2 steps or more lowered for one rank comes as a StepTable."""
+    monkeypatch.setattr(lowering, "TABLE_MIN_STEPS", 2)
+
+
+@pytest.fixture
+def tuples(monkeypatch):
+    """Every group comes as a tuple of steps (the step-by-step walk)."""
+    monkeypatch.setattr(lowering, "TABLE_MIN_STEPS", 10**9)
 
 
 def messages(programs):
@@ -62,21 +97,31 @@ def messages(programs):
     return sends, recvs
 
 
-def rank_plans(graph, nranks, tiling, preset, alone=True):
-    """Every rank's program, each from a plan of that rank (which derives it alone
-    unless `alone` is False: pipelines take it from the all-ranks walk)."""
+def rank_plans(graph, nranks, tiling, preset):
+    """Every rank's program, each from a plan of that rank (which derives it alone)."""
     programs = []
     for rank in range(nranks):
         plan = nt.build_plan(graph, nranks, tiling, preset, rank=rank)
         programs.append(plan.program(rank))
-        assert alone != bool(plan._programs), "a rank's plan built the all-ranks programs"
+        assert not plan._programs, "a rank's plan built the all-ranks programs"
     return programs
 
 
 @pytest.mark.parametrize("nranks", WORLDS)
 @pytest.mark.parametrize("preset", PRESET_NAMES)
 @pytest.mark.parametrize("graph_name", sorted(GRAPHS))
-def test_union_of_rank_programs_is_the_all_ranks_plan(graph_name, preset, nranks):
+def test_union_of_rank_programs_is_the_all_ranks_plan(graph_name, preset, nranks, tables):
+    check_union(graph_name, preset, nranks)
+
+
+@pytest.mark.parametrize("nranks", (1, 2, 3, 7, 16))
+@pytest.mark.parametrize("preset", PRESET_NAMES)
+@pytest.mark.parametrize("graph_name", sorted(GRAPHS))
+def test_step_by_step_too(graph_name, preset, nranks, tuples):
+    check_union(graph_name, preset, nranks)
+
+
+def check_union(graph_name, preset, nranks):
     graph, tiling = GRAPHS[graph_name]()
     oracle = nt.build_plan(graph, nranks, tiling, preset).programs()
     derived = rank_plans(graph, nranks, tiling, preset)
@@ -94,7 +139,7 @@ MESH_WORLDS = [({"dp": 2, "tp": 2}, 4), ({"fsdp": 2, "tp": 2}, 4), ({"tp": 2, "d
 
 @pytest.mark.parametrize("mesh,nranks", MESH_WORLDS, ids=lambda v: str(v))
 @pytest.mark.parametrize("graph_name", sorted(GRAPHS))
-def test_meshes_too(graph_name, mesh, nranks):
+def test_meshes_too(graph_name, mesh, nranks, tables):
     """Mesh group owners (a tile held by a tp column or a dp row) plan alike alone."""
     graph, tiling = GRAPHS[graph_name]()
     oracle = nt.build_plan(graph, nranks, tiling, mesh).programs()
@@ -141,13 +186,14 @@ PIPELINE_WORLDS = [("pp", 2), ("pp", 3), ({"dp": 2, "pp": 2}, 4), ({"pp": 2, "fs
 
 @pytest.mark.parametrize("distribution,nranks", PIPELINE_WORLDS, ids=lambda v: str(v))
 @pytest.mark.parametrize("graph_name", ["mlp", "gpt2"])
-def test_pipelines_too(graph_name, distribution, nranks):
-    """The micro-batch-major walks of pp (GPipe, 1F1B: plan/pipeline.py): a rank's plan
-    takes its program from the all-ranks walk (not derived alone yet, plan.py says
-    why), the same program as the all-ranks plan's, and every message is matched."""
+def test_pipelines_too(graph_name, distribution, nranks, tables):
+    """The micro-batch-major walks of pp (GPipe, 1F1B: plan/pipeline.py) derive a
+    rank's program alone too: a tied weight's gradient summed on the last stage into
+    the first stage's tile (a tree root outside the tile's owners, partial sums split
+    per micro-batch under 1F1B) included."""
     graph, tiling = {"mlp": mlp_graph, "gpt2": gpt2_layers_graph}[graph_name]()
     oracle = nt.build_plan(graph, nranks, tiling, distribution).programs()
-    derived = rank_plans(graph, nranks, tiling, distribution, alone=False)
+    derived = rank_plans(graph, nranks, tiling, distribution)
     for rank in range(nranks):
         assert derived[rank] == oracle[rank], f"rank {rank} of {distribution} differs"
     sends, recvs = messages(derived)
@@ -184,3 +230,47 @@ def test_a_rank_lowers_only_its_share_of_the_groups(monkeypatch):
         every[nranks] = sum(lowered)
     assert mine[32] == mine[8], mine
     assert every[32] > 3 * every[8], every
+
+
+def test_tables_take_both_ways(tables, monkeypatch):
+    """The oracle worlds do walk StepTable groups: as partial sums (this rank's tree
+    merges found by position) and as owner computes, and decide mesh-owned inputs
+    step by step."""
+    walked = Counter()
+    for name in ("table_partial", "table_owner_computes", "my_merges", "step_arrays"):
+        real = getattr(rank_partial.TableSteps, name)
+
+        def counting(self, *args, _real=real, _name=name):
+            result = _real(self, *args)
+            walked[_name if result is not None or _name != "step_arrays" else "mesh"] += 1
+            return result
+        monkeypatch.setattr(rank_partial.TableSteps, name, counting)
+    graph, tiling = gpt2_graph()
+    for distribution, nranks in (("fsdp", 4), ("ddp", 3), ({"dp": 2, "tp": 2}, 4)):
+        rank_plans(graph, nranks, tiling, distribution)
+    assert all(walked[name] for name in ("table_partial", "table_owner_computes",
+                                         "my_merges", "step_arrays", "mesh")), walked
+
+
+def test_a_tile_everyone_holds_is_not_lowered_again(monkeypatch):
+    """The causal mask's owner sends it to every rank in the first block; in the next
+    blocks every rank holds it, so the owner lowers only its own tiles of them."""
+    import nntile_spmd.plan.plan as plan_module
+    cfg = gpt2.GPT2Config(vocab_size=29, n_positions=8, n_embd=12, n_layer=2, n_head=3)
+    graph = gpt2.build_gpt2(cfg, batch=8, seq=7, dtype="fp64").graph
+    tiling = nt.TilingStrategy.constrained({"causal_mask": [7, 7], "input_ids": [7, 1]},
+                                           target_tile_bytes=4096)
+    plan = nt.build_plan(graph, 8, tiling, "fsdp", rank=0)
+    assert plan.owner_of(("causal_mask", (0, 0))) == 0
+    lowered = []
+    real_lower_op = plan_module.lower_op
+
+    def counting_lower_op(op, *args):
+        groups = real_lower_op(op, *args)
+        lowered.append((op.op_type, len(groups)))
+        return groups
+    monkeypatch.setattr(plan_module, "lower_op", counting_lower_op)
+    plan.program(0)
+    masks = [count for op_type, count in lowered if op_type == "mask_scalar"]
+    assert masks[0] == 8 and masks[1:] == [1] * (len(masks) - 1), masks
+    assert plan.program(0) == nt.build_plan(graph, 8, tiling, "fsdp").programs()[0]

@@ -1,0 +1,234 @@
+"""Plan layer: one rank's part of a task group given as a StepTable, with numpy.
+
+The decisions are PartialSums' (plan/partial.py) and the rank's part of them is
+RankProgramBuilder's, computed over arrays of the steps' input owners and sizes
+instead of step by step: the choice between owner computes and partial sums (the
+owner's cost summed in the same order, so the floats agree bit for bit), each
+step's rank, and which steps concern this rank. Only those steps are built and
+walked; this rank's merges of the reduction tree and hops of a broadcast are found
+from its position in the tree, O(log n) in place of every pair. Groups reading a
+tile owned by a mesh group take the step-by-step path (`arrays` gives None).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..graph.dtypes import ITEMSIZE
+from .distribution import REPLICATED
+
+NO_RANK = np.iinfo(np.int64).max
+
+
+class StepArrays(NamedTuple):
+    """(steps, inputs) arrays of a group's input tiles."""
+    codes: np.ndarray    # owner code of each input tile (a rank or REPLICATED)
+    nbytes: np.ndarray   # its bytes
+    ids: np.ndarray      # its flat index in its tensor's tile grid
+    tiles: tuple         # tiles in each input tensor's grid
+
+
+class TableSteps:
+    """Mixin of RankProgramBuilder: needs its walk state and PartialSums."""
+
+    def step_arrays(self, group):
+        """StepArrays of a StepTable group, None when an input tile has a mesh owner."""
+        table, inputs = group.steps, group.op.inputs
+        columns = []
+        for position, tensor in enumerate(inputs):
+            coords = table.coords(position)
+            owners = self.owners[tensor.name]
+            index = tuple(coords.T)
+            codes = np.broadcast_to(owners[index], len(table))
+            if codes.min() < REPLICATED:
+                return None
+            nbytes = np.full(len(table), ITEMSIZE[self.meta.dtypes[tensor.name]], np.int64)
+            for dim, sizes in enumerate(self.dim_sizes(tensor.name)):
+                nbytes *= sizes[coords[:, dim]]
+            ids = np.ravel_multi_index(index, owners.shape) if owners.ndim else \
+                np.zeros(len(table), np.int64)
+            columns.append((codes, nbytes, ids, owners.size))
+        codes, nbytes, ids, tiles = zip(*columns)
+        return StepArrays(np.stack(codes, 1), np.stack(nbytes, 1), np.stack(ids, 1), tiles)
+
+    def dim_sizes(self, name):
+        found = self.size_arrays.get(name)
+        if found is None:
+            found = self.size_arrays[name] = [
+                np.array(dim.sizes, np.int64) for dim in self.meta.tilings[name].dims]
+        return found
+
+    def table_takes_part(self, group, arrays) -> bool:
+        return self.rank in self.rank_set(self.owner[group.outputs[0]]) or \
+            any(key in self.mine for key in group.outputs) or \
+            bool((arrays.codes == self.rank).any())
+
+    def add_table_group(self, group, arrays):
+        self.check_outputs(group)
+        owner = self.owner[group.outputs[0]]
+        choice = self.table_choice(group, arrays, owner)
+        if choice is None:
+            return self.table_owner_computes(group, arrays)
+        return self.table_partial(group, owner, arrays, *choice)
+
+    def missing(self, exec_owner, codes):
+        """outside(exec_owner, code) for an array of rank / REPLICATED codes."""
+        single = codes >= 0
+        if exec_owner >= 0:
+            return (single & (codes != exec_owner)).astype(np.int64)
+        if exec_owner == REPLICATED:
+            return single * np.int64(self.nranks - 1)
+        members = self.groups[-2 - exec_owner]
+        return single * (len(members) - np.isin(codes, members))
+
+    def table_choice(self, group, arrays, owner):
+        """PartialSums.partial_choice over the arrays: (step ranks, tree order) or None."""
+        op = group.op
+        if self.deterministic or len(group.steps) < 2 or op.spec.combine is None:
+            return None
+        terms, firsts, positions = [], [], []
+        for position in range(arrays.codes.shape[1]):
+            _, first = np.unique(arrays.ids[:, position], return_index=True)
+            missing = self.missing(owner, arrays.codes[first, position])
+            kept = missing != 0
+            if kept.any():
+                sharing = self.sharing(op, position, group.coord, owner)
+                terms.append(missing[kept] * arrays.nbytes[first[kept], position] / sharing)
+                firsts.append(first[kept])
+                positions.append(np.full(len(terms[-1]), position))
+        if not terms:
+            return None
+        # the keys in the order the step-by-step walk first meets them, summed in turn
+        order = np.lexsort((np.concatenate(positions), np.concatenate(firsts)))
+        owner_cost = float(np.cumsum(np.concatenate(terms)[order])[-1])
+        step_ranks = self.best_ranks(arrays, owner)
+        tree, messages = self.tree_order(step_ranks, owner)
+        fetched = 0
+        for position, tiles in enumerate(arrays.tiles):
+            codes = arrays.codes[:, position]
+            away = (codes >= 0) & (codes != step_ranks)
+            pairs = step_ranks[away] * tiles + arrays.ids[away, position]
+            _, first = np.unique(pairs, return_index=True)
+            fetched += int(arrays.nbytes[away, position][first].sum())
+        partial_cost = fetched + messages * self.meta[group.outputs[0]].nbytes
+        return (step_ranks, tree) if partial_cost < owner_cost else None
+
+    def best_ranks(self, arrays, preferred):
+        """PartialSums.best_rank of every step (its keys are distinct: distinct tensors)."""
+        codes, nbytes = arrays.codes, arrays.nbytes
+        valid = codes >= 0
+        same = (codes[:, :, None] == codes[:, None, :]) & valid[:, None, :]
+        scores = np.where(valid, (same * nbytes[:, None, :]).sum(2), -1)
+        best = valid & (scores == scores.max(1)[:, None])
+        lowest = np.where(best, codes, NO_RANK).min(1)
+        if preferred >= 0:
+            chosen = np.where((best & (codes == preferred)).any(1), preferred, lowest)
+        elif preferred == REPLICATED:
+            chosen = lowest
+        else:   # the first member of the preferred mesh group among the best
+            members = np.array(self.groups[-2 - preferred], np.int64)
+            place = np.full(self.nranks, NO_RANK)
+            place[members] = np.arange(len(members))
+            first = np.where(best, place[np.where(valid, codes, 0)], NO_RANK).min(1)
+            chosen = np.where(first < NO_RANK, members[np.minimum(first, len(members) - 1)],
+                              lowest)
+        return np.where(valid.any(1), chosen, self.ranks_of_owner(preferred)[0])
+
+    def tree_order(self, step_ranks, owner):
+        """PartialSums.partial_plan's tree order and message count."""
+        ranks = np.unique(step_ranks)
+        if owner == REPLICATED:
+            return ranks, len(ranks) - 1 + self.nranks - 1
+        if owner < 0:
+            members = self.groups[-2 - owner]
+            inside = np.isin(ranks, members)
+            order = np.concatenate([ranks[inside], ranks[~inside]])
+            return order, len(order) - 1 + len(members) - int(bool(inside.any()))
+        order = np.concatenate([[owner], ranks[ranks != owner]])
+        return order, len(order) - 1
+
+    def table_owner_computes(self, group, arrays):
+        """Every step on the output's owners: a runner walks them all, another rank
+        only the steps reading a tile it sends; the others just advance versions."""
+        ranks = list(self.ranks_of(group.outputs[0]))
+        steps, me = group.steps, self.rank
+        if me in ranks:
+            for index, step in enumerate(steps):
+                self.run_step(ranks, group, step, index, step.keys)
+            return
+        first_ranks = np.where(arrays.codes >= 0, arrays.codes, 0)   # REPLICATED: rank 0
+        done = 0
+        for index in np.flatnonzero((first_ranks == me).any(1)).tolist():
+            self.advance(group.outputs, index - done)
+            self.run_step(ranks, group, steps[index], index, steps[index].keys)
+            done = index + 1
+        self.advance(group.outputs, len(steps) - done)
+
+    def advance(self, keys, writes):
+        """Versions after `writes` steps this rank does not walk."""
+        if writes:
+            version = self.version
+            for key in keys:
+                version[key] = version.get(key, -1) + writes
+
+    def table_partial(self, group, owner, arrays, step_ranks, order):
+        """ProgramBuilder.run_partial for this rank's steps and tree merges."""
+        op, out_key, me = group.op, group.outputs[0], self.rank
+        n_inputs, root, steps = len(op.inputs), int(order[0]), group.steps
+        by_rank = np.argsort(step_ranks, kind="stable")
+        runs = np.empty(len(steps), np.int64)   # steps each rank ran before this one
+        sorted_ranks = step_ranks[by_rank]
+        starts = np.searchsorted(sorted_ranks, sorted_ranks)
+        runs[by_rank] = np.arange(len(steps)) - starts
+        concerned = (step_ranks == me) | ((arrays.codes == me) |
+                                          (arrays.codes == REPLICATED)).any(1)
+        if me in self.rank_set(owner):   # the root's steps read the output (follows_step)
+            concerned |= step_ranks == root
+        for index in np.flatnonzero(concerned).tolist():
+            rank, step, count = int(step_ranks[index]), steps[index], int(runs[index])
+            keys = step.keys if rank == root else \
+                step.keys[:n_inputs] + (self.temp_key(op, out_key, rank),)
+            self.run_step([rank], group, step, count, keys,
+                          zero_beta=rank != root and count == 0)
+        where = np.flatnonzero(order == me)
+        if len(where):
+            self.my_merges(group, int(where[0]), order.tolist(), bool((step_ranks == root).any()))
+        if owner < 0:
+            self.broadcast(out_key, root, op.name, self.ranks_of(out_key))
+
+    def my_merges(self, group, position, order, root_has_value):
+        """This rank's merges in the binomial tree up `order` (run_partial's loop)."""
+        op, out_key, root = group.op, group.outputs[0], order[0]
+        stride = 1
+        while stride < len(order):
+            if position % (2 * stride) == 0 and position + stride < len(order):
+                parent, child = order[position], order[position + stride]
+            elif position % (2 * stride) == stride:
+                parent, child = order[position - stride], order[position]
+            else:
+                stride *= 2
+                continue
+            beta = 1.0
+            if parent == root and stride == 1 and not root_has_value:
+                beta = op.attrs.get(op.spec.beta_attr, 0.0)
+                beta = beta if group.reads_output_first else 0.0
+            parent_key = out_key if parent == root else self.temp_key(op, out_key, parent)
+            self.combine(parent, self.temp_key(op, out_key, child), parent_key, beta, op)
+            if child == self.rank:
+                return   # merged into its parent: done
+            stride *= 2
+
+    def broadcast(self, key, root, op_name, targets):
+        """ProgramBuilder.broadcast's hops from or to this rank, found by position."""
+        order = [root] + [rank for rank in targets if rank != root]
+        if self.rank not in order:
+            return
+        position, stride = order.index(self.rank), 1
+        while stride < len(order):
+            if position < stride and position + stride < len(order):
+                self.transfer(key, self.rank, order[position + stride], op_name)
+            elif stride <= position < 2 * stride:
+                self.transfer(key, order[position - stride], self.rank, op_name)
+            stride *= 2
