@@ -253,11 +253,13 @@ def test_tables_take_both_ways(tables, monkeypatch):
 
 
 def test_a_tile_everyone_holds_is_not_lowered_again(monkeypatch):
-    """The causal mask's owner sends it to every rank in the first block; in the next
-    blocks every rank holds it, so the owner lowers only its own tiles of them."""
+    """The bool causal mask's owner (attention_mask="tensor") sends it to every rank in
+    the first block; in the next blocks every rank holds it, so the owner lowers only
+    its own tiles of them."""
     import nntile_spmd.plan.plan as plan_module
     cfg = gpt2.GPT2Config(vocab_size=29, n_positions=8, n_embd=12, n_layer=2, n_head=3)
-    graph = gpt2.build_gpt2(cfg, batch=8, seq=7, dtype="fp64").graph
+    graph = gpt2.build_gpt2(cfg, batch=8, seq=7, dtype="fp64",
+                             attention_mask="tensor").graph
     tiling = nt.TilingStrategy.constrained({"causal_mask": [7, 7], "input_ids": [7, 1]},
                                            target_tile_bytes=4096)
     plan = nt.build_plan(graph, 8, tiling, "fsdp", rank=0)
