@@ -96,7 +96,7 @@ class RankExecutor:
         for handles, buffer, slot in self.parked:
             for handle in handles:
                 self.transport.wait_send(handle)
-            self.store.give(buffer, self.slot_spares[slot])
+            self.store.unpark(buffer, self.slot_spares[slot])
         self.parked.clear()
         self.store_back()
         self.store.end(self.program)   # spare buffers may serve the next execute of it
@@ -271,6 +271,7 @@ class RankExecutor:
                 deadline = now + SEND_GRACE_SECONDS
             elif now > deadline:
                 self.parked.append((handles, self.slots[slot], slot))
+                self.store.park(self.slots[slot])
                 self.slots[slot] = None
                 return False
             os.sched_yield()
@@ -283,7 +284,7 @@ class RankExecutor:
             if handles:
                 still.append((handles, buffer, slot))
             else:
-                self.store.give(buffer, self.slot_spares[slot])
+                self.store.unpark(buffer, self.slot_spares[slot])
         self.parked[:] = still
 
     def describe_exec(self, instruction) -> str:

@@ -70,6 +70,10 @@ class ExecutionStats:
     # (threaded executor): the peak had every FREE taken effect in program order
     in_order_peak_bytes: int = 0
     staging_peak_bytes: int = 0  # most host bytes in GPU staging buffers (0 on the CPU)
+    # most bytes of tile versions parked at once while their sends were in flight
+    # (runtime/executor.py retire_sends), over the rank's executes so far: the measured
+    # peak exceeds the planned one by at most this
+    parked_peak_bytes: int = 0
     by_phase: dict = field(default_factory=dict)     # phase -> OpTotals
     by_op_type: dict = field(default_factory=dict)   # op type -> OpTotals
     # planned offloading: bytes EVICTs copied out of, PREFETCHes into, device memory
@@ -99,6 +103,7 @@ def build_stats(rank, phases, ops_by_name, executor, store, staging,
                            traffic.sent_messages, traffic.received_messages,
                            executor.flops, elapsed_s * 1e3, store.peak, store.in_order_peak,
                            staging.peak if staging is not None else 0)
+    stats.parked_peak_bytes = store.parked_peak
     if store.offload is not None:
         stats.bytes_evicted, stats.bytes_prefetched = store.offload.written, store.offload.read
     for op_name, totals in executor.per_op.items():

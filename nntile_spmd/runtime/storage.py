@@ -44,6 +44,12 @@ class TileStore:
         self.spare = {}                     # (shape, dtype name) -> [freed arrays] (lists
         #                                     are kept when emptied: executors bind them)
         self.spare_bytes = 0
+        # Buffers parked by the executor (a FREEd or replaced tile version whose sends
+        # are still in flight): live bytes the plan has already freed. The most parked
+        # at once, over the store's life, bounds how far the peak exceeds the planned
+        # one (spares only refill up to an earlier peak).
+        self.parked_bytes = 0
+        self.parked_peak = 0
         self.ceiling = 0                    # peak of the last execute of spare_owner
         self.spare_owner = None             # the program whose executes keep spares
         self.last_program = None            # the program the last finished execute ran
@@ -89,6 +95,17 @@ class TileStore:
         if self.use_spares:
             spares.append(array)
             self.spare_bytes += nbytes
+
+    def park(self, array):
+        """A tile version leaves the tile table while its sends are in flight: still held."""
+        self.parked_bytes += array.nbytes
+        if self.parked_bytes > self.parked_peak:
+            self.parked_peak = self.parked_bytes
+
+    def unpark(self, array, spares):
+        """A parked buffer's sends completed: release it as give() does."""
+        self.parked_bytes -= array.nbytes
+        self.give(array, spares)
 
     def spare_lists(self, specs) -> list:
         """The spare list of each (shape, dtype name) in `specs` (kept for the store's life)."""
@@ -178,7 +195,7 @@ class TileStore:
         self.nbytes = sum(array.nbytes for array in self.tiles.values())
         self.drop_spare()
         self.peak = self.in_order_peak = self.nbytes
-        self.deferred = 0
+        self.deferred = self.parked_bytes = 0
 
     def __contains__(self, key):
         return key in self.tiles or (self.offload is not None and key in self.offload.copies)

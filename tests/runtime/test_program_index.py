@@ -96,6 +96,25 @@ def test_spares_are_trimmed_as_few_as_needed_and_counted_as_held():
     assert store.spare_bytes == 0 and spares_small == []
 
 
+def test_parked_buffers_are_held_and_their_most_at_once_is_measured():
+    """A parked buffer stays counted as held; parked_peak is the most parked at once,
+    the bound the MPI tests put on measured peak - planned peak."""
+    store = TileStore(np, lambda name: np.dtype(np.float32))
+    small = TileMeta((4,), "fp32", 4, 16)
+    (spares,) = store.spare_lists([((4,), "fp32")])
+    store.begin(program=None)
+    first, second = store.take(small, spares), store.take(small, spares)
+    store.park(first)
+    store.park(second)
+    assert (store.nbytes, store.parked_bytes, store.parked_peak) == (32, 32, 32)
+    store.unpark(first, spares)
+    assert (store.nbytes, store.spare_bytes, store.parked_bytes) == (16, 16, 16)
+    store.unpark(second, spares)
+    assert (store.parked_bytes, store.parked_peak, store.peak) == (0, 32, 32)
+    store.drop_transient(set(), {})
+    assert store.parked_bytes == 0
+
+
 def test_a_tile_left_by_another_program_is_used_and_freed():
     """A tile this program creates and frees, found in the store after another program
     ran, is written in place and leaves the store at its FREE (nothing is left behind)."""
