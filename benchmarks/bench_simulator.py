@@ -42,7 +42,9 @@ def worker(args):
     for model in args.models:
         workload = WORKLOADS[model]()
         for preset in args.presets:
-            cg = nt.compile(workload.graph, distribution=preset)
+            # the serial executor, as the replay models it (the automatic choice may
+            # switch to task threads when it sees other processes on the cores)
+            cg = nt.compile(workload.graph, distribution=preset, task_threads=1)
             workload.bind_params(cg)
             rng = np.random.default_rng(0)
             times = []
@@ -73,7 +75,7 @@ def main():
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 3, 4])
     parser.add_argument("--models", nargs="+", default=["mlp", "gpt2"])
     parser.add_argument("--presets", nargs="+", default=list(PRESETS))
-    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
