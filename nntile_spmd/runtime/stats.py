@@ -67,12 +67,13 @@ class ExecutionStats:
     execution_time_ms: float = 0.0
     peak_bytes: int = 0          # most bytes the tile store held (spare buffers included)
     # the same, minus tiles whose FREE was passed while a task still read them
-    # (threaded executor): the peak had every FREE taken effect in program order
+    # (threaded executor) or a send of them was in flight (parked): the peak had
+    # every FREE taken effect in program order
     in_order_peak_bytes: int = 0
     staging_peak_bytes: int = 0  # most host bytes in GPU staging buffers (0 on the CPU)
     # most bytes of tile versions parked at once while their sends were in flight
-    # (runtime/executor.py retire_sends), over the rank's executes so far: the measured
-    # peak exceeds the planned one by at most this
+    # (runtime/executor.py retire_sends), over the rank's executes so far: peak_bytes
+    # exceeds in_order_peak_bytes (= the planned peak) by at most this
     parked_peak_bytes: int = 0
     by_phase: dict = field(default_factory=dict)     # phase -> OpTotals
     by_op_type: dict = field(default_factory=dict)   # op type -> OpTotals

@@ -12,19 +12,21 @@ fresh multi-MiB buffer costs page faults and zero-filling on first touch, inside
 MPI's copy of a received tile (bench_exchange: half the exchange rate for 4-64 MiB
 tiles), and a small one ~0.3 us of NumPy's array construction per task
 (bench_executor). Spares are held memory and are counted in `held` and `peak`. The
-rule that keeps the peak where the plan puts it: live + spare bytes never exceed
-max(peak so far, `ceiling`, live bytes), where the ceiling is the peak of the
-previous execute of the same program (spares are dropped, as few as needed, when an
-allocation would break the rule, and all of them when another program runs).
+rule that keeps the peak where the plan puts it: in program order (below), live +
+spare bytes never exceed max(in-order peak so far, `ceiling`, live bytes), where the
+ceiling is the in-order peak of the previous execute of the same program (spares are
+dropped, as few as needed, when an allocation or a late release would break the rule,
+and all of them when another program runs).
 
-Deferred frees (the threaded executor): a tile whose FREE is reached while a task
-still reads it leaves the tile table but stays counted until that task is done
-(`defer`, then `release_deferred`). `peak` stays the most really held;
-`in_order_peak` is the most held minus deferred bytes, that is, what the rank
-would have held had every FREE taken effect at its place in the program (the
-plan's memory model); it equals `peak` when nothing is deferred. Spares are off
-while frees are deferred (`use_spares`): a spare counted at the FREE and a buffer
-still in use cannot both be accounted in program order.
+Frees that take effect late: a tile whose FREE is reached while a task still reads
+it (the threaded executor: `defer`, then `release_deferred`), or while a send of it
+is still in flight (the executor parks it: `park`, then `unpark`), leaves the tile
+table but stays counted until then. `peak` stays the most really held;
+`in_order_peak` is the most held minus deferred and parked bytes, that is, what the
+rank would have held had every FREE taken effect at its place in the program (the
+plan's memory model, which it equals); `parked_peak` bounds the difference. Spares
+are off while frees are deferred (`use_spares`): a spare counted at the FREE and a
+buffer still in use cannot both be accounted in program order.
 """
 
 from __future__ import annotations
@@ -63,9 +65,11 @@ class TileStore:
             arrays = None if zero else self.spare.get((meta.shape, meta.dtype))
             if arrays:
                 return self.take(meta, arrays)
-            limit = max(self.peak, self.ceiling, self.nbytes + meta.nbytes)
-            if self.nbytes + self.spare_bytes + meta.nbytes > limit:
-                self.trim_spare(limit - self.nbytes - meta.nbytes)   # within the peak
+            # in program order: live bytes whose FREE the plan has passed do not count
+            live = self.nbytes - self.deferred - self.parked_bytes + meta.nbytes
+            limit = max(self.in_order_peak, self.ceiling, live)
+            if live + self.spare_bytes > limit:
+                self.trim_spare(limit - live)   # within the (planned) peak
         dtype = self._dtypes.get(meta.dtype)
         if dtype is None:
             dtype = self._dtypes[meta.dtype] = self.storage_dtype(meta.dtype)
@@ -74,8 +78,9 @@ class TileStore:
         held = nbytes + self.spare_bytes
         if held > self.peak:
             self.peak = held
-        if held - self.deferred > self.in_order_peak:
-            self.in_order_peak = held - self.deferred
+        in_order = held - self.deferred - self.parked_bytes
+        if in_order > self.in_order_peak:
+            self.in_order_peak = in_order
         return array
 
     def take(self, meta, spares):
@@ -103,9 +108,14 @@ class TileStore:
             self.parked_peak = self.parked_bytes
 
     def unpark(self, array, spares):
-        """A parked buffer's sends completed: release it as give() does."""
+        """A parked buffer's sends completed: release it as give() does, keeping the
+        spares within the in-order peak (the plan freed this buffer long ago)."""
         self.parked_bytes -= array.nbytes
         self.give(array, spares)
+        live = self.nbytes - self.deferred - self.parked_bytes
+        limit = max(self.in_order_peak, self.ceiling)
+        if live + self.spare_bytes > limit:
+            self.trim_spare(max(0, limit - live))
 
     def spare_lists(self, specs) -> list:
         """The spare list of each (shape, dtype name) in `specs` (kept for the store's life)."""
@@ -182,7 +192,7 @@ class TileStore:
 
     def end(self, program):
         """An execute of `program` finished: its spares may serve the next one."""
-        self.ceiling, self.spare_owner = max(self.ceiling, self.peak), program
+        self.ceiling, self.spare_owner = max(self.ceiling, self.in_order_peak), program
         self.last_program = program
 
     def drop_transient(self, permanent, meta):

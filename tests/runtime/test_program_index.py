@@ -97,8 +97,9 @@ def test_spares_are_trimmed_as_few_as_needed_and_counted_as_held():
 
 
 def test_parked_buffers_are_held_and_their_most_at_once_is_measured():
-    """A parked buffer stays counted as held; parked_peak is the most parked at once,
-    the bound the MPI tests put on measured peak - planned peak."""
+    """A parked buffer stays counted as held but not in program order: the in-order
+    peak (the plan's model) leaves it out, parked_peak bounds peak - in-order peak,
+    and a parked buffer released late becomes a spare only within the in-order peak."""
     store = TileStore(np, lambda name: np.dtype(np.float32))
     small = TileMeta((4,), "fp32", 4, 16)
     (spares,) = store.spare_lists([((4,), "fp32")])
@@ -107,10 +108,13 @@ def test_parked_buffers_are_held_and_their_most_at_once_is_measured():
     store.park(first)
     store.park(second)
     assert (store.nbytes, store.parked_bytes, store.parked_peak) == (32, 32, 32)
-    store.unpark(first, spares)
-    assert (store.nbytes, store.spare_bytes, store.parked_bytes) == (16, 16, 16)
-    store.unpark(second, spares)
-    assert (store.parked_bytes, store.parked_peak, store.peak) == (0, 32, 32)
+    store.take(small, spares)                 # the plan freed both: in program order 16
+    assert (store.peak, store.in_order_peak) == (48, 32)
+    store.unpark(first, spares)               # 16 live in order + 16 spare: kept
+    assert (store.nbytes, store.spare_bytes, store.parked_bytes) == (32, 16, 16)
+    store.unpark(second, spares)              # 16 + 32 spare > 32: trimmed to 16
+    assert (store.nbytes, store.spare_bytes, store.parked_bytes) == (16, 16, 0)
+    assert (store.parked_peak, store.peak, store.in_order_peak) == (32, 48, 32)
     store.drop_transient(set(), {})
     assert store.parked_bytes == 0
 
