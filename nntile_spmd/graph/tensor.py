@@ -67,7 +67,7 @@ class TensorNode:
     # (key dim, query dim) of a causal block structure: a tile every entry of which has
     # key index > query index is structurally absent (causal attention's scores and
     # probabilities, and their gradients): it is never stored, no task writes it, and
-    # plan/lowering.py drops the steps that read it (see absent_tile there).
+    # plan/lowering.py drops the steps that read it (see absent_tiles there).
     causal_dims: tuple | None = None
 
     def __post_init__(self):
