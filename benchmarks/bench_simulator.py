@@ -2,8 +2,10 @@
 
 For the MLP (784-1024-1024-10, batch 256) and a small GPT-2 (2 layers, n_embd 128,
 4 heads, batch 4, seq 64), AdamW, fp32, under every preset on 1-4 ranks of this
-machine: the median over --steps executes (after a warm-up) of the slowest rank's
-executor time, next to the simulator's prediction for the same plan from the
+machine: the slowest rank's executor time per execute, as the median over --steps
+executes (after a warm-up) in each of --rounds rounds over all configurations, the
+fastest round kept (the spread between rounds is printed: it is how much the machine
+itself moved), next to the simulator's prediction for the same plan from the
 machine file written by `python -m nntile_spmd.calibrate`. Ranks beyond the cores
 share them, and the simulator is told so (machine cores vs ranks on the node).
 
@@ -38,7 +40,7 @@ def worker(args):
 
     comm = MPI.COMM_WORLD
     machine = MachineModel.load(args.machine)
-    rows = []
+    configs = []
     for model in args.models:
         workload = WORKLOADS[model]()
         for preset in args.presets:
@@ -46,7 +48,12 @@ def worker(args):
             # switch to task threads when it sees other processes on the cores)
             cg = nt.compile(workload.graph, distribution=preset, task_threads=1)
             workload.bind_params(cg)
-            rng = np.random.default_rng(0)
+            configs.append((model, preset, workload, cg, np.random.default_rng(0)))
+    # Rounds over all configurations, so a slow spell of the machine (a neighbour's
+    # load on the host) lands on one round of every configuration, not on all of one.
+    medians = [[] for _ in configs]
+    for _ in range(args.rounds):
+        for (_, _, workload, cg, rng), kept in zip(configs, medians):
             times = []
             for step in range(args.steps + 1):
                 workload.bind_batch(cg, rng)
@@ -54,18 +61,19 @@ def worker(args):
                 slowest = comm.allreduce(cg.get_stats().execution_time_ms, op=MPI.MAX)
                 if step:
                     times.append(slowest / 1e3)
-            if comm.rank == 0:
-                print(f"# {model} {preset} {comm.size} rank(s): {times}", file=sys.stderr,
-                      flush=True)
-                predicted = predict(cg.plan, machine).step_s
-                measured = statistics.median(times)
-                rows.append({"model": model, "preset": preset, "ranks": comm.size,
-                             "measured_ms": round(measured * 1e3, 2),
-                             "predicted_ms": round(predicted * 1e3, 2),
-                             "error": round(predicted / measured - 1, 3)})
-    if comm.rank == 0:
-        for row in rows:
-            print(json.dumps(row), flush=True)
+            kept.append(statistics.median(times))
+    if comm.rank != 0:
+        return
+    for (model, preset, _, cg, _), kept in zip(configs, medians):
+        print(f"# {model} {preset} {comm.size} rank(s): round medians (ms) "
+              f"{[round(t * 1e3, 2) for t in kept]}", file=sys.stderr, flush=True)
+        predicted = predict(cg.plan, machine).step_s
+        measured = min(kept)
+        print(json.dumps({"model": model, "preset": preset, "ranks": comm.size,
+                          "measured_ms": round(measured * 1e3, 2),
+                          "spread": round(max(kept) / measured - 1, 3),
+                          "predicted_ms": round(predicted * 1e3, 2),
+                          "error": round(predicted / measured - 1, 3)}), flush=True)
 
 
 def main():
@@ -75,7 +83,9 @@ def main():
     parser.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 3, 4])
     parser.add_argument("--models", nargs="+", default=["mlp", "gpt2"])
     parser.add_argument("--presets", nargs="+", default=list(PRESETS))
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=10, help="executes per round")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds over all configurations; the fastest median is kept")
     args = parser.parse_args()
     if args.worker:
         return worker(args)
@@ -84,17 +94,18 @@ def main():
     for ranks in args.ranks:
         command = [mpiexec, "-n", str(ranks), sys.executable, __file__, "--worker",
                    "--machine", args.machine, "--steps", str(args.steps),
+                   "--rounds", str(args.rounds),
                    "--models", *args.models, "--presets", *args.presets]
         started = time.perf_counter()
         output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         rows += [json.loads(line) for line in output.splitlines() if line.startswith("{")]
         print(f"# {ranks} rank(s) measured in {time.perf_counter() - started:.0f} s",
               file=sys.stderr)
-    print("| model | preset | ranks | measured ms | predicted ms | error |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| model | preset | ranks | measured ms | rounds' spread | predicted ms | error |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for row in rows:
         print(f"| {row['model']} | {row['preset']} | {row['ranks']} | {row['measured_ms']} | "
-              f"{row['predicted_ms']} | {row['error']:+.0%} |")
+              f"{row['spread']:.0%} | {row['predicted_ms']} | {row['error']:+.0%} |")
     errors = [abs(row["error"]) for row in rows]
     within = sum(error <= 0.2 for error in errors)
     print(f"\n{within} of {len(rows)} within 20 %; median |error| "

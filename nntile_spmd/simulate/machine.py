@@ -2,8 +2,12 @@
 
 A task of an op of type k on tiles of `work` units (its FLOPs, or the bytes it
 touches for ops that count no FLOPs) takes ``overhead + a + b * work`` seconds,
-with (a, b) measured per op type and per BLAS/numba thread count. A message takes
-``latency + bytes / bandwidth``. The file is JSON so a user can read and edit it.
+with (a, b) measured per op type and per BLAS/numba thread count. A message
+between nodes takes ``latency + bytes / bandwidth`` to arrive; within a node it is
+there after ``latency`` and moves as the receiver copies it. Sending and receiving
+a tile also cost the ranks CPU time: ``send_a + send_b * bytes`` and
+``recv_a + recv_b * bytes`` (the copy). The file is JSON so a user can read and
+edit it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ class MachineModel:
     task_overhead_s: float = 3e-6          # executor cost per task outside the kernel
     latency_s: float = 5e-6
     bandwidth_bytes_per_s: float = 5e9
+    # CPU seconds of one SEND and one RECV through the runtime's transport, fixed
+    # part and per byte (pingpong.message_costs); 0 in files that predate them
+    send_cpu: tuple = (0.0, 0.0)
+    recv_cpu: tuple = (0.0, 0.0)
     # op type -> {str(threads): [a_seconds, b_seconds_per_unit]}
     op_types: dict = field(default_factory=dict)
     source: str = "defaults"               # what produced these numbers
@@ -51,8 +59,17 @@ class MachineModel:
         a, b = self.rate(op_type, threads)
         return self.task_overhead_s + a + b * work
 
-    def message_seconds(self, nbytes: int) -> float:
+    def message_seconds(self, nbytes: int, same_node: bool = False) -> float:
+        """From the SEND until the message can be received."""
+        if same_node:
+            return self.latency_s        # the receiver's copy is its recv_cpu
         return self.latency_s + nbytes / self.bandwidth_bytes_per_s
+
+    def send_seconds(self, nbytes: int) -> float:
+        return self.send_cpu[0] + self.send_cpu[1] * nbytes
+
+    def recv_seconds(self, nbytes: int) -> float:
+        return self.recv_cpu[0] + self.recv_cpu[1] * nbytes
 
     def save(self, path) -> None:
         """Write atomically, so a killed calibration never leaves half a file."""
@@ -68,6 +85,9 @@ class MachineModel:
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"{path}: unknown machine-model fields {sorted(unknown)}")
+        for pair in ("send_cpu", "recv_cpu"):
+            if pair in data:
+                data[pair] = tuple(data[pair])     # JSON has lists
         return cls(**data)
 
 

@@ -1,11 +1,23 @@
 """Ping-pong between ranks 0 and 1 (run under mpiexec -n 2): writes "latency
-bandwidth" (seconds, bytes per second) to the file named by argv[1]."""
+bandwidth send_a send_b recv_a recv_b" to the file named by argv[1].
+
+latency (s) and bandwidth (B/s): a blocking ping-pong of 1 byte and of 16 MiB.
+send_a + send_b * bytes: the CPU seconds a rank spends to post one tile's SEND
+through the runtime's own transport; recv_a + recv_b * bytes: to post its RECV
+and complete it once the message is there (the receiver copies the payload out of
+shared memory or the sender's pages, so this grows with the bytes)."""
 
 import sys
 import time
 
 import numpy as np
 from mpi4py import MPI
+from scipy.optimize import nnls
+
+from ..runtime.mpi_world import MPITransport
+
+MESSAGE_SIZES = (4 << 10, 64 << 10, 256 << 10, 1 << 20)
+MESSAGES = 32
 
 
 def round_trip(comm, buffer, repeats) -> float:
@@ -22,6 +34,47 @@ def round_trip(comm, buffer, repeats) -> float:
     return (time.perf_counter() - start) / repeats / 2       # one way
 
 
+def message_costs(comm, nbytes, repeats=5) -> tuple:
+    """(send seconds, receive seconds) per message of `nbytes`, best of `repeats`.
+
+    Neither side waits for the other inside a timed part: rank 1 posts its
+    receives, rank 0 then posts its sends, and rank 1, after a pause without MPI
+    calls (the payload waits for it: MPI moves it only inside the receiver's calls,
+    as during a kernel), completes the receives."""
+    transport, clock = MPITransport(comm, timeout=60.0), time.perf_counter
+    buffers = [np.ones(nbytes // 4, np.float32) for _ in range(MESSAGES)]
+    best_send = best_recv = float("inf")
+    for _ in range(repeats):
+        comm.Barrier()
+        if comm.rank == 1:
+            start = clock()
+            handles = [transport.post_recv(0, tag, buffer) for tag, buffer in enumerate(buffers)]
+            post_s = clock() - start
+        comm.Barrier()
+        if comm.rank == 0:
+            start = clock()
+            handles = [transport.post_send(1, tag, buffer) for tag, buffer in enumerate(buffers)]
+            best_send = min(best_send, (clock() - start) / MESSAGES)
+            for handle in handles:
+                transport.wait_send(handle)
+            continue
+        time.sleep(0.02)
+        start = clock()
+        for handle, buffer in zip(handles, buffers):
+            while not transport.test_recv(handle):
+                pass
+            transport.finish_recv(handle, buffer)
+        best_recv = min(best_recv, (post_s + clock() - start) / MESSAGES)
+    return best_send, best_recv
+
+
+def fit(sizes, seconds) -> tuple:
+    """(a, b) >= 0 of seconds = a + b * bytes, relative errors weighted equally."""
+    matrix = np.array([[1.0 / s, n / s] for n, s in zip(sizes, seconds)])
+    (a, b), _ = nnls(matrix, np.ones(len(sizes)))
+    return float(a), float(b)
+
+
 def main():
     comm = MPI.COMM_WORLD
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 200
@@ -30,9 +83,14 @@ def main():
     latency = min(round_trip(comm, small, repeats) for _ in range(3))
     large_s = min(round_trip(comm, large, 5) for _ in range(3))
     bandwidth = large.nbytes / max(large_s - latency, 1e-9)
+    costs = [message_costs(comm, nbytes) for nbytes in MESSAGE_SIZES]
+    sends = comm.bcast([send for send, _ in costs], root=0)
+    receives = comm.bcast([recv for _, recv in costs], root=1)
     if comm.rank == 0:
+        send_a, send_b = fit(MESSAGE_SIZES, sends)
+        recv_a, recv_b = fit(MESSAGE_SIZES, receives)
         with open(sys.argv[1], "w") as out:
-            out.write(f"{latency} {bandwidth}\n")
+            out.write(f"{latency} {bandwidth} {send_a} {send_b} {recv_a} {recv_b}\n")
 
 
 if __name__ == "__main__":

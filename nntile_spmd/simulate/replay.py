@@ -2,8 +2,9 @@
 
 Each rank runs its program in order, as the executor does: a task takes its
 calibrated time, a SEND puts the message on the (sender, receiver) link as soon as
-the rank reaches it, a RECV waits until that message has arrived; ranks of one node
-share its cores while they compute or poll (Replay). Every event
+the rank reaches it and costs the sender its CPU time, a RECV waits until that
+message has arrived and costs the receiver the copy; ranks of one node share its
+cores while they compute or poll (Replay). Every event
 remembers what it waited for, so the critical path can be walked back from the
 rank that finishes last.
 """
@@ -22,7 +23,7 @@ class Event:
     rank: int
     start: float
     end: float
-    kind: str            # "exec" | "send" | "wait"
+    kind: str            # "exec" | "send" (posted) | "send_cpu" | "wait" | "recv_cpu"
     label: str           # op type, or the instruction that moved a tile
     cause: int           # index of the event this one waited for (-1: none)
 
@@ -34,7 +35,7 @@ class Prediction:
     nranks: int
     step_s: float                       # the last rank's finish time
     finish_s: list                      # per rank
-    busy_s: list                        # per rank, time in tasks
+    busy_s: list                        # per rank, time in tasks (not SEND/RECV)
     peak_bytes: list                    # per rank, from the plan's exact memory replay
     critical_path: list                 # event indices, first to last
     events: list = field(repr=False, default_factory=list)
@@ -109,7 +110,8 @@ class Replay:
         self.positions, self.last = [0] * nranks, [-1] * nranks
         self.busy = [0.0] * nranks
         self.finished = set()  # ranks at the end of their program
-        self.running = {}      # rank -> [seconds left at full speed, start, op type]
+        # rank -> [seconds left at full speed, start, op type or instruction, kind]
+        self.running = {}
         self.waiting = {}      # rank -> (time its wait began, the message queue it waits on)
         self.in_flight = defaultdict(deque)   # (source, target, tag) -> (arrival, send event)
         self.link_free = defaultdict(float)
@@ -144,17 +146,24 @@ class Replay:
                     self.uncalibrated.add(op_type)
                 seconds = machine.task_seconds(
                     op_type, task_work(instruction, self.plan.meta), self.threads)
-                self.running[rank] = [seconds, self.now, op_type]
+                self.running[rank] = [seconds, self.now, op_type, "exec"]
                 self.positions[rank] += 1
                 return
             if kind is Send:
                 link = (rank, instruction.peer)
+                same_node = rank // self.per_node == instruction.peer // self.per_node
                 start = max(self.now, self.link_free[link])
-                self.link_free[link] = start + machine.message_seconds(instruction.nbytes)
+                self.link_free[link] = start + machine.message_seconds(instruction.nbytes,
+                                                                       same_node)
                 self.record(rank, self.now, self.now, "send", str(instruction), self.last[rank])
                 self.in_flight[(rank, instruction.peer, instruction.tag)].append(
                     (self.link_free[link], self.last[rank]))
-            elif kind is Recv:
+                self.positions[rank] += 1
+                if self.start_mpi_call(rank, machine.send_seconds(instruction.nbytes),
+                                       instruction, "send_cpu"):
+                    return
+                continue
+            if kind is Recv:
                 channel = (instruction.peer, rank, instruction.tag)
                 queue = self.in_flight[channel]
                 if not queue or queue[0][0] > self.now:
@@ -164,13 +173,26 @@ class Replay:
                 began = self.waiting.pop(rank, (self.now, channel))[0]
                 if arrival > began:
                     self.record(rank, began, arrival, "wait", str(instruction), send_event)
+                self.positions[rank] += 1
+                if self.start_mpi_call(rank, machine.recv_seconds(instruction.nbytes),
+                                       instruction, "recv_cpu"):
+                    return
+                continue
             self.positions[rank] += 1
+
+    def start_mpi_call(self, rank, seconds, instruction, kind) -> bool:
+        """The CPU time of a SEND or RECV runs like a one-thread task (if any)."""
+        if seconds <= 0:
+            return False
+        self.running[rank] = [seconds, self.now, str(instruction), kind]
+        return True
 
     def speeds(self) -> dict:
         """Each running rank's speed: its node's cores over the threads asked there."""
         asked = Counter()
-        for rank in self.running:
-            asked[rank // self.per_node] += self.threads
+        for rank, (_, _, _, kind) in self.running.items():
+            # BLAS and numba run a task on the rank's threads; MPI calls on one
+            asked[rank // self.per_node] += self.threads if kind == "exec" else 1
         pollers = list(self.waiting)
         if self.machine.finished_ranks_poll:
             pollers += self.finished
@@ -183,18 +205,19 @@ class Replay:
         """Move the clock to the next task end or message arrival; False: none left."""
         speeds = self.speeds()
         ends = {rank: self.now + left / speeds[rank]
-                for rank, (left, _, _) in self.running.items()}
+                for rank, (left, _, _, _) in self.running.items()}
         arrivals = [self.in_flight[channel][0][0] for _, channel in self.waiting.values()
                     if self.in_flight[channel]]
         upcoming = list(ends.values()) + arrivals
         if not upcoming:
             return False
         then = max(self.now, min(upcoming))
-        for rank, (left, start, op_type) in list(self.running.items()):
+        for rank, (left, start, label, kind) in list(self.running.items()):
             if ends[rank] <= then:
                 del self.running[rank]
-                self.busy[rank] += then - start
-                self.record(rank, start, then, "exec", op_type, self.last[rank])
+                if kind == "exec":
+                    self.busy[rank] += then - start
+                self.record(rank, start, then, kind, label, self.last[rank])
             else:
                 self.running[rank][0] = left - (then - self.now) * speeds[rank]
         self.now = then

@@ -20,12 +20,14 @@ def draw_timeline(prediction, path, title="") -> None:
     palette = plt.get_cmap("tab10").colors
     colours = {name: palette[i] for i, name in enumerate(top)}
     colours["other ops"], colours["waiting for a tile"] = "0.6", "black"
+    colours["sending, receiving"] = "0.85"
 
     bars = {}      # (rank, legend label) -> [(start_ms, width_ms)]
     for event in prediction.events:
         if event.kind == "send" or event.end <= event.start:
             continue
         label = ("waiting for a tile" if event.kind == "wait" else
+                 "sending, receiving" if event.kind != "exec" else
                  event.label if event.label in colours else "other ops")
         bars.setdefault((event.rank, label), []).append(
             (event.start * 1e3, (event.end - event.start) * 1e3))

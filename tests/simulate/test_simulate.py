@@ -33,7 +33,7 @@ def one_message_plan():
 
 def test_replay_adds_tasks_and_the_message_as_the_model_says():
     plan = one_message_plan()
-    prediction = predict(plan, MACHINE)
+    prediction = predict(plan, MACHINE, ranks_per_node=1)     # the ranks on two nodes
     tasks = [i for i in plan.program(0) if type(i).__name__ == "Exec"]
     assert len(tasks) == 2 and all(t.flops for t in tasks)
     task_s = [GELU_A + GELU_B * t.flops for t in tasks]
@@ -47,6 +47,28 @@ def test_replay_adds_tasks_and_the_message_as_the_model_says():
     assert prediction.critical_summary()["wait"] == pytest.approx(message_s - task_s[0])
     assert prediction.peak_bytes == [plan.peak_bytes(0), plan.peak_bytes(1)]
     assert not prediction.uncalibrated
+
+
+def test_sending_and_receiving_cost_the_ranks_cpu_time():
+    """On one node the message is there after the latency; the receiver's copy and
+    the sender's post are CPU time of their ranks (one thread each)."""
+    plan = one_message_plan()
+    send_cpu, recv_cpu = (0.25, 1 / 32), (0.125, 1 / 16)      # 8 bytes: 0.5 s, 0.625 s
+    machine = MachineModel(**{**MACHINE.__dict__, "send_cpu": send_cpu,
+                              "recv_cpu": recv_cpu})
+    prediction = predict(plan, machine)
+    task_s = [GELU_A + GELU_B * t.flops for t in plan.program(0) if type(t).__name__ == "Exec"]
+    assert prediction.finish_s[1] == pytest.approx(0.5)        # rank 1 only sends
+    # rank 0: its own tile, the wait for the message (there at 0.5 s), the copy,
+    # the second tile; the cores are not short, so nobody slows down
+    assert prediction.step_s == pytest.approx(max(task_s[0], 0.5) + 0.625 + task_s[1])
+    assert prediction.busy_s[0] == pytest.approx(sum(task_s))
+    kinds = [prediction.events[i].kind for i in prediction.critical_path]
+    assert kinds == ["send", "wait", "recv_cpu", "exec"]
+    assert prediction.critical_summary()["recv_cpu"] == pytest.approx(0.625)
+    # between nodes the bytes also cross the link
+    apart = predict(plan, machine, ranks_per_node=1)
+    assert apart.step_s == pytest.approx(max(task_s[0], 0.5 + 8 / 8.0) + 0.625 + task_s[1])
 
 
 def test_an_uncalibrated_op_type_uses_the_fallback_and_is_reported():
