@@ -7,14 +7,17 @@ executes (after a warm-up) in each of --rounds rounds over all configurations, t
 fastest round kept (the spread between rounds is printed: it is how much the machine
 itself moved), next to the simulator's prediction for the same plan from the
 machine file written by `python -m nntile_spmd.calibrate`. Ranks beyond the cores
-share them, and the simulator is told so (machine cores vs ranks on the node).
+share them, and the simulator is told so (machine cores vs ranks on the node); they
+are bound to cores (`mpiexec -bind-to core`: rank r on core r mod cores), the
+placement the replay models, since where the scheduler puts unbound ranks moved a
+step by up to 80 % between rounds of one run.
 
     python -m nntile_spmd.calibrate --out machine.json
     python benchmarks/bench_simulator.py --machine machine.json        # launches mpiexec
 
 One configuration by hand (what the script runs):
 
-    mpiexec -n 3 python benchmarks/bench_simulator.py --worker --machine machine.json
+    mpiexec -bind-to core -n 3 python benchmarks/bench_simulator.py --worker --machine machine.json
 """
 
 from __future__ import annotations
@@ -90,9 +93,11 @@ def main():
     if args.worker:
         return worker(args)
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    cores = len(os.sched_getaffinity(0))
     rows = []
     for ranks in args.ranks:
-        command = [mpiexec, "-n", str(ranks), sys.executable, __file__, "--worker",
+        binding = ["-bind-to", "core"] if ranks > cores else []
+        command = [mpiexec, *binding, "-n", str(ranks), sys.executable, __file__, "--worker",
                    "--machine", args.machine, "--steps", str(args.steps),
                    "--rounds", str(args.rounds),
                    "--models", *args.models, "--presets", *args.presets]

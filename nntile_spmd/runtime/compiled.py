@@ -145,7 +145,7 @@ class CompiledGraph(BindingMixin, ProfileMixin):
             task_threads = self.threading.for_program((phases_key, rank), program)
             executors[rank] = make_executor(
                 rank, program, self.plan.meta, store, transport, index, self.plan.window,
-                task_threads, [] if self.profiling else None)
+                task_threads, [] if self.profiling else None, self.world.send_grace_s)
         try:
             self.world.run(executors)
         except BaseException:

@@ -69,7 +69,7 @@ class ThreadedRankExecutor(RankExecutor):
     uses_spares = False             # see storage.py: frees may be deferred
 
     def __init__(self, rank, program, meta, store, transport, index, window, events=None,
-                 threads=2):
+                 threads=2, send_grace_s=None):
         self.pool = task_pool(threads)
         self.max_in_flight = MAX_IN_FLIGHT_PER_THREAD * threads
         self.deferred = []      # (tasks, buffer, slot) of FREEs waiting for their users
@@ -81,7 +81,8 @@ class ThreadedRankExecutor(RankExecutor):
         self.in_flight = 0      # issued tasks not finished yet
         self.waiting = False    # the executor thread sleeps on cond
         self.error = None       # the first exception a worker's kernel raised
-        super().__init__(rank, program, meta, store, transport, index, window, events)
+        super().__init__(rank, program, meta, store, transport, index, window, events,
+                         send_grace_s)
 
     def run(self, blocking=True) -> bool:
         try:
@@ -314,10 +315,11 @@ class ThreadedRankExecutor(RankExecutor):
 
 
 def make_executor(rank, program, meta, store, transport, index, window, task_threads,
-                  events=None):
+                  events=None, send_grace_s=None):
     """The serial executor, or the threaded one when tile tasks may run side by side
     (`index`: the program's ProgramIndex)."""
     if task_threads > 1:
         return ThreadedRankExecutor(rank, program, meta, store, transport, index, window,
-                                    events, task_threads)
-    return RankExecutor(rank, program, meta, store, transport, index, window, events)
+                                    events, task_threads, send_grace_s)
+    return RankExecutor(rank, program, meta, store, transport, index, window, events,
+                        send_grace_s)

@@ -16,7 +16,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .device import select_device
-from .executor import RecvTimeout, wait_with_deadline
+from .executor import CROWDED_SEND_GRACE_SECONDS, RecvTimeout, wait_with_deadline
 from .stats import Traffic
 from .thread_budget import TaskThreads
 from .timeouts import resolve_timeout
@@ -105,6 +105,7 @@ class MPIWorld:
 
     runs_every_rank = False
     executes = True
+    send_grace_s = None     # the executor's default, until setup_node sees the node
 
     def __init__(self, comm=None, recv_timeout=None):
         base = MPI.COMM_WORLD if comm is None else comm
@@ -158,6 +159,8 @@ class MPIWorld:
         """
         from . import threads as node_threads
         self.barrier("the node setup of compile() (GPU and BLAS threads)")
+        if node_threads.ranks_outnumber_cores(self.comm):
+            self.send_grace_s = CROWDED_SEND_GRACE_SECONDS   # see executor.py
         selected = select_device(device, node_threads.local_rank(self.comm))
         threading = TaskThreads(*node_threads.configure_rank_threads(
             self.comm, threads, task_threads), node_threads.ensure_blas_threads)

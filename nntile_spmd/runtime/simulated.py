@@ -71,6 +71,7 @@ class SimulatedWorld:
     runs_every_rank = True
     executes = True
     cuda_aware = False      # messages are copied between in-process buffers
+    send_grace_s = None     # the executor's default (sends here complete when posted)
 
     def __init__(self, size: int):
         if size < 1:

@@ -71,6 +71,17 @@ def local_rank(comm):
         node.Free()
 
 
+def ranks_outnumber_cores(comm):
+    """True if this node has more ranks of ``comm`` than usable cores (collective;
+    the cores as in :func:`default_blas_threads`)."""
+    node = _node_comm(comm)
+    try:
+        masks = node.allgather(_usable_cpus())
+        return node.Get_size() > len(set().union(*masks))
+    finally:
+        node.Free()
+
+
 def default_blas_threads(comm):
     """Return max(1, usable cores on this node // ranks of ``comm`` on it) (collective).
 

@@ -15,15 +15,19 @@ from helpers import collective_ok
 from mpi4py import MPI
 
 import nntile_spmd as nt
+from nntile_spmd.runtime import threads
+from nntile_spmd.runtime.executor import CROWDED_SEND_GRACE_SECONDS
 from nntile_spmd.simulate.workloads import gpt2_workload
 
 pytestmark = pytest.mark.mpi(min_size=3)
 COMM = MPI.COMM_WORLD
 
 
-def losses(comm, steps=2):
+def losses(comm, steps=2, grace=None):
     workload = gpt2_workload()       # n_embd 128, seq 64, batch 4: 64 KiB+ tiles
     cg = nt.compile(workload.graph, comm=comm, distribution="fsdp", recv_timeout=60)
+    if grace is not None:
+        assert cg.world.send_grace_s == grace, (cg.world.send_grace_s, grace)
     workload.bind_params(cg)
     rng = np.random.default_rng(0)
     out = []
@@ -35,10 +39,14 @@ def losses(comm, steps=2):
 
 
 @pytest.mark.timeout(300)
-def test_large_tiles_under_fsdp_finish_with_the_one_process_losses():
+@pytest.mark.parametrize("crowded", [False, True])
+def test_large_tiles_under_fsdp_finish_with_the_one_process_losses(crowded, monkeypatch):
+    """Whether the ranks poll a send for a grace period or, on a node with more ranks
+    than cores, park its tile at once (executor.py, CROWDED_SEND_GRACE_SECONDS)."""
+    monkeypatch.setattr(threads, "ranks_outnumber_cores", lambda comm: crowded)
     problems = []
     try:
-        measured = losses(None)
+        measured = losses(None, grace=CROWDED_SEND_GRACE_SECONDS if crowded else None)
         reference = losses(nt.SimulatedWorld(COMM.size))
         if not np.allclose(measured, reference, rtol=1e-6):
             problems.append(f"rank {COMM.rank}: {measured} vs simulated {reference}")

@@ -154,3 +154,15 @@ def test_compile_selects_the_device_by_node_local_rank(monkeypatch, restore_thre
     nt.compile(g)   # comm=None: the real MPI world (of one rank without mpiexec)
     assert chosen == [3]
 
+
+
+@pytest.mark.parametrize("size, masks, crowded", [
+    (2, [{0, 1}] * 2, False),                    # one core each
+    (3, [{0, 1}] * 3, True),                     # three ranks on two cores
+    (4, [{0}, {1}, {0}, {1}], True),             # bound, still two cores for four
+    (3, [{0, 1}, {2, 3}, {4, 5}], False),
+])
+def test_ranks_outnumber_cores_counts_the_union_of_the_masks(size, masks, crowded):
+    node = FakeNodeComm(size, masks)
+    assert threads.ranks_outnumber_cores(FakeComm(node)) is crowded
+    assert node.freed

@@ -106,6 +106,40 @@ def test_ranks_beyond_the_cores_share_them_only_while_both_compute():
     assert predict(lonely, quiet).busy_s[0] == pytest.approx(alone)
 
 
+def test_a_rank_waiting_for_a_tile_leaves_the_core_to_the_one_computing_it():
+    """x -> y = gelu(x) on rank 0 -> z = gelu(y) on rank 1, both ranks on one core:
+    rank 1 waits while rank 0 computes y at full speed (the wait yields the core);
+    then rank 0 is done and polls in the closing collective while rank 1 computes
+    z, at half speed."""
+    g = nt.LogicalGraph("chain")
+    x = g.tensor([2], "x", "fp32", external=True)
+    y = nt.ops.gelu(x, "y")
+    nt.ops.gelu(y, "z").mark_output()
+    plan = build_plan(g, 2, nt.TilingStrategy.manual({"x": [2]}),
+                      {"x": TileDistribution.on_rank(0), "y": TileDistribution.on_rank(0),
+                       "z": TileDistribution.on_rank(1)})
+    one_core = MachineModel(**{**MACHINE.__dict__, "cores": 1})
+    task_s = GELU_A + GELU_B * plan.program(0)[0].flops
+    message_s = 0.5                              # one node: the latency
+    prediction = predict(plan, one_core)
+    assert prediction.finish_s[0] == pytest.approx(task_s)
+    assert prediction.finish_s[1] == pytest.approx(task_s + message_s + 2 * task_s)
+
+
+def test_more_ranks_than_cores_share_the_core_they_are_bound_to():
+    """Three ranks, one equal task each, on two cores: ranks 0 and 2 share core 0
+    (rank r on core r mod 2, as `mpiexec -bind-to core` places them) and take twice
+    as long as rank 1, alone on core 1, which then polls on its own core."""
+    g = nt.LogicalGraph("three")
+    x = g.tensor([6], "x", "fp32", external=True)
+    nt.ops.gelu(x, "y").mark_output()
+    owners = TileDistribution.custom([0, 1, 2])
+    plan = build_plan(g, 3, nt.TilingStrategy.manual({"x": [2]}), {"x": owners, "y": owners})
+    task_s = GELU_A + GELU_B * plan.program(0)[-1].flops
+    prediction = predict(plan, MACHINE)
+    assert prediction.finish_s == pytest.approx([2 * task_s, task_s, 2 * task_s])
+
+
 def test_a_finished_rank_keeps_its_share_while_it_polls():
     """Rank 0 runs two tasks, rank 1 one: on one core the first tasks share it (2t
     each); then rank 1 polls in the closing collective, so rank 0's second task still
