@@ -121,7 +121,10 @@ class Replay:
         self.now = 0.0
         self.positions, self.last = [0] * nranks, [-1] * nranks
         self.busy = [0.0] * nranks
-        self.finished = set()  # ranks at the end of their program
+        self.unfinished = set(range(nranks))
+        self.finished = set()  # ranks at the end of their program, all sends received
+        self.draining = {}     # rank at the end of its program -> since when
+        self.unreceived = Counter()   # rank -> its messages not yet received
         # rank -> [seconds left at full speed, start, op type or instruction, kind]
         self.running = {}
         self.waiting = {}      # rank -> (time its wait began, the message queue it waits on)
@@ -133,18 +136,34 @@ class Replay:
         self.last[rank] = len(self.events) - 1
 
     def run(self):
-        unfinished = set(range(len(self.programs)))
+        unfinished = self.unfinished
         while unfinished:
             for rank in sorted(unfinished):
-                if rank not in self.running:
+                if rank not in self.running and rank not in self.draining:
                     self.advance(rank)
                     if self.positions[rank] == len(self.programs[rank]) \
                             and rank not in self.running:
-                        unfinished.discard(rank)
-                        self.finished.add(rank)
+                        self.reach_end(rank)
             if unfinished and not self.step_clock():
                 raise RuntimeError(f"replay stalled on ranks {sorted(unfinished)}: a RECV "
                                    "without its SEND (a plan bug)")
+
+    def reach_end(self, rank):
+        """The executor's end of a program: it completes every send, so the rank is
+        done once its receivers have taken them all (it polls, yielding the core)."""
+        if self.unreceived[rank]:
+            self.draining[rank] = self.now
+            return
+        self.unfinished.discard(rank)
+        self.finished.add(rank)
+
+    def received_from(self, sender, receiver):
+        self.unreceived[sender] -= 1
+        if sender in self.draining and not self.unreceived[sender]:
+            began = self.draining.pop(sender)
+            self.record(sender, began, self.now, "wait", "its sends to be received",
+                        self.last[receiver])
+            self.reach_end(sender)
 
     def advance(self, rank):
         """Run `rank`'s instructions that take no time, up to a task or an unmet RECV."""
@@ -170,6 +189,7 @@ class Replay:
                 self.record(rank, self.now, self.now, "send", str(instruction), self.last[rank])
                 self.in_flight[(rank, instruction.peer, instruction.tag)].append(
                     (self.link_free[link], self.last[rank]))
+                self.unreceived[rank] += 1
                 self.positions[rank] += 1
                 if self.start_mpi_call(rank, machine.send_seconds(instruction.nbytes),
                                        instruction, "send_cpu"):
@@ -185,6 +205,7 @@ class Replay:
                 began = self.waiting.pop(rank, (self.now, channel))[0]
                 if arrival > began:
                     self.record(rank, began, arrival, "wait", str(instruction), send_event)
+                self.received_from(instruction.peer, rank)
                 self.positions[rank] += 1
                 if self.start_mpi_call(rank, machine.recv_seconds(instruction.nbytes),
                                        instruction, "recv_cpu"):

@@ -38,8 +38,10 @@ def test_replay_adds_tasks_and_the_message_as_the_model_says():
     assert len(tasks) == 2 and all(t.flops for t in tasks)
     task_s = [GELU_A + GELU_B * t.flops for t in tasks]
     message_s = 0.5 + 8 / 8.0                  # latency + 8 bytes at 8 B/s
-    # rank 1 sends at time 0; rank 0 computes its own tile, then waits for the other
-    assert prediction.finish_s[1] == 0.0
+    # rank 1 sends at time 0; rank 0 computes its own tile, then waits for the other;
+    # rank 1 is done when rank 0 has received its message (the executor's end
+    # completes every send)
+    assert prediction.finish_s[1] == pytest.approx(max(task_s[0], message_s))
     assert prediction.step_s == pytest.approx(max(task_s[0], message_s) + task_s[1])
     assert prediction.busy_s == pytest.approx([sum(task_s), 0.0])
     kinds = [prediction.events[i].kind for i in prediction.critical_path]
@@ -100,17 +102,22 @@ def test_ranks_beyond_the_cores_share_them_only_while_both_compute():
     # step's closing collective and halves the busy one's speed, unless told that
     # finished ranks ask for no core
     lonely = one_message_plan()
-    alone = predict(lonely, one_core, ranks_per_node=1).busy_s[0]
-    assert predict(lonely, one_core).busy_s[0] == pytest.approx(2 * alone)
+    first, second = [GELU_A + GELU_B * t.flops for t in lonely.program(0)
+                     if type(t).__name__ == "Exec"]
+    assert predict(lonely, one_core, ranks_per_node=1).busy_s[0] == \
+        pytest.approx(first + second)
+    # the first task runs while rank 1 waits for its send to be received (yielding
+    # the core), the second while rank 1 polls in the closing collective
+    assert predict(lonely, one_core).busy_s[0] == pytest.approx(first + 2 * second)
     quiet = MachineModel(**{**one_core.__dict__, "finished_ranks_poll": False})
-    assert predict(lonely, quiet).busy_s[0] == pytest.approx(alone)
+    assert predict(lonely, quiet).busy_s[0] == pytest.approx(first + second)
 
 
 def test_a_rank_waiting_for_a_tile_leaves_the_core_to_the_one_computing_it():
     """x -> y = gelu(x) on rank 0 -> z = gelu(y) on rank 1, both ranks on one core:
     rank 1 waits while rank 0 computes y at full speed (the wait yields the core);
-    then rank 0 is done and polls in the closing collective while rank 1 computes
-    z, at half speed."""
+    rank 0 is done once rank 1 has received y, and then polls in the closing
+    collective while rank 1 computes z, at half speed."""
     g = nt.LogicalGraph("chain")
     x = g.tensor([2], "x", "fp32", external=True)
     y = nt.ops.gelu(x, "y")
@@ -122,8 +129,10 @@ def test_a_rank_waiting_for_a_tile_leaves_the_core_to_the_one_computing_it():
     task_s = GELU_A + GELU_B * plan.program(0)[0].flops
     message_s = 0.5                              # one node: the latency
     prediction = predict(plan, one_core)
-    assert prediction.finish_s[0] == pytest.approx(task_s)
+    assert prediction.finish_s[0] == pytest.approx(task_s + message_s)
     assert prediction.finish_s[1] == pytest.approx(task_s + message_s + 2 * task_s)
+    path = [prediction.events[i] for i in prediction.critical_path]
+    assert [event.kind for event in path] == ["exec", "send", "wait", "exec"]
 
 
 def test_more_ranks_than_cores_share_the_core_they_are_bound_to():
