@@ -10,7 +10,8 @@ weighted equally) gives the per-task cost a and the per-unit cost b. The
 executor's own cost per task is what its clock saw outside the kernels. Latency
 and bandwidth come from a ping-pong between two MPI ranks on this machine, and
 the CPU time of a SEND and a RECV from the runtime's transport posting and
-completing tiles of several sizes.
+completing tiles of several sizes. The scheduler's turn on a shared core comes
+from two busy processes bound to one core.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..plan.tiling import TilingStrategy
 from ..runtime.simulated import SimulatedWorld
 from ..runtime.stats import KERNEL_S, TASKS
 from .machine import MachineModel, task_work
+from .turns import measure_turn
 from .workloads import WORKLOADS
 
 TILE_BYTES = (1 << 20, 1 << 16)      # the default tiles, and small ones (many tasks)
@@ -146,7 +148,10 @@ def calibrate(workload_names=("mlp", "gpt2"), threads_list=None, steps=8,
     log(f"calibrating kernels on {cores} core(s): {', '.join(workload_names)}")
     op_types, overhead = measure_kernels(workloads, threads_list, steps, log)
     model = MachineModel(cores=cores, task_overhead_s=max(0.0, overhead), op_types=op_types,
+                         core_turn_s=measure_turn(),
                          source=f"nntile_spmd.calibrate on {os.uname().nodename}")
+    log(f"  two processes computing on one core take turns of "
+        f"{model.core_turn_s * 1e3:.2f} ms")
     if with_mpi:
         for name, value in ping_pong().items():
             setattr(model, name, value)

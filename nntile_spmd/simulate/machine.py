@@ -35,6 +35,9 @@ class MachineModel:
     # part and per byte (pingpong.message_costs); 0 in files that predate them
     send_cpu: tuple = (0.0, 0.0)
     recv_cpu: tuple = (0.0, 0.0)
+    # How long the scheduler lets one of two computing processes run on a shared
+    # core before the other (turns.measure_turn); 0: they share it evenly
+    core_turn_s: float = 0.0
     # op type -> {str(threads): [a_seconds, b_seconds_per_unit]}
     op_types: dict = field(default_factory=dict)
     source: str = "defaults"               # what produced these numbers

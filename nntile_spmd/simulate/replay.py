@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..plan.instructions import Exec, Recv, Send
 from .machine import MachineModel, task_work
+from .turns import CoreTurns
 
 
 @dataclass
@@ -102,9 +103,10 @@ class Replay:
     The group is the node while its ranks are no more than its cores (each rank
     then has `cores // ranks` threads). With more ranks than cores each rank has
     one thread and the group is its core: rank r on core r mod cores, the placement
-    of `mpiexec -bind-to core`. How unbound ranks share the cores is up to the
-    scheduler: it moved a step by up to 80 % between rounds of one run
-    (docs/simulation.md).
+    of `mpiexec -bind-to core`; the ranks that want a core then take turns on it
+    (turns.py) when the machine file has the scheduler's turn, else share it
+    evenly. How unbound ranks share the cores is up to the scheduler: it moved a
+    step by up to 80 % between rounds of one run (docs/simulation.md).
     """
 
     def __init__(self, plan, machine, phases, ranks_per_node):
@@ -114,6 +116,9 @@ class Replay:
         # the cores each rank shares: its node's, or one core of it (see above)
         self.one_core_each = self.per_node > machine.cores
         self.group_cores = 1 if self.one_core_each else machine.cores
+        self.turns = CoreTurns(machine.core_turn_s) \
+            if self.one_core_each and machine.core_turn_s > 0 else None
+        self.woke = set()      # ranks whose wait for a message ended since the last turn
         self.plan, self.machine = plan, machine
         self.programs = [plan.program(rank, phases) for rank in range(nranks)]
         self.op_types = {op.name: op.op_type for op in plan.graph.ops()}
@@ -205,6 +210,7 @@ class Replay:
                 began = self.waiting.pop(rank, (self.now, channel))[0]
                 if arrival > began:
                     self.record(rank, began, arrival, "wait", str(instruction), send_event)
+                    self.woke.add(rank)
                 self.received_from(instruction.peer, rank)
                 self.positions[rank] += 1
                 if self.start_mpi_call(rank, machine.recv_seconds(instruction.nbytes),
@@ -225,25 +231,35 @@ class Replay:
         return (node, local % self.machine.cores) if self.one_core_each else node
 
     def speeds(self) -> dict:
-        """Each running rank's speed: its group's cores over the threads asked there."""
+        """Each running rank's speed: its group's cores over the threads asked there,
+        or, where ranks take turns on a core, 1 for the rank whose turn it is."""
+        pollers = self.finished if self.machine.finished_ranks_poll else ()
+        if self.turns is not None:
+            wanting = defaultdict(list)
+            for rank in sorted([*self.running, *pollers]):
+                wanting[self.group(rank)].append(rank)
+            self.turns.update(self.now, wanting, self.woke)
+            self.woke = set()
+            return {rank: float(self.turns.holds(self.group(rank), rank))
+                    for rank in self.running}
         asked = Counter()
         for rank, (_, _, _, kind) in self.running.items():
             # BLAS and numba run a task on the rank's threads; MPI calls on one
             asked[self.group(rank)] += self.threads if kind == "exec" else 1
-        if self.machine.finished_ranks_poll:
-            for rank in self.finished:
-                asked[self.group(rank)] += 1
+        for rank in pollers:
+            asked[self.group(rank)] += 1
         cores = self.group_cores
         return {rank: min(1.0, cores / asked[self.group(rank)]) for rank in self.running}
 
     def step_clock(self) -> bool:
         """Move the clock to the next task end or message arrival; False: none left."""
         speeds = self.speeds()
-        ends = {rank: self.now + left / speeds[rank]
+        ends = {rank: self.now + left / speeds[rank] if speeds[rank] else float("inf")
                 for rank, (left, _, _, _) in self.running.items()}
         arrivals = [self.in_flight[channel][0][0] for _, channel in self.waiting.values()
                     if self.in_flight[channel]]
-        upcoming = list(ends.values()) + arrivals
+        turns = self.turns.next_change() if self.turns is not None else []
+        upcoming = [end for end in ends.values() if end != float("inf")] + arrivals + turns
         if not upcoming:
             return False
         then = max(self.now, min(upcoming))

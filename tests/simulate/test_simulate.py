@@ -14,6 +14,7 @@ from nntile_spmd.plan.plan import build_plan
 from nntile_spmd.simulate import MachineModel, predict, simulate
 from nntile_spmd.simulate.__main__ import main as simulate_main
 from nntile_spmd.simulate.calibrate import fit_rates, measure_ops
+from nntile_spmd.simulate.turns import CoreTurns, measure_turn
 from nntile_spmd.simulate.workloads import gpt2_workload, mlp_workload
 
 GELU_A, GELU_B = 1e-3, 1e-6        # seconds per task, per FLOP
@@ -149,6 +150,36 @@ def test_more_ranks_than_cores_share_the_core_they_are_bound_to():
     assert prediction.finish_s == pytest.approx([2 * task_s, task_s, 2 * task_s])
 
 
+def test_ranks_computing_on_one_core_take_turns():
+    """The same three ranks with the scheduler's turn a third of a task: ranks 0 and
+    2 alternate on core 0 (0 runs turns 1, 3, 5 and is done after 5; then it polls
+    and takes its turn, but its turn ends as rank 2's begins), rank 2 is done after
+    6 turns; evenly shared, both would be done after 6."""
+    g = nt.LogicalGraph("three")
+    x = g.tensor([6], "x", "fp32", external=True)
+    nt.ops.gelu(x, "y").mark_output()
+    owners = TileDistribution.custom([0, 1, 2])
+    plan = build_plan(g, 3, nt.TilingStrategy.manual({"x": [2]}), {"x": owners, "y": owners})
+    task_s = GELU_A + GELU_B * plan.program(0)[-1].flops
+    turns = MachineModel(**{**MACHINE.__dict__, "core_turn_s": task_s / 3})
+    prediction = predict(plan, turns)
+    assert prediction.finish_s == pytest.approx([5 / 3 * task_s, task_s, 2 * task_s])
+
+
+def test_a_rank_whose_message_came_takes_the_core_at_once():
+    turns = CoreTurns(turn_s=1.0)
+    turns.update(0.0, {"core": [0]}, woke=set())
+    assert turns.holds("core", 0)
+    turns.update(0.25, {"core": [0, 2]}, woke={2})     # rank 2 stopped waiting
+    assert turns.holds("core", 2) and turns.next_change() == [1.25]
+    turns.update(1.25, {"core": [0, 2]}, woke=set())   # its turn is over
+    assert turns.holds("core", 0)
+    turns.update(1.5, {"core": [2]}, woke=set())       # rank 0 waits: rank 2 runs
+    assert turns.holds("core", 2) and turns.next_change() == []
+    turns.update(1.75, {}, woke=set())
+    assert not turns.holds("core", 2)
+
+
 def test_a_finished_rank_keeps_its_share_while_it_polls():
     """Rank 0 runs two tasks, rank 1 one: on one core the first tasks share it (2t
     each); then rank 1 polls in the closing collective, so rank 0's second task still
@@ -192,6 +223,11 @@ def test_calibration_measures_every_op_of_a_step():
     assert {"gemm", "add_fiber", "adamw_step"} <= types_measured
     assert tasks == sum(row[1] for row in rows) and outside >= 0
     assert all(seconds > 0 and work > 0 for _, _, work, seconds in rows)
+
+
+def test_the_scheduler_turn_is_measured_on_this_machine():
+    # two busy processes on one core: each waits about one timer tick for its turn
+    assert 1e-4 < measure_turn(seconds=0.3) < 0.1
 
 
 def test_machine_file_round_trip_and_unknown_fields(tmp_path):
