@@ -31,7 +31,7 @@ from ..plan.instructions import Exec
 from ..plan.tiling import TilingStrategy
 from ..runtime.simulated import SimulatedWorld
 from ..runtime.stats import KERNEL_S, TASKS
-from .machine import MachineModel, task_work
+from .machine import FUSED, MachineModel, op_type_of, task_work
 from .turns import measure_turn
 from .workloads import WORKLOADS
 
@@ -46,7 +46,7 @@ class RecordingWorld(SimulatedWorld):
         return super().run(executors)
 
 
-def measure_ops(workload, tile_bytes, steps):
+def measure_ops(workload, tile_bytes, steps, fuse=False):
     """[(op type, tasks, work, kernel seconds)] per op and (tasks, overhead seconds)
     of the fastest of `steps` executes after one warm-up.
 
@@ -56,8 +56,9 @@ def measure_ops(workload, tile_bytes, steps):
     same way."""
     from .. import compile as compile_graph
     world = RecordingWorld(1)
-    # fuse=False: rates are fitted per op type, so every task must be one op's
-    cg = compile_graph(workload.graph, comm=world, fuse=False,
+    # fuse=False: rates are fitted per op type, so every task must be one op's;
+    # fuse=True measures the fused tasks (one op type, machine.FUSED)
+    cg = compile_graph(workload.graph, comm=world, fuse=fuse,
                        tiling=TilingStrategy.auto(target_tile_bytes=tile_bytes))
     workload.bind_params(cg)
     rng = np.random.default_rng(0)
@@ -78,7 +79,7 @@ def measure_ops(workload, tile_bytes, steps):
         if fastest is None or executor.busy_s < fastest[0]:
             fastest = (executor.busy_s, per_op)
     busy_s, per_op = fastest
-    rows = [(op_type[name], count, work[name], seconds)
+    rows = [(op_type_of(op_type, name), count, work[name], seconds)
             for name, (count, seconds) in per_op.items()]
     tasks = sum(count for count, _ in per_op.values())
     return rows, tasks, busy_s - sum(seconds for _, seconds in per_op.values())
@@ -120,6 +121,9 @@ def measure_kernels(workloads, threads_list, steps, log=print):
                     all_tasks, all_outside = all_tasks + tasks, all_outside + outside
                     log(f"  {workload.name}, {threads} thread(s), tiles ~{tile_bytes} B: "
                         f"{tasks} tasks per step")
+                    # compile(fuse=True) plans: the rate of the fused chains
+                    fused, _, _ = measure_ops(workload, tile_bytes, steps, fuse=True)
+                    rows += [row for row in fused if row[0] == FUSED]
         for op_type, rate in fit_rates(rows).items():
             op_types[op_type][str(threads)] = rate
     return dict(op_types), all_outside / max(1, all_tasks)

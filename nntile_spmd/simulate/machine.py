@@ -94,6 +94,16 @@ class MachineModel:
         return cls(**data)
 
 
+# A fused task (plan/fusion.py: a chain of elementwise ops on one tile, its op name
+# theirs joined by "+") reads each tile once: one op type for all of them.
+FUSED = "fused"
+
+
+def op_type_of(types: dict, op_name: str) -> str:
+    """The op type of an EXEC's op (`types`: op name -> op type of the graph)."""
+    return FUSED if "+" in op_name else types[op_name]
+
+
 def task_work(instruction: Exec, meta) -> int:
     """FLOPs of a task, or for tasks that count none the bytes of its tiles."""
     if instruction.flops:

@@ -15,7 +15,7 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 from ..plan.instructions import Exec, Recv, Send
-from .machine import MachineModel, task_work
+from .machine import MachineModel, op_type_of, task_work
 from .turns import CoreTurns
 
 
@@ -177,7 +177,7 @@ class Replay:
             instruction = program[self.positions[rank]]
             kind = type(instruction)
             if kind is Exec:
-                op_type = self.op_types[instruction.op_name]
+                op_type = op_type_of(self.op_types, instruction.op_name)
                 if op_type not in machine.op_types:
                     self.uncalibrated.add(op_type)
                 seconds = machine.task_seconds(

@@ -14,6 +14,7 @@ from nntile_spmd.plan.plan import build_plan
 from nntile_spmd.simulate import MachineModel, predict, simulate
 from nntile_spmd.simulate.__main__ import main as simulate_main
 from nntile_spmd.simulate.calibrate import fit_rates, measure_ops
+from nntile_spmd.simulate.machine import FUSED
 from nntile_spmd.simulate.turns import CoreTurns, measure_turn
 from nntile_spmd.simulate.workloads import gpt2_workload, mlp_workload
 
@@ -228,6 +229,24 @@ def test_calibration_measures_every_op_of_a_step():
 def test_the_scheduler_turn_is_measured_on_this_machine():
     # two busy processes on one core: each waits about one timer tick for its turn
     assert 1e-4 < measure_turn(seconds=0.3) < 0.1
+
+
+def test_fused_plans_replay_with_the_fused_rate():
+    """compile(fuse=True) joins elementwise chains into one task whose op name is
+    theirs joined by "+": the replay times it with the fused op type's rate, which
+    the calibration measures (and reports it uncalibrated where it is not)."""
+    workload = mlp_workload((8, 16, 4), batch=6)
+    plan = nt.compile(workload.graph, comm=nt.SimulatedWorld(1), fuse=True).plan
+    assert any("+" in i.op_name for i in plan.program(0) if type(i).__name__ == "Exec")
+    assert predict(plan, MACHINE).uncalibrated >= {FUSED}
+    rows, _, _ = measure_ops(workload, 1 << 20, steps=1, fuse=True)
+    fused = [row for row in rows if row[0] == FUSED]
+    assert fused and all(tasks > 0 and work > 0 and seconds > 0
+                         for _, tasks, work, seconds in fused)
+    rates = fit_rates(rows)
+    calibrated = MachineModel(**{**MACHINE.__dict__, "op_types": {
+        op_type: {"1": rate, "2": rate} for op_type, rate in rates.items()}})
+    assert not predict(plan, calibrated).uncalibrated
 
 
 def test_machine_file_round_trip_and_unknown_fields(tmp_path):
