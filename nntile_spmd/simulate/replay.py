@@ -98,7 +98,8 @@ class Replay:
     the core (machine.finished_ranks_poll). A rank waiting for a tile asks for none:
     the runtime's wait yields the core between polls (runtime/executor.py), and a
     rank computing on that core keeps it (a waiting rank sharing a core with one
-    that computes resumes within ~15 us of its message, measured on 2 cores).
+    that computes resumes 3-4 us after its message, median, 11-15 us mean, measured
+    on 2 cores).
 
     The group is the node while its ranks are no more than its cores (each rank
     then has `cores // ranks` threads). With more ranks than cores each rank has
@@ -151,7 +152,8 @@ class Replay:
                         self.reach_end(rank)
             if unfinished and not self.step_clock():
                 raise RuntimeError(f"replay stalled on ranks {sorted(unfinished)}: a RECV "
-                                   "without its SEND (a plan bug)")
+                                   "without its SEND, or a SEND nobody receives (a plan "
+                                   "bug)")
 
     def reach_end(self, rank):
         """The executor's end of a program: it completes every send, so the rank is

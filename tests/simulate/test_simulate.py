@@ -137,15 +137,20 @@ def test_a_rank_waiting_for_a_tile_leaves_the_core_to_the_one_computing_it():
     assert [event.kind for event in path] == ["exec", "send", "wait", "exec"]
 
 
-def test_more_ranks_than_cores_share_the_core_they_are_bound_to():
-    """Three ranks, one equal task each, on two cores: ranks 0 and 2 share core 0
-    (rank r on core r mod 2, as `mpiexec -bind-to core` places them) and take twice
-    as long as rank 1, alone on core 1, which then polls on its own core."""
+def three_ranks_plan():
+    """y = gelu(x), x [6] in three tiles, one per rank: three ranks compute at once."""
     g = nt.LogicalGraph("three")
     x = g.tensor([6], "x", "fp32", external=True)
     nt.ops.gelu(x, "y").mark_output()
     owners = TileDistribution.custom([0, 1, 2])
-    plan = build_plan(g, 3, nt.TilingStrategy.manual({"x": [2]}), {"x": owners, "y": owners})
+    return build_plan(g, 3, nt.TilingStrategy.manual({"x": [2]}), {"x": owners, "y": owners})
+
+
+def test_more_ranks_than_cores_share_the_core_they_are_bound_to():
+    """Three ranks, one equal task each, on two cores: ranks 0 and 2 share core 0
+    (rank r on core r mod 2, as `mpiexec -bind-to core` places them) and take twice
+    as long as rank 1, alone on core 1, which then polls on its own core."""
+    plan = three_ranks_plan()
     task_s = GELU_A + GELU_B * plan.program(0)[-1].flops
     prediction = predict(plan, MACHINE)
     assert prediction.finish_s == pytest.approx([2 * task_s, task_s, 2 * task_s])
@@ -156,11 +161,7 @@ def test_ranks_computing_on_one_core_take_turns():
     2 alternate on core 0 (0 runs turns 1, 3, 5 and is done after 5; then it polls
     and takes its turn, but its turn ends as rank 2's begins), rank 2 is done after
     6 turns; evenly shared, both would be done after 6."""
-    g = nt.LogicalGraph("three")
-    x = g.tensor([6], "x", "fp32", external=True)
-    nt.ops.gelu(x, "y").mark_output()
-    owners = TileDistribution.custom([0, 1, 2])
-    plan = build_plan(g, 3, nt.TilingStrategy.manual({"x": [2]}), {"x": owners, "y": owners})
+    plan = three_ranks_plan()
     task_s = GELU_A + GELU_B * plan.program(0)[-1].flops
     turns = MachineModel(**{**MACHINE.__dict__, "core_turn_s": task_s / 3})
     prediction = predict(plan, turns)
