@@ -73,3 +73,20 @@ class CpuLoad:
         own = self.own if own_seconds is None else own_seconds
         hz = os.sysconf("SC_CLK_TCK")
         return max(0.0, (self.busy_jiffies / hz - own) / max(1e-9, self.total_jiffies / hz))
+
+
+def median_step_ms(cg, workload, rng, steps, comm) -> float:
+    """Median over `steps` executes (after one warm-up) of the slowest rank's executor
+    time, in ms, for a simulate.workloads workload compiled as `cg` (collective)."""
+    import statistics
+
+    from mpi4py import MPI
+
+    times = []
+    for step in range(steps + 1):
+        workload.bind_batch(cg, rng)
+        cg.execute()
+        slowest = comm.allreduce(cg.get_stats().execution_time_ms, op=MPI.MAX)
+        if step:
+            times.append(slowest)
+    return statistics.median(times)

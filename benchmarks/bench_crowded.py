@@ -18,21 +18,11 @@ import numpy as np
 from mpi4py import MPI
 
 import nntile_spmd as nt
+from _common import median_step_ms
 from nntile_spmd.runtime.executor import CROWDED_SEND_GRACE_SECONDS, SEND_GRACE_SECONDS
 from nntile_spmd.simulate.workloads import WORKLOADS
 
 SETTINGS = {"parked at once": CROWDED_SEND_GRACE_SECONDS, "polled first": SEND_GRACE_SECONDS}
-
-
-def step_ms(cg, workload, rng, steps, comm) -> float:
-    times = []
-    for step in range(steps + 1):
-        workload.bind_batch(cg, rng)
-        cg.execute()
-        slowest = comm.allreduce(cg.get_stats().execution_time_ms, op=MPI.MAX)
-        if step:
-            times.append(slowest)
-    return statistics.median(times)
 
 
 def main():
@@ -52,7 +42,7 @@ def main():
             for round_ in range(args.rounds):
                 name = list(SETTINGS)[round_ % len(SETTINGS)]
                 cg.world.send_grace_s = SETTINGS[name]
-                kept[name].append(step_ms(cg, workload, rng, args.steps, comm))
+                kept[name].append(median_step_ms(cg, workload, rng, args.steps, comm))
             if comm.rank == 0:
                 at_once, polled = (statistics.median(kept[name]) for name in SETTINGS)
                 print(f"{model} {preset} on {comm.size} ranks: parked at once {at_once:.2f} "

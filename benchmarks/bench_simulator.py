@@ -35,6 +35,7 @@ PRESETS = ("single", "ddp", "fsdp", "tp")
 
 def worker(args):
     import numpy as np
+    from _common import median_step_ms
     from mpi4py import MPI
 
     import nntile_spmd as nt
@@ -57,14 +58,7 @@ def worker(args):
     medians = [[] for _ in configs]
     for _ in range(args.rounds):
         for (_, _, workload, cg, rng), kept in zip(configs, medians):
-            times = []
-            for step in range(args.steps + 1):
-                workload.bind_batch(cg, rng)
-                cg.execute()
-                slowest = comm.allreduce(cg.get_stats().execution_time_ms, op=MPI.MAX)
-                if step:
-                    times.append(slowest / 1e3)
-            kept.append(statistics.median(times))
+            kept.append(median_step_ms(cg, workload, rng, args.steps, comm) / 1e3)
     if comm.rank != 0:
         return
     for (model, preset, _, cg, _), kept in zip(configs, medians):

@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 from mpi4py import MPI
-from scipy.optimize import nnls
 
 from ..runtime.mpi_world import MPITransport
+from .calibrate import fit_rates
 
 MESSAGE_SIZES = (4 << 10, 64 << 10, 256 << 10, 1 << 20)
 MESSAGES = 32
@@ -68,13 +68,6 @@ def message_costs(comm, nbytes, repeats=5) -> tuple:
     return best_send, best_recv
 
 
-def fit(sizes, seconds) -> tuple:
-    """(a, b) >= 0 of seconds = a + b * bytes, relative errors weighted equally."""
-    matrix = np.array([[1.0 / s, n / s] for n, s in zip(sizes, seconds)])
-    (a, b), _ = nnls(matrix, np.ones(len(sizes)))
-    return float(a), float(b)
-
-
 def main():
     comm = MPI.COMM_WORLD
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 200
@@ -87,8 +80,10 @@ def main():
     sends = comm.bcast([send for send, _ in costs], root=0)
     receives = comm.bcast([recv for _, recv in costs], root=1)
     if comm.rank == 0:
-        send_a, send_b = fit(MESSAGE_SIZES, sends)
-        recv_a, recv_b = fit(MESSAGE_SIZES, receives)
+        # seconds = a + b * bytes, fitted as a task's a + b * work is: one "task" a message
+        rates = fit_rates([("send", 1, n, s) for n, s in zip(MESSAGE_SIZES, sends)]
+                          + [("recv", 1, n, s) for n, s in zip(MESSAGE_SIZES, receives)])
+        (send_a, send_b), (recv_a, recv_b) = rates["send"], rates["recv"]
         with open(sys.argv[1], "w") as out:
             out.write(f"{latency} {bandwidth} {send_a} {send_b} {recv_a} {recv_b}\n")
 

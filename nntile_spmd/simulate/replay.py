@@ -212,7 +212,8 @@ class Replay:
                 began = self.waiting.pop(rank, (self.now, channel))[0]
                 if arrival > began:
                     self.record(rank, began, arrival, "wait", str(instruction), send_event)
-                    self.woke.add(rank)
+                    if self.turns is not None:
+                        self.woke.add(rank)
                 self.received_from(instruction.peer, rank)
                 self.positions[rank] += 1
                 if self.start_mpi_call(rank, machine.recv_seconds(instruction.nbytes),

@@ -2,6 +2,7 @@
 fit, the machine file, and the command line."""
 
 import json
+import os
 import types
 
 import numpy as np
@@ -227,9 +228,13 @@ def test_calibration_measures_every_op_of_a_step():
     assert all(seconds > 0 and work > 0 for _, _, work, seconds in rows)
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"),
+                    reason="binding two processes to one core needs os.sched_getaffinity "
+                           "(Linux); runs on every Linux machine, CI included")
 def test_the_scheduler_turn_is_measured_on_this_machine():
-    # two busy processes on one core: each waits about one timer tick for its turn
-    assert 1e-4 < measure_turn(seconds=0.3) < 0.1
+    # two busy processes on one core: each waits about one timer tick (1-10 ms at
+    # 1000-100 Hz) for its turn
+    assert 1e-4 < measure_turn(seconds=0.5) < 0.1
 
 
 def test_fused_plans_replay_with_the_fused_rate():
