@@ -138,10 +138,10 @@ def ping_pong(repeats=200) -> dict:
         subprocess.run([mpiexec if os.path.exists(mpiexec) else "mpiexec", "-n", "2",
                         sys.executable, "-m", "nntile_spmd.simulate.pingpong", out,
                         str(repeats)], check=True, timeout=300)
-        latency, bandwidth, send_a, send_b, recv_a, recv_b = (
+        latency, bandwidth, send_a, send_b, recv_a, recv_b, share = (
             float(v) for v in open(out).read().split())
     return {"latency_s": latency, "bandwidth_bytes_per_s": bandwidth,
-            "send_cpu": (send_a, send_b), "recv_cpu": (recv_a, recv_b)}
+            "send_cpu": (send_a, send_b), "recv_cpu": (recv_a, recv_b), "spin_share": share}
 
 
 def calibrate(workload_names=("mlp", "gpt2"), threads_list=None, steps=8,
@@ -164,6 +164,8 @@ def calibrate(workload_names=("mlp", "gpt2"), threads_list=None, steps=8,
             f"{model.send_cpu[0] * 1e6:.1f} us + {model.send_cpu[1] * 2**20 * 1e6:.0f} "
             f"us/MiB of CPU, a RECV {model.recv_cpu[0] * 1e6:.1f} us + "
             f"{model.recv_cpu[1] * 2**20 * 1e6:.0f} us/MiB")
+        log(f"  a rank waiting on a shared core spins {model.spin_share:.2f} of its "
+            "core-mate's lead in CPU time")
     return model
 
 

@@ -38,6 +38,11 @@ class MachineModel:
     # How long the scheduler lets one of two computing processes run on a shared
     # core before the other (turns.measure_turn); 0: they share it evenly
     core_turn_s: float = 0.0
+    # A rank polling for a message on a shared core keeps it until it has had as much
+    # CPU as its core-mate: the CPU it then spins for, over that lead
+    # (turns.measure_spin_share; 1 with Linux's EEVDF). 0 in files that predate it:
+    # a waiting rank hands the core over at once
+    spin_share: float = 0.0
     # op type -> {str(threads): [a_seconds, b_seconds_per_unit]}
     op_types: dict = field(default_factory=dict)
     source: str = "defaults"               # what produced these numbers

@@ -1,12 +1,18 @@
 """Ping-pong between ranks 0 and 1 (run under mpiexec -n 2): writes "latency
-bandwidth send_a send_b recv_a recv_b" to the file named by argv[1].
+bandwidth send_a send_b recv_a recv_b spin_share" to the file named by argv[1].
 
 latency (s) and bandwidth (B/s): a blocking ping-pong of 1 byte and of 16 MiB.
 send_a + send_b * bytes: the CPU seconds a rank spends to post one tile's SEND
 through the runtime's own transport; recv_a + recv_b * bytes: to post its RECV
 and complete it once the message is there (the receiver copies the payload out of
-shared memory or the sender's pages, so this grows with the bytes)."""
+shared memory or the sender's pages, so this grows with the bytes).
 
+spin_share: both ranks bound to one core, rank 0 computes for a while, sends a
+tile and waits for it back; rank 1 sends it back at once and waits for the next,
+both waiting as the executor does (test, sched_yield). Rank 1's CPU time over rank
+0's: how much of its core-mate's lead a waiting rank spins away (turns.py)."""
+
+import os
 import sys
 import time
 
@@ -68,6 +74,39 @@ def message_costs(comm, nbytes, repeats=5) -> tuple:
     return best_send, best_recv
 
 
+def spin_share(comm, compute_s=250e-6, rounds=200) -> float:
+    """Rank 1's CPU time over rank 0's in a ping-pong on one core (see above); 0.0
+    where processes cannot be bound to a core."""
+    if not hasattr(os, "sched_getaffinity"):
+        return 0.0
+    allowed = os.sched_getaffinity(0)
+    core = comm.allreduce(min(allowed), op=MPI.MIN)
+    transport, clock = MPITransport(comm, timeout=60.0), time.perf_counter
+    tile = np.ones(128, np.float32)
+    try:
+        os.sched_setaffinity(0, {core})
+        comm.Barrier()
+        cpu = time.process_time()
+        for tag in range(rounds):
+            if comm.rank == 0:
+                end = clock() + compute_s       # alone on the core while it computes
+                while clock() < end:
+                    pass
+                transport.wait_send(transport.post_send(1, tag, tile))
+                handle = transport.post_recv(1, tag, tile)
+            else:
+                handle = transport.post_recv(0, tag, tile)
+            transport.wait_recv(handle, lambda: "spin_share")
+            transport.finish_recv(handle, tile)
+            if comm.rank == 1:
+                transport.wait_send(transport.post_send(0, tag, tile))
+        cpu = time.process_time() - cpu
+    finally:
+        os.sched_setaffinity(0, allowed)
+    computing, waiting = comm.allgather(cpu)
+    return min(1.0, waiting / computing)
+
+
 def main():
     comm = MPI.COMM_WORLD
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 200
@@ -79,13 +118,14 @@ def main():
     costs = [message_costs(comm, nbytes) for nbytes in MESSAGE_SIZES]
     sends = comm.bcast([send for send, _ in costs], root=0)
     receives = comm.bcast([recv for _, recv in costs], root=1)
+    share = spin_share(comm)
     if comm.rank == 0:
         # seconds = a + b * bytes, fitted as a task's a + b * work is: one "task" a message
         rates = fit_rates([("send", 1, n, s) for n, s in zip(MESSAGE_SIZES, sends)]
                           + [("recv", 1, n, s) for n, s in zip(MESSAGE_SIZES, receives)])
         (send_a, send_b), (recv_a, recv_b) = rates["send"], rates["recv"]
         with open(sys.argv[1], "w") as out:
-            out.write(f"{latency} {bandwidth} {send_a} {send_b} {recv_a} {recv_b}\n")
+            out.write(f"{latency} {bandwidth} {send_a} {send_b} {recv_a} {recv_b} {share}\n")
 
 
 if __name__ == "__main__":

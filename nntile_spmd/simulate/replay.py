@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ..plan.instructions import Exec, Recv, Send
 from .machine import MachineModel, op_type_of, task_work
-from .turns import CoreTurns
+from .turns import CoreScheduler
 
 
 @dataclass
@@ -117,9 +117,8 @@ class Replay:
         # the cores each rank shares: its node's, or one core of it (see above)
         self.one_core_each = self.per_node > machine.cores
         self.group_cores = 1 if self.one_core_each else machine.cores
-        self.turns = CoreTurns(machine.core_turn_s) \
+        self.turns = CoreScheduler(machine.core_turn_s, machine.spin_share) \
             if self.one_core_each and machine.core_turn_s > 0 else None
-        self.woke = set()      # ranks whose wait for a message ended since the last turn
         self.plan, self.machine = plan, machine
         self.programs = [plan.program(rank, phases) for rank in range(nranks)]
         self.op_types = {op.name: op.op_type for op in plan.graph.ops()}
@@ -212,8 +211,6 @@ class Replay:
                 began = self.waiting.pop(rank, (self.now, channel))[0]
                 if arrival > began:
                     self.record(rank, began, arrival, "wait", str(instruction), send_event)
-                    if self.turns is not None:
-                        self.woke.add(rank)
                 self.received_from(instruction.peer, rank)
                 self.positions[rank] += 1
                 if self.start_mpi_call(rank, machine.recv_seconds(instruction.nbytes),
@@ -238,11 +235,12 @@ class Replay:
         or, where ranks take turns on a core, 1 for the rank whose turn it is."""
         pollers = self.finished if self.machine.finished_ranks_poll else ()
         if self.turns is not None:
-            wanting = defaultdict(list)
-            for rank in sorted([*self.running, *pollers]):
-                wanting[self.group(rank)].append(rank)
-            self.turns.update(self.now, wanting, self.woke)
-            self.woke = set()
+            ready, spinning = defaultdict(list), defaultdict(list)
+            for rank in sorted(self.running):
+                ready[self.group(rank)].append(rank)
+            for rank in sorted([*self.waiting, *self.draining, *pollers]):
+                spinning[self.group(rank)].append(rank)
+            self.turns.update(self.now, ready, spinning)
             return {rank: float(self.turns.holds(self.group(rank), rank))
                     for rank in self.running}
         asked = Counter()
@@ -267,7 +265,8 @@ class Replay:
             return False
         then = max(self.now, min(upcoming))
         for rank, (left, start, label, kind) in list(self.running.items()):
-            if ends[rank] <= then:
+            # a task that ends with a turn ends then (not a rounding error later)
+            if ends[rank] <= then or left - (then - self.now) * speeds[rank] < 1e-15:
                 del self.running[rank]
                 if kind == "exec":
                     self.busy[rank] += then - start

@@ -1,14 +1,23 @@
-"""Simulator: ranks bound to one core take turns on it, as the scheduler runs them.
+"""Simulator: ranks bound to one core share it as the scheduler runs them.
 
-Two processes that both compute on one core do not each run at half speed: the
-scheduler lets one run for a turn (measured by `measure_turn`: 4 ms on the 2-core
-machine of docs/simulation.md, a timer tick), then the other. A tile the waiting
-one was about to send is late by up to a turn, which sharing the core evenly does
-not show. A rank that waited for a message polls with sched_yield, which the
-scheduler answers within microseconds, so once its message is there it takes the
-core from the one computing (a fresh turn), and leaves it as soon as it waits
-again. A rank done with its step polls in MPI's closing collective without
-yielding, and takes its turns like a computing one.
+Measured on the 2-core machine of docs/simulation.md (Linux's EEVDF scheduler),
+and modelled here:
+
+- Two processes that both compute on one core do not each run at half speed: the
+  scheduler lets one run for a turn (`measure_turn`: 4 ms, a timer tick), then
+  the other. A rank that finds work (its message came) does not interrupt the one
+  computing; it runs when that one stops or its turn ends.
+- A rank waiting for a message polls with sched_yield, and the scheduler keeps
+  count of the CPU time each process had. A yield hands the core over only to a
+  process that has not had more than its share; otherwise the yielding rank keeps
+  it and spins until the other's lead is used up. So a rank that computes less
+  than its core-mate does not give the difference to it: in a ping-pong between
+  two processes on one core, one computing 250 us per round and the other none,
+  a round takes 515 us, and each process has 257 us of CPU in it
+  (`measure_spin_share`: the spinner's CPU time over the computing one's, 1.0
+  here; a scheduler whose yield always hands over gives about 0).
+- A rank done with its step polls in MPI's closing collective without yielding,
+  and takes its turns like a computing one.
 """
 
 from __future__ import annotations
@@ -16,48 +25,92 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import defaultdict
+
+EPSILON = 1e-12
 
 
-class CoreTurns:
-    """Which rank holds each shared core, and until when."""
+class CoreScheduler:
+    """Which rank holds each shared core, and the CPU time each rank has had there.
 
-    def __init__(self, turn_s: float):
+    The scheduler runs the rank that has had the least CPU time on the core: a rank
+    with work computes until it has none or its turn ends; a spinning rank (one
+    that polls with sched_yield) spins until a rank with work has had no more than
+    it. Each update charges the time since the last one: to the holder while it
+    computes, else to the spinners, lowest count first, at 1 / spin_share per
+    second (a spin share s: a spinner uses up a lead of d seconds in s * d)."""
+
+    def __init__(self, turn_s: float, spin_share: float = 1.0):
         self.turn_s = turn_s
-        self.holder = {}        # core -> rank
-        self.turn_end = {}      # core -> time the holder's turn ends
-        self.contenders = {}    # core -> ranks that wanted it at the last update
+        self.spin_rate = 1.0 / max(spin_share, 1e-3)
+        self.cpu = defaultdict(float)     # rank -> CPU seconds on its core, this replay
+        self.holder = {}                  # core -> the rank computing on it
+        self.turn_end = {}                # core -> when the holder's turn ends
+        self.ranks = {}                   # core -> (ranks with work, spinning ranks)
+        self.last = 0.0
 
-    def update(self, now, wanting: dict, woke: set) -> None:
-        """`wanting`: core -> ranks that want it now (in rank order); `woke`: ranks
-        that stopped waiting for a message since the last update."""
-        for core, ranks in wanting.items():
-            holder, before = self.holder.get(core), self.contenders.get(core, ())
-            came = [rank for rank in ranks if rank in woke and rank not in before]
-            if came:
-                holder = came[0]
-            elif holder not in ranks or (len(ranks) > 1 and now >= self.turn_end[core]):
-                holder = self.next_after(holder, ranks)
-            else:
-                self.contenders[core] = ranks
+    def update(self, now: float, ready: dict, spinning: dict) -> None:
+        """`ready`: core -> ranks with work on it; `spinning`: core -> ranks polling
+        with sched_yield (waiting for a message, or done with the step)."""
+        elapsed, self.last = now - self.last, now
+        for core, (_, spinners) in self.ranks.items():
+            if core in self.holder:
+                self.cpu[self.holder[core]] += elapsed
+            elif spinners:
+                self.fill(spinners, elapsed * self.spin_rate)
+        self.ranks = {}
+        for core in set(ready) | set(spinning):
+            with_work, spinners = ready.get(core, []), spinning.get(core, [])
+            self.ranks[core] = (with_work, spinners)
+            holder = self.holder.get(core)
+            if holder in with_work and now < self.turn_end[core]:
                 continue
-            self.holder[core], self.turn_end[core] = holder, now + self.turn_s
-            self.contenders[core] = ranks
-        for core in set(self.holder) - set(wanting):
-            del self.holder[core], self.turn_end[core]
-            self.contenders.pop(core, None)
+            # the least CPU runs (counts equal to the ns are equal: the sums of the
+            # same turns in another order differ in the last bits); at equal counts a
+            # rank with work before a spinner, a lower rank before a higher
+            chosen = min([(round(self.cpu[rank] * 1e9), 0, rank) for rank in with_work]
+                         + [(round(self.cpu[rank] * 1e9), 1, rank) for rank in spinners])
+            if chosen[1]:
+                self.holder.pop(core, None)     # the spinners spin
+                continue
+            self.holder[core] = chosen[2]
+            self.turn_end[core] = now + self.turn_s
+        for core in set(self.holder) - set(self.ranks):
+            del self.holder[core]
 
-    @staticmethod
-    def next_after(holder, ranks):
-        later = [rank for rank in ranks if holder is not None and rank > holder]
-        return later[0] if later else ranks[0]
+    def fill(self, spinners, amount) -> None:
+        """Charge `amount` to the spinners, raising the lowest counts first."""
+        counts = sorted(self.cpu[rank] for rank in spinners)
+        level, used = counts[0], 1
+        for count in counts[1:]:
+            if amount <= (count - level) * used:
+                break
+            amount -= (count - level) * used
+            level, used = count, used + 1
+        level += amount / used
+        for rank in spinners:
+            self.cpu[rank] = max(self.cpu[rank], level)
 
     def holds(self, core, rank) -> bool:
         return self.holder.get(core) == rank
 
     def next_change(self) -> list:
-        """Times at which a turn ends on a core that others want."""
-        return [self.turn_end[core] for core, ranks in self.contenders.items()
-                if len(ranks) > 1 and core in self.turn_end]
+        """When a turn ends on a core others want, or the spinners have caught up
+        with a rank with work (or the lowest of them with the next)."""
+        times = []
+        for core, (with_work, spinners) in self.ranks.items():
+            if core in self.holder:
+                if len(with_work) + len(spinners) > 1:
+                    times.append(self.turn_end[core])
+            elif with_work:
+                counts = sorted(self.cpu[rank] for rank in spinners)
+                lowest = sum(1 for count in counts if count <= counts[0] + EPSILON)
+                target = min(self.cpu[rank] for rank in with_work)
+                if lowest < len(counts):
+                    target = min(target, counts[lowest])
+                seconds = (target - counts[0]) * lowest / self.spin_rate
+                times.append(self.last + max(seconds, EPSILON))
+        return times
 
 
 SPIN = """

@@ -14,9 +14,9 @@ from nntile_spmd.plan.instructions import Recv
 from nntile_spmd.plan.plan import build_plan
 from nntile_spmd.simulate import MachineModel, predict, simulate
 from nntile_spmd.simulate.__main__ import main as simulate_main
-from nntile_spmd.simulate.calibrate import fit_rates, measure_ops
+from nntile_spmd.simulate.calibrate import fit_rates, measure_ops, ping_pong
 from nntile_spmd.simulate.machine import FUSED
-from nntile_spmd.simulate.turns import CoreTurns, measure_turn
+from nntile_spmd.simulate.turns import CoreScheduler, measure_turn
 from nntile_spmd.simulate.workloads import gpt2_workload, mlp_workload
 
 GELU_A, GELU_B = 1e-3, 1e-6        # seconds per task, per FLOP
@@ -116,18 +116,23 @@ def test_ranks_beyond_the_cores_share_them_only_while_both_compute():
     assert predict(lonely, quiet).busy_s[0] == pytest.approx(first + second)
 
 
-def test_a_rank_waiting_for_a_tile_leaves_the_core_to_the_one_computing_it():
-    """x -> y = gelu(x) on rank 0 -> z = gelu(y) on rank 1, both ranks on one core:
-    rank 1 waits while rank 0 computes y at full speed (the wait yields the core);
-    rank 0 is done once rank 1 has received y, and then polls in the closing
-    collective while rank 1 computes z, at half speed."""
+def chain_on_one_core():
+    """x -> y = gelu(x) on rank 0 -> z = gelu(y) on rank 1, one task each."""
     g = nt.LogicalGraph("chain")
     x = g.tensor([2], "x", "fp32", external=True)
     y = nt.ops.gelu(x, "y")
     nt.ops.gelu(y, "z").mark_output()
-    plan = build_plan(g, 2, nt.TilingStrategy.manual({"x": [2]}),
+    return build_plan(g, 2, nt.TilingStrategy.manual({"x": [2]}),
                       {"x": TileDistribution.on_rank(0), "y": TileDistribution.on_rank(0),
                        "z": TileDistribution.on_rank(1)})
+
+
+def test_a_rank_waiting_for_a_tile_leaves_the_core_to_the_one_computing_it():
+    """The chain with both ranks on one core shared evenly (a machine file without
+    the scheduler's turn): rank 1 waits while rank 0 computes y at full speed; rank 0
+    is done once rank 1 has received y, and then polls in the closing collective
+    while rank 1 computes z, at half speed."""
+    plan = chain_on_one_core()
     one_core = MachineModel(**{**MACHINE.__dict__, "cores": 1})
     task_s = GELU_A + GELU_B * plan.program(0)[0].flops
     message_s = 0.5                              # one node: the latency
@@ -169,18 +174,42 @@ def test_ranks_computing_on_one_core_take_turns():
     assert prediction.finish_s == pytest.approx([5 / 3 * task_s, task_s, 2 * task_s])
 
 
-def test_a_rank_whose_message_came_takes_the_core_at_once():
-    turns = CoreTurns(turn_s=1.0)
-    turns.update(0.0, {"core": [0]}, woke=set())
-    assert turns.holds("core", 0)
-    turns.update(0.25, {"core": [0, 2]}, woke={2})     # rank 2 stopped waiting
-    assert turns.holds("core", 2) and turns.next_change() == [1.25]
-    turns.update(1.25, {"core": [0, 2]}, woke=set())   # its turn is over
-    assert turns.holds("core", 0)
-    turns.update(1.5, {"core": [2]}, woke=set())       # rank 0 waits: rank 2 runs
-    assert turns.holds("core", 2) and turns.next_change() == []
-    turns.update(1.75, {}, woke=set())
-    assert not turns.holds("core", 2)
+def test_the_rank_with_the_least_cpu_runs_and_a_waiting_rank_spins_off_its_lead():
+    core = CoreScheduler(turn_s=1.0, spin_share=1.0)
+    core.update(0.0, {"core": [0, 2]}, {})
+    assert core.holds("core", 0)                     # equal counts: the lower rank
+    core.update(0.25, {"core": [0, 2]}, {})
+    assert core.holds("core", 0) and core.next_change() == [1.0]   # 2 waits for the turn
+    core.update(0.5, {"core": [2]}, {"core": [0]})   # 0 waits: 2 has had less CPU
+    assert core.holds("core", 2)
+    # 2 waits after 0.1 s; 0's message came, but 0 has had 0.5 s and 2 only 0.1: the
+    # scheduler keeps running 2, which spins until it has had as much
+    core.update(0.6, {"core": [0]}, {"core": [2]})
+    assert not core.holds("core", 0) and core.next_change() == [pytest.approx(1.0)]
+    core.update(1.0, {"core": [0]}, {"core": [2]})
+    assert core.holds("core", 0) and core.cpu == {0: 0.5, 2: pytest.approx(0.5)}
+    # a spin share s uses up the same lead in s times the time
+    half = CoreScheduler(turn_s=1.0, spin_share=0.5)
+    half.update(0.0, {"core": [0]}, {"core": [2]})
+    half.update(0.4, {"core": [2]}, {"core": [0]})   # 0 had 0.4 s; 2 computes 0.1 s
+    half.update(0.5, {"core": [0]}, {"core": [2]})
+    assert half.next_change() == [pytest.approx(0.65)]
+
+
+def test_a_rank_waiting_for_a_message_takes_its_share_of_a_shared_core():
+    """The chain on one core, turns a third of a task, no latency: rank 1 waits for y,
+    spinning; at the end of each of rank 0's turns it has had less CPU, so it spins
+    for a turn, and y is done after 5 turns, not 3. Then rank 1 computes z: two
+    turns, a turn of rank 0 (done, polling in the closing collective, it has had
+    less CPU by then), the third turn: z is done at 9 turns. With a spin share near
+    0 (a yield that always hands the core over) waiting costs the other nothing."""
+    plan = chain_on_one_core()
+    task_s = GELU_A + GELU_B * plan.program(0)[0].flops
+    shared = MachineModel(**{**MACHINE.__dict__, "cores": 1, "latency_s": 0.0,
+                             "core_turn_s": task_s / 3, "spin_share": 1.0})
+    assert predict(plan, shared).finish_s == pytest.approx([5 / 3 * task_s, 3 * task_s])
+    yielding = MachineModel(**{**shared.__dict__, "spin_share": 0.0})
+    assert predict(plan, yielding).finish_s == pytest.approx([task_s, 2 * task_s], rel=1e-2)
 
 
 def test_a_finished_rank_keeps_its_share_while_it_polls():
@@ -235,6 +264,16 @@ def test_the_scheduler_turn_is_measured_on_this_machine():
     # two busy processes on one core: each waits about one timer tick (1-10 ms at
     # 1000-100 Hz) for its turn
     assert 1e-4 < measure_turn(seconds=0.5) < 0.1
+
+
+def test_the_mpi_calibration_measures_messages_and_the_shared_core():
+    """calibrate's ping-pong (two ranks under mpiexec, as `python -m
+    nntile_spmd.calibrate` runs it)."""
+    measured = ping_pong(repeats=20)
+    assert measured["latency_s"] > 0 and measured["bandwidth_bytes_per_s"] > 0
+    assert all(cost >= 0 for cost in (*measured["send_cpu"], *measured["recv_cpu"]))
+    assert measured["recv_cpu"][1] > 0          # a receive copies the bytes
+    assert 0.0 <= measured["spin_share"] <= 1.0
 
 
 def test_fused_plans_replay_with_the_fused_rate():
