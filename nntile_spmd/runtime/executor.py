@@ -307,8 +307,10 @@ class RankExecutor:
 # Polling budget before a waiting receive starts to sleep. MPI moves a message only
 # inside calls such as Test (the receiver copies it, e.g. by CMA), and one
 # time.sleep costs at least ~50 us of timer slack, which halved the throughput of
-# 64 KiB tiles (benchmarks/bench_exchange.py); sched_yield keeps the spin polite
-# to ranks that share the core.
+# 64 KiB tiles (benchmarks/bench_exchange.py). sched_yield hands the core only to a
+# process of the same session: ranks started by mpiexec have one each, and with
+# Linux's autogroups a spinning rank keeps its fair share of a core it shares
+# (benchmarks/bench_shared_core.py, docs/benchmarks.md section 18).
 SPIN_SECONDS = 0.02
 # How long an old tile version waits for its sends before it is parked (see
 # retire_sends): a receiver about to post its receive completes the send in that time

@@ -95,19 +95,17 @@ class Replay:
     more threads than it has cores, each running one runs that much slower. A
     rank in a task, a SEND or a RECV asks for its threads, and a rank that is done
     for one while it waits in the step's closing collective, whose MPI polling keeps
-    the core (machine.finished_ranks_poll). A rank waiting for a tile asks for none:
-    the runtime's wait yields the core between polls (runtime/executor.py), and a
-    rank computing on that core keeps it (a waiting rank sharing a core with one
-    that computes resumes 3-4 us after its message, median, 11-15 us mean, measured
-    on 2 cores).
+    the core (machine.finished_ranks_poll). A rank waiting for a tile asks for none.
 
     The group is the node while its ranks are no more than its cores (each rank
     then has `cores // ranks` threads). With more ranks than cores each rank has
     one thread and the group is its core: rank r on core r mod cores, the placement
-    of `mpiexec -bind-to core`; the ranks that want a core then take turns on it
-    (turns.py) when the machine file has the scheduler's turn, else share it
-    evenly. How unbound ranks share the cores is up to the scheduler: it moved a
-    step by up to 80 % between rounds of one run (docs/simulation.md).
+    of `mpiexec -bind-to core`; the ranks of a core then share it as the scheduler
+    runs them (turns.py: the least CPU time runs, a computing rank keeps its turn,
+    a waiting or finished rank spins off its core-mate's lead) when the machine
+    file has the scheduler's turn, else evenly as above. How unbound ranks share
+    the cores is up to the scheduler: it moved a step by up to 80 % between rounds
+    of one run (docs/simulation.md).
     """
 
     def __init__(self, plan, machine, phases, ranks_per_node):

@@ -9,15 +9,17 @@ and modelled here:
   computing; it runs when that one stops or its turn ends.
 - A rank waiting for a message polls with sched_yield, and the scheduler keeps
   count of the CPU time each process had. A yield hands the core over only to a
-  process that has not had more than its share; otherwise the yielding rank keeps
-  it and spins until the other's lead is used up. So a rank that computes less
-  than its core-mate does not give the difference to it: in a ping-pong between
-  two processes on one core, one computing 250 us per round and the other none,
-  a round takes 515 us, and each process has 257 us of CPU in it
-  (`measure_spin_share`: the spinner's CPU time over the computing one's, 1.0
-  here; a scheduler whose yield always hands over gives about 0).
-- A rank done with its step polls in MPI's closing collective without yielding,
-  and takes its turns like a computing one.
+  process that has not had more than the yielding one; otherwise the yielding rank
+  keeps it and spins until the other's lead is used up, and at the end of a
+  computing rank's turn a waiting rank that has had less takes the core and spins
+  the same way. So a rank gets about half of a core it shares even while it only
+  waits: a computing process ran 1.97x slower while its core-mate waited for a
+  message polling as the runtime does, and in a ping-pong on one core, one side
+  computing 250 us a round and the other nothing, a round took 515 us with 257 us
+  of CPU on each side (pingpong.spin_share: the waiting side's CPU time over the
+  computing side's, 0.97-1.0 here; a scheduler whose yield always hands over would
+  give about 0).
+- A rank done with its step polls in the closing collective, and spins the same way.
 """
 
 from __future__ import annotations
