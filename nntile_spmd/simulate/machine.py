@@ -40,8 +40,9 @@ class MachineModel:
     core_turn_s: float = 0.0
     # A rank polling for a message on a shared core keeps it until it has had as much
     # CPU as its core-mate: the CPU it then spins for, over that lead
-    # (turns.measure_spin_share; 1 with Linux's EEVDF). 0 in files that predate it:
-    # a waiting rank hands the core over at once
+    # (pingpong.spin_share; 1 for ranks in sessions of their own under Linux's
+    # autogroups, as mpiexec starts them; near 0 where yields hand the core over).
+    # 0 in files that predate it: a waiting rank leaves the core at once
     spin_share: float = 0.0
     # op type -> {str(threads): [a_seconds, b_seconds_per_unit]}
     op_types: dict = field(default_factory=dict)

@@ -89,7 +89,7 @@ def spin_share(comm, compute_s=250e-6, rounds=200) -> float:
         cpu = time.process_time()
         for tag in range(rounds):
             if comm.rank == 0:
-                end = clock() + compute_s       # alone on the core while it computes
+                end = clock() + compute_s       # computes: a busy loop
                 while clock() < end:
                     pass
                 transport.wait_send(transport.post_send(1, tag, tile))

@@ -1,24 +1,24 @@
 """Simulator: ranks bound to one core share it as the scheduler runs them.
 
-Measured on the 2-core machine of docs/simulation.md (Linux's EEVDF scheduler),
-and modelled here:
+Measured on the 2-core machine of docs/simulation.md (Linux, autogroups on), with
+ranks started by mpiexec, and modelled here:
 
 - Two processes that both compute on one core do not each run at half speed: the
   scheduler lets one run for a turn (`measure_turn`: 4 ms, a timer tick), then
   the other. A rank that finds work (its message came) does not interrupt the one
   computing; it runs when that one stops or its turn ends.
-- A rank waiting for a message polls with sched_yield, and the scheduler keeps
-  count of the CPU time each process had. A yield hands the core over only to a
-  process that has not had more than the yielding one; otherwise the yielding rank
-  keeps it and spins until the other's lead is used up, and at the end of a
-  computing rank's turn a waiting rank that has had less takes the core and spins
-  the same way. So a rank gets about half of a core it shares even while it only
-  waits: a computing process ran 1.97x slower while its core-mate waited for a
-  message polling as the runtime does, and in a ping-pong on one core, one side
+- mpiexec starts every rank in a session of its own, and the scheduler shares a
+  core fairly between sessions (autogroups), counting the CPU time each had. A
+  rank waiting for a message polls with sched_yield, which hands the core to
+  nobody outside its own session: the waiting rank keeps the core until it has had
+  as much CPU as its core-mate, and at the end of a computing rank's turn a waiting
+  rank that has had less takes the core and spins the same way. So a rank gets
+  about half of a core it shares even while it only waits: a computing rank ran
+  2.02x slower while its core-mate waited for a tile every 5 ms as the runtime does
+  (benchmarks/bench_shared_core.py), and in a ping-pong on one core, one side
   computing 250 us a round and the other nothing, a round took 515 us with 257 us
   of CPU on each side (pingpong.spin_share: the waiting side's CPU time over the
-  computing side's, 0.97-1.0 here; a scheduler whose yield always hands over would
-  give about 0).
+  computing side's, 0.99 here; 0.05 with autogroups off, where yields hand over).
 - A rank done with its step polls in the closing collective, and spins the same way.
 """
 
