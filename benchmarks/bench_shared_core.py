@@ -20,7 +20,6 @@ session of its own, so there a yield does not hand the core to the other rank.
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -28,7 +27,7 @@ import threadpoolctl
 from mpi4py import MPI
 
 from nntile_spmd.runtime.mpi_world import MPITransport
-from nntile_spmd.simulate.pingpong import spin_share
+from nntile_spmd.simulate.pingpong import on_one_core, spin_share
 
 HALF_S = 1.0
 EVERY_S = 0.005
@@ -47,8 +46,22 @@ def main():
     if comm.size != 2:
         raise SystemExit("run with mpiexec -n 2")
     threadpoolctl.threadpool_limits(1)
-    allowed = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {comm.allreduce(min(allowed), op=MPI.MIN)})
+    with on_one_core(comm):
+        asleep, waiting, share = measure(comm)
+    if comm.rank == 0:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as flag:
+            autogroup = flag.read().strip()
+        print(f"autogroups {'on' if autogroup == '1' else 'off'}; this rank's "
+              f"{open('/proc/self/autogroup').read().strip()}")
+        print(f"rank 0's matmuls (96x96) per {HALF_S:g} s on the core it shares with rank 1: "
+              f"{asleep} while rank 1 sleeps, {waiting} while it waits for a tile every "
+              f"{EVERY_S * 1e3:g} ms as the runtime does ({asleep / waiting:.2f}x slower)")
+        print(f"ping-pong on the core, rank 0 computing 250 us a round: rank 1's CPU time "
+              f"over rank 0's (spin share) {share:.2f}")
+
+
+def measure(comm):
+    """(rank 0's matmuls with rank 1 asleep, and waiting; the spin share), on rank 0."""
     transport = MPITransport(comm, timeout=60.0)
     matrix = np.random.default_rng(0).random((96, 96), dtype=np.float32)
     out, token = np.empty_like(matrix), np.zeros(1, np.float32)
@@ -65,6 +78,7 @@ def main():
         token[0] = 0.0                                  # the last one
         transport.wait_send(transport.post_send(1, tag, token))
     else:
+        asleep = waiting = None
         time.sleep(HALF_S)
         tag, token[0] = 0, 1.0
         while token[0]:
@@ -72,18 +86,7 @@ def main():
             transport.wait_recv(handle, lambda: "rank 0's token")
             transport.finish_recv(handle, token)
             tag += 1
-    share = spin_share(comm)
-    os.sched_setaffinity(0, allowed)
-    if comm.rank == 0:
-        with open("/proc/sys/kernel/sched_autogroup_enabled") as flag:
-            autogroup = flag.read().strip()
-        print(f"autogroups {'on' if autogroup == '1' else 'off'}; this rank's "
-              f"{open('/proc/self/autogroup').read().strip()}")
-        print(f"rank 0's matmuls (96x96) per {HALF_S:g} s on the core it shares with rank 1: "
-              f"{asleep} while rank 1 sleeps, {waiting} while it waits for a tile every "
-              f"{EVERY_S * 1e3:g} ms as the runtime does ({asleep / waiting:.2f}x slower)")
-        print(f"ping-pong on the core, rank 0 computing 250 us a round: rank 1's CPU time "
-              f"over rank 0's (spin share) {share:.2f}")
+    return asleep, waiting, spin_share(comm)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ both waiting as the executor does (test, sched_yield). Rank 1's CPU time over ra
 import os
 import sys
 import time
+from contextlib import contextmanager
 
 import numpy as np
 from mpi4py import MPI
@@ -74,17 +75,26 @@ def message_costs(comm, nbytes, repeats=5) -> tuple:
     return best_send, best_recv
 
 
+@contextmanager
+def on_one_core(comm):
+    """Bind every rank of `comm` to the same core (the lowest one they all name),
+    and give each its own cores back afterwards (Linux: os.sched_setaffinity)."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {comm.allreduce(min(allowed), op=MPI.MIN)})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, allowed)
+
+
 def spin_share(comm, compute_s=250e-6, rounds=200) -> float:
     """Rank 1's CPU time over rank 0's in a ping-pong on one core (see above); 0.0
     where processes cannot be bound to a core."""
     if not hasattr(os, "sched_getaffinity"):
         return 0.0
-    allowed = os.sched_getaffinity(0)
-    core = comm.allreduce(min(allowed), op=MPI.MIN)
     transport, clock = MPITransport(comm, timeout=60.0), time.perf_counter
     tile = np.ones(128, np.float32)
-    try:
-        os.sched_setaffinity(0, {core})
+    with on_one_core(comm):
         comm.Barrier()
         cpu = time.process_time()
         for tag in range(rounds):
@@ -101,8 +111,6 @@ def spin_share(comm, compute_s=250e-6, rounds=200) -> float:
             if comm.rank == 1:
                 transport.wait_send(transport.post_send(0, tag, tile))
         cpu = time.process_time() - cpu
-    finally:
-        os.sched_setaffinity(0, allowed)
     computing, waiting = comm.allgather(cpu)
     return min(1.0, waiting / computing)
 
