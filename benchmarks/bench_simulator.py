@@ -6,7 +6,12 @@ machine: the slowest rank's executor time per execute, as the median over --step
 executes (after a warm-up) in each of --rounds rounds over all configurations, the
 fastest round kept (the spread between rounds is printed: it is how much the machine
 itself moved), next to the simulator's prediction for the same plan from the
-machine file written by `python -m nntile_spmd.calibrate`. Ranks beyond the cores
+machine file written by `python -m nntile_spmd.calibrate`, and next to the same
+replay at the speed the machine ran the kernels meanwhile: the timed executes record
+their tasks, and the median over all ranks' tasks of measured over calibrated
+kernel time (simulate/speed.py) gives the machine file of that moment
+(MachineModel.at_speed). A shared machine drifts from its calibration (1.6x slower
+for minutes here); that column tells the model's own error from the drift. Ranks beyond the cores
 share them, and the simulator is told so (machine cores vs ranks on the node); they
 are bound to cores (`mpiexec -bind-to core`: rank r on core r mod cores), the
 placement the replay models, since where the scheduler puts unbound ranks moved a
@@ -35,11 +40,11 @@ PRESETS = ("single", "ddp", "fsdp", "tp")
 
 def worker(args):
     import numpy as np
-    from _common import median_step_ms
     from mpi4py import MPI
 
     import nntile_spmd as nt
     from nntile_spmd.simulate import MachineModel, predict
+    from nntile_spmd.simulate.speed import kernel_speed, task_ratios
     from nntile_spmd.simulate.workloads import WORKLOADS
 
     comm = MPI.COMM_WORLD
@@ -55,22 +60,46 @@ def worker(args):
             configs.append((model, preset, workload, cg, np.random.default_rng(0)))
     # Rounds over all configurations, so a slow spell of the machine (a neighbour's
     # load on the host) lands on one round of every configuration, not on all of one.
-    medians = [[] for _ in configs]
+    threads = machine.threads_per_rank(comm.size)
+
+    def measure_round(cg, workload, rng):
+        """(median step s of the slowest rank, kernel speed) over the same profiled
+        executes: how much slower than calibrated their kernels ran meanwhile."""
+        cg.profiling = True
+        steps, ratios = [], []
+        for step in range(args.steps + 1):
+            workload.bind_batch(cg, rng)
+            cg.execute()
+            slowest = comm.allreduce(cg.get_stats().execution_time_ms, op=MPI.MAX)
+            if step:                 # after a warm-up
+                steps.append(slowest / 1e3)
+                ratios += task_ratios(cg.plan, machine, comm.rank, cg.events[comm.rank],
+                                      threads)
+        cg.profiling = False
+        speed = kernel_speed([ratio for part in comm.allgather(ratios) for ratio in part])
+        return statistics.median(steps), speed
+
+    rounds = [[] for _ in configs]       # per configuration: (median step s, kernel speed)
     for _ in range(args.rounds):
-        for (_, _, workload, cg, rng), kept in zip(configs, medians):
-            kept.append(median_step_ms(cg, workload, rng, args.steps, comm) / 1e3)
+        for (_, _, workload, cg, rng), kept in zip(configs, rounds):
+            kept.append(measure_round(cg, workload, rng))
     if comm.rank != 0:
         return
-    for (model, preset, _, cg, _), kept in zip(configs, medians):
-        print(f"# {model} {preset} {comm.size} rank(s): round medians (ms) "
-              f"{[round(t * 1e3, 2) for t in kept]}", file=sys.stderr, flush=True)
+    for (model, preset, _, cg, _), kept in zip(configs, rounds):
+        print(f"# {model} {preset} {comm.size} rank(s): round medians (ms), kernel speed "
+              f"{[(round(t * 1e3, 2), round(speed, 2)) for t, speed in kept]}",
+              file=sys.stderr, flush=True)
+        measured, speed = min(kept)
         predicted = predict(cg.plan, machine).step_s
-        measured = min(kept)
+        at_speed = predict(cg.plan, machine.at_speed(speed)).step_s
         print(json.dumps({"model": model, "preset": preset, "ranks": comm.size,
                           "measured_ms": round(measured * 1e3, 2),
-                          "spread": round(max(kept) / measured - 1, 3),
+                          "spread": round(max(t for t, _ in kept) / measured - 1, 3),
                           "predicted_ms": round(predicted * 1e3, 2),
-                          "error": round(predicted / measured - 1, 3)}), flush=True)
+                          "error": round(predicted / measured - 1, 3),
+                          "kernel_speed": round(speed, 3),
+                          "at_speed_ms": round(at_speed * 1e3, 2),
+                          "at_speed_error": round(at_speed / measured - 1, 3)}), flush=True)
 
 
 def main():
@@ -100,31 +129,16 @@ def main():
         rows += [json.loads(line) for line in output.splitlines() if line.startswith("{")]
         print(f"# {ranks} rank(s) measured in {time.perf_counter() - started:.0f} s",
               file=sys.stderr)
-    # The machine's own speed drifts (a shared VM: the same 1-rank step measured 1.4x
-    # slower for minutes at a time), so the table also gives each prediction scaled
-    # by how fast this run found the machine: the model's 1-rank steps, which are the
-    # calibration's own workloads, against their measurement in the same run.
-    drift = {model: statistics.median(row["measured_ms"] / row["predicted_ms"]
-                                      for row in rows if row["model"] == model
-                                      and row["ranks"] == 1)
-             for model in {row["model"] for row in rows if row["ranks"] == 1}}
-    for row in rows:
-        if row["model"] in drift:
-            row["scaled"] = row["predicted_ms"] * drift[row["model"]] / row["measured_ms"] - 1
     print("| model | preset | ranks | measured ms | rounds' spread | predicted ms | error | "
-          "error, machine speed of this run |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+          "kernels' speed | predicted at it, ms | error at it |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        scaled = f"{row['scaled']:+.0%}" if "scaled" in row else ""
         print(f"| {row['model']} | {row['preset']} | {row['ranks']} | {row['measured_ms']} | "
-              f"{row['spread']:.0%} | {row['predicted_ms']} | {row['error']:+.0%} | {scaled} |")
-    summarize("", [row["error"] for row in rows])
-    if drift:
-        print("this run found the machine " + ", ".join(
-            f"{ratio:.2f}x as slow as the calibration for the {model}"
-            for model, ratio in sorted(drift.items())))
-        summarize("scaled by it, on more than 1 rank: ",
-                  [row["scaled"] for row in rows if "scaled" in row and row["ranks"] > 1])
+              f"{row['spread']:.0%} | {row['predicted_ms']} | {row['error']:+.0%} | "
+              f"{row['kernel_speed']:.2f}x | {row['at_speed_ms']} | "
+              f"{row['at_speed_error']:+.0%} |")
+    summarize("calibrated speed: ", [row["error"] for row in rows])
+    summarize("at the kernels' speed of the run: ", [row["at_speed_error"] for row in rows])
 
 
 def summarize(what, errors):

@@ -214,6 +214,7 @@ class RankExecutor:
                                       self.slot_spares)
         pending_sends, retire, get_tile = self.pending_sends, self.retire_sends, slots.__getitem__
         op_totals, clock, events = self.op_totals, time.perf_counter, self.events
+        thread_clock = time.thread_time
 
         def do_exec(instruction, operands, blocking):
             kernel, tile_slots, _, write_slots, op = operands
@@ -225,6 +226,8 @@ class RankExecutor:
                         slots[slot][...] = old   # the op may accumulate
                 if slots[slot] is None:
                     slots[slot] = take(metas[slot], spares[slot])
+            if events is not None:
+                cpu = thread_clock()
             start = clock()
             try:
                 kernel(*map(get_tile, tile_slots), **instruction[4])
@@ -235,7 +238,8 @@ class RankExecutor:
                 raise
             end = clock()
             if events is not None:
-                events.append(("task", instruction[6], instruction[0], start, end, 0))
+                events.append(("task", instruction[6], instruction[0], start, end, 0,
+                               thread_clock() - cpu))
             totals = op_totals[op]
             totals[KERNEL_S] += end - start
             totals[TASKS] += 1

@@ -281,6 +281,7 @@ class ThreadedRankExecutor(RankExecutor):
         instruction = task.instruction
         _, _, _, _, params, flops, op_name = instruction
         clock = time.perf_counter
+        cpu = time.thread_time()
         start = end = clock()
         if self.error is None:
             try:
@@ -292,7 +293,8 @@ class ThreadedRankExecutor(RankExecutor):
             end = clock()
             if self.events is not None:
                 self.events.append(("task", op_name, instruction[0], start, end,
-                                    self.pool.thread_ids.get(threading.get_ident(), 0)))
+                                    self.pool.thread_ids.get(threading.get_ident(), 0),
+                                    time.thread_time() - cpu))
         ready = []
         with self.cond:
             task.done = True

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ..plan.instructions import Exec
 
@@ -79,6 +79,19 @@ class MachineModel:
 
     def recv_seconds(self, nbytes: int) -> float:
         return self.recv_cpu[0] + self.recv_cpu[1] * nbytes
+
+    def at_speed(self, factor: float) -> MachineModel:
+        """This machine running every CPU cost `factor` times slower: kernels, the
+        executor's per-task cost, the CPU of SENDs and RECVs (speed.py measures the
+        factor of a run). Message latency and bandwidth stay as calibrated."""
+        return replace(
+            self, task_overhead_s=self.task_overhead_s * factor,
+            send_cpu=tuple(c * factor for c in self.send_cpu),
+            recv_cpu=tuple(c * factor for c in self.recv_cpu),
+            op_types={op_type: {threads: [a * factor, b * factor]
+                                for threads, (a, b) in by_threads.items()}
+                      for op_type, by_threads in self.op_types.items()},
+            source=f"{self.source}, at {factor:.3g}x its CPU time")
 
     def save(self, path) -> None:
         """Write atomically, so a killed calibration never leaves half a file."""

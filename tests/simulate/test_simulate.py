@@ -16,6 +16,7 @@ from nntile_spmd.simulate import MachineModel, predict, simulate
 from nntile_spmd.simulate.__main__ import main as simulate_main
 from nntile_spmd.simulate.calibrate import fit_rates, measure_ops, ping_pong
 from nntile_spmd.simulate.machine import FUSED
+from nntile_spmd.simulate.speed import kernel_speed, task_ratios
 from nntile_spmd.simulate.turns import CoreScheduler, measure_turn
 from nntile_spmd.simulate.workloads import gpt2_workload, mlp_workload
 
@@ -292,6 +293,50 @@ def test_fused_plans_replay_with_the_fused_rate():
     calibrated = MachineModel(**{**MACHINE.__dict__, "op_types": {
         op_type: {"1": rate, "2": rate} for op_type, rate in rates.items()}})
     assert not predict(plan, calibrated).uncalibrated
+
+
+def test_a_machine_at_a_speed_scales_its_cpu_costs_not_its_messages():
+    machine = MachineModel(**{**MACHINE.__dict__, "task_overhead_s": 1e-6,
+                              "send_cpu": (1e-6, 1e-9), "recv_cpu": (2e-6, 2e-9)})
+    slower = machine.at_speed(2.0)
+    assert slower.task_seconds("gelu", 100, 1) == pytest.approx(
+        2 * machine.task_seconds("gelu", 100, 1))
+    assert slower.send_seconds(64) == pytest.approx(2 * machine.send_seconds(64))
+    assert slower.recv_seconds(64) == pytest.approx(2 * machine.recv_seconds(64))
+    assert slower.message_seconds(64) == machine.message_seconds(64)
+    assert machine.op_types["gelu"]["1"] == [GELU_A, GELU_B]      # a copy, not in place
+
+
+def test_kernel_speed_is_the_median_weighted_by_calibrated_time():
+    assert kernel_speed([]) == 1.0
+    # many short tasks 1x, one long task 3x: the step's time is in the long one
+    assert kernel_speed([(1.0, 1e-6)] * 10 + [(3.0, 1e-3)]) == 3.0
+    assert kernel_speed([(1.0, 1e-3)] * 3 + [(5.0, 1e-3)]) == 1.0
+
+
+def test_a_profiled_execute_gives_the_kernel_speed_of_the_machine():
+    """Each task a profiled execute records (with the CPU time of its kernel) pairs
+    with its task in the plan; against a machine file twice as slow the same
+    execute ran at half the calibrated time."""
+    workload = mlp_workload((8, 16, 4), batch=6)
+    rates, _, _ = measure_ops(workload, 1 << 20, steps=1)
+    machine = MachineModel(cores=1, op_types={
+        op_type: {"1": rate} for op_type, rate in fit_rates(rates).items()})
+    cg = nt.compile(workload.graph, comm=nt.SimulatedWorld(1))
+    workload.bind_params(cg)
+    workload.bind_batch(cg, np.random.default_rng(0))
+    cg.profiling = True
+    cg.execute()
+    events = cg.events[0]
+    tasks = [e for e in events if e[0] == "task"]
+    assert len(tasks) == sum(type(i).__name__ == "Exec" for i in cg.plan.program(0))
+    assert all(0 <= cpu <= end - start + 1e-3 for _, _, _, start, end, _, cpu in tasks)
+    ratios = task_ratios(cg.plan, machine, 0, events, threads=1)
+    assert len(ratios) == len(tasks) and all(ratio >= 0 for ratio, _ in ratios)
+    speed = kernel_speed(ratios)
+    assert speed > 0
+    assert kernel_speed(task_ratios(cg.plan, machine.at_speed(2.0), 0, events, 1)) == \
+        pytest.approx(speed / 2)
 
 
 def test_machine_file_round_trip_and_unknown_fields(tmp_path):
