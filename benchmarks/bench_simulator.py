@@ -7,13 +7,13 @@ executes (after a warm-up) in each of --rounds rounds over all configurations, t
 fastest round kept (the spread between rounds is printed: it is how much the machine
 itself moved), next to the simulator's prediction for the same plan from the
 machine file written by `python -m nntile_spmd.calibrate`, and next to the same
-replay at the speed the machine ran the kernels meanwhile: the timed executes record
-their tasks, and the median over all ranks' tasks of measured over calibrated
-kernel time (simulate/speed.py) gives the machine file of that moment
+replay at the speed the machine ran the kernels meanwhile: a profiled execute
+follows each timed one, and the median over all ranks' tasks of measured over
+calibrated kernel time (simulate/speed.py) gives the machine file of that moment
 (MachineModel.at_speed). A shared machine drifts from its calibration (1.6x slower
-for minutes here); that column tells the model's own error from the drift. Ranks beyond the cores
-share them, and the simulator is told so (machine cores vs ranks on the node); they
-are bound to cores (`mpiexec -bind-to core`: rank r on core r mod cores), the
+for minutes here): that column tells the model's own error from the drift. Ranks
+beyond the cores share them, and the simulator is told so (machine cores vs ranks
+on the node); they are bound to cores (`mpiexec -bind-to core`: rank r on core r mod cores), the
 placement the replay models, since where the scheduler puts unbound ranks moved a
 step by up to 80 % between rounds of one run.
 
@@ -63,18 +63,24 @@ def worker(args):
     threads = machine.threads_per_rank(comm.size)
 
     def measure_round(cg, workload, rng):
-        """(median step s of the slowest rank, kernel speed) over the same profiled
-        executes: how much slower than calibrated their kernels ran meanwhile."""
-        cg.profiling = True
+        """(median step s of the slowest rank, kernel speed): each timed execute is
+        followed by a profiled one (recording costs ~1 us a task, kept out of the
+        timed ones), whose tasks give how much slower than calibrated the kernels
+        ran meanwhile."""
         steps, ratios = [], []
-        for step in range(args.steps + 1):
-            workload.bind_batch(cg, rng)
-            cg.execute()
-            slowest = comm.allreduce(cg.get_stats().execution_time_ms, op=MPI.MAX)
-            if step:                 # after a warm-up
-                steps.append(slowest / 1e3)
-                ratios += task_ratios(cg.plan, machine, comm.rank, cg.events[comm.rank],
-                                      threads)
+        workload.bind_batch(cg, rng)
+        cg.execute()                             # warm-up
+        for _ in range(args.steps):
+            for profiled in (False, True):
+                cg.profiling = profiled
+                workload.bind_batch(cg, rng)
+                cg.execute()
+                if profiled:
+                    ratios += task_ratios(cg.plan, machine, comm.rank,
+                                          cg.events[comm.rank], threads)
+                else:
+                    steps.append(comm.allreduce(cg.get_stats().execution_time_ms,
+                                                op=MPI.MAX) / 1e3)
         cg.profiling = False
         speed = kernel_speed([ratio for part in comm.allgather(ratios) for ratio in part])
         return statistics.median(steps), speed

@@ -64,16 +64,19 @@ class RankExecutor:
         self.traffic = transport.traffic   # counted where buffers meet MPI
         self.op_totals = [new_totals() for _ in index.op_names]   # op id -> stats.TASKS, ...
         self.busy_s = 0.0           # executor clock: time inside run()
+        self.busy_cpu_s = 0.0       # this thread's CPU time inside run() (less where it
+        #                             slept, or shared its core with another process)
         self.dispatch = {Recv: self.make_recv(), Send: self.make_send(), Exec: self.make_exec(),
                          Free: self.make_free(), **offload_handlers(self)}
 
     def run(self, blocking=True) -> bool:
         """Advance; True once the whole program ran and all sends completed."""
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         try:
             return self.advance(blocking)
         finally:
             self.busy_s += time.perf_counter() - start
+            self.busy_cpu_s += time.thread_time() - cpu
 
     def advance(self, blocking):
         program, operands, dispatch = self.program, self.index.operands, self.dispatch
@@ -161,7 +164,7 @@ class RankExecutor:
                                              transport.finish_recv)
         pending_recvs, pending_sends = self.pending_recvs, self.pending_sends
         retire, total = self.retire_sends, len(self.positions)
-        traffic, clock = self.traffic, time.perf_counter
+        traffic, clock, thread_clock = self.traffic, time.perf_counter, time.thread_time
 
         def do_recv(instruction, operands, blocking):
             handle, buffer = pending_recvs[0]
@@ -170,12 +173,13 @@ class RankExecutor:
             if not test_recv(handle):
                 if not blocking:
                     return False
-                start = clock()
+                start, cpu = clock(), thread_clock()
                 wait_recv(handle, lambda: self.describe_wait(instruction))
                 end = clock()
                 totals[WAIT_S] += end - start
                 if self.events is not None:
-                    self.events.append(("wait", instruction[4], "recv", start, end, 0))
+                    self.events.append(("wait", instruction[4], "recv", start, end, 0,
+                                        thread_clock() - cpu))
             before = traffic.received_bytes
             buffer = finish_recv(handle, buffer)
             totals[RECEIVED] += traffic.received_bytes - before

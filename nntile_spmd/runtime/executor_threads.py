@@ -119,17 +119,18 @@ class ThreadedRankExecutor(RankExecutor):
         """Wait until at most `limit` issued tasks are unfinished."""
         if self.in_flight <= limit:
             return
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         with self.cond:
             self.waiting = True
             while self.in_flight > limit:
                 self.cond.wait()
             self.waiting = False
         if self.events is not None:
-            self.events.append(("wait", "tasks", "look-ahead", start, time.perf_counter(), 0))
+            self.events.append(("wait", "tasks", "look-ahead", start, time.perf_counter(), 0,
+                                time.thread_time() - cpu))
 
     def wait_for(self, tasks):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         with self.cond:
             self.waiting = True
             for task in tasks:
@@ -137,7 +138,8 @@ class ThreadedRankExecutor(RankExecutor):
                     self.cond.wait()
             self.waiting = False
         if self.events is not None:
-            self.events.append(("wait", "tasks", "dependency", start, time.perf_counter(), 0))
+            self.events.append(("wait", "tasks", "dependency", start, time.perf_counter(), 0,
+                                time.thread_time() - cpu))
         self.raise_error()
 
     def wait_writer(self, slot):

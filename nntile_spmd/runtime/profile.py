@@ -1,10 +1,10 @@
 """Runtime layer: where an execute's time goes, from the executors' own clocks.
 
 `cg.profile()` runs one execute with every executor recording an event per tile
-task (op, kernel, start and end on `time.perf_counter`, the thread that ran it,
-and the CPU seconds that thread used in the kernel: less than end - start when
-the scheduler ran another process meanwhile) and per wait of the executor thread
-(for a message, or for tasks a FREE/SEND depends on), then reports
+task and per wait of the executor thread (for a message, or for tasks a FREE/SEND
+depends on): (kind, op, kernel, start and end on `time.perf_counter`, the thread,
+and the CPU seconds the thread used meanwhile: less than end - start when the
+scheduler ran another process, or the thread slept), then reports
 
 * per op type: the summed kernel time and the number of tasks;
 * per rank: wall time of the executor, time busy in kernels (summed over its
@@ -60,8 +60,8 @@ class Profile:
 
 
 def build_profile(events_by_rank, wall_ms_by_rank, threads, op_types, path) -> Profile:
-    """Aggregate the events of every rank ({rank: [(kind, op, kernel, start, end, thread)
-    + (cpu seconds,) for tasks]})."""
+    """Aggregate the events of every rank ({rank: [(kind, op, kernel, start, end, thread,
+    cpu seconds)]})."""
     profile = Profile(path)
     starts = [event[3] for events in events_by_rank.values() for event in events]
     origin = min(starts) if starts else 0.0
@@ -75,8 +75,7 @@ def build_profile(events_by_rank, wall_ms_by_rank, threads, op_types, path) -> P
             label = "executor" if thread == 0 else f"task thread {thread}"
             trace_events.append(dict(name="thread_name", ph="M", pid=rank, tid=thread,
                                      args=dict(name=label)))
-        for event in events:
-            kind, op_name, kernel, start, end, thread = event[:6]
+        for kind, op_name, kernel, start, end, thread, cpu in events:
             ms = (end - start) * 1e3
             if kind == "task":
                 op_type = op_types.get(op_name, op_name)
@@ -84,10 +83,10 @@ def build_profile(events_by_rank, wall_ms_by_rank, threads, op_types, path) -> P
                 totals = profile.op_types.setdefault(op_type, dict(tasks=0, kernel_ms=0.0))
                 totals["tasks"] += 1
                 totals["kernel_ms"] += ms
-                name, args = op_type, dict(op=op_name, kernel=kernel, cpu_ms=event[6] * 1e3)
+                name, args = op_type, dict(op=op_name, kernel=kernel, cpu_ms=cpu * 1e3)
             else:
                 row["recv_wait_ms" if kernel == "recv" else "task_wait_ms"] += ms
-                name, args = f"wait ({kernel})", dict(op=op_name)
+                name, args = f"wait ({kernel})", dict(op=op_name, cpu_ms=cpu * 1e3)
             trace_events.append(dict(name=name, cat=kind, ph="X", pid=rank, tid=thread,
                                      ts=(start - origin) * 1e6, dur=(end - start) * 1e6,
                                      args=args))

@@ -80,6 +80,9 @@ class ExecutionStats:
     # planned offloading: bytes EVICTs copied out of, PREFETCHes into, device memory
     bytes_evicted: int = 0
     bytes_prefetched: int = 0
+    # the executor thread's CPU time during execution_time_ms: less where it slept in
+    # a wait or the scheduler ran another process on its core
+    execution_cpu_ms: float = 0.0
 
     def __getitem__(self, name):
         if name not in FIELD_NAMES:
@@ -105,6 +108,7 @@ def build_stats(rank, phases, ops_by_name, executor, store, staging,
                            executor.flops, elapsed_s * 1e3, store.peak, store.in_order_peak,
                            staging.peak if staging is not None else 0)
     stats.parked_peak_bytes = store.parked_peak
+    stats.execution_cpu_ms = executor.busy_cpu_s * 1e3
     if store.offload is not None:
         stats.bytes_evicted, stats.bytes_prefetched = store.offload.written, store.offload.read
     for op_name, totals in executor.per_op.items():

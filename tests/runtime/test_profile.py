@@ -48,6 +48,10 @@ def test_trace_has_one_event_per_task(tmp_path, ranks, preset, task_threads):
     assert {rank: sum(1 for e in tasks if e["pid"] == rank) for rank in range(ranks)} \
         == expected
     assert all(e["ph"] == "X" and e["dur"] >= 0 and e["ts"] >= 0 for e in tasks)
+    # each event has the CPU time of the thread that ran it: never more than its time
+    # (the clocks differ by their resolution)
+    assert all(0 <= e["args"]["cpu_ms"] <= e["dur"] / 1e3 + 0.05
+               for e in trace["traceEvents"] if e.get("ph") == "X")
     assert sum(row["tasks"] for row in profile.op_types.values()) == sum(expected.values())
     assert set(profile.op_types) == {"gemm", "gelu", "scale"}
     for rank in range(ranks):

@@ -117,6 +117,8 @@ def test_breakdowns_add_up_to_the_totals(ranks, preset):
             assert total.bytes_sent == stats.bytes_transferred
             assert total.bytes_received == stats.bytes_received
             assert 0 < total.kernel_ms + total.wait_ms <= stats.execution_time_ms
+        # the executor thread's CPU time: measured apart, never more than its time
+        assert 0 < stats.execution_cpu_ms <= stats.execution_time_ms + 0.1
         assert stats.messages_sent == sum(type(i).__name__ == "Send"
                                           for i in cg.plan.program(rank))
         cg.check_stats(rank)
