@@ -11,7 +11,9 @@ executor's own cost per task is what its clock saw outside the kernels. Latency
 and bandwidth come from a ping-pong between two MPI ranks on this machine, and
 the CPU time of a SEND and a RECV from the runtime's transport posting and
 completing tiles of several sizes. The scheduler's turn on a shared core comes
-from two busy processes bound to one core.
+from two busy processes bound to one core, and what a core switch costs from the
+GPT-2 step on two ranks sharing a core against two ranks on a core each
+(shared_core.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ..plan.tiling import TilingStrategy
 from ..runtime.simulated import SimulatedWorld
 from ..runtime.stats import KERNEL_S, TASKS
 from .machine import FUSED, MachineModel, op_type_of, task_work
+from .shared_core import switch_penalty
 from .turns import measure_turn
 from .workloads import WORKLOADS
 
@@ -166,6 +169,9 @@ def calibrate(workload_names=("mlp", "gpt2"), threads_list=None, steps=8,
             f"{model.recv_cpu[1] * 2**20 * 1e6:.0f} us/MiB")
         log(f"  a rank waiting on a shared core spins {model.spin_share:.2f} of its "
             "core-mate's lead in CPU time")
+        model.switch_penalty_s = switch_penalty(model)
+        log(f"  a rank back on a shared core after another rank's work loses "
+            f"{model.switch_penalty_s * 1e6:.1f} us reloading its caches")
     return model
 
 

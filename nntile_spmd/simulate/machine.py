@@ -44,6 +44,10 @@ class MachineModel:
     # autogroups, as mpiexec starts them; near 0 where yields hand the core over).
     # 0 in files that predate it: a waiting rank leaves the core at once
     spin_share: float = 0.0
+    # Extra CPU seconds a rank spends when it gets a shared core back after another
+    # rank computed there: its data was evicted from the core's caches
+    # (calibrate.switch_penalty); 0 in files that predate it
+    switch_penalty_s: float = 0.0
     # op type -> {str(threads): [a_seconds, b_seconds_per_unit]}
     op_types: dict = field(default_factory=dict)
     source: str = "defaults"               # what produced these numbers
@@ -82,10 +86,12 @@ class MachineModel:
 
     def at_speed(self, factor: float) -> MachineModel:
         """This machine running every CPU cost `factor` times slower: kernels, the
-        executor's per-task cost, the CPU of SENDs and RECVs (speed.py measures the
-        factor of a run). Message latency and bandwidth stay as calibrated."""
+        executor's per-task cost, the CPU of SENDs and RECVs, the cache reloads after
+        a core switch (speed.py measures the factor of a run). Message latency and
+        bandwidth stay as calibrated."""
         return replace(
             self, task_overhead_s=self.task_overhead_s * factor,
+            switch_penalty_s=self.switch_penalty_s * factor,
             send_cpu=tuple(c * factor for c in self.send_cpu),
             recv_cpu=tuple(c * factor for c in self.recv_cpu),
             op_types={op_type: {threads: [a * factor, b * factor]

@@ -239,6 +239,10 @@ class Replay:
             for rank in sorted([*self.waiting, *self.draining, *pollers]):
                 spinning[self.group(rank)].append(rank)
             self.turns.update(self.now, ready, spinning)
+            # a rank back on its core after another's work reloads its caches
+            for rank in self.turns.switched_in:
+                self.running[rank][0] += self.machine.switch_penalty_s
+            self.turns.switched_in.clear()
             return {rank: float(self.turns.holds(self.group(rank), rank))
                     for rank in self.running}
         asked = Counter()

@@ -20,6 +20,10 @@ ranks started by mpiexec, and modelled here:
   of CPU on each side (pingpong.spin_share: the waiting side's CPU time over the
   computing side's, 0.99 here; 0.05 with autogroups off, where yields hand over).
 - A rank done with its step polls in the closing collective, and spins the same way.
+- A rank that gets the core back after another rank computed there finds its data
+  evicted from the core's caches: its work takes `switch_penalty_s` longer
+  (MachineModel: measured by calibrate, GPT-2 on two ranks sharing one core against
+  two ranks on a core each; spinning evicts next to nothing).
 """
 
 from __future__ import annotations
@@ -50,6 +54,9 @@ class CoreScheduler:
         self.turn_end = {}                # core -> when the holder's turn ends
         self.ranks = {}                   # core -> (ranks with work, spinning ranks)
         self.last = 0.0
+        self.last_worker = {}             # core -> the rank that computed there last
+        self.switches = defaultdict(int)  # rank -> turns it began after another's work
+        self.switched_in = []             # ranks whose turn began so, since last asked
 
     def update(self, now: float, ready: dict, spinning: dict) -> None:
         """`ready`: core -> ranks with work on it; `spinning`: core -> ranks polling
@@ -75,8 +82,12 @@ class CoreScheduler:
             if chosen[1]:
                 self.holder.pop(core, None)     # the spinners spin
                 continue
-            self.holder[core] = chosen[2]
+            rank = self.holder[core] = chosen[2]
             self.turn_end[core] = now + self.turn_s
+            if self.last_worker.setdefault(core, rank) != rank:
+                self.switches[rank] += 1
+                self.switched_in.append(rank)
+            self.last_worker[core] = rank
         for core in set(self.holder) - set(self.ranks):
             del self.holder[core]
 

@@ -16,6 +16,7 @@ from nntile_spmd.simulate import MachineModel, predict, simulate
 from nntile_spmd.simulate.__main__ import main as simulate_main
 from nntile_spmd.simulate.calibrate import fit_rates, measure_ops, ping_pong
 from nntile_spmd.simulate.machine import FUSED
+from nntile_spmd.simulate.shared_core import replayed_switches, switch_penalty
 from nntile_spmd.simulate.speed import kernel_speed, task_ratios
 from nntile_spmd.simulate.turns import CoreScheduler, measure_turn
 from nntile_spmd.simulate.workloads import gpt2_workload, mlp_workload
@@ -175,6 +176,26 @@ def test_ranks_computing_on_one_core_take_turns():
     assert prediction.finish_s == pytest.approx([5 / 3 * task_s, task_s, 2 * task_s])
 
 
+def test_a_rank_back_on_its_core_after_the_other_computed_reloads_its_caches():
+    """Two ranks, one task of t each, on one core with turns of t / 2 and a switch
+    penalty p: 0 runs [0, t/2]; 1 comes in after 0's work (t + p to do) and runs to t;
+    0 comes back (+p) to 3t/2 and has p left; 1 (+p) to 2t, 2p left; 0 (+p) ends at
+    2t + 2p; 1 (+p) ends at 2t + 5p. A turn after spinning costs nothing."""
+    busy = two_busy_ranks_plan()
+    task_s = GELU_A + GELU_B * busy.program(0)[-1].flops
+    penalty = task_s / 20
+    one_core = MachineModel(**{**MACHINE.__dict__, "cores": 1, "core_turn_s": task_s / 2,
+                               "switch_penalty_s": penalty})
+    assert predict(busy, one_core).finish_s == pytest.approx(
+        [2 * task_s + 2 * penalty, 2 * task_s + 5 * penalty])
+    scheduler = CoreScheduler(turn_s=1.0)
+    scheduler.update(0.0, {"core": [0]}, {"core": [2]})
+    scheduler.update(0.5, {"core": [2]}, {"core": [0]})
+    scheduler.update(0.6, {"core": [0]}, {"core": [2]})    # 2 computed: 0 reloads
+    scheduler.update(1.6, {"core": [0]}, {"core": [2]})    # 0's turn again: no switch
+    assert scheduler.switches == {2: 1, 0: 1} and scheduler.switched_in == [2, 0]
+
+
 def test_the_rank_with_the_least_cpu_runs_and_a_waiting_rank_spins_off_its_lead():
     core = CoreScheduler(turn_s=1.0, spin_share=1.0)
     core.update(0.0, {"core": [0, 2]}, {})
@@ -265,6 +286,17 @@ def test_the_scheduler_turn_is_measured_on_this_machine():
     # two busy processes on one core: each waits about one timer tick (1-10 ms at
     # 1000-100 Hz) for its turn
     assert 1e-4 < measure_turn(seconds=0.5) < 0.1
+
+
+def test_the_switch_penalty_is_measured_on_two_ranks_of_this_machine():
+    """calibrate's shared-core measurement (mpiexec, two ranks, GPT-2 on a core each
+    and on one core in alternate executes), and the switches the replay counts."""
+    machine = MachineModel(**{**MACHINE.__dict__, "core_turn_s": 4e-3, "spin_share": 1.0})
+    assert replayed_switches(machine) > 1          # the GPT-2 step waits between tasks
+    if len(os.sched_getaffinity(0)) < 2:
+        assert switch_penalty(machine) == 0.0      # one core: nothing to compare
+        return
+    assert 0.0 <= switch_penalty(machine, launches=1) < 1e-3    # here: 20-40 us
 
 
 def test_the_mpi_calibration_measures_messages_and_the_shared_core():
