@@ -10,12 +10,13 @@ machine file written by `python -m nntile_spmd.calibrate`, and next to the same
 replay at the speed the machine ran the kernels meanwhile: a profiled execute
 follows each timed one, and the median over all ranks' tasks of measured over
 calibrated kernel time (simulate/speed.py) gives the machine file of that moment
-(MachineModel.at_speed). A shared machine drifts from its calibration (1.6x slower
-for minutes here): that column tells the model's own error from the drift. Ranks
-beyond the cores share them, and the simulator is told so (machine cores vs ranks
-on the node); they are bound to cores (`mpiexec -bind-to core`: rank r on core r mod cores), the
-placement the replay models, since where the scheduler puts unbound ranks moved a
-step by up to 80 % between rounds of one run.
+(MachineModel.at_speed). A shared machine drifts from its calibration (up to 2x
+within minutes here, docs/benchmarks.md section 19): that column tells the model's
+own error from the drift. Ranks beyond the cores share them, and the simulator is
+told so (machine cores vs ranks on the node); they are bound to cores (`mpiexec
+-bind-to core`: rank r on core r mod cores), the placement the replay models, since
+where the scheduler puts unbound ranks moved a step by up to 80 % between rounds of
+one run.
 
     python -m nntile_spmd.calibrate --out machine.json
     python benchmarks/bench_simulator.py --machine machine.json        # launches mpiexec
@@ -58,8 +59,6 @@ def worker(args):
             cg = nt.compile(workload.graph, distribution=preset, task_threads=1)
             workload.bind_params(cg)
             configs.append((model, preset, workload, cg, np.random.default_rng(0)))
-    # Rounds over all configurations, so a slow spell of the machine (a neighbour's
-    # load on the host) lands on one round of every configuration, not on all of one.
     threads = machine.threads_per_rank(comm.size)
 
     def measure_round(cg, workload, rng):
@@ -85,6 +84,8 @@ def worker(args):
         speed = kernel_speed([ratio for part in comm.allgather(ratios) for ratio in part])
         return statistics.median(steps), speed
 
+    # Rounds over all configurations, so a slow spell of the machine (a neighbour's
+    # load on the host) lands on one round of every configuration, not on all of one.
     rounds = [[] for _ in configs]       # per configuration: (median step s, kernel speed)
     for _ in range(args.rounds):
         for (_, _, workload, cg, rng), kept in zip(configs, rounds):

@@ -46,7 +46,7 @@ class MachineModel:
     spin_share: float = 0.0
     # Extra CPU seconds a rank spends when it gets a shared core back after another
     # rank computed there: its data was evicted from the core's caches
-    # (calibrate.switch_penalty); 0 in files that predate it
+    # (shared_core.switch_penalty); 0 in files that predate it
     switch_penalty_s: float = 0.0
     # op type -> {str(threads): [a_seconds, b_seconds_per_unit]}
     op_types: dict = field(default_factory=dict)

@@ -14,7 +14,7 @@ switches per rank (the MLP, whose 1 MiB tiles stream from memory anyway, lost
 0.0-0.5 of 32 ms with 20, measured in separate launches). `switch_penalty` divides
 the median difference of a few launches by the turns the replay of the same step
 on one core begins after the other rank's work (turns.CoreScheduler.switches):
-MachineModel.switch_penalty_s, 23-34 us in three calibrations here.
+MachineModel.switch_penalty_s, 26.7-28.1 us in three calibrations here.
 """
 
 from __future__ import annotations
