@@ -132,17 +132,22 @@ def measure_kernels(workloads, threads_list, steps, log=print):
     return dict(op_types), all_outside / max(1, all_tasks)
 
 
+def run_on_two_ranks(module, *args, binding=()) -> list:
+    """Run `python -m module OUT *args` on two MPI ranks of this machine (mpiexec,
+    with `binding` options) and return the numbers it wrote to OUT."""
+    from ..launch import find_mpiexec
+    with tempfile.TemporaryDirectory() as folder:
+        out = os.path.join(folder, "out.txt")
+        subprocess.run([find_mpiexec() or "mpiexec", *binding, "-n", "2", sys.executable,
+                        "-m", module, out, *map(str, args)], check=True, timeout=300)
+        return [float(value) for value in open(out).read().split()]
+
+
 def ping_pong(repeats=200) -> dict:
     """Latency, bandwidth and the CPU cost of a SEND and a RECV between two MPI
     ranks here (pingpong.py, via mpiexec), as MachineModel fields."""
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    with tempfile.TemporaryDirectory() as folder:
-        out = os.path.join(folder, "pingpong.txt")
-        subprocess.run([mpiexec if os.path.exists(mpiexec) else "mpiexec", "-n", "2",
-                        sys.executable, "-m", "nntile_spmd.simulate.pingpong", out,
-                        str(repeats)], check=True, timeout=300)
-        latency, bandwidth, send_a, send_b, recv_a, recv_b, share = (
-            float(v) for v in open(out).read().split())
+    latency, bandwidth, send_a, send_b, recv_a, recv_b, share = run_on_two_ranks(
+        "nntile_spmd.simulate.pingpong", repeats)
     return {"latency_s": latency, "bandwidth_bytes_per_s": bandwidth,
             "send_cpu": (send_a, send_b), "recv_cpu": (recv_a, recv_b), "spin_share": share}
 

@@ -22,9 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -81,13 +79,9 @@ def replayed_switches(machine) -> float:
 def extra_cpu_seconds() -> float:
     """One launch: rank 0's tasks' CPU time per execute on a shared core less on its
     own."""
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    with tempfile.TemporaryDirectory() as folder:
-        out = os.path.join(folder, "kernel_cpu.txt")
-        subprocess.run([mpiexec if os.path.exists(mpiexec) else "mpiexec", "-bind-to",
-                        "core", "-n", "2", sys.executable, "-m",
-                        "nntile_spmd.simulate.shared_core", out], check=True, timeout=300)
-        own, shared = (float(value) for value in open(out).read().split())
+    from .calibrate import run_on_two_ranks
+    own, shared = run_on_two_ranks("nntile_spmd.simulate.shared_core",
+                                   binding=("-bind-to", "core"))
     return shared - own
 
 
