@@ -11,8 +11,11 @@ for plain `mpiexec -n N python script.py`, not only under `python -m mpi4py`.
 
 from __future__ import annotations
 
+import array
 import os
+import stat
 import sys
+import time
 import traceback
 
 # (rank variable, size variable) set by MPICH/Hydra, Open MPI, PMIx and Slurm's srun.
@@ -51,6 +54,7 @@ def install_abort_on_error(rank=None, size=None):
         text = "".join(traceback.format_exception(kind, value, trace))
         sys.stderr.write(f"[rank {rank}] uncaught exception, aborting the job:\n{text}")
         sys.stderr.flush()
+        wait_until_read(sys.stderr)
         if kind is KeyboardInterrupt:
             previous_hook(kind, value, trace)
         from mpi4py import MPI   # loaded only now: importing it initializes MPI
@@ -58,3 +62,29 @@ def install_abort_on_error(rank=None, size=None):
 
     sys.excepthook = abort_hook
     _installed = True
+
+
+def wait_until_read(stream, limit_s=2.0):
+    """Return once the launcher has read all this rank wrote to `stream`, if a pipe.
+
+    MPI_Abort tears the job down at once: text the launcher has not yet read from
+    the rank's pipe is lost with it, and the job ends with no word of its cause.
+    Linux answers FIONREAD on either end of a pipe with the bytes still in it.
+    """
+    try:
+        import fcntl
+        import termios
+        descriptor = stream.fileno()
+        if not stat.S_ISFIFO(os.fstat(descriptor).st_mode):
+            return
+    except (ImportError, AttributeError, OSError, ValueError):
+        return
+    unread, deadline = array.array("i", [0]), time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            fcntl.ioctl(descriptor, termios.FIONREAD, unread)
+        except OSError:
+            return
+        if unread[0] == 0:
+            return
+        time.sleep(0.001)
