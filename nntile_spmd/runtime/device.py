@@ -32,7 +32,10 @@ class Device:
         tile[...] = self.xp.asarray(array) if self.xp is not np else array
 
     def to_host(self, array):
-        return array if self.xp is np else self.xp.asnumpy(array)
+        """A host copy in the tile's own (Fortran) order: host staging hands it to MPI as
+        raw bytes into the receiver's Fortran buffer (cupy.asnumpy alone gives C order,
+        which arrived transposed: issue 24)."""
+        return array if self.xp is np else self.xp.asnumpy(array, order="F")
 
     def synchronize(self):
         if self.xp is not np:
@@ -47,9 +50,12 @@ def cuda_available() -> bool:
         return False
 
 
-def select_device(device: str, local_rank: int) -> Device:
-    """cpu, cuda, or auto (cuda when a GPU is usable)."""
+def select_device(device, local_rank: int) -> Device:
+    """cpu, cuda, or auto (cuda when a GPU is usable); a Device is used as it is (tests
+    run the GPU path on a stand-in with it: tests/stand_in_device.py)."""
     import nntile_kernels
+    if isinstance(device, Device):
+        return device
     if device == "auto":
         device = "cuda" if cuda_available() else "cpu"
     if device == "cpu":

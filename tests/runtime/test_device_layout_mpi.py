@@ -1,0 +1,27 @@
+"""Tiles of the GPU path keep their memory order over real MPI ranks, on the CPU.
+
+    mpiexec -n 2 python -m pytest --with-mpi -p no:cacheprovider \
+        tests/runtime/test_device_layout_mpi.py
+
+The stand-in device (tests/stand_in_device.py) copies to the host as CuPy does, and
+the host-staged transport hands those copies to MPI as raw bytes: a C-ordered copy
+arrives transposed in the receiver's Fortran buffer (issue 24, seen on two H100 ranks).
+"""
+
+import pytest
+from helpers import collective_ok, guarded, run_case
+from mpi4py import MPI
+from runtime.op_cases import GEMM_CASES
+from stand_in_device import stand_in_device
+
+pytestmark = pytest.mark.mpi(min_size=2)
+PRESETS = ("ddp", "fsdp", "tp")
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("case", GEMM_CASES, ids=str)
+def test_gemm_on_stand_in_gpu_ranks_equals_numpy(case, preset):
+    sizes = dict.fromkeys(case.letters(), 5) | dict.fromkeys(case.letters()[1::2], 3)
+    problems = guarded(run_case, case, sizes, None, preset, tiles=dict.fromkeys(sizes, 2),
+                       device=stand_in_device(), recv_timeout=60.0)
+    assert collective_ok(MPI.COMM_WORLD, not problems), problems
