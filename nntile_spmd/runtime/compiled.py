@@ -12,7 +12,7 @@ from .binding import BindingMixin
 from .compile_steps import (PendingCompile, check_same_plan, make_world, own_rank,
                             plan_graph_cached, plan_in_background)
 from .consistency import RankAgreement
-from .device import check_storage, for_graph
+from .device import for_graph
 from .executor_threads import make_executor
 from .fused_kernels import resolve_fuse
 from .limits import check_fits_in_memory
@@ -118,7 +118,6 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         """The collective half of compile: ranks agree on the plan, pick a device."""
         check_same_plan(world, plan)
         selected, threading = world.setup_node(device, threads, task_threads)
-        check_storage(graph, selected)
         if selected.name != "cpu":
             threading = TaskThreads(1)   # a GPU rank's kernels are launches on one stream
         return cls(graph, world, plan, for_graph(selected, graph), threading)

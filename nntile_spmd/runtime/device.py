@@ -13,9 +13,6 @@ import numpy as np
 from ..graph.dtypes import HALF_DTYPES, storage_dtype
 from ..graph.registry import REGISTRY
 
-# CuPy has no bfloat16 dtype, so a GPU rank cannot hold bf16 tiles (docs/precision.md).
-NO_STORAGE = {"cuda": frozenset({"bf16"})}
-
 
 @dataclass
 class Device:
@@ -24,8 +21,8 @@ class Device:
     kernels: dict
 
     def storage_dtype(self, dtype):
-        if dtype in NO_STORAGE.get(self.name, ()):
-            raise TypeError(f"dtype {dtype!r} has no {self.name} storage")
+        """The array dtype of tiles of graph dtype `dtype` (CuPy holds ml_dtypes' bfloat16
+        as NumPy does)."""
         return storage_dtype(dtype)
 
     def copy_in(self, tile, array):
@@ -78,30 +75,11 @@ def kernel_output_counts() -> dict:
 
 
 def for_graph(device: Device, graph) -> Device:
-    """`device`, with a kernel table that takes 16-bit tiles if `graph` has any on the CPU
-    (fp32 graphs keep the plain table: no per-call dtype check)."""
-    if device.name != "cpu" or not any(t.dtype in HALF_DTYPES for t in graph.tensors()):
+    """`device`, with a kernel table that takes 16-bit tiles if `graph` has any: they
+    compute in fp32 and round on store, on the CPU and the GPU alike (fp32 graphs keep
+    the plain table: no per-call dtype check)."""
+    if not any(t.dtype in HALF_DTYPES for t in graph.tensors()):
         return device
     from nntile_kernels.widen import widen_table
-    return Device(device.name, device.xp, widen_table(device.kernels, kernel_output_counts()))
-
-
-def check_storage(graph, device: Device) -> None:
-    """Raise at compile, naming the tensors, if some dtype has no storage on `device`.
-
-    Not at declaration: a graph with such a dtype (bf16 on a GPU) can still be planned
-    (nt.build_plan: memory, traffic) — only running it needs tiles.
-    """
-    missing = []
-    for tensor in graph.tensors():
-        try:
-            device.storage_dtype(tensor.dtype)
-        except TypeError:
-            missing.append(tensor.describe())
-    if missing:
-        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5
-                                          else "")
-        raise TypeError(f"compile: no {device.name} storage for the dtype of {shown}; such "
-                        "a graph can be planned (nt.build_plan) but not executed; cast it "
-                        "to a stored dtype (fp32, fp16, ...)")
-
+    return Device(device.name, device.xp,
+                  widen_table(device.kernels, kernel_output_counts(), device.xp))
