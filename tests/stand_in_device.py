@@ -4,15 +4,35 @@ CuPy that the runtime must cope with.
 `stand_in_device()` is a Device named "cuda" whose array module is not NumPy, so the
 runtime treats it as a GPU (host-staged or CUDA-aware transports, widened 16-bit
 kernels, one task thread), while its tiles are NumPy arrays the CPU kernels compute on.
-What it copies like CuPy: `asnumpy` returns C order unless asked otherwise (as
+Its device arrays are StandInArray, a NumPy subclass with CuPy's `get` and `set`
+(offloading copies through them), so a plain NumPy array is host memory, as beside
+CuPy. What it copies like CuPy: `asnumpy` returns C order unless asked otherwise (as
 cupy.asnumpy does, whatever the layout of the device array). What it records: every
-stream synchronization and CUDA event (`xp.log`), so tests can see who waits for what.
+stream synchronization, CUDA event and host-to-device copy (`xp.log`), so tests can
+see who waits for what and what went to the device.
 """
 
 import numpy as np
 
 import nntile_kernels
 from nntile_spmd.runtime.device import Device
+
+
+class StandInArray(np.ndarray):
+    """A device array: NumPy memory the CPU kernels compute on, copied as CuPy's are."""
+
+    def get(self, out=None, order="C"):
+        if out is None:
+            return np.array(self, order=order, copy=True).view(np.ndarray)
+        out[...] = self
+        return out
+
+    def set(self, host):
+        self[...] = host
+
+
+def on_device(array):
+    return array.view(StandInArray)
 
 
 class StandInEvent:
@@ -68,12 +88,24 @@ class StandInCupy:
     @staticmethod
     def asnumpy(array, stream=None, order="C", out=None, blocking=True):
         """A host copy in C order unless `order` says otherwise, like cupy.asnumpy."""
-        return np.array(array, order=order, copy=True)
+        return np.array(array, order=order, copy=True).view(np.ndarray)
+
+    def asarray(self, array, dtype=None, order=None):
+        """A device copy of a host array (cupy.asarray of a NumPy array copies)."""
+        self.log.append(("to device",))
+        return on_device(np.array(array, dtype=dtype, order=order or "K", copy=True))
 
     @staticmethod
-    def asarray(array, dtype=None, order=None):
-        """A device copy of a host array (cupy.asarray of a NumPy array copies)."""
-        return np.array(array, dtype=dtype, order=order or "K", copy=True)
+    def empty(shape, dtype=float, order="C"):
+        return on_device(np.empty(shape, dtype, order=order))
+
+    @staticmethod
+    def zeros(shape, dtype=float, order="C"):
+        return on_device(np.zeros(shape, dtype, order=order))
+
+    @staticmethod
+    def empty_like(array, dtype=None, order="K"):
+        return on_device(np.empty_like(array, dtype, order))
 
 
 def stand_in_device() -> Device:

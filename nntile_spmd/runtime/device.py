@@ -26,7 +26,10 @@ class Device:
         return storage_dtype(dtype)
 
     def copy_in(self, tile, array):
-        tile[...] = self.xp.asarray(array) if self.xp is not np else array
+        """Write the host `array` into `tile`: a device array, or a NumPy one (CPU tiles,
+        and the host slot where a GPU tile rests offloaded: offload_store.py), which
+        takes the host array as it is (a CuPy array there is a TypeError)."""
+        tile[...] = array if type(tile) is np.ndarray else self.xp.asarray(array)
 
     def to_host(self, array):
         """A host copy in the tile's own (Fortran) order: host staging hands it to MPI as
