@@ -1,7 +1,8 @@
 """Runtime layer: the compute device of a rank: array module, kernels, copies.
 
-The CPU path never imports CuPy; "auto" picks CUDA only when CuPy imports and
-sees a GPU. One GPU per rank: local rank % number of GPUs.
+The CPU path never imports CuPy; what "auto" means is device_choice.py's rule
+($NNTILE_SPMD_DEVICE, else cuda where a small kernel runs on a GPU). One GPU per
+rank: local rank % number of GPUs.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 
 from ..graph.dtypes import HALF_DTYPES, storage_dtype
 from ..graph.registry import REGISTRY
+from .device_choice import resolve_device
 
 
 @dataclass
@@ -42,29 +44,18 @@ class Device:
             self.xp.cuda.Stream.null.synchronize()
 
 
-def cuda_available() -> bool:
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:   # no CuPy, no driver or no device: all mean "no GPU"
-        return False
-
-
 def select_device(device, local_rank: int) -> Device:
-    """cpu, cuda, or auto (cuda when a GPU is usable); a Device is used as it is (tests
-    run the GPU path on a stand-in with it: tests/stand_in_device.py)."""
+    """cpu, cuda, or auto (device_choice.resolve_device); a Device is used as it is
+    (tests run the GPU path on a stand-in with it: tests/stand_in_device.py)."""
     import nntile_kernels
     if isinstance(device, Device):
         return device
-    if device == "auto":
-        device = "cuda" if cuda_available() else "cpu"
+    device = resolve_device(device)
     if device == "cpu":
         return Device("cpu", np, nntile_kernels.get_kernels("cpu"))
-    if device == "cuda":
-        import cupy
-        cupy.cuda.Device(local_rank % cupy.cuda.runtime.getDeviceCount()).use()
-        return Device("cuda", cupy, nntile_kernels.get_kernels("cuda"))
-    raise ValueError(f"unknown device {device!r}; expected 'auto', 'cpu' or 'cuda'")
+    import cupy
+    cupy.cuda.Device(local_rank % cupy.cuda.runtime.getDeviceCount()).use()
+    return Device("cuda", cupy, nntile_kernels.get_kernels("cuda"))
 
 
 def kernel_output_counts() -> dict:
