@@ -85,10 +85,13 @@ class CudaAwareTransport:
         self.fence = KernelFences(device.xp)
 
     def post_send(self, peer, tag, array):
+        # MPI takes the buffer's raw bytes: both sides must hold Fortran-ordered tiles
+        assert array.flags.f_contiguous, f"a {array.shape} tile to send is not F-ordered"
         self.fence.before_send(array)
         return self.inner.post_send(peer, tag, array)
 
     def post_recv(self, peer, tag, buffer):
+        assert buffer.flags.f_contiguous, f"a {buffer.shape} receive buffer is not F-ordered"
         self.fence.before_recv(buffer)
         return self.inner.post_recv(peer, tag, buffer)
 
