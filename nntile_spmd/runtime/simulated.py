@@ -69,7 +69,8 @@ def storage_bytes(array):
     if not (array.flags.f_contiguous or array.flags.c_contiguous):
         raise ValueError(f"a {array.shape} {array.dtype} array that is not contiguous "
                          "cannot be a message buffer")
-    return array.reshape(-1, order="A").view(np.uint8)
+    order = "F" if array.flags.f_contiguous else "C"   # a view either way (CuPy too)
+    return array.reshape(-1, order=order).view(np.uint8)
 
 
 class SimulatedWorld:
