@@ -19,7 +19,10 @@ array module is passed in (tests use tests/stand_in_device.py).
 
 from __future__ import annotations
 
-# completed entries are dropped after this many records (event queries cost ~1 us)
+# Completed entries are dropped every this many records (an event query costs ~1 us),
+# so buffers freed for good go back to the pool. A dropped buffer later used for a
+# receive waits for the latest kernel, as unknown memory does: safe, at worst a longer
+# wait than its own last kernel's.
 SWEEP_EVERY = 64
 
 
