@@ -38,6 +38,7 @@ from mesh_formulas import meshes_for, model_layers, print_mesh_comparison  # noq
 
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.plan.instructions import Send  # noqa: E402
+from nntile_spmd.train.cli import add_device_arg  # noqa: E402
 
 PRESETS = ("single", "ddp", "fsdp", "tp")
 MODEL_STATE_ROLES = ("parameter", "gradient", "state")
@@ -54,6 +55,7 @@ def parse_args(argv=None):
                         help="gpt2 only: n_layer, n_embd, n_head, seq")
     parser.add_argument("--tile-bytes", type=int, default=16384)
     parser.add_argument("--simulate", type=int, default=0, metavar="N")
+    add_device_arg(parser)
     parser.add_argument("--plot", default="compare_strategies.png", help="PNG written by rank 0")
     args = parser.parse_args(argv)
     args.steps = args.steps or {"mlp": 60, "gpt2": 10}[args.model]

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a chec
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.models.cnn import DIGITS_LAYERS, ConvLayer, build_cnn  # noqa: E402
 from nntile_spmd.train import Trainer  # noqa: E402
-from nntile_spmd.train.cli import report, run_summary  # noqa: E402
+from nntile_spmd.train.cli import add_device_arg, report, run_summary  # noqa: E402
 
 STRATEGIES = ("single", "ddp", "fsdp", "tp")
 
@@ -48,6 +48,7 @@ def parse_args(argv=None):
                         help="fail unless test accuracy reaches this")
     parser.add_argument("--simulate", type=int, default=0, metavar="N",
                         help="run N simulated ranks in this process instead of MPI")
+    add_device_arg(parser)
     parser.add_argument("--progress", action="store_true", help="tqdm progress bar on rank 0")
     return parser.parse_args(argv)
 

@@ -46,6 +46,7 @@ import gpt2_corpus as corpus  # noqa: E402
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.models import gpt2, llama  # noqa: E402
 from nntile_spmd.train import CosineSchedule, Trainer  # noqa: E402
+from nntile_spmd.train.cli import add_device_arg  # noqa: E402
 
 STRATEGIES = ("single", "ddp", "fsdp", "tp")
 
@@ -83,6 +84,7 @@ def parse_args(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--simulate", type=int, default=0, metavar="N",
                         help="run N simulated ranks in this process instead of MPI")
+    add_device_arg(parser)
     parser.add_argument("--log", default=None, help="JSON-lines log (rank 0)")
     parser.add_argument("--no-progress", action="store_true", help="no tqdm bar")
     parser.add_argument("--no-check", action="store_true",

@@ -28,7 +28,7 @@ import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.models import build_mlp  # noqa: E402
 from nntile_spmd.train import (Trainer, add_checkpoint_args, checkpoint_options,  # noqa: E402
                                resume_path)
-from nntile_spmd.train.cli import report, run_summary  # noqa: E402
+from nntile_spmd.train.cli import add_device_arg, report, run_summary  # noqa: E402
 
 STRATEGIES = ("single", "ddp", "fsdp", "tp")
 
@@ -54,6 +54,7 @@ def parse_args(argv=None):
                         help="fail unless test accuracy reaches this")
     parser.add_argument("--simulate", type=int, default=0, metavar="N",
                         help="run N simulated ranks in this process instead of MPI")
+    add_device_arg(parser)
     parser.add_argument("--log", default=None, help="JSON-lines log of every step (rank 0)")
     parser.add_argument("--checkpoint", default=None, help="save a checkpoint here at the end")
     parser.add_argument("--progress", action="store_true", help="tqdm progress bar on rank 0")

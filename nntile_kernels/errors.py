@@ -4,10 +4,11 @@ A kernel knows arrays only; the executor adds the op and tile names (exception n
 """
 
 
-def label_error(kernel, value, num_classes, ignore_index):
-    """A label outside [0, num_classes) that is not ignore_index."""
+def label_error(kernel, value, num_classes, ignore_index=None):
+    """A label outside [0, num_classes) that is not ignore_index (None: the kernel has none)."""
+    ignored = "" if ignore_index is None else f" and not ignore_index {ignore_index}"
     return IndexError(f"{kernel}: labels hold {int(value)}, outside the class range "
-                      f"[0, {num_classes}) and not ignore_index {ignore_index}")
+                      f"[0, {num_classes}){ignored}")
 
 
 def vocab_error(kernel, value, vocab_size):

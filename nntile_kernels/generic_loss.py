@@ -2,8 +2,9 @@
 
 Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numba or cupy
 (NumPy only for errstate, which CuPy arrays ignore). Two CPU-GPU sync points, both
-deliberate: the label check of cross_entropy_lse and the embedding id check must
-raise on the host (the alternative is training on zero vectors).
+deliberate: the label checks of the cross-entropies and the embedding id check must
+raise on the host (the alternative is training on zero vectors, or on the class a
+wrapped index picks: CuPy's take_along_axis wraps where NumPy raises).
 """
 
 import numpy as np
@@ -22,6 +23,7 @@ def _softmax_rows(xp, logits):
 
 def cross_entropy(xp, logits, labels, loss, *, alpha=1.0, beta=0.0):
     """loss = alpha*sum_b(logsumexp(logits[:, b]) - logits[labels[b], b]) + beta*loss."""
+    _check_labels("cross_entropy", labels, True, logits.shape[0], None)
     carried = logits.astype(xp.float64)
     top = carried.max(axis=0)
     lse = top + xp.log(xp.exp(carried - top).sum(axis=0))
@@ -31,6 +33,7 @@ def cross_entropy(xp, logits, labels, loss, *, alpha=1.0, beta=0.0):
 
 def cross_entropy_backward(xp, logits, labels, dloss, dlogits, *, alpha=1.0):
     """dlogits += alpha*dloss*(softmax(logits, axis 0) - onehot(labels))."""
+    _check_labels("cross_entropy_backward", labels, True, logits.shape[0], None)
     probs = _softmax_rows(xp, logits.astype(xp.float64))
     classes = xp.arange(logits.shape[0]).reshape((-1,) + (1,) * labels.ndim)
     dlogits += (alpha * dloss) * (probs - (classes == labels))
@@ -42,8 +45,9 @@ def valid_count(xp, labels, count, *, ignore_index=-100, beta=0.0):
 
 
 def _check_labels(kernel, labels, valid, num_classes, ignore_index):
-    # A CPU-GPU sync point: raising needs the verdict on the host. Only class tile 0
-    # calls this, once per batch tile (every position meets class tile 0 exactly once).
+    # A CPU-GPU sync point: raising needs the verdict on the host. The lse kernels call
+    # it on class tile 0 only, once per batch tile (every position meets class tile 0
+    # exactly once); `valid`: True, or where labels are not ignore_index.
     bad = valid & ((labels < 0) | (labels >= num_classes))
     if bool(bad.any()):
         raise label_error(kernel, labels[bad].ravel()[0], num_classes, ignore_index)

@@ -7,6 +7,7 @@ the very same text into a CuPy ElementwiseKernel (cuda_source below), so the two
 cannot drift. The numba kernels (cpu_elementwise.py) are tested against the first.
 """
 
+import builtins
 import inspect
 import math
 import re
@@ -70,11 +71,17 @@ ELEMENTWISE = {
 
 
 def rule_namespace(xp, special):
-    """The names a formula calls, bound to an array module and its scipy.special."""
+    """The names a formula calls, bound to an array module and its scipy.special.
+
+    The formula sees no builtins but `__import__`: C code that imports (CuPy compiling a
+    ufunc for a dtype it meets first, e.g. float16) looks `__import__` up in the builtins
+    of the Python frame that called it, which is this eval (PyImport_Import); with no
+    builtins at all that raised KeyError: '__import__' (issue 24).
+    """
     functions = dict(erf=special.erf, exp=xp.exp, fmax=xp.fmax, sigmoid=special.expit,
                      sqrt=xp.sqrt, tanh=xp.tanh)
     assert set(functions) == set(FUNCTIONS), "every portable function is bound"
-    return {"__builtins__": {}, **functions, **CONSTANTS}
+    return {"__builtins__": {"__import__": builtins.__import__}, **functions, **CONSTANTS}
 
 
 def rule_signature(rule):

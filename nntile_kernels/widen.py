@@ -1,11 +1,13 @@
-"""CPU kernels on 16-bit tiles (bf16, fp16): convert to fp32 on load, compute with the
-fp32 kernel, round to the tile's dtype on store.
+"""Kernels on 16-bit tiles (bf16, fp16): convert to fp32 on load, compute with the
+fp32 kernel, round to the tile's dtype on store; on the CPU and the GPU alike.
 
-Numba has neither bfloat16 nor float16, and BLAS has no 16-bit gemm, so every kernel
-of a CPU table runs on 16-bit tiles this way: the arithmetic, a gemm's accumulation
-and a reduction's sums are fp32 (or wider, as the fp32 kernel carries them), and only
-the stored results are rounded (nearest, ties to even). Arrays only: imports NumPy and
-ml_dtypes, never nntile_spmd, mpi4py, numba or cupy.
+Numba has neither bfloat16 nor float16, BLAS has no 16-bit gemm, and CuPy's own
+16-bit math would compute in 16 bits (or, through the array expressions of a rule,
+failed outright: issue 24), so every kernel runs on 16-bit tiles this way: the
+arithmetic, a gemm's accumulation and a reduction's sums are fp32 (or wider, as the
+fp32 kernel carries them), and only the stored results are rounded (nearest, ties to
+even). Arrays only: imports NumPy and ml_dtypes, never nntile_spmd, mpi4py, numba or
+cupy (the caller passes its array module `xp` for the fp32 buffers).
 """
 
 import functools
@@ -22,9 +24,10 @@ DATA_MOVEMENT = frozenset({"cast", "copy", "clear", "fill"})
 TABLE_BOUND = frozenset({"reshaped_call"})
 
 
-def widened(kernel, num_outputs=None):
-    """`kernel` on fp32 copies of its 16-bit arrays; the last `num_outputs` arrays are
-    its outputs, rounded back (None: every converted array is written back)."""
+def widened(kernel, num_outputs=None, xp=np):
+    """`kernel` on fp32 copies of its 16-bit arrays (`xp` arrays); the last
+    `num_outputs` arrays are its outputs, rounded back (None: every converted array
+    is written back)."""
 
     def call(*arrays, **params):
         first_output = len(arrays) - (len(arrays) if num_outputs is None else num_outputs)
@@ -34,7 +37,7 @@ def widened(kernel, num_outputs=None):
         copies = {}                  # id of a 16-bit array -> its fp32 copy (aliases share)
         for position, array in enumerate(arrays):
             if array.dtype in HALF and id(array) not in copies:
-                copies[id(array)] = (np.empty(array.shape, F32, order="F")
+                copies[id(array)] = (xp.empty(array.shape, F32, order="F")
                                      if unread and position >= first_output
                                      else array.astype(F32, order="F"))
         if not copies:
@@ -54,14 +57,14 @@ def widened(kernel, num_outputs=None):
     return call
 
 
-def widen_table(kernels, num_outputs=None):
-    """A copy of a CPU kernel table whose kernels accept 16-bit tiles.
+def widen_table(kernels, num_outputs=None, xp=np):
+    """A copy of a kernel table (on `xp` arrays) whose kernels accept 16-bit tiles.
 
     num_outputs: {kernel name: how many trailing arrays are outputs}; a kernel not in
     it writes back every array it converted (correct, but it rewrites its inputs).
     """
     num_outputs = num_outputs or {}
-    table = {name: kernel if name in DATA_MOVEMENT else widened(kernel, num_outputs.get(name))
+    table = {name: kernel if name in DATA_MOVEMENT else widened(kernel, num_outputs.get(name), xp)
              for name, kernel in kernels.items() if name not in TABLE_BOUND}
     for name in TABLE_BOUND & kernels.keys():
         table[name] = functools.partial(kernels[name].func, table)

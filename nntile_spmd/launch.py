@@ -16,8 +16,9 @@ Usage::
   Inside a rank the T threads run tile tasks side by side (BLAS one thread per
   task); ``--task-threads K`` exports NNTILE_SPMD_TASK_THREADS=K: K tasks at a
   time, BLAS T // K threads each (K = 1: the serial executor, BLAS on T threads).
-* GPUs: nothing is set here; each rank picks GPU ``local_rank % n_gpus`` of
-  the GPUs it sees (``nntile_spmd.runtime.threads.gpu_for_rank``).
+* Device: ``--device cpu|cuda|auto`` exports NNTILE_SPMD_DEVICE, what compile's
+  default ``device="auto"`` means on every rank (runtime/device_choice.py); each
+  GPU rank picks GPU ``local_rank % n_gpus`` of the GPUs it sees.
 * Deadline: ``--recv-timeout S`` exports NNTILE_SPMD_RECV_TIMEOUT, the seconds
   any wait of the library may last before the job ends naming the silent rank.
 * Signals: SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to the launcher are passed
@@ -51,8 +52,9 @@ THREAD_ENV_VARS = (
 RECV_TIMEOUT_VAR = "NNTILE_SPMD_RECV_TIMEOUT"   # runtime/timeouts.py reads it
 # Launcher options that take a separate value (used to find where the script starts).
 TASK_THREADS_VAR = "NNTILE_SPMD_TASK_THREADS"   # runtime/thread_budget.py reads it
+DEVICE_VAR = "NNTILE_SPMD_DEVICE"               # runtime/device_choice.py reads it
 _VALUE_OPTIONS = {"-n", "--np", "--threads", "--task-threads", "--launcher", "--launcher-arg",
-                  "--recv-timeout"}
+                  "--recv-timeout", "--device"}
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 PR_SET_PDEATHSIG = 1   # from <linux/prctl.h>
 
@@ -83,6 +85,9 @@ def build_parser():
                         help="seconds a rank may wait for another before the job ends "
                              f"with an error naming it (exports {RECV_TIMEOUT_VAR}; "
                              "default 300)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None,
+                        help=f"what device='auto' means on the ranks (exports {DEVICE_VAR}; "
+                             "default: as set, else cuda where a GPU runs a test kernel)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the command and environment, do not run")
     return parser
@@ -182,7 +187,7 @@ def _positive_int(value):
     return number if number > 0 else None
 
 
-def child_env(threads, env=None, recv_timeout=None, task_threads=None):
+def child_env(threads, env=None, recv_timeout=None, task_threads=None, device=None):
     """Return the environment for the ranks: env plus the thread variables."""
     env = dict(os.environ if env is None else env)
     env.update({name: str(threads) for name in THREAD_ENV_VARS})
@@ -190,6 +195,8 @@ def child_env(threads, env=None, recv_timeout=None, task_threads=None):
         env[RECV_TIMEOUT_VAR] = repr(float(recv_timeout))
     if task_threads is not None:
         env[TASK_THREADS_VAR] = str(task_threads)
+    if device is not None:
+        env[DEVICE_VAR] = device
     return env
 
 
@@ -213,13 +220,16 @@ def build_command(launcher, n, threads, program, extra=(), env=None):
     return [*head, *extra, python, *program]
 
 
-def format_dry_run(launcher, n, threads, command, recv_timeout=None, task_threads=None):
+def format_dry_run(launcher, n, threads, command, recv_timeout=None, task_threads=None,
+                   device=None):
     """Return the text --dry-run prints: a summary and a copy-pasteable command."""
     assignments = [f"{name}={threads}" for name in THREAD_ENV_VARS]
     if recv_timeout is not None:
         assignments.append(f"{RECV_TIMEOUT_VAR}={float(recv_timeout)!r}")
     if task_threads is not None:
         assignments.append(f"{TASK_THREADS_VAR}={task_threads}")
+    if device is not None:
+        assignments.append(f"{DEVICE_VAR}={device}")
     return (f"# launcher: {launcher}, ranks: {n}, threads per rank: {threads}\n"
             + shlex.join(["env", *assignments, *command]))
 
@@ -307,12 +317,12 @@ def main(argv=None):
         return 127
     if args.dry_run:
         print(format_dry_run(launcher, args.n, threads, command, args.recv_timeout,
-                             args.task_threads))
+                             args.task_threads, args.device))
         return 0
     warn_oversubscription(args.n, launcher, threads)
     sys.stdout.flush()
     return run(command, child_env(threads, recv_timeout=args.recv_timeout,
-                                  task_threads=args.task_threads))
+                                  task_threads=args.task_threads, device=args.device))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,14 @@ for _path in (str(_TESTS.parent), str(_TESTS)):   # `nntile_kernels` and `helper
 from cuda_support import cuda_unavailable_reason  # noqa: E402 - needs the path above
 
 
+def pytest_configure(config):
+    """The CPU tiers run on the CPU where a GPU is present too: device="auto" would take
+    it (runtime/device_choice.py). A mark expression that selects the gpu tests leaves
+    the choice to them, and a caller's NNTILE_SPMD_DEVICE stands."""
+    if "gpu" not in config.option.markexpr.replace("not gpu", ""):
+        os.environ.setdefault("NNTILE_SPMD_DEVICE", "cpu")
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip the gpu-marked tests, saying what is missing, where CUDA is not usable."""
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]

@@ -246,3 +246,19 @@ def test_dry_run_task_threads(capsys, no_slurm):
     assert "NNTILE_SPMD_TASK_THREADS=1" in words
     with pytest.raises(SystemExit):
         launch.main(["--dry-run", "-n", "1", "--task-threads", "0", "x.py"])
+
+
+@needs_mpiexec
+def test_device_is_exported_to_the_ranks(capsys, no_slurm):
+    """--device cuda: the ranks' device="auto" means cuda (NNTILE_SPMD_DEVICE)."""
+    _, words = dry_run(capsys, "-n", "2", "--device", "cuda", "x.py", "--device", "cpu")
+    assert f"{launch.DEVICE_VAR}=cuda" in words
+    assert words[-3:] == ["x.py", "--device", "cpu"]     # the script's own option stays
+    assert launch.child_env(2, {}, device="cpu")[launch.DEVICE_VAR] == "cpu"
+    assert launch.DEVICE_VAR not in launch.child_env(2, {})
+
+
+def test_an_unknown_device_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        launch.main(["--dry-run", "-n", "2", "--device", "gpu", "x.py"])
+    assert "invalid choice: 'gpu'" in capsys.readouterr().err

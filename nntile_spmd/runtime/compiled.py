@@ -12,7 +12,8 @@ from .binding import BindingMixin
 from .compile_steps import (PendingCompile, check_same_plan, make_world, own_rank,
                             plan_graph_cached, plan_in_background)
 from .consistency import RankAgreement
-from .device import check_storage, for_graph
+from .device import for_graph
+from .device_choice import check_device_name
 from .executor_threads import make_executor
 from .fused_kernels import resolve_fuse
 from .limits import check_fits_in_memory
@@ -36,6 +37,7 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
     while the current execute's kernels (BLAS, numba) release the interpreter lock.
     The MPI part waits for result(), called on the caller's thread: no collective
     ever runs off the main thread."""
+    check_device_name(device)
     if shape_bindings:
         graph = graph.bind(shape_bindings)
     world = make_world(comm, recv_timeout)
@@ -102,7 +104,10 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         `policy`: an ExecutionPolicy; with enable_offloading each rank's planned device
         bytes stay within its budget by EVICT/PREFETCH (plan/offload.py).
         `memory_budget=bytes` is short for offloading within that budget.
+        `device`: "cpu", "cuda", or "auto" ($NNTILE_SPMD_DEVICE, else cuda where a small
+        kernel runs on a GPU; runtime/device_choice.py).
         """
+        check_device_name(device)
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
@@ -118,7 +123,6 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         """The collective half of compile: ranks agree on the plan, pick a device."""
         check_same_plan(world, plan)
         selected, threading = world.setup_node(device, threads, task_threads)
-        check_storage(graph, selected)
         if selected.name != "cpu":
             threading = TaskThreads(1)   # a GPU rank's kernels are launches on one stream
         return cls(graph, world, plan, for_graph(selected, graph), threading)

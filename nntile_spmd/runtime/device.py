@@ -1,7 +1,8 @@
 """Runtime layer: the compute device of a rank: array module, kernels, copies.
 
-The CPU path never imports CuPy; "auto" picks CUDA only when CuPy imports and
-sees a GPU. One GPU per rank: local rank % number of GPUs.
+The CPU path never imports CuPy; what "auto" means is device_choice.py's rule
+($NNTILE_SPMD_DEVICE, else cuda where a small kernel runs on a GPU). One GPU per
+rank: local rank % number of GPUs.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ import numpy as np
 
 from ..graph.dtypes import HALF_DTYPES, storage_dtype
 from ..graph.registry import REGISTRY
-
-# CuPy has no bfloat16 dtype, so a GPU rank cannot hold bf16 tiles (docs/precision.md).
-NO_STORAGE = {"cuda": frozenset({"bf16"})}
+from .device_choice import resolve_device
 
 
 @dataclass
@@ -24,41 +23,39 @@ class Device:
     kernels: dict
 
     def storage_dtype(self, dtype):
-        if dtype in NO_STORAGE.get(self.name, ()):
-            raise TypeError(f"dtype {dtype!r} has no {self.name} storage")
+        """The array dtype of tiles of graph dtype `dtype` (CuPy holds ml_dtypes' bfloat16
+        as NumPy does)."""
         return storage_dtype(dtype)
 
     def copy_in(self, tile, array):
-        tile[...] = self.xp.asarray(array) if self.xp is not np else array
+        """Write the host `array` into `tile`: a device array, or a NumPy one (CPU tiles,
+        and the host slot where a GPU tile rests offloaded: offload_store.py), which
+        takes the host array as it is (a CuPy array there is a TypeError)."""
+        tile[...] = array if type(tile) is np.ndarray else self.xp.asarray(array)
 
     def to_host(self, array):
-        return array if self.xp is np else self.xp.asnumpy(array)
+        """A host copy in the tile's own (Fortran) order: host staging hands it to MPI as
+        raw bytes into the receiver's Fortran buffer (cupy.asnumpy alone gives C order,
+        which arrived transposed: issue 24)."""
+        return array if self.xp is np else self.xp.asnumpy(array, order="F")
 
     def synchronize(self):
         if self.xp is not np:
             self.xp.cuda.Stream.null.synchronize()
 
 
-def cuda_available() -> bool:
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:   # no CuPy, no driver or no device: all mean "no GPU"
-        return False
-
-
-def select_device(device: str, local_rank: int) -> Device:
-    """cpu, cuda, or auto (cuda when a GPU is usable)."""
+def select_device(device, local_rank: int) -> Device:
+    """cpu, cuda, or auto (device_choice.resolve_device); a Device is used as it is
+    (tests run the GPU path on a stand-in with it: tests/stand_in_device.py)."""
     import nntile_kernels
-    if device == "auto":
-        device = "cuda" if cuda_available() else "cpu"
+    if isinstance(device, Device):
+        return device
+    device = resolve_device(device)
     if device == "cpu":
         return Device("cpu", np, nntile_kernels.get_kernels("cpu"))
-    if device == "cuda":
-        import cupy
-        cupy.cuda.Device(local_rank % cupy.cuda.runtime.getDeviceCount()).use()
-        return Device("cuda", cupy, nntile_kernels.get_kernels("cuda"))
-    raise ValueError(f"unknown device {device!r}; expected 'auto', 'cpu' or 'cuda'")
+    import cupy
+    cupy.cuda.Device(local_rank % cupy.cuda.runtime.getDeviceCount()).use()
+    return Device("cuda", cupy, nntile_kernels.get_kernels("cuda"))
 
 
 def kernel_output_counts() -> dict:
@@ -72,30 +69,11 @@ def kernel_output_counts() -> dict:
 
 
 def for_graph(device: Device, graph) -> Device:
-    """`device`, with a kernel table that takes 16-bit tiles if `graph` has any on the CPU
-    (fp32 graphs keep the plain table: no per-call dtype check)."""
-    if device.name != "cpu" or not any(t.dtype in HALF_DTYPES for t in graph.tensors()):
+    """`device`, with a kernel table that takes 16-bit tiles if `graph` has any: they
+    compute in fp32 and round on store, on the CPU and the GPU alike (fp32 graphs keep
+    the plain table: no per-call dtype check)."""
+    if not any(t.dtype in HALF_DTYPES for t in graph.tensors()):
         return device
     from nntile_kernels.widen import widen_table
-    return Device(device.name, device.xp, widen_table(device.kernels, kernel_output_counts()))
-
-
-def check_storage(graph, device: Device) -> None:
-    """Raise at compile, naming the tensors, if some dtype has no storage on `device`.
-
-    Not at declaration: a graph with such a dtype (bf16 on a GPU) can still be planned
-    (nt.build_plan: memory, traffic) — only running it needs tiles.
-    """
-    missing = []
-    for tensor in graph.tensors():
-        try:
-            device.storage_dtype(tensor.dtype)
-        except TypeError:
-            missing.append(tensor.describe())
-    if missing:
-        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5
-                                          else "")
-        raise TypeError(f"compile: no {device.name} storage for the dtype of {shown}; such "
-                        "a graph can be planned (nt.build_plan) but not executed; cast it "
-                        "to a stored dtype (fp32, fp16, ...)")
-
+    return Device(device.name, device.xp,
+                  widen_table(device.kernels, kernel_output_counts(), device.xp))

@@ -40,6 +40,9 @@ class RankExecutor:
         self.send_grace_s = SEND_GRACE_SECONDS if send_grace_s is None else send_grace_s
         self.events = events        # list of (kind, op, kernel, start, end, thread) or None
         self.store, self.transport, self.kernels = store, transport, index.kernels
+        # CUDA-aware transports fence device buffers by the events recorded after each
+        # kernel (kernel_fences.py); None elsewhere, and the EXEC handler skips it
+        self.fence = getattr(transport, "fence", None)
         self.window = window
         store.use_spares = self.uses_spares
         store.begin(program)
@@ -218,7 +221,7 @@ class RankExecutor:
                                       self.slot_spares)
         pending_sends, retire, get_tile = self.pending_sends, self.retire_sends, slots.__getitem__
         op_totals, clock, events = self.op_totals, time.perf_counter, self.events
-        thread_clock = time.thread_time
+        thread_clock, fence = time.thread_time, self.fence
 
         def do_exec(instruction, operands, blocking):
             kernel, tile_slots, _, write_slots, op = operands
@@ -241,6 +244,9 @@ class RankExecutor:
                     error.add_note(self.describe_exec(instruction))
                 raise
             end = clock()
+            if fence is not None:
+                fence.after_kernel(list(map(get_tile, tile_slots)),
+                                   list(map(get_tile, write_slots)))
             if events is not None:
                 events.append(("task", instruction[6], instruction[0], start, end, 0,
                                thread_clock() - cpu))

@@ -70,6 +70,8 @@ class ThreadedRankExecutor(RankExecutor):
 
     def __init__(self, rank, program, meta, store, transport, index, window, events=None,
                  threads=2, send_grace_s=None):
+        # its EXEC handler records no kernel fences; GPU ranks run one task thread
+        assert getattr(transport, "fence", None) is None, "a fenced transport runs serially"
         self.pool = task_pool(threads)
         self.max_in_flight = MAX_IN_FLIGHT_PER_THREAD * threads
         self.deferred = []      # (tasks, buffer, slot) of FREEs waiting for their users

@@ -111,6 +111,7 @@ def offload_handlers(executor) -> dict:
     # the threaded executor: tasks still using a tile finish before it leaves
     writer, readers = getattr(executor, "writer", {}), getattr(executor, "readers", {})
     wait_users = getattr(executor, "wait_users", None)
+    fence = executor.fence      # CUDA-aware MPI: a prefetched buffer is written on the stream
 
     def do_evict(instruction, slot, blocking):
         key, _, write_back = instruction
@@ -126,6 +127,8 @@ def offload_handlers(executor) -> dict:
     def do_prefetch(instruction, slot, blocking):
         buffer = take(metas[slot], spares[slot])
         offloaded.read_into(instruction[0], buffer)
+        if fence is not None:
+            fence.after_write(buffer)
         slots[slot] = buffer
 
     return {Evict: do_evict, Prefetch: do_prefetch}

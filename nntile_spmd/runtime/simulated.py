@@ -16,9 +16,12 @@ from .stats import Traffic
 class SimulatedTransport:
     """Messages of one simulated rank, matched by (source, target, tag) in order.
 
-    Like MPI it moves the bytes of the buffers: a message shorter than the posted
-    buffer fills its start, a longer one is a truncation error; both sides count
-    the bytes of the buffers they handed over and received.
+    Like MPI it moves the bytes of the buffers as they lie in memory (no re-layout:
+    a sender whose buffer is C-ordered while the receiver's is Fortran-ordered gets
+    a transposed tile here too, as on real ranks); a non-contiguous buffer raises, as
+    mpi4py does; a message shorter than the posted buffer fills its start, a longer
+    one is a truncation error; both sides count the bytes of the buffers they handed
+    over and received.
     """
 
     def __init__(self, rank, mailbox):
@@ -26,7 +29,7 @@ class SimulatedTransport:
         self.traffic = Traffic()
 
     def post_send(self, peer, tag, array):
-        message = np.array(array, order="F", copy=True)
+        message = storage_bytes(array).copy()
         self.traffic.sent_bytes += message.nbytes
         self.traffic.sent_messages += 1
         self.mailbox[(self.rank, peer, tag)].append(message)
@@ -61,8 +64,13 @@ class SimulatedTransport:
 
 
 def storage_bytes(array):
-    """The Fortran-ordered storage of a tile as flat bytes (a view)."""
-    return array.reshape(-1, order="F").view(np.uint8)
+    """The buffer of a contiguous array as flat bytes in its own memory order (a view),
+    which is what MPI reads and writes; a non-contiguous array raises, as in mpi4py."""
+    if not (array.flags.f_contiguous or array.flags.c_contiguous):
+        raise ValueError(f"a {array.shape} {array.dtype} array that is not contiguous "
+                         "cannot be a message buffer")
+    order = "F" if array.flags.f_contiguous else "C"   # a view either way (CuPy too)
+    return array.reshape(-1, order=order).view(np.uint8)
 
 
 class SimulatedWorld:

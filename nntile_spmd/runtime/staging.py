@@ -3,13 +3,16 @@
 The pip MPI wheels are not CUDA-aware, so a CuPy tile is copied to a host buffer
 before its send (the copy synchronizes the stream, so the kernel that wrote the
 tile has finished) and a receive lands in a host buffer that is uploaded when the
-RECV completes. NNTILE_SPMD_CUDA_AWARE=1 (with a CUDA-aware MPI) skips staging.
+RECV completes. NNTILE_SPMD_CUDA_AWARE=1 (with a CUDA-aware MPI) skips staging and
+fences each buffer by CUDA events instead (kernel_fences.py). Host copies keep the
+tile's Fortran order (Device.to_host): MPI moves raw bytes into a Fortran buffer.
 """
 
 from __future__ import annotations
 
-
 import numpy as np
+
+from .kernel_fences import KernelFences
 
 
 class StagingMeter:
@@ -71,15 +74,26 @@ class HostStagedTransport:
         return buffer
 
 
-class DeviceSyncTransport:
-    """CUDA-aware MPI: pass device buffers, but only after their kernels finished."""
+class CudaAwareTransport:
+    """CUDA-aware MPI: device buffers go to MPI once the kernels queued on them allow it
+    (a send after the kernel that wrote its tile, a receive after every queued kernel
+    using its buffer: kernel_fences.py). The executor records the events (`fence`)."""
 
     def __init__(self, inner, device):
         self.inner, self.device = inner, device
+        self.traffic = inner.traffic
+        self.fence = KernelFences(device.xp)
 
     def post_send(self, peer, tag, array):
-        self.device.synchronize()
+        # MPI takes the buffer's raw bytes: both sides must hold Fortran-ordered tiles
+        assert array.flags.f_contiguous, f"a {array.shape} tile to send is not F-ordered"
+        self.fence.before_send(array)
         return self.inner.post_send(peer, tag, array)
+
+    def post_recv(self, peer, tag, buffer):
+        assert buffer.flags.f_contiguous, f"a {buffer.shape} receive buffer is not F-ordered"
+        self.fence.before_recv(buffer)
+        return self.inner.post_recv(peer, tag, buffer)
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
@@ -90,5 +104,5 @@ def wrap_transport(transport, device, cuda_aware: bool):
     if device.xp is np:
         return transport
     if cuda_aware:
-        return DeviceSyncTransport(transport, device)
+        return CudaAwareTransport(transport, device)
     return HostStagedTransport(transport, device)

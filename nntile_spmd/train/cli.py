@@ -1,12 +1,32 @@
-"""Train layer: what the examples share: the command-line options of checkpointing and
-the summary a classifier run prints."""
+"""Train layer: what the examples share: the command-line options of the device and of
+checkpointing, and the summary a classifier run prints."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 
+from ..runtime.device_choice import DEVICE_CHOICES, DEVICE_VAR, set_default_device
+
 LATEST = "latest"
+
+
+class DeviceAction(argparse.Action):
+    """--device NAME: what device="auto" means from here on (set when parsed, so every
+    compile of the run, trainers' and evaluators' alike, follows it)."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        set_default_device(value)
+        setattr(namespace, self.dest, value)
+
+
+def add_device_arg(parser):
+    """Add --device cpu|cuda|auto to `parser` (default: $NNTILE_SPMD_DEVICE, else auto)."""
+    parser.add_argument("--device", choices=DEVICE_CHOICES, default=None, action=DeviceAction,
+                        help=f"where the tiles live (default: ${DEVICE_VAR}, else auto: cuda "
+                             "where a GPU runs a test kernel; the choice is printed)")
+    return parser
 
 
 def add_checkpoint_args(parser):

@@ -66,8 +66,9 @@ def test_compiled_rule_matches_reference(cuda, name, dtype):
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
 @pytest.mark.parametrize("name", sorted(ELEMENTWISE))
 def test_table_entry_on_strided_and_aliased_tiles(cuda, name, dtype):
-    """The table entry (compiled kernel, or array expressions for fp16) on a strided
-    view, and in place: the output is the last input (x for y = f(x), dy for dx)."""
+    """The table entry (its compiled kernel; fp16 through the fp32 one, rounded on store)
+    on a strided view, and in place: the output is the last input (x for y = f(x), dy
+    for dx)."""
     cupy, table = cuda
     rule = ELEMENTWISE[name]
     host = rule_inputs(name, rule, dtype, shape=(40, 30))

@@ -518,6 +518,23 @@ def test_cross_entropy_lse_rejects_labels_outside_the_classes(backend, name, ext
     table[name](*device, num_classes=6, class_offset=3)   # not class tile 0: no check
 
 
+@pytest.mark.parametrize("name", ["cross_entropy", "cross_entropy_backward"])
+@pytest.mark.parametrize("bad", [3, -1])
+def test_cross_entropy_rejects_labels_outside_the_classes(backend, name, bad):
+    """A label outside [0, classes) raises on every backend (CuPy's take_along_axis
+    would wrap it to some class, NumPy's indexing would wrap -1)."""
+    table, to_device, _ = backend
+    logits, labels = np.ones((3, 4), order="F"), np.array([0, 1, bad, 2])
+    outputs = [np.array(2.0), np.zeros((3, 4), order="F")] if name.endswith("backward") \
+        else [np.array(0.0)]
+    device = [to_device(a) for a in (logits, labels, *outputs)]
+    with pytest.raises(IndexError, match="cross_entropy.*(outside the class range|out of range)"):
+        table[name](*device)
+    if table is cpu.KERNELS:   # the generic kernels, which cuda binds to CuPy, raise too
+        with pytest.raises(IndexError, match=f"{name}: labels hold {bad}, outside the class"):
+            reference.KERNELS[name](logits, labels, *outputs)
+
+
 # ---------------------------------------------------------------- table-wide contracts
 
 

@@ -95,11 +95,12 @@ def hf_reference(seed=0, ignore=((1, 2),), **overrides):
         results
 
 
-def run_ours(config, state, ids, targets, comm, distribution, tiles=None):
+def run_ours(config, state, ids, targets, comm, distribution, tiles=None, device="auto"):
     """Compile Llama in fp64, load HF weights, execute once; (model, cg)."""
     model = llama.build_llama(config, batch=BATCH, seq=SEQ, dtype="fp64")
     tiling = nt.TilingStrategy.manual(tiles) if tiles else None
-    cg = nt.compile(model.graph, comm=comm, tiling=tiling, distribution=distribution)
+    cg = nt.compile(model.graph, comm=comm, tiling=tiling, distribution=distribution,
+                    device=device)
     model.load_hf_state_dict(cg, state)
     cg.bind_data("input_ids", ids)
     cg.bind_data("targets", targets)

@@ -243,18 +243,22 @@ def test_a_failed_execute_leaves_nothing_behind():
     assert not stat_problems(cg)
 
 
-def test_a_dtype_without_storage_fails_at_compile_naming_the_tensor():
-    """A GPU rank has no bf16 storage (CuPy has no bfloat16): the storage check of
-    compile raises naming the tensors, while planning such a graph still works and
-    the CPU compiles it."""
-    from nntile_spmd.runtime.device import Device, check_storage
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_16_bit_graphs_run_on_a_gpu_device_as_on_the_cpu(dtype):
+    """A GPU rank holds bf16 and fp16 tiles (CuPy takes ml_dtypes' bfloat16) and its
+    kernels compute them in fp32, rounding on store, as the CPU does: the stand-in GPU
+    (tests/stand_in_device.py) gives the CPU's bits on 2 ranks."""
+    from stand_in_device import stand_in_device
     g = nt.LogicalGraph("half")
-    x = g.tensor([4, 4], "x", dtype="fp32", external=True)
-    h = nt.ops.cast(x, "bf16", "h")
-    nt.ops.cast(h, "fp32", "y").mark_output()
-    plan = nt.build_plan(g, 4, TilingStrategy.manual({"x": [2, 2]}), "ddp")
-    assert plan.peak_bytes(0) > 0 and plan.meta[("h", (0, 0))].nbytes == 2 * 2 * 2
-    with pytest.raises(TypeError, match=r"no cuda storage for the dtype of h\[4, 4\]:bf16; "
-                                        "such a graph can be planned"):
-        check_storage(g, Device("cuda", np, {}))
-    nt.compile(g, comm=nt.SimulatedWorld(2), device="cpu")
+    x = g.tensor([5, 4], "x", dtype="fp32", external=True)
+    h = nt.ops.gelu(nt.ops.cast(x, dtype, "h"), "a")
+    nt.ops.cast(nt.ops.multiply(h, h, "m"), "fp32", "y").mark_output()
+    data = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    results = []
+    for device in ("cpu", stand_in_device()):
+        cg = nt.compile(g, comm=nt.SimulatedWorld(2), device=device, distribution="ddp",
+                        tiling=TilingStrategy.manual({"x": [2, 3]}))
+        cg.bind_data("x", data)
+        cg.execute()
+        results.append(cg.get_output("y"))
+    np.testing.assert_array_equal(results[0], results[1])

@@ -1,0 +1,97 @@
+"""The dispatch of the rules cuda.py compiles (nntile_kernels/compiled_rules.py), on the CPU.
+
+A stand-in compiler turns each rule into its NumPy array-expression kernel and records
+the dtypes it runs on, so what the GPU table does with each dtype shows here: fp32 and
+fp64 tiles run their own kernel, bf16 and fp16 tiles the fp32 kernel on fp32 copies,
+rounded on store (issue 24: CuPy's fp16 array expressions failed with KeyError).
+"""
+
+import pickle
+
+import ml_dtypes
+import numpy as np
+import pytest
+import scipy.special
+
+from nntile_kernels import reference
+from nntile_kernels.compiled_rules import CompiledRule
+from nntile_kernels.rules import ELEMENTWISE, ArrayRule, rule_namespace
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+NAMESPACE = rule_namespace(np, scipy.special)
+
+
+class RecordingCompiler:
+    """rule, dtype -> a NumPy kernel that records the dtypes of the arrays it gets."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, rule, dtype):
+        kernel = ArrayRule(f"compiled_{dtype}", rule, NAMESPACE)
+
+        def run(*arrays):
+            self.calls.append((dtype, {array.dtype.name for array in arrays}))
+            kernel(*arrays)
+        return run
+
+
+def compiled(name):
+    compiler = RecordingCompiler()
+    fallback_calls = []
+    rule = CompiledRule(name, ELEMENTWISE[name], lambda *a: fallback_calls.append(a),
+                        compiler, np)
+    return rule, compiler.calls, fallback_calls
+
+
+def rule_arrays(name, dtype, shape=(7, 5), seed=0):
+    rng = np.random.default_rng(seed)
+    rule = ELEMENTWISE[name]
+    low = 0.5 if name.startswith("sqrt") else -2.0
+    arrays = [rng.uniform(low, 2.0, shape) for _ in rule.inputs]
+    out = rng.standard_normal(shape) if rule.accumulate else np.full(shape, np.nan)
+    return [np.asfortranarray(a).astype(dtype) for a in (*arrays, out)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fp32_and_fp64_run_their_own_kernel(dtype):
+    rule, calls, _ = compiled("gelu")
+    rule(*rule_arrays("gelu", dtype))
+    assert calls == [(dtype, {dtype})]
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float16), BF16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+def test_16_bit_tiles_run_the_fp32_kernel_rounded_on_store(name, dtype):
+    """Strided views and in-place calls too (the output is the last input)."""
+    rule, calls, fallback = compiled(name)
+    arrays = [a[::2, 1:] for a in rule_arrays(name, dtype, shape=(9, 6))]
+    expected = [a.astype(np.float32) for a in arrays]
+    reference.KERNELS[name](*expected)
+    rule(*arrays)
+    assert calls == [("float32", {"float32"})] and not fallback
+    assert arrays[-1].dtype == dtype
+    np.testing.assert_array_equal(arrays[-1], expected[-1].astype(dtype))
+    inputs = rule_arrays(name, dtype, seed=1)[:-1]
+    expected = [a.astype(np.float32) for a in inputs]
+    if ELEMENTWISE[name].accumulate:            # dx += f(x) * dy with dx the very dy
+        reference.KERNELS[name](*expected, expected[-1])
+        rule(*inputs, inputs[-1])
+    else:                                       # y = f(x) with y the very x
+        reference.KERNELS[name](expected[0], expected[0])
+        rule(inputs[0], inputs[0])
+    np.testing.assert_array_equal(inputs[-1], expected[-1].astype(dtype))
+
+
+def test_mixed_dtypes_take_the_fallback():
+    rule, calls, fallback = compiled("relu_backward")
+    x, dy, dx = rule_arrays("relu_backward", "float32")
+    rule(x, dy.astype(np.float64), dx)
+    assert not calls and len(fallback) == 1
+
+
+def test_a_formula_lets_c_code_import():
+    """C code called from a formula (CuPy compiling a ufunc for a new dtype) imports
+    through the formula's builtins; pickle.loads imports the same way (PyImport_Import)."""
+    scope = {"loads": pickle.loads, "data": pickle.dumps(np.float16)}
+    assert eval("loads(data)", NAMESPACE, scope) is np.float16
