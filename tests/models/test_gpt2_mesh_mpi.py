@@ -16,6 +16,7 @@ from nntile_spmd.train import Trainer
 mpi4py = pytest.importorskip("mpi4py")
 from mpi4py import MPI  # noqa: E402
 
+pytestmark = pytest.mark.four_ranks
 MESHES = [{"dp": 2, "tp": 2}, {"fsdp": 2, "tp": 2}]
 
 
@@ -38,7 +39,7 @@ def collective_verdict(work):
     assert not failures, "; ".join(failures[:10])
 
 
-@pytest.mark.mpi(min_size=2)
+@pytest.mark.mpi(min_size=4)
 @pytest.mark.parametrize("tiles", [None, SMALL_TILES], ids=["auto", "small"])
 @pytest.mark.parametrize("mesh", MESHES, ids=["dp2xtp2", "fsdp2xtp2"])
 def test_mpi_gpt2_mesh_parity(reference, mesh, tiles):
@@ -53,7 +54,7 @@ def test_mpi_gpt2_mesh_parity(reference, mesh, tiles):
     collective_verdict(work)
 
 
-@pytest.mark.mpi(min_size=2)
+@pytest.mark.mpi(min_size=4)
 @pytest.mark.parametrize("mesh", MESHES, ids=["dp2xtp2", "fsdp2xtp2"])
 def test_mpi_mlp_mesh_trains_as_one_rank(mesh):
     rng = np.random.default_rng(1)

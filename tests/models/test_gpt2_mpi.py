@@ -6,6 +6,8 @@ the ranks then agree on one verdict, so a failing rank never leaves others waiti
 import pytest
 from gpt2_helpers import SMALL_TILES, hf_reference, parity_problems, run_ours
 
+pytestmark = pytest.mark.four_ranks
+
 mpi4py = pytest.importorskip("mpi4py")
 from mpi4py import MPI  # noqa: E402
 

@@ -14,6 +14,8 @@ from test_gpt2_pipeline import differences, run
 
 import nntile_spmd as nt
 
+pytestmark = pytest.mark.four_ranks
+
 mpi4py = pytest.importorskip("mpi4py")
 from mpi4py import MPI  # noqa: E402
 

@@ -7,6 +7,8 @@ import pytest
 from gpt2_helpers import parity_problems
 from llama_helpers import SMALL_TILES, hf_reference, run_ours
 
+pytestmark = pytest.mark.four_ranks
+
 mpi4py = pytest.importorskip("mpi4py")
 from mpi4py import MPI  # noqa: E402
 
