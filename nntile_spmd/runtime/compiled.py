@@ -132,7 +132,7 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         agreement, phases_key = self.agreement, normalize_phases(phases)
         self.world.where = (f"execute #{agreement.executes} of graph {self.graph.name!r}"
                             f"{self.context}")
-        agreement.verify(self.world, phases_key)
+        agreement.verify(self.world, phases_key, self.scalars.values)
         epoch = agreement.executes
         agreement.executes += 1
         executors = {}
@@ -194,7 +194,8 @@ class CompiledGraph(BindingMixin, ProfileMixin):
     def set_scalar(self, name: str, value) -> None:
         """Set runtime scalar `name` (e.g. "lr") for the following executes; no recompile.
 
-        Like every input, all ranks must set the same value.
+        Like every input, all ranks must set the same value: the next execute raises on
+        every rank, naming the scalar and the values, if they differ.
         """
         self.scalars.set(name, value)
 

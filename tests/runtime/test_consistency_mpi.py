@@ -107,3 +107,26 @@ def test_different_replicated_tiles_raise_in_bind_tiles():
         errors = [str(error)]
     ok = len(errors) == 1 and "replicated tiles hold different values" in errors[0]
     assert collective_ok(COMM, ok), errors
+
+
+def test_runtime_scalar_set_on_one_rank_raises_naming_it():
+    """The last rank sets lr alone: before, every rank ran on with its own lr and the
+    "replicated" output differed per rank with no error."""
+    g = nt.LogicalGraph("scaled")
+    w = g.tensor([4, 6], "w", dtype="fp64", external=True)
+    nt.ops.scale(w, "v", alpha=nt.Scalar("lr", 1e-3)).mark_output()
+    cg = nt.compile(g, distribution={"w": TileDistribution.replicated(),
+                                     "v": TileDistribution.replicated()},
+                    recv_timeout=TIMEOUT)
+    cg.bind_data("w", data(0))
+    cg.execute()                                 # equal scalars: runs
+    if COMM.rank == LAST:
+        cg.set_scalar("lr", 5e-2)
+    try:
+        cg.execute()
+        errors = []
+    except RuntimeError as error:
+        errors = [str(error)]
+    expected = f"runtime scalar 'lr' is 0.05 on rank {LAST} but 0.001 on rank 0"
+    ok = len(errors) == 1 and expected in errors[0]
+    assert collective_ok(COMM, ok), errors
