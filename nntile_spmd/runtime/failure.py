@@ -11,28 +11,12 @@ for plain `mpiexec -n N python script.py`, not only under `python -m mpi4py`.
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 
-# (rank variable, size variable) set by MPICH/Hydra, Open MPI, PMIx and Slurm's srun.
-LAUNCHER_VARIABLES = (("PMI_RANK", "PMI_SIZE"),
-                      ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-                      ("PMIX_RANK", "PMIX_SIZE"),
-                      ("SLURM_PROCID", "SLURM_NTASKS"))
+from ..rank_entry import launched_rank_and_size
 
 _installed = False
-
-
-def launched_rank_and_size():
-    """(rank, size) from the launcher's environment, or None outside a launcher."""
-    for rank_name, size_name in LAUNCHER_VARIABLES:
-        if rank_name in os.environ and size_name in os.environ:
-            try:
-                return int(os.environ[rank_name]), int(os.environ[size_name])
-            except ValueError:
-                continue
-    return None
 
 
 def install_abort_on_error(rank=None, size=None):
