@@ -15,6 +15,7 @@ import sys
 import traceback
 
 from ..rank_entry import launched_rank_and_size
+from . import abnormal_end
 
 _installed = False
 
@@ -37,6 +38,7 @@ def install_abort_on_error(rank=None, size=None):
         sys.stderr.flush()
         if kind is KeyboardInterrupt:
             previous_hook(kind, value, trace)
+        abnormal_end.run_cleanups()    # MPI_Abort ends the process without atexit
         from mpi4py import MPI   # loaded only now: importing it initializes MPI
         MPI.COMM_WORLD.Abort(1)
 
