@@ -48,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 
-from .rank_entry import DONE_DIR_VAR, marker_path
+from .rank_entry import DONE_DIR_VAR, marker_path, pid_path
 
 THREAD_ENV_VARS = (
     "OMP_NUM_THREADS",
@@ -342,10 +342,25 @@ def make_done_dir(launcher, env=None):
     return tempfile.mkdtemp(prefix=".nntile-launch-", dir=parent)
 
 
+def print_rank_pids(done_dir, n, launcher):
+    """After a failure: which rank had which pid (mpiexec names a killed rank by pid)."""
+    pids = []
+    for rank in range(n):
+        try:
+            with open(pid_path(done_dir, rank)) as marker:
+                pids.append(f"rank {rank} = pid {marker.read().strip()}")
+        except OSError:
+            pids.append(f"rank {rank} = never started")
+    print(f"nntile_spmd.launch: {launcher} failed; the ranks' pids: {', '.join(pids)}",
+          file=sys.stderr)
+
+
 def check_every_rank_done(code, done_dir, n, launcher):
     """The exit code to report: `code`, or 1 when the launcher says success but some
     rank's interpreter did not end normally (mpiexec counts os._exit(0) as success)."""
     missing = [rank for rank in range(n) if not os.path.exists(marker_path(done_dir, rank))]
+    if code != 0:
+        print_rank_pids(done_dir, n, launcher)
     if code != 0 or not missing:
         return code
     ranks = ("rank " if len(missing) == 1 else "ranks ") + ", ".join(map(str, missing))

@@ -5,7 +5,9 @@ args...` with $NNTILE_SPMD_DONE_DIR naming a directory. A rank whose interpreter
 shuts down normally (the script returned, or called sys.exit) writes
 `rank<R>.done` there, from the last atexit handler to run. A rank that left by
 os._exit, a crash or a signal writes nothing, and since such a rank can still exit
-with status 0 (mpiexec then reports success), the launcher checks the markers.
+with status 0 (mpiexec then reports success), the launcher checks the markers. Each
+rank also writes `rank<R>.pid` at its start: mpiexec names a killed rank by its pid
+only, and the launcher translates it.
 
 Standard library only, and run by path, not with -m: importing the package would
 load numba and the graph layer into ranks whose script never uses them.
@@ -39,12 +41,16 @@ def marker_path(directory: str, rank: int) -> str:
     return os.path.join(directory, f"rank{rank}.done")
 
 
-def mark_done(directory: str, rank: int) -> None:
+def pid_path(directory: str, rank: int) -> str:
+    return os.path.join(directory, f"rank{rank}.pid")
+
+
+def write_marker(path: str, text: str, rank: int) -> None:
     try:
-        with open(marker_path(directory, rank), "w"):
-            pass
+        with open(path, "w") as marker:
+            marker.write(text)
     except OSError as error:   # the launcher will name this rank: say why here
-        print(f"[rank {rank}] cannot write its completion marker: {error}", file=sys.stderr)
+        print(f"[rank {rank}] cannot write {path}: {error}", file=sys.stderr)
 
 
 def main() -> None:
@@ -55,7 +61,10 @@ def main() -> None:
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     directory, launched = os.environ.get(DONE_DIR_VAR), launched_rank_and_size()
     if directory and launched:
-        atexit.register(mark_done, directory, launched[0])   # first in, last to run
+        rank = launched[0]
+        write_marker(pid_path(directory, rank), str(os.getpid()), rank)
+        # registered first, so it runs last: after the script's own exit handlers
+        atexit.register(write_marker, marker_path(directory, rank), "", rank)
     runpy.run_path(script, run_name="__main__")
 
 

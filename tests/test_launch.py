@@ -1,6 +1,7 @@
 """Tests of the launcher (python -m nntile_spmd.launch); plain pytest, no MPI needed."""
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -246,6 +247,32 @@ def test_a_rank_that_leaves_by_os_exit_is_named(tmp_path):
     assert result.returncode == 1, result.stderr
     assert "rank 1 of 2 did not finish the program" in result.stderr
     assert not list(markers.iterdir())          # the launcher removed its markers
+
+
+KILLED_SCRIPT = """\
+import os
+import signal
+from mpi4py import MPI
+
+MPI.COMM_WORLD.Barrier()
+if MPI.COMM_WORLD.Get_rank() == 1:
+    os.kill(os.getpid(), signal.SIGKILL)
+MPI.COMM_WORLD.Barrier()
+"""
+
+
+@needs_mpiexec
+def test_a_killed_rank_is_named_by_its_pid(tmp_path):
+    """mpiexec names a killed rank only by its pid; the launcher says whose it was."""
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_SCRIPT)
+    result = launch_ranks("-n", "2", str(script))
+    assert result.returncode != 0
+    pids = re.search(r"the ranks' pids: rank 0 = pid (\d+), rank 1 = pid (\d+)", result.stderr)
+    assert pids, result.stdout + result.stderr
+    output = result.stdout + result.stderr
+    if "BAD TERMINATION" in output:                  # MPICH's hydra: its words
+        assert f"PID {pids[2]} RUNNING" in output
 
 
 @needs_mpiexec

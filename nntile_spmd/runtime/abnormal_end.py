@@ -58,6 +58,22 @@ def install_signal_handlers() -> None:
             _handled.add(signum)
 
 
+def process_alive(pid: int) -> bool:
+    """Is process `pid` of this host running? A zombie (killed, not yet reaped by
+    mpiexec) counts as ended."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:     # another user's process: alive
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):   # no /proc (not Linux): kill(0) said alive
+        return True
+
+
 def clean_and_die(signum, frame) -> None:
     run_cleanups()
     signal.signal(signum, signal.SIG_DFL)

@@ -15,6 +15,7 @@ import pickle
 import numpy as np
 from mpi4py import MPI
 
+from . import failure
 from .device import select_device
 from .executor import CROWDED_SEND_GRACE_SECONDS, RecvTimeout, wait_with_deadline
 from .stats import Traffic
@@ -116,6 +117,10 @@ class MPIWorld:
         self.control = self.duplicate(base)   # execute fingerprints and failure diagnosis
         self.epochs = max(1, (self.comm.Get_attr(MPI.TAG_UB) + 1) // TAG_LIMIT)
         self.cuda_aware = os.environ.get("NNTILE_SPMD_CUDA_AWARE") == "1"
+        if not failure.PEERS and self.size > 1 and base == MPI.COMM_WORLD:
+            # once per process: lets an abort name a rank that died (failure.py)
+            failure.record_peers(self.agree((failure.this_host(), os.getpid()),
+                                            "the exchange of the ranks' pids (compile)"))
 
     def duplicate(self, base):
         """base.Dup() with a deadline (no communicator to diagnose on exists yet)."""

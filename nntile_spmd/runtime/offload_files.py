@@ -49,7 +49,8 @@ def remove_stale(parent: str) -> list:
     for name in names:
         match = NAME.match(name) if name.startswith(PREFIX) else None
         # a folder shared by several hosts: a pid is only meaningful on its own host
-        if match and match["host"] == host_name() and not process_alive(int(match["pid"])):
+        if match and match["host"] == host_name() and \
+                not abnormal_end.process_alive(int(match["pid"])):
             path = os.path.join(parent, name)
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
@@ -58,13 +59,3 @@ def remove_stale(parent: str) -> list:
 
 def host_name() -> str:
     return socket.gethostname().replace(os.sep, "_") or "host"
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:     # another user's process: alive, and not ours to clean
-        return True
-    return True

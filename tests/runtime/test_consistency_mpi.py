@@ -7,6 +7,8 @@ Each execute starts with a fingerprint allgather (runtime/consistency.py); bind_
 compares the hashes of replicated tiles. Verdicts are collective (helpers.collective_ok).
 """
 
+import os
+
 import numpy as np
 import pytest
 from helpers import collective_ok
@@ -14,6 +16,7 @@ from mpi4py import MPI
 
 import nntile_spmd as nt
 from nntile_spmd import TileDistribution
+from nntile_spmd.runtime import failure
 
 pytestmark = pytest.mark.mpi(min_size=2)
 COMM = MPI.COMM_WORLD
@@ -130,3 +133,10 @@ def test_runtime_scalar_set_on_one_rank_raises_naming_it():
     expected = f"runtime scalar 'lr' is 0.05 on rank {LAST} but 0.001 on rank 0"
     ok = len(errors) == 1 and expected in errors[0]
     assert collective_ok(COMM, ok), errors
+
+
+def test_compile_records_every_ranks_host_and_pid_for_the_abort_message():
+    transfer_graph()
+    mine = failure.PEERS.get(COMM.rank)
+    ok = len(failure.PEERS) == COMM.size and mine == (failure.this_host(), os.getpid())
+    assert collective_ok(COMM, ok), failure.PEERS
