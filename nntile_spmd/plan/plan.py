@@ -31,6 +31,7 @@ from .plan_options import PlanOptions, pipeline_order
 from .tiling import TilingRequest, TilingSpec, TilingStrategy
 
 DEFAULT_WINDOW = 8
+HASHED_PARTS = ("graph", "tiling", "distribution")   # fingerprint parts sent as hashes
 
 
 def build_plan(graph, nranks: int, tiling=None, distribution="single",
@@ -264,7 +265,9 @@ class Plan:
                    if type(i) is Exec and i.op_name in copies)
 
     def fingerprint_parts(self) -> dict:
-        """Hashes of the graph, the tiling and the distribution, compared across ranks."""
+        """What ranks compare at compile: hashes of the graph, the tiling and the owners
+        (HASHED_PARTS), and the plan's options as short texts, so that a mismatch names
+        the option and both values (one rank alone with deterministic=True)."""
         graph_text = "\n".join(
             [f"T {t.name} {t.shape} {t.dtype} {t.requires_grad} {t.persistent} "
              f"{t.external} {t.is_input} {t.is_output}" for t in self.graph.tensors()]
@@ -273,14 +276,16 @@ class Plan:
                for op in self.graph.ops()])
         tiling_text = repr(sorted((name, repr(spec)) for name, spec in self.tilings.items()))
         owner_text = "".join(f"{name}:{self.owners[name].tobytes().hex()}"
-                             for name in sorted(self.owners)) + \
-            f"/{self.nranks}/{self.window}/{self.deterministic}/{self.fuse}" + \
-            ("/pipelined" if self.pipeline is not None else "") + \
-            ("/1f1b" if self.pipeline and self.pipeline.one_f_one_b is not None else "") + \
-            (f"/{self.policy}" if self.policy is not None else "")
-        return {part: hashlib.sha256(text.encode()).hexdigest()[:16]
-                for part, text in (("graph", graph_text), ("tiling", tiling_text),
-                                   ("distribution", owner_text))}
+                             for name in sorted(self.owners))
+        parts = {part: hashlib.sha256(text.encode()).hexdigest()[:16]
+                 for part, text in (("graph", graph_text), ("tiling", tiling_text),
+                                    ("distribution", owner_text))}
+        pipeline = "none" if self.pipeline is None else \
+            ("1f1b" if self.pipeline.one_f_one_b is not None else "pipelined")
+        parts.update({"world size": str(self.nranks), "window": str(self.window),
+                      "deterministic": str(self.deterministic), "fuse": str(self.fuse),
+                      "pipeline": pipeline, "offload policy": repr(self.policy)})
+        return parts
 
     def fingerprint(self) -> str:
         """One hash of graph + plan."""

@@ -140,3 +140,45 @@ def test_compile_records_every_ranks_host_and_pid_for_the_abort_message():
     mine = failure.PEERS.get(COMM.rank)
     ok = len(failure.PEERS) == COMM.size and mine == (failure.this_host(), os.getpid())
     assert collective_ok(COMM, ok), failure.PEERS
+
+
+def activation_graph(activation):
+    g = nt.LogicalGraph("act")
+    x = g.tensor([4, 6], "x", dtype="fp64", external=True)
+    getattr(nt.ops, activation)(x, "y").mark_output()
+    return g
+
+
+def compile_error(**options) -> list:
+    try:
+        nt.compile(options.pop("graph", None) or activation_graph("relu"),
+                   recv_timeout=TIMEOUT, **options)
+    except RuntimeError as error:
+        return [str(error)]
+    return []
+
+
+# what the last rank alone does differently -> what the error must say
+DIVERGENT_COMPILES = {
+    "deterministic": ({"deterministic": True},
+                      f"in its deterministic (True on rank {LAST}, False on rank 0, set by "
+                      "compile(deterministic=...))"),
+    "fuse_from_env": ({"env": {"NNTILE_SPMD_FUSE": "1"}},
+                      f"in its fuse (True on rank {LAST}, False on rank 0, set by "
+                      "compile(fuse=...) or $NNTILE_SPMD_FUSE)"),
+    "activation": ({"graph": activation_graph("gelu")},
+                   f"first op difference: rank 0 has op relu_0 = relu(x) -> y, rank {LAST} "
+                   "has op gelu_0 = gelu(x) -> y"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DIVERGENT_COMPILES))
+def test_a_divergent_compile_names_what_differs(case, monkeypatch):
+    """Before, all three said only "differs ... in its distribution" or "in its graph"."""
+    options, expected = DIVERGENT_COMPILES[case]
+    options = dict(options) if COMM.rank == LAST else {}
+    for name, value in options.pop("env", {}).items():
+        monkeypatch.setenv(name, value)
+    errors = compile_error(**options)
+    ok = len(errors) == 1 and expected in errors[0]
+    assert collective_ok(COMM, ok), errors
