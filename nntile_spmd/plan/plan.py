@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import numbers
 from functools import cached_property
 
 from ..graph.analysis import dead_ops
@@ -27,7 +28,7 @@ from .rank_builder import RankProgramBuilder, permanent_holders
 from .rank_tiles import RankTiles
 from .tile_tables import TileMetas
 from .presets import as_preset
-from .plan_options import PlanOptions, pipeline_order
+from .plan_options import PlanOptions, check_arguments, pipeline_order
 from .tiling import TilingRequest, TilingSpec, TilingStrategy
 
 DEFAULT_WINDOW = 8
@@ -48,6 +49,8 @@ def build_plan(graph, nranks: int, tiling=None, distribution="single",
     policy: an offloading ExecutionPolicy (plan/offload.py): EVICT/PREFETCH keep each
     rank's device bytes within its budget; None (or offloading disabled) offloads nothing.
     """
+    check_arguments("build_plan", graph=graph, window=window, deterministic=deterministic,
+                    fuse=fuse)
     if graph.symbols():
         raise PlanError(f"graph {graph.name!r} has unbound symbolic dims "
                         f"{sorted(graph.symbols())}; pass shape_bindings or call g.bind()")
@@ -230,14 +233,24 @@ class Plan:
     def program(self, rank: int, phases=None) -> list:
         """`rank`'s instructions: from the all-ranks programs when this plan builds
         them (no own_rank, or already built), else derived for `rank` alone."""
+        self.check_rank(rank)
         if self.own_rank is None or normalize_phases(phases) in self._programs:
             return self.programs(phases)[rank]
         return self.rank_program(rank, phases)
+
+    def check_rank(self, rank) -> None:
+        """A rank of this plan's world, or ValueError (a list index would take -1 as
+        the last rank and answer IndexError for 5 of 1)."""
+        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or \
+                not 0 <= rank < self.nranks:
+            raise ValueError(f"rank {rank!r} is not a rank of this plan's world of "
+                             f"{self.nranks} rank(s) (0 to {self.nranks - 1})")
 
     # -- exact analysis -----------------------------------------------------------------
     def peak_bytes(self, rank: int, phases=None) -> int:
         """Peak bytes held by `rank` during one execute (persistent + transient); under
         offloading, device bytes (persistent tiles offloaded at rest do not count)."""
+        self.check_rank(rank)
         resident = offload.resident_at_rest(self, rank)
         return simulate_memory(self.program(rank, phases),
                                sum(self.meta[key].nbytes for key in resident), resident,

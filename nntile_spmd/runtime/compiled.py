@@ -8,6 +8,7 @@ import time
 
 from ..plan.offload import as_policy, resident_at_rest
 from ..plan.plan import normalize_phases
+from ..plan.plan_options import check_arguments
 from .binding import BindingMixin
 from .compile_steps import (PendingCompile, check_same_plan, make_world, own_rank,
                             plan_graph_cached, plan_in_background)
@@ -36,6 +37,8 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
     while the current execute's kernels (BLAS, numba) release the interpreter lock.
     The MPI part waits for result(), called on the caller's thread: no collective
     ever runs off the main thread."""
+    check_arguments("compile_async", graph=graph, window=window, deterministic=deterministic,
+                    fuse=fuse)
     if shape_bindings:
         graph = graph.bind(shape_bindings)
     world = make_world(comm, recv_timeout)
@@ -103,6 +106,8 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         bytes stay within its budget by EVICT/PREFETCH (plan/offload.py).
         `memory_budget=bytes` is short for offloading within that budget.
         """
+        check_arguments("compile", graph=graph, window=window, deterministic=deterministic,
+                        fuse=fuse)
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
