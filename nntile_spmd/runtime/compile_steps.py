@@ -92,11 +92,11 @@ OPTION_SOURCES = {"fuse": "compile(fuse=...) or $NNTILE_SPMD_FUSE",
 
 def check_same_plan(world, plan):
     """Raise on every rank (never hang) if ranks derived different plans."""
-    parts = world.agree(plan.fingerprint_parts())
+    parts = world.agree(plan.fingerprint_parts(), "compile: the ranks' plan fingerprints")
     differing = [(rank, part) for rank, theirs in enumerate(parts)
                  for part in theirs if theirs[part] != parts[0][part]]
     if differing:
-        summary = world.agree(graph_summary(plan.graph))
+        summary = world.agree(graph_summary(plan.graph), "compile: the ranks' graphs")
         details = "; ".join(describe_part(rank, part, parts) for rank, part in differing)
         diff = first_difference(summary)
         raise RuntimeError(f"ranks built different plans: {details}{diff}")

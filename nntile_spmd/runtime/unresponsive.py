@@ -25,6 +25,9 @@ DIAGNOSIS_TAG = 7
 ABANDONED = []
 
 
+RAISE_DEADLINE = ("; if the ranks are only slow (a long step, a checkpoint on a slow file "
+                  "system), raise the deadline: compile(recv_timeout=...), "
+                  "$NNTILE_SPMD_RECV_TIMEOUT or launch --recv-timeout")
 FINAL = (". This error is final (the library's communicators may hold unfinished "
          "operations); uncaught, it ends the job.")
 
@@ -72,4 +75,4 @@ def unresponsive_error(control, rank, size, what, where, timeout) -> RankUnrespo
              "different calls")
     return RankUnresponsive(f"rank {rank} waited more than {timeout:g} s for {what} during "
                             f"{where}: {blame}" + (f"; {others}" if others else "")
-                            + FINAL)
+                            + RAISE_DEADLINE + FINAL)
