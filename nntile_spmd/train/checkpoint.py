@@ -292,6 +292,11 @@ class TileReader:
             if record is None:
                 raise CheckpointError(f"checkpoint is incomplete: no record of tile "
                                       f"{tile_key(name, coord)}")
+            if record.get("key") != tile_key(name, coord):
+                # the sha256 would match the other tile's bytes: a wrong value, no error
+                raise CheckpointError(f"the manifest's record of tile {tile_key(name, coord)} "
+                                      f"points at tile {record.get('key')!r}: the manifest "
+                                      "is inconsistent")
             try:
                 array = self.open(record["file"]).get_tensor(record["key"])
             except Exception as exc:   # safetensors raises its own error types
@@ -300,8 +305,17 @@ class TileReader:
             if checksum(array) != record["sha256"]:
                 raise CheckpointError(f"checksum mismatch for tile {record['key']} in "
                                       f"{self.directory / record['file']}: the file is corrupted")
+            expected = self.saved_tile_shape(name, coord)
+            if tuple(array.shape) != expected:   # the same bytes in another shape pass sha256
+                raise CheckpointError(f"tile {record['key']} of {self.directory / record['file']}"
+                                      f" has shape {list(array.shape)}, the manifest's tiling "
+                                      f"says {list(expected)}")
             self.cache[key] = array
         return self.cache[key]
+
+    def saved_tile_shape(self, name, coord) -> tuple:
+        tiling = self.manifest["tensors"][name]["tiling"]
+        return tuple(bounds[i + 1] - bounds[i] for bounds, i in zip(tiling, coord))
 
     def open(self, filename):
         if filename not in self.files:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 
 import numpy as np
 from tqdm import tqdm
 
 from ..runtime import compile as compile_graph
 from ..runtime.consistency import check_same_on_all_ranks
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .data import BatchView, batch_indices, bind_local
 from .losses import accuracy, cross_entropy_numpy
 from .optim import add_optimizer
@@ -187,10 +188,26 @@ class Trainer:
         return manifest
 
     def resume(self, path=None):
-        """Load `path`, or the latest complete checkpoint in checkpoint_dir; returns its
-        manifest, or None (nothing to resume: a fresh start). Collective."""
-        chosen = self.checkpoints.find(self.world, path)
-        return None if chosen is None else self.load(chosen)
+        """Load `path`, or the latest complete checkpoint in checkpoint_dir that verifies
+        (an older one, with a warning, when the newest fails); returns its manifest, or
+        None (nothing to resume: a fresh start). Collective."""
+        failures = []
+        for chosen in self.checkpoints.candidates(self.world, path):
+            try:
+                manifest = self.load(chosen)
+            except CheckpointError as error:   # raised on every rank alike: all go on
+                if path is not None:
+                    raise
+                failures.append(f"{chosen}: {error}")
+                warnings.warn(f"resume: skipping checkpoint {chosen}, it fails verification "
+                              f"({error}); trying the one before it", RuntimeWarning,
+                              stacklevel=2)
+                continue
+            return manifest
+        if failures:
+            raise CheckpointError("resume: no checkpoint under "
+                                  f"{self.checkpoints.root} verifies: " + "; ".join(failures))
+        return None
 
     def close(self):
         if self.log_file is not None:
