@@ -14,9 +14,10 @@ import pytest
 from nntile_spmd.runtime import offload_files
 
 REPO = Path(__file__).resolve().parents[2]
-# the child makes one arena under argv[1], prints its folder, then ends as argv[2] says
+# the child makes one arena under argv[1], prints its folder, waits for a line on its
+# stdin (the test has seen the folder), then ends as argv[2] says
 CHILD = textwrap.dedent("""
-    import sys, time
+    import sys
     import numpy as np
     from nntile_spmd.plan.memory import TileMeta
     from nntile_spmd.runtime.failure import install_abort_on_error
@@ -25,9 +26,9 @@ CHILD = textwrap.dedent("""
     store = OffloadStore(np, lambda dtype: np.float64, 0, set())
     store.slot("w", TileMeta((4,), "fp64", 4, 32))[...] = 1.0
     print(store.directory, flush=True)
+    sys.stdin.readline()                         # a signal ends it here
     if sys.argv[2] == "raise":
         raise RuntimeError("a failing rank")     # the abort hook: MPI_Abort, no atexit
-    time.sleep(60)                               # until the test's signal
     """)
 
 
@@ -37,10 +38,17 @@ def start_child(tmp_path, how):
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     env["NNTILE_SPMD_OFFLOAD_DIR"] = str(tmp_path)
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), how], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     directory = Path(child.stdout.readline().strip())   # the arena exists from here on
     assert directory.parent == tmp_path and any(directory.iterdir()), child.stderr.read()
     return child, directory
+
+
+def go_on(child):
+    """Let the child past its wait, to end as it was told."""
+    child.stdin.write("go\n")
+    child.stdin.flush()
 
 
 @pytest.mark.timeout(60)
@@ -55,6 +63,7 @@ def test_a_rank_stopped_by_a_signal_removes_its_arenas(tmp_path, signum):
 @pytest.mark.timeout(60)
 def test_a_rank_that_aborts_removes_its_arenas(tmp_path):
     child, directory = start_child(tmp_path, "raise")
+    go_on(child)
     assert child.wait(timeout=30) != 0
     assert "a failing rank" in child.stderr.read()
     assert not directory.exists()
