@@ -15,6 +15,7 @@ from .compile_steps import (PendingCompile, check_same_plan, make_world, own_ran
 from .consistency import RankAgreement
 from .device import check_storage, for_graph
 from .executor_threads import make_executor
+from .finite_check import check_finite_from_env
 from .fused_kernels import resolve_fuse
 from .limits import check_fits_in_memory
 from .offload_store import OffloadStore
@@ -66,7 +67,9 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         self.scalars = ScalarTable(graph)
         self.resolved = {}   # (phases, rank) -> ResolvedProgram
         self.fused_kernels = {}   # the kernel table with the fused chains (fused_kernels.py)
-        self.indexes = {}    # (phases, rank) -> program_index.IndexEntry
+        self.indexes = {}    # (phases, rank, check_finite) -> program_index.IndexEntry
+        # check every task's outputs for NaN/+Inf, naming the first op (finite_check.py)
+        self.check_finite = check_finite_from_env()
         self.agreement = RankAgreement(graph.name)
         self.graph_size = (len(graph.tensors()), len(graph.ops()))   # to notice later edits
         self.produced = set()  # tensors some execute() has computed (get_output checks)
@@ -145,8 +148,9 @@ class CompiledGraph(BindingMixin, ProfileMixin):
             transport = wrap_transport(self.world.transport(rank, epoch), self.device,
                                        self.world.cuda_aware)
             program = self.resolved_program(phases, rank)
-            index = program_index(self.indexes, (phases_key, rank), self.device, program,
-                                  self.fused_kernels, self.plan.meta)
+            index = program_index(self.indexes, (phases_key, rank, self.check_finite),
+                                  self.device, program, self.fused_kernels, self.plan.meta,
+                                  self.check_finite)
             task_threads = self.threading.for_program((phases_key, rank), program)
             executors[rank] = make_executor(
                 rank, program, self.plan.meta, store, transport, index, self.plan.window,
