@@ -108,6 +108,8 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         `policy`: an ExecutionPolicy; with enable_offloading each rank's planned device
         bytes stay within its budget by EVICT/PREFETCH (plan/offload.py).
         `memory_budget=bytes` is short for offloading within that budget.
+        After compile, `cg.check_finite = True` (default $NNTILE_SPMD_CHECK_FINITE) makes
+        the first task writing a NaN or +Inf raise, naming op, tile and rank.
         """
         check_arguments("compile", graph=graph, window=window, deterministic=deterministic,
                         fuse=fuse)
