@@ -15,7 +15,7 @@ import pickle
 import numpy as np
 from mpi4py import MPI
 
-from . import failure
+from . import failure, flight
 from .device import select_device
 from .executor import CROWDED_SEND_GRACE_SECONDS, RecvTimeout, wait_with_deadline
 from .stats import Traffic
@@ -177,8 +177,11 @@ class MPIWorld:
     def run(self, executors: dict):
         executor = executors[self.rank]
         try:
-            executor.run(blocking=True)
+            with flight.Armed(self, executor):
+                executor.run(blocking=True)
         except BaseException as error:
+            flight.record_failure(self.rank, self.size, self.where,
+                                  f"{type(error).__name__}: {error}"[:2000], executor)
             # receives are cancelled; sends cannot be, and a late peer may still read
             # them, so their tiles must outlive the store's cleanup (they carry this
             # execute's tag epoch: no later execute can match them)
@@ -196,6 +199,8 @@ class MPIWorld:
         except RecvTimeout:
             # final: MPI cannot cancel a collective, so this communicator is unusable
             ABANDONED.append(request)
+            flight.record_failure(self.rank, self.size, self.where,
+                                  f"timed out after {self.recv_timeout:g} s in {what}")
             raise self.unresponsive(what) from None
 
     def unresponsive(self, what):
