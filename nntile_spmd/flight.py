@@ -66,7 +66,8 @@ def diagnose(records) -> list:
     lines = [position(records[rank]) for rank in sorted(records)]
     silent = sorted(set(range(size)) - set(records))
     if silent:
-        lines.append(f"no record from rank(s) {silent}: stopped or killed")
+        lines.append(f"no record from rank(s) {silent}: stopped or killed (by a signal, or "
+                     "by the job's abort after another rank failed)")
     findings = sorted(waiting_findings(records))
     wheres = {record["where"] for record in records.values()}
     if findings:

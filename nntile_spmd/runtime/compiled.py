@@ -131,7 +131,9 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         check_storage(graph, selected)
         if selected.name != "cpu":
             threading = TaskThreads(1)   # a GPU rank's kernels are launches on one stream
-        return cls(graph, world, plan, for_graph(selected, graph), threading)
+        compiled = cls(graph, world, plan, for_graph(selected, graph), threading)
+        world.where = f"the calls after compiling graph {graph.name!r}"   # for errors
+        return compiled
 
     # -- execution -------------------------------------------------------------------
     def execute(self, phases=None):

@@ -21,7 +21,7 @@ import sys
 import traceback
 
 from ..rank_entry import launched_rank_and_size
-from . import abnormal_end
+from . import abnormal_end, flight
 
 _installed = False
 PEERS = {}      # world rank -> (host, pid), set by the first MPIWorld over COMM_WORLD
@@ -78,6 +78,8 @@ def install_abort_on_error(rank=None, size=None):
         sys.stderr.flush()
         if kind is KeyboardInterrupt:
             previous_hook(kind, value, trace)
+        flight.record_failure(rank, size, flight.latest_where(),
+                              f"{kind.__name__}: {value}"[:2000])
         abnormal_end.run_cleanups()    # MPI_Abort ends the process without atexit
         from mpi4py import MPI   # loaded only now: importing it initializes MPI
         MPI.COMM_WORLD.Abort(1)

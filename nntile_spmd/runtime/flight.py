@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import weakref
 
 from ..plan.instructions import Recv, Send, key_str
 from . import abnormal_end
@@ -22,6 +23,17 @@ from . import abnormal_end
 ENV_VARIABLE = "NNTILE_SPMD_FLIGHT_DIR"
 RECENT = 16            # instructions kept before the one the rank was at
 _written = set()       # ranks whose first record this process wrote: the first is the cause
+_latest_world = None   # weakref to the MPIWorld made last: where an abort happened
+
+
+def remember_world(world) -> None:
+    global _latest_world
+    _latest_world = weakref.ref(world)
+
+
+def latest_where() -> str:
+    world = _latest_world() if _latest_world is not None else None
+    return world.where if world is not None else "no compiled graph yet"
 
 
 def directory():

@@ -113,6 +113,7 @@ class MPIWorld:
         self.recv_timeout = resolve_timeout(recv_timeout)
         self.size, self.rank = base.Get_size(), base.Get_rank()
         self.where = "compile"       # what this rank is doing, for timeout messages
+        flight.remember_world(self)
         self.comm = self.duplicate(base)
         self.control = self.duplicate(base)   # execute fingerprints and failure diagnosis
         self.epochs = max(1, (self.comm.Get_attr(MPI.TAG_UB) + 1) // TAG_LIMIT)

@@ -37,6 +37,7 @@ def start_child(tmp_path, how):
            if not key.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_", "SLURM_"))}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     env["NNTILE_SPMD_OFFLOAD_DIR"] = str(tmp_path)
+    env["NNTILE_SPMD_FLIGHT_DIR"] = str(tmp_path / "flight")
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), how], env=env,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
@@ -67,6 +68,9 @@ def test_a_rank_that_aborts_removes_its_arenas(tmp_path):
     assert child.wait(timeout=30) != 0
     assert "a failing rank" in child.stderr.read()
     assert not directory.exists()
+    from nntile_spmd.flight import diagnose, load      # the abort wrote its flight record
+    assert "rank 0: RuntimeError: a failing rank, during no compiled graph yet" in \
+        diagnose(load(tmp_path / "flight"))
 
 
 @pytest.mark.timeout(60)
