@@ -36,7 +36,9 @@ def position(record) -> str:
 
 
 def waiting_findings(records) -> list:
-    """(time, text) for every rank that waits for a tile, judged against its peer."""
+    """(rank of the finding, time, text) for every rank that waits for a tile, judged
+    against its peer: a silent peer or one in another call is a cause (0, 1), a peer in
+    the same call is a link of a chain of waits (2), so causes sort first."""
     findings = []
     for rank, record in records.items():
         at = record.get("at") or {}
@@ -46,15 +48,17 @@ def waiting_findings(records) -> list:
                 f"{at['tag']}) during {record['where']}")
         peer = records.get(at["peer"])
         if peer is None:
-            judged = (f"rank {at['peer']} left no record: it was stopped or killed before "
-                      "it could write one")
+            severity, judged = 0, (f"rank {at['peer']} left no record: it was stopped or "
+                                   "killed before it could write one")
         elif peer["where"] != record["where"]:
-            judged = f"but rank {at['peer']} is in {peer['where']}: the ranks diverged here"
+            severity, judged = 1, (f"but rank {at['peer']} is in {peer['where']}: the ranks "
+                                   "diverged here")
         else:
             peer_at = (peer.get("at") or {}).get("text", "the end of its program")
-            judged = (f"rank {at['peer']} is in the same call, at instruction "
-                      f"{peer.get('pc')}: {peer_at}, not past its send of that tile")
-        findings.append((record.get("time", 0.0), f"{wait}; {judged}"))
+            severity, judged = 2, (f"rank {at['peer']} is in the same call, at instruction "
+                                   f"{peer.get('pc')}: {peer_at}, not past its send of "
+                                   "that tile")
+        findings.append((severity, record.get("time", 0.0), f"{wait}; {judged}"))
     return findings
 
 
@@ -71,7 +75,7 @@ def diagnose(records) -> list:
     findings = sorted(waiting_findings(records))
     wheres = {record["where"] for record in records.values()}
     if findings:
-        lines.append(f"first disagreement: {findings[0][1]}")
+        lines.append(f"first disagreement: {findings[0][2]}")
     elif len(wheres) > 1:
         lines.append("first disagreement: the ranks are in different calls ("
                      + "; ".join(f"rank {rank} in {records[rank]['where']}"

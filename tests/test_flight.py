@@ -26,11 +26,12 @@ def test_a_peer_in_another_call_is_where_the_ranks_diverged(tmp_path):
                          waiting(1, 2, "execute #0 of graph 'other'", 1.0),
                          waiting(2, 1, "execute #0 of graph 'other'", 3.0, pc=9)))
     lines = diagnose(records)
-    assert lines[-1] == ("first disagreement: rank 1 waits for tile y[0] from rank 2 (tag 4) "
-                         "during execute #0 of graph 'other'; rank 2 is in the same call, at "
-                         "instruction 9: RECV y[0]<-1, not past its send of that tile")
-    assert any("but rank 1 is in execute #0 of graph 'other': the ranks diverged" in text
-               for _, text in waiting_findings(records))     # rank 0's view of it
+    # the cause sorts before rank 1's earlier wait, a link of the chain
+    assert lines[-1] == ("first disagreement: rank 0 waits for tile y[0] from rank 1 (tag 4) "
+                         "during execute #3 of graph 'job'; but rank 1 is in execute #0 of "
+                         "graph 'other': the ranks diverged here")
+    assert any("rank 2 is in the same call, at instruction 9: RECV y[0]<-1, not past its "
+               "send of that tile" in text for _, _, text in waiting_findings(records))
 
 
 def test_a_silent_peer_is_named(tmp_path, capsys):
