@@ -58,6 +58,16 @@ def install_signal_handlers() -> None:
             _handled.add(signum)
 
 
+def process_state(pid: int) -> str:
+    """The state letter of process `pid` in /proc ("R", "S", "T" stopped, "Z" ...), or
+    "" when unknown (no /proc, another user's)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
 def process_alive(pid: int) -> bool:
     """Is process `pid` of this host running? A zombie (killed, not yet reaped by
     mpiexec) counts as ended."""

@@ -43,6 +43,14 @@ def dead_peers(rank) -> list:
             if peer != rank and peer_host == host and not abnormal_end.process_alive(pid)]
 
 
+def silent_peers(rank) -> set:
+    """The other ranks on this host that cannot answer: ended, or stopped (SIGSTOP)."""
+    host = this_host()
+    return {peer for peer, (peer_host, pid) in PEERS.items() if peer != rank and
+            peer_host == host and (not abnormal_end.process_alive(pid)
+                                   or abnormal_end.process_state(pid) in ("T", "t"))}
+
+
 def abort_header(rank, error) -> str:
     """The first line of an abort: the dead ranks, when there are, come first."""
     dead = dead_peers(rank)

@@ -112,13 +112,14 @@ class MPIWorld:
         base = MPI.COMM_WORLD if comm is None else comm
         self.recv_timeout = resolve_timeout(recv_timeout)
         self.size, self.rank = base.Get_size(), base.Get_rank()
+        self.on_world = base == MPI.COMM_WORLD   # our ranks are COMM_WORLD's
         self.where = "compile"       # what this rank is doing, for timeout messages
         flight.remember_world(self)
         self.comm = self.duplicate(base)
         self.control = self.duplicate(base)   # execute fingerprints and failure diagnosis
         self.epochs = max(1, (self.comm.Get_attr(MPI.TAG_UB) + 1) // TAG_LIMIT)
         self.cuda_aware = os.environ.get("NNTILE_SPMD_CUDA_AWARE") == "1"
-        if not failure.PEERS and self.size > 1 and base == MPI.COMM_WORLD:
+        if not failure.PEERS and self.size > 1 and self.on_world:
             # once per process: lets an abort name a rank that died (failure.py)
             failure.record_peers(self.agree((failure.this_host(), os.getpid()),
                                             "the exchange of the ranks' pids (compile)"))
@@ -205,8 +206,10 @@ class MPIWorld:
             raise self.unresponsive(what) from None
 
     def unresponsive(self, what):
+        # failure's pid table is of COMM_WORLD's ranks: it names ours only on COMM_WORLD
+        known_silent = failure.silent_peers(self.rank) if self.on_world else ()
         return unresponsive_error(self.control, self.rank, self.size, what, self.where,
-                                  self.recv_timeout)
+                                  self.recv_timeout, known_silent)
 
     def fetch_tile(self, stores, key, owner, root, tile_shape_dtype):
         """The tile on every rank (root=None) or on `root` only (None elsewhere)."""

@@ -133,7 +133,8 @@ def test_sigstop_of_one_rank_ends_the_job_naming_it(tmp_path):
         with_pid_gone(stopped)
     assert code != 0 and "rank 0 finished" not in output, output
     assert "rank(s) [1] did not respond" in output and "of graph 'job'" in output, output
-    assert seconds < DEADLINE_S + 10 + 5, f"{seconds:.1f} s to end the job"
+    # no diagnosis grace: a stopped rank of this host is known silent (it took 2 s more)
+    assert seconds < DEADLINE_S + 5, f"{seconds:.1f} s to end the job"
     merged = flight_report(tmp_path)                 # the flight recorder, on a stopped rank
     assert "rank 0: " in merged and "of graph 'job'" in merged, merged
     assert "no record from rank(s) [1]: stopped or killed" in merged, merged
