@@ -26,7 +26,13 @@ Usage::
   launcher dies, even by SIGKILL (Linux parent-death signal), so no rank
   outlives it. A Ctrl-C at the terminal already reaches mpiexec (same process
   group), so SIGINT is forwarded only when it did not come from the terminal.
-* The exit code is the launcher's (that is, the ranks').
+* The exit code is the launcher's (that is, the ranks'). Each rank runs under
+  rank_entry.py, which marks the rank done when its interpreter ends normally; a
+  rank that ended otherwise (os._exit, a crash) with mpiexec still reporting
+  success makes the launcher exit 1 naming the rank. The markers go to a fresh
+  temporary directory, or under $NNTILE_SPMD_DONE_DIR when set (on several nodes
+  without one shared /tmp, name a folder they all share; under srun on several
+  nodes the default is the current directory).
 
 This module only uses the standard library: the launcher process must not
 initialise MPI itself.
@@ -41,6 +47,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+
+from .rank_entry import DONE_DIR_VAR, marker_path, pid_path
 
 THREAD_ENV_VARS = (
     "OMP_NUM_THREADS",
@@ -56,6 +65,7 @@ DEVICE_VAR = "NNTILE_SPMD_DEVICE"               # runtime/device_choice.py reads
 _VALUE_OPTIONS = {"-n", "--np", "--threads", "--task-threads", "--launcher", "--launcher-arg",
                   "--recv-timeout", "--device"}
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+RANK_ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rank_entry.py")
 PR_SET_PDEATHSIG = 1   # from <linux/prctl.h>
 
 
@@ -217,7 +227,7 @@ def build_command(launcher, n, threads, program, extra=(), env=None):
         head = [mpiexec, "-n", str(n)]
     else:
         raise ValueError(f"unknown launcher {launcher!r}")
-    return [*head, *extra, python, *program]
+    return [*head, *extra, python, RANK_ENTRY, *program]
 
 
 def format_dry_run(launcher, n, threads, command, recv_timeout=None, task_threads=None,
@@ -321,8 +331,55 @@ def main(argv=None):
         return 0
     warn_oversubscription(args.n, launcher, threads)
     sys.stdout.flush()
-    return run(command, child_env(threads, recv_timeout=args.recv_timeout,
-                                  task_threads=args.task_threads, device=args.device))
+    env = child_env(threads, recv_timeout=args.recv_timeout, task_threads=args.task_threads,
+                    device=args.device)
+    done_dir = env[DONE_DIR_VAR] = make_done_dir(launcher)
+    try:
+        code = run(command, env)
+        return check_every_rank_done(code, done_dir, args.n, launcher)
+    finally:
+        shutil.rmtree(done_dir, ignore_errors=True)
+
+
+def make_done_dir(launcher, env=None):
+    """A fresh directory for the ranks' completion markers (rank_entry.py): under
+    $NNTILE_SPMD_DONE_DIR, else /tmp, else, under srun on several nodes (each with its
+    own /tmp), the current directory, which Slurm clusters share."""
+    env = os.environ if env is None else env
+    parent = env.get(DONE_DIR_VAR) or None
+    if parent is None and launcher == "srun" and (_positive_int(env.get("SLURM_NNODES"))
+                                                  or 1) > 1:
+        parent = os.getcwd()
+    return tempfile.mkdtemp(prefix=".nntile-launch-", dir=parent)
+
+
+def print_rank_pids(done_dir, n, launcher):
+    """After a failure: which rank had which pid (mpiexec names a killed rank by pid)."""
+    pids = []
+    for rank in range(n):
+        try:
+            with open(pid_path(done_dir, rank)) as marker:
+                pids.append(f"rank {rank} = pid {marker.read().strip()}")
+        except OSError:
+            pids.append(f"rank {rank} = never started")
+    print(f"nntile_spmd.launch: {launcher} failed; the ranks' pids: {', '.join(pids)}",
+          file=sys.stderr)
+
+
+def check_every_rank_done(code, done_dir, n, launcher):
+    """The exit code to report: `code`, or 1 when the launcher says success but some
+    rank's interpreter did not end normally (mpiexec counts os._exit(0) as success)."""
+    missing = [rank for rank in range(n) if not os.path.exists(marker_path(done_dir, rank))]
+    if code != 0:
+        print_rank_pids(done_dir, n, launcher)
+    if code != 0 or not missing:
+        return code
+    ranks = ("rank " if len(missing) == 1 else "ranks ") + ", ".join(map(str, missing))
+    print(f"nntile_spmd.launch: error: {ranks} of {n} did not finish the program: the "
+          f"interpreter did not end normally (os._exit, a crash, or a signal), although "
+          f"{launcher} reported success. If the ranks run on several nodes, set "
+          f"{DONE_DIR_VAR} to a folder they all share.", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

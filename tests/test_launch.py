@@ -1,6 +1,7 @@
 """Tests of the launcher (python -m nntile_spmd.launch); plain pytest, no MPI needed."""
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -83,7 +84,7 @@ def test_dry_run_mpiexec(capsys, no_slurm, monkeypatch):
     if os.path.exists(mpiexec):  # the mpich wheel's, next to the interpreter
         assert command[0] == mpiexec
     assert os.path.basename(command[0]) == "mpiexec"
-    assert command[1:] == ["-n", "2", sys.executable, "train.py",
+    assert command[1:] == ["-n", "2", sys.executable, launch.RANK_ENTRY, "train.py",
                            "--strategy", "fsdp", "-n", "7"]
 
 
@@ -100,7 +101,8 @@ def test_dry_run_explicit_threads_and_launcher_args(capsys, no_slurm):
         capsys, "-n", "3", "--threads", "6", "--launcher", "mpiexec",
         "--launcher-arg=--oversubscribe", "--", "x.py", "--", "a")[1])
     assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "6"
-    assert command[1:] == ["-n", "3", "--oversubscribe", sys.executable, "x.py", "--", "a"]
+    assert command[1:] == ["-n", "3", "--oversubscribe", sys.executable,
+                           launch.RANK_ENTRY, "x.py", "--", "a"]
 
 
 @needs_mpiexec
@@ -118,7 +120,7 @@ def test_dry_run_slurm(capsys, fake_slurm, monkeypatch):
     # 8 ranks over SLURM_NNODES=2 nodes: 4 ranks per node, 16 cores -> 4 threads
     assert env == {name: "4" for name in launch.THREAD_ENV_VARS}
     assert command == [str(fake_slurm), "-n", "8", "--cpu-bind=cores",
-                       "--cpus-per-task=4", sys.executable, "train.py",
+                       "--cpus-per-task=4", sys.executable, launch.RANK_ENTRY, "train.py",
                        "--strategy", "fsdp"]
 
 
@@ -201,10 +203,11 @@ def rank_script(tmp_path):
     return script
 
 
-def launch_ranks(*argv):
-    """Run `python -m nntile_spmd.launch *argv` in a clean environment."""
+def launch_ranks(*argv, **env):
+    """Run `python -m nntile_spmd.launch *argv` in a clean environment (plus `env`)."""
     return subprocess.run([sys.executable, "-m", "nntile_spmd.launch", *argv],
-                          env=clean_env(), check=False, capture_output=True, text=True, timeout=180)
+                          env=clean_env(**env), check=False, capture_output=True, text=True,
+                          timeout=180)
 
 
 @needs_mpiexec
@@ -220,6 +223,70 @@ def test_runs_two_ranks(rank_script):
 def test_child_failure_is_reported(rank_script):
     result = launch_ranks("-n", "2", str(rank_script), "3")
     assert result.returncode != 0
+
+
+EXIT_SCRIPT = """\
+import os
+import sys
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+comm.Barrier()
+if comm.Get_rank() == 1:
+    os._exit(0)      # skips the interpreter's shutdown: mpiexec still reports success
+"""
+
+
+@needs_mpiexec
+def test_a_rank_that_leaves_by_os_exit_is_named(tmp_path):
+    script = tmp_path / "leaves.py"
+    script.write_text(EXIT_SCRIPT)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    result = launch_ranks("-n", "2", str(script), NNTILE_SPMD_DONE_DIR=str(markers))
+    assert result.returncode == 1, result.stderr
+    assert "rank 1 of 2 did not finish the program" in result.stderr
+    assert not list(markers.iterdir())          # the launcher removed its markers
+
+
+KILLED_SCRIPT = """\
+import os
+import signal
+from mpi4py import MPI
+
+MPI.COMM_WORLD.Barrier()
+if MPI.COMM_WORLD.Get_rank() == 1:
+    os.kill(os.getpid(), signal.SIGKILL)
+MPI.COMM_WORLD.Barrier()
+"""
+
+
+@needs_mpiexec
+def test_a_killed_rank_is_named_by_its_pid(tmp_path):
+    """mpiexec names a killed rank only by its pid; the launcher says whose it was."""
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_SCRIPT)
+    result = launch_ranks("-n", "2", str(script))
+    assert result.returncode != 0
+    pids = re.search(r"the ranks' pids: rank 0 = pid (\d+), rank 1 = pid (\d+)", result.stderr)
+    assert pids, result.stdout + result.stderr
+    output = result.stdout + result.stderr
+    if "BAD TERMINATION" in output:                  # MPICH's hydra: its words
+        assert f"PID {pids[2]} RUNNING" in output
+
+
+@needs_mpiexec
+def test_the_script_runs_as_python_would_run_it(tmp_path):
+    """Under rank_entry the script is __main__, sees its own argv and imports its
+    neighbours (its folder is first on sys.path)."""
+    (tmp_path / "neighbour.py").write_text("VALUE = 7\n")
+    script = tmp_path / "main.py"
+    script.write_text("import sys, neighbour\n"
+                      "assert __name__ == '__main__', __name__\n"
+                      "print('argv', sys.argv, neighbour.VALUE)\n")
+    result = launch_ranks("-n", "1", str(script), "a", "b")
+    assert result.returncode == 0, result.stderr
+    assert f"argv {[str(script), 'a', 'b']} 7" in result.stdout
 
 
 def test_run_script_wraps_launcher(no_slurm, tmp_path):

@@ -9,7 +9,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from . import analysis, export
-from .registry import OpSpec, describe_all, get_spec, op_error
+from .registry import OpSpec, check_aliasing, describe_all, get_spec, op_error
 from .scalars import check_scalar_attrs
 from .tensor import TensorNode
 
@@ -128,6 +128,8 @@ class LogicalGraph:
                 raise op_error(op_type, f"output {output.name} must be "
                                f"{list(shape)}:{dtype}", inputs + outputs,
                                TypeError if output.shape == shape else ValueError)
+        # after the shape rules, whose errors say more about a wrong operand
+        check_aliasing(get_spec(op_type), inputs, outputs)
         name = name or f"{op_type}_{len(self._ops)}"
         if name in self._op_names:
             raise ValueError(f"op name {name!r} is already used in graph {self.name!r}")

@@ -70,6 +70,10 @@ class OpSpec:
     cannot; None where no gradient is built (grad then raises if one is needed).
     differentiable=False marks the ops that gradients never pass by design (optimizer
     steps, backward kernels): they take no backward rule.
+    in_place lists the inputs that may also be given as the output: the op reads each
+    tile of that input only to write the same tile of the output, and its kernel
+    works on the aliased buffer (the *_inplace forms, mask_causal). Any other output
+    that is also an input is refused (check_aliasing).
     """
 
     name: str
@@ -100,6 +104,7 @@ class OpSpec:
     windows: Callable | None = None          # summed labels read only near the source tile
     backward: Callable | None = None
     differentiable: bool = True
+    in_place: tuple = ()                     # input indices that may be the output itself
 
     def __post_init__(self):
         if self.backward is not None and not self.differentiable:
@@ -124,6 +129,21 @@ class OpSpec:
         """The attributes handed to the kernel as keyword params."""
         names = self.attrs if self.kernel_attrs is None else self.kernel_attrs
         return {key: attrs[key] for key in names}
+
+
+def check_aliasing(spec: OpSpec, inputs, outputs) -> None:
+    """Refuse an output that is also an input the op does not update in place by design:
+    gemm(a, b, a) reads tiles of `a` after it overwrote them, and a BLAS call whose
+    output is one of its operands is undefined, so the result is wrong without an error."""
+    for output in outputs:
+        for index, tensor in enumerate(inputs):
+            if tensor is output and index not in spec.in_place:
+                allowed = (f"; only input(s) {list(spec.in_place)} may be updated in place"
+                           if spec.in_place else "")
+                raise op_error(spec.name, f"output {output.name} is also input {index} "
+                               f"(the op would read tiles of {output.name} it has already "
+                               f"overwritten){allowed}; write the result into a new tensor "
+                               "and copy it back with ops.copy", (*inputs, *outputs))
 
 
 REGISTRY: dict[str, OpSpec] = {}

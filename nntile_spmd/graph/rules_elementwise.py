@@ -24,7 +24,7 @@ def register_unary(name: str, forward_cost: int, backward_cost: int, inplace_bac
                     backward=unary_rule))
     register(OpSpec(name=f"{name}_inplace", kernel=name, num_inputs=1, num_outputs=1,
                     infer=elementwise_infer, axes=elementwise_axes, flops=flops,
-                    backward=inplace_backward))
+                    backward=inplace_backward, in_place=(0,)))
     register(OpSpec(name=f"{name}_backward", kernel=f"{name}_backward", num_inputs=2,
                     num_outputs=1, infer=elementwise_infer, axes=elementwise_axes,
                     reads_output=always, flops=elementwise_flops(backward_cost)))
@@ -37,21 +37,22 @@ AXPBY = {"alpha": 1.0, "beta": 1.0}
 register(OpSpec(name="add", kernel="add", num_inputs=2, num_outputs=1, infer=elementwise_infer,
                 axes=elementwise_axes, attrs=AXPBY, flops=elementwise_flops(3),
                 backward=add_rule))
+# the binary *_inplace kernels are elementwise loops: y = f(y, y) in place is right too
 register(OpSpec(name="add_inplace", kernel="add", num_inputs=2, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs=AXPBY,
-                flops=elementwise_flops(3), backward=add_inplace_rule))
+                flops=elementwise_flops(3), backward=add_inplace_rule, in_place=(0, 1)))
 register(OpSpec(name="multiply", kernel="multiply", num_inputs=2, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
                 flops=elementwise_flops(2), backward=multiply_rule))
 register(OpSpec(name="multiply_inplace", kernel="multiply", num_inputs=2, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
-                flops=elementwise_flops(2)))
+                flops=elementwise_flops(2), in_place=(0, 1)))
 register(OpSpec(name="scale", kernel="scale", num_inputs=1, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
                 flops=elementwise_flops(1), backward=scale_rule))
 register(OpSpec(name="scale_inplace", kernel="scale", num_inputs=1, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
-                flops=elementwise_flops(1), backward=scale_inplace_rule))
+                flops=elementwise_flops(1), backward=scale_inplace_rule, in_place=(0,)))
 
 # pow (NNTile's y = alpha * x**exp), its in-place form (no rule: the derivative needs the
 # overwritten x), and dx += alpha*exp*x**(exp-1)*dy
@@ -59,7 +60,8 @@ POW_ATTRS = {"alpha": 1.0, "exp": 1.0}
 for pow_name, pow_backward in (("pow", pow_rule), ("pow_inplace", None)):
     register(OpSpec(name=pow_name, kernel="pow", num_inputs=1, num_outputs=1,
                     infer=elementwise_infer, axes=elementwise_axes, attrs=POW_ATTRS,
-                    flops=elementwise_flops(2), backward=pow_backward))
+                    flops=elementwise_flops(2), backward=pow_backward,
+                    in_place=(0,) if pow_name == "pow_inplace" else ()))
 register(OpSpec(name="pow_backward", kernel="pow_backward", num_inputs=2, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs=POW_ATTRS,
                 reads_output=always, flops=elementwise_flops(4), differentiable=False))
@@ -91,7 +93,7 @@ def mask_scalar_axes(attrs, in_shapes, out_shapes):
 register(OpSpec(name="mask_scalar", kernel="mask_scalar", num_inputs=2, num_outputs=1,
                 infer=mask_scalar_infer, axes=mask_scalar_axes,
                 attrs={"val": REQUIRED, "batch_ndim": 0}, flops=elementwise_flops(1),
-                backward=mask_scalar_rule))
+                backward=mask_scalar_rule, in_place=(1,)))
 
 
 # -- mask_causal: A[key, query, batch...] = val where key > query, in place ---------------
@@ -114,4 +116,4 @@ register(OpSpec(name="mask_causal", kernel="mask_causal", num_inputs=1, num_outp
                 flops=elementwise_flops(1), step_needed=crosses_diagonal,
                 tile_params=lambda attrs, offsets: {"key_offset": offsets[0][0],
                                                     "query_offset": offsets[0][1]},
-                backward=mask_causal_rule))
+                backward=mask_causal_rule, in_place=(0,)))

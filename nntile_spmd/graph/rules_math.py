@@ -32,7 +32,8 @@ HYPOT_ATTRS = {"alpha": 1.0, "beta": 1.0}
 for hypot_name, hypot_backward in (("hypot", hypot_rule), ("hypot_inplace", hypot_inplace_rule)):
     register(OpSpec(name=hypot_name, kernel="hypot", num_inputs=2, num_outputs=1,
                     infer=elementwise_infer, axes=elementwise_axes, attrs=HYPOT_ATTRS,
-                    flops=elementwise_flops(4), backward=hypot_backward))
+                    flops=elementwise_flops(4), backward=hypot_backward,
+                    in_place=(0, 1) if hypot_name == "hypot_inplace" else ()))
 # dx += alpha^2 * x / z * dz, inputs (x, z, dz): the gradient of z = hypot(alpha*x, ...)
 register(OpSpec(name="hypot_backward", kernel="hypot_backward", num_inputs=3, num_outputs=1,
                 infer=elementwise_infer, axes=elementwise_axes, attrs={"alpha": 1.0},
@@ -52,7 +53,7 @@ def hypot_scalar_inverse_infer(op, attrs, inputs):
 register(OpSpec(name="hypot_scalar_inverse", kernel="hypot_scalar_inverse", num_inputs=1,
                 num_outputs=1, infer=hypot_scalar_inverse_infer, axes=elementwise_axes,
                 attrs={"eps": REQUIRED, "alpha": 1.0}, flops=elementwise_flops(5),
-                differentiable=False))
+                differentiable=False, in_place=(0,)))
 
 # -- reductions along one axis (the builders chain them over several axes) -------------
 # y = max (min) of x along `axis`, merged with beta*y (the partial of earlier tiles)

@@ -100,4 +100,4 @@ register(OpSpec(name="sum_backward", kernel="sum_backward", num_inputs=2, num_ou
                 infer=sum_backward_infer,
                 axes=lambda attrs, i, o: ((), labels("d", len(i[1])), labels("d", len(o[0]))),
                 attrs={"alpha": 1.0}, flops=lambda attrs, i, o: numel(o[0]),
-                differentiable=False))
+                differentiable=False, in_place=(1,)))

@@ -70,7 +70,8 @@ for add_fiber_name, add_fiber_backward in (("add_fiber", add_fiber_rule),
     register(OpSpec(name=add_fiber_name, kernel="add_fiber", num_inputs=2, num_outputs=1,
                     infer=add_fiber_infer, axes=add_fiber_axes,
                     attrs={"axis": 0, "batch_ndim": 0, "alpha": 1.0, "beta": 1.0},
-                    flops=lambda attrs, i, o: 3 * numel(o[0]), backward=add_fiber_backward))
+                    flops=lambda attrs, i, o: 3 * numel(o[0]), backward=add_fiber_backward,
+                    in_place=(1,) if add_fiber_name == "add_fiber_inplace" else ()))
 
 
 def along_axis_infer(kind):

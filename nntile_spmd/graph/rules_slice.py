@@ -99,7 +99,8 @@ register_slice_op("sum_slice", "f->s", {"axis": 0, "alpha": 1.0, "beta": 0.0}, 1
 for add_slice_name, add_slice_backward in (("add_slice", add_slice_rule),
                                            ("add_slice_inplace", add_slice_inplace_rule)):
     register_slice_op(add_slice_name, "sf->f", {"axis": 0, "alpha": 1.0, "beta": 1.0}, 3,
-                      kernel="add_slice", backward=add_slice_backward)
+                      kernel="add_slice", backward=add_slice_backward,
+                      in_place=(1,) if add_slice_name == "add_slice_inplace" else ())
 # z = alpha * s (broadcast along axis) * x
 register_slice_op("multiply_slice", "sf->f", {"axis": 0, "alpha": 1.0}, 2,
                   backward=multiply_slice_rule)

@@ -31,8 +31,13 @@ import numpy as np
 from ..graph import LogicalGraph, grad
 from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
 from ..graph.recompute import recompute as recompute_segments
+from .config_rules import COUNT, OPTIONAL_COUNT, POSITIVE, check_fields
 from .gpt2_builder import ACTIVATIONS, Builder
 from .hf_weights import HFWeights, same, transposed
+
+
+FIELD_RULES = {"vocab_size": COUNT, "n_positions": COUNT, "n_embd": COUNT, "n_layer": COUNT,
+               "n_head": COUNT, "n_inner": OPTIONAL_COUNT, "layer_norm_epsilon": POSITIVE}
 
 
 @dataclass
@@ -75,6 +80,7 @@ class GPT2Config:
                       if hasattr(hf_config, f.name)})
 
     def check(self):
+        check_fields(self, FIELD_RULES)
         if self.n_embd % self.n_head:
             raise ValueError(f"GPT2Config: n_embd={self.n_embd} is not a multiple of "
                              f"n_head={self.n_head}")

@@ -39,7 +39,14 @@ from ..graph import LogicalGraph, grad
 from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
 from .gpt2 import GPT2
 from .hf_weights import HEAD, same, transposed
+from .config_rules import COUNT, POSITIVE, check_fields
 from .llama_builder import LlamaBuilder
+
+
+FIELD_RULES = {name: COUNT for name in (
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings")}
+FIELD_RULES |= {"rms_norm_eps": POSITIVE, "rope_theta": POSITIVE}
 
 
 @dataclass
@@ -67,6 +74,7 @@ class LlamaConfig:
     mlp_bias: bool = False
 
     def __post_init__(self):
+        check_fields(self, {"hidden_size": COUNT, "num_attention_heads": COUNT})  # divides
         if self.num_key_value_heads is None:
             self.num_key_value_heads = self.num_attention_heads
         if self.head_dim is None:
@@ -97,6 +105,7 @@ class LlamaConfig:
         return cls(**values)
 
     def check(self):
+        check_fields(self, FIELD_RULES)
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(f"LlamaConfig: num_attention_heads={self.num_attention_heads} "
                              f"is not a multiple of num_key_value_heads="

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import numbers
 from functools import cached_property
 
 from ..graph.analysis import dead_ops
@@ -27,10 +28,11 @@ from .rank_builder import RankProgramBuilder, permanent_holders
 from .rank_tiles import RankTiles
 from .tile_tables import TileMetas
 from .presets import as_preset
-from .plan_options import PlanOptions, pipeline_order
+from .plan_options import PlanOptions, check_arguments, pipeline_order
 from .tiling import TilingRequest, TilingSpec, TilingStrategy
 
 DEFAULT_WINDOW = 8
+HASHED_PARTS = ("graph", "tiling", "distribution")   # fingerprint parts sent as hashes
 
 
 def build_plan(graph, nranks: int, tiling=None, distribution="single",
@@ -47,6 +49,8 @@ def build_plan(graph, nranks: int, tiling=None, distribution="single",
     policy: an offloading ExecutionPolicy (plan/offload.py): EVICT/PREFETCH keep each
     rank's device bytes within its budget; None (or offloading disabled) offloads nothing.
     """
+    check_arguments("build_plan", graph=graph, window=window, deterministic=deterministic,
+                    fuse=fuse)
     if graph.symbols():
         raise PlanError(f"graph {graph.name!r} has unbound symbolic dims "
                         f"{sorted(graph.symbols())}; pass shape_bindings or call g.bind()")
@@ -229,14 +233,24 @@ class Plan:
     def program(self, rank: int, phases=None) -> list:
         """`rank`'s instructions: from the all-ranks programs when this plan builds
         them (no own_rank, or already built), else derived for `rank` alone."""
+        self.check_rank(rank)
         if self.own_rank is None or normalize_phases(phases) in self._programs:
             return self.programs(phases)[rank]
         return self.rank_program(rank, phases)
+
+    def check_rank(self, rank) -> None:
+        """A rank of this plan's world, or ValueError (a list index would take -1 as
+        the last rank and answer IndexError for 5 of 1)."""
+        if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or \
+                not 0 <= rank < self.nranks:
+            raise ValueError(f"rank {rank!r} is not a rank of this plan's world of "
+                             f"{self.nranks} rank(s) (0 to {self.nranks - 1})")
 
     # -- exact analysis -----------------------------------------------------------------
     def peak_bytes(self, rank: int, phases=None) -> int:
         """Peak bytes held by `rank` during one execute (persistent + transient); under
         offloading, device bytes (persistent tiles offloaded at rest do not count)."""
+        self.check_rank(rank)
         resident = offload.resident_at_rest(self, rank)
         return simulate_memory(self.program(rank, phases),
                                sum(self.meta[key].nbytes for key in resident), resident,
@@ -264,7 +278,9 @@ class Plan:
                    if type(i) is Exec and i.op_name in copies)
 
     def fingerprint_parts(self) -> dict:
-        """Hashes of the graph, the tiling and the distribution, compared across ranks."""
+        """What ranks compare at compile: hashes of the graph, the tiling and the owners
+        (HASHED_PARTS), and the plan's options as short texts, so that a mismatch names
+        the option and both values (one rank alone with deterministic=True)."""
         graph_text = "\n".join(
             [f"T {t.name} {t.shape} {t.dtype} {t.requires_grad} {t.persistent} "
              f"{t.external} {t.is_input} {t.is_output}" for t in self.graph.tensors()]
@@ -273,14 +289,16 @@ class Plan:
                for op in self.graph.ops()])
         tiling_text = repr(sorted((name, repr(spec)) for name, spec in self.tilings.items()))
         owner_text = "".join(f"{name}:{self.owners[name].tobytes().hex()}"
-                             for name in sorted(self.owners)) + \
-            f"/{self.nranks}/{self.window}/{self.deterministic}/{self.fuse}" + \
-            ("/pipelined" if self.pipeline is not None else "") + \
-            ("/1f1b" if self.pipeline and self.pipeline.one_f_one_b is not None else "") + \
-            (f"/{self.policy}" if self.policy is not None else "")
-        return {part: hashlib.sha256(text.encode()).hexdigest()[:16]
-                for part, text in (("graph", graph_text), ("tiling", tiling_text),
-                                   ("distribution", owner_text))}
+                             for name in sorted(self.owners))
+        parts = {part: hashlib.sha256(text.encode()).hexdigest()[:16]
+                 for part, text in (("graph", graph_text), ("tiling", tiling_text),
+                                    ("distribution", owner_text))}
+        pipeline = "none" if self.pipeline is None else \
+            ("1f1b" if self.pipeline.one_f_one_b is not None else "pipelined")
+        parts.update({"world size": str(self.nranks), "window": str(self.window),
+                      "deterministic": str(self.deterministic), "fuse": str(self.fuse),
+                      "pipeline": pipeline, "offload policy": repr(self.policy)})
+        return parts
 
     def fingerprint(self) -> str:
         """One hash of graph + plan."""

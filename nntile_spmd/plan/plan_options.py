@@ -5,8 +5,12 @@ build_plan was asked for, and the task order of a pipelined preset.
 
 from __future__ import annotations
 
+import numbers
 from typing import NamedTuple
 
+import numpy as np
+
+from ..graph.logical_graph import LogicalGraph
 from .offload import ExecutionPolicy
 from .pipeline import batch_dims
 from .presets import default_batch_class
@@ -19,6 +23,34 @@ class PlanOptions(NamedTuple):
     fuse: bool = False
     own_rank: int | None = None   # plan this rank's program only (None: every rank's)
     policy: ExecutionPolicy | None = None   # offloading; None: none
+
+
+def is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def is_bool(value) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+# argument of compile/build_plan -> (accepts, what it must be, error otherwise): a value
+# of the wrong type failed late with an AttributeError (compile(None)) or was taken
+# for its truth (deterministic="no" meant True)
+ARGUMENT_RULES = {
+    "graph": (lambda value: isinstance(value, LogicalGraph), "a LogicalGraph"),
+    "window": (is_int, "an int (tiles received ahead)"),
+    "deterministic": (is_bool, "True or False"),
+    "fuse": (lambda value: value is None or is_bool(value),
+             "True, False or None (None reads $NNTILE_SPMD_FUSE)"),
+}
+
+
+def check_arguments(caller: str, **arguments) -> None:
+    """Raise TypeError naming the first argument that ARGUMENT_RULES refuses."""
+    for name, value in arguments.items():
+        accepts, expected = ARGUMENT_RULES[name]
+        if not accepts(value):
+            raise TypeError(f"{caller}: {name} must be {expected}, got {value!r}")
 
 
 class PipelineOrder(NamedTuple):

@@ -132,11 +132,51 @@ class TilingRequest:
     split_classes: frozenset   # classes a preset blocks over ranks
 
 
+def is_int(value) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+# TilingStrategy size argument -> may it be None; each must be a positive int (a float
+# was taken as is: min_tile=2.5 gave tiles of any size)
+SIZE_ARGUMENTS = {"target_tile_bytes": False, "min_tile": False, "max_tile": True}
+
+
+def check_sizes(**sizes) -> None:
+    for name, value in sizes.items():
+        if value is None and SIZE_ARGUMENTS[name]:
+            continue
+        if not is_int(value) or value < 1:
+            also = " or None" if SIZE_ARGUMENTS[name] else ""
+            raise TypeError(f"TilingStrategy: {name} must be a positive int{also}, "
+                            f"got {value!r}")
+
+
+def check_tile_shape(kind, name, tile_shape) -> None:
+    """Per dim a tile size (an int), a list of int boundaries, or None: a float size
+    (2.5) was refused with "'float' object is not iterable" and float boundaries were
+    truncated without a word."""
+    if isinstance(tile_shape, (str, bytes)) or not hasattr(tile_shape, "__iter__"):
+        raise TypeError(f"TilingStrategy.{kind}: the tile shape of {name!r} must be a list "
+                        f"with one entry per dim, got {tile_shape!r}")
+    for dim, tile in enumerate(tile_shape):
+        boundaries = not isinstance(tile, (str, bytes)) and hasattr(tile, "__iter__") and \
+            all(is_int(bound) for bound in tile)
+        if tile is not None and not is_int(tile) and not boundaries:
+            raise TypeError(f"TilingStrategy.{kind}: {name!r} dim {dim}: a tile must be a "
+                            f"size (an int), a list of int boundaries or None, got {tile!r}")
+
+
 class TilingStrategy:
     """Chooses one DimensionTiling per axis class. Build with .auto/.manual/..."""
 
     def __init__(self, kind, manual=None, target_tile_bytes=1 << 20, min_tile=1,
                  max_tile=None, profile=None):
+        check_sizes(target_tile_bytes=target_tile_bytes, min_tile=min_tile, max_tile=max_tile)
+        if not isinstance(manual or {}, dict):
+            raise TypeError(f"TilingStrategy.{kind}: tile shapes must be a dict "
+                            f"{{tensor name: [per dim ...]}}, got {manual!r}")
+        for name, tile_shape in (manual or {}).items():
+            check_tile_shape(kind, name, tile_shape)
         self.kind = kind
         self.manual_shapes = dict(manual or {})
         self.target_tile_bytes = target_tile_bytes

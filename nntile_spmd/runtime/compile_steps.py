@@ -9,7 +9,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from ..plan.cache import ENV_DIRECTORY, shared_cache
-from ..plan.plan import build_plan
+from ..plan.plan import HASHED_PARTS, build_plan
 from .failure import install_abort_on_error
 from .timeouts import resolve_timeout
 from .world import World
@@ -82,25 +82,51 @@ def make_world(comm, recv_timeout):
     return world
 
 
+# a plan option -> where a script sets it (a rank-local environment variable is the
+# usual way one rank alone ends up with another value)
+OPTION_SOURCES = {"fuse": "compile(fuse=...) or $NNTILE_SPMD_FUSE",
+                  "deterministic": "compile(deterministic=...)",
+                  "window": "compile(window=...)",
+                  "offload policy": "compile(policy=..., memory_budget=...)"}
+
+
 def check_same_plan(world, plan):
     """Raise on every rank (never hang) if ranks derived different plans."""
-    parts = world.agree(plan.fingerprint_parts())
+    parts = world.agree(plan.fingerprint_parts(), "compile: the ranks' plan fingerprints")
     differing = [(rank, part) for rank, theirs in enumerate(parts)
                  for part in theirs if theirs[part] != parts[0][part]]
     if differing:
-        summary = world.agree([t.describe() for t in plan.graph.tensors()])
-        details = "; ".join(f"rank {rank} differs from rank 0 in its {part}"
-                            for rank, part in differing)
+        summary = world.agree(graph_summary(plan.graph), "compile: the ranks' graphs")
+        details = "; ".join(describe_part(rank, part, parts) for rank, part in differing)
         diff = first_difference(summary)
         raise RuntimeError(f"ranks built different plans: {details}{diff}")
 
 
+def describe_part(rank, part, parts) -> str:
+    text = f"rank {rank} differs from rank 0 in its {part}"
+    if part in HASHED_PARTS:
+        return text
+    source = f", set by {OPTION_SOURCES[part]}" if part in OPTION_SOURCES else ""
+    return f"{text} ({parts[rank][part]} on rank {rank}, {parts[0][part]} on rank 0{source})"
+
+
+def graph_summary(graph) -> tuple:
+    """(tensor descriptions, op descriptions): what first_difference compares."""
+    return ([t.describe() for t in graph.tensors()],
+            [f"op {op.name} = {op.op_type}({', '.join(t.name for t in op.inputs)}) -> "
+             f"{', '.join(t.name for t in op.outputs)}" for op in graph.ops()])
+
+
 def first_difference(summaries):
-    for rank, tensors in enumerate(summaries[1:], start=1):
-        for mine, theirs in zip(summaries[0], tensors):
-            if mine != theirs:
-                return f" (first tensor difference: rank 0 has {mine}, rank {rank} has {theirs})"
-        if len(tensors) != len(summaries[0]):
-            return (f" (rank 0 has {len(summaries[0])} tensors, rank {rank} has "
-                    f"{len(tensors)})")
+    """The first tensor, else the first op, that differs between rank 0 and a rank."""
+    for kind, index in (("tensor", 0), ("op", 1)):
+        first = summaries[0][index]
+        for rank, summary in enumerate(summaries[1:], start=1):
+            for mine, theirs in zip(first, summary[index]):
+                if mine != theirs:
+                    return (f" (first {kind} difference: rank 0 has {mine}, rank {rank} has "
+                            f"{theirs})")
+            if len(summary[index]) != len(first):
+                return (f" (rank 0 has {len(first)} {kind}s, rank {rank} has "
+                        f"{len(summary[index])})")
     return ""

@@ -8,6 +8,7 @@ import time
 
 from ..plan.offload import as_policy, resident_at_rest
 from ..plan.plan import normalize_phases
+from ..plan.plan_options import check_arguments
 from .binding import BindingMixin
 from .compile_steps import (PendingCompile, check_same_plan, make_world, own_rank,
                             plan_graph_cached, plan_in_background)
@@ -15,6 +16,7 @@ from .consistency import RankAgreement
 from .device import for_graph
 from .device_choice import check_device_name
 from .executor_threads import make_executor
+from .finite_check import check_finite_from_env
 from .fused_kernels import resolve_fuse
 from .limits import check_fits_in_memory
 from .offload_store import OffloadStore
@@ -38,6 +40,8 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
     The MPI part waits for result(), called on the caller's thread: no collective
     ever runs off the main thread."""
     check_device_name(device)
+    check_arguments("compile_async", graph=graph, window=window, deterministic=deterministic,
+                    fuse=fuse)
     if shape_bindings:
         graph = graph.bind(shape_bindings)
     world = make_world(comm, recv_timeout)
@@ -65,7 +69,9 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         self.scalars = ScalarTable(graph)
         self.resolved = {}   # (phases, rank) -> ResolvedProgram
         self.fused_kernels = {}   # the kernel table with the fused chains (fused_kernels.py)
-        self.indexes = {}    # (phases, rank) -> program_index.IndexEntry
+        self.indexes = {}    # (phases, rank, check_finite) -> program_index.IndexEntry
+        # check every task's outputs for NaN/+Inf, naming the first op (finite_check.py)
+        self.check_finite = check_finite_from_env()
         self.agreement = RankAgreement(graph.name)
         self.graph_size = (len(graph.tensors()), len(graph.ops()))   # to notice later edits
         self.produced = set()  # tensors some execute() has computed (get_output checks)
@@ -106,8 +112,12 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         `memory_budget=bytes` is short for offloading within that budget.
         `device`: "cpu", "cuda", or "auto" ($NNTILE_SPMD_DEVICE, else cuda where a small
         kernel runs on a GPU; runtime/device_choice.py).
+        After compile, `cg.check_finite = True` (default $NNTILE_SPMD_CHECK_FINITE) makes
+        the first task writing a NaN or +Inf raise, naming op, tile and rank.
         """
         check_device_name(device)
+        check_arguments("compile", graph=graph, window=window, deterministic=deterministic,
+                        fuse=fuse)
         if shape_bindings:
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
@@ -125,7 +135,9 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         selected, threading = world.setup_node(device, threads, task_threads)
         if selected.name != "cpu":
             threading = TaskThreads(1)   # a GPU rank's kernels are launches on one stream
-        return cls(graph, world, plan, for_graph(selected, graph), threading)
+        compiled = cls(graph, world, plan, for_graph(selected, graph), threading)
+        world.where = f"the calls after compiling graph {graph.name!r}"   # for errors
+        return compiled
 
     # -- execution -------------------------------------------------------------------
     def execute(self, phases=None):
@@ -136,7 +148,7 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         agreement, phases_key = self.agreement, normalize_phases(phases)
         self.world.where = (f"execute #{agreement.executes} of graph {self.graph.name!r}"
                             f"{self.context}")
-        agreement.verify(self.world, phases_key)
+        agreement.verify(self.world, phases_key, self.scalars.values)
         epoch = agreement.executes
         agreement.executes += 1
         executors = {}
@@ -144,8 +156,9 @@ class CompiledGraph(BindingMixin, ProfileMixin):
             transport = wrap_transport(self.world.transport(rank, epoch), self.device,
                                        self.world.cuda_aware)
             program = self.resolved_program(phases, rank)
-            index = program_index(self.indexes, (phases_key, rank), self.device, program,
-                                  self.fused_kernels, self.plan.meta)
+            index = program_index(self.indexes, (phases_key, rank, self.check_finite),
+                                  self.device, program, self.fused_kernels, self.plan.meta,
+                                  self.check_finite)
             task_threads = self.threading.for_program((phases_key, rank), program)
             executors[rank] = make_executor(
                 rank, program, self.plan.meta, store, transport, index, self.plan.window,
@@ -198,7 +211,8 @@ class CompiledGraph(BindingMixin, ProfileMixin):
     def set_scalar(self, name: str, value) -> None:
         """Set runtime scalar `name` (e.g. "lr") for the following executes; no recompile.
 
-        Like every input, all ranks must set the same value.
+        Like every input, all ranks must set the same value: the next execute raises on
+        every rank, naming the scalar and the values, if they differ.
         """
         self.scalars.set(name, value)
 

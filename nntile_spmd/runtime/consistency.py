@@ -3,8 +3,10 @@
 SPMD has no leader to notice a rank that skipped an execute(), ran other phases,
 or was given different "replicated" data: its messages would silently match
 another step's. Each execute therefore starts with one small allgather of a
-fingerprint (execute counter, phases, hash of the data bound with bind_data), and
-a mismatch raises on every rank before any tile moves. Imports no mpi4py.
+fingerprint (execute counter, phases, hash of the data bound with bind_data, hash of
+the runtime scalars' values: a learning rate set on one rank only would make the
+"replicated" weights differ silently), and a mismatch raises on every rank before any
+tile moves. Imports no mpi4py.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import zlib
 
 import numpy as np
 
-FIELDS = ("execute counter", "phases", "data bound with bind_data")
+FIELDS = ("execute counter", "phases", "data bound with bind_data", "runtime scalars")
 
 
 def data_hash(array) -> int:
@@ -37,41 +39,63 @@ class RankAgreement:
     def record_bind(self, name, array):
         self.bound[name] = data_hash(array)
 
-    def fingerprint(self, phases_key) -> list:
+    def fingerprint(self, phases_key, scalars) -> list:
         bound = text_hash(repr(sorted(self.bound.items())))
-        return [self.executes, text_hash(repr(phases_key)), bound]
+        # repr of a float is exact, so two values hash alike only if they are equal
+        return [self.executes, text_hash(repr(phases_key)), bound,
+                text_hash(repr(sorted(scalars.items())))]
 
-    def verify(self, world, phases_key):
-        """Raise on every rank if any rank's fingerprint differs (MPI worlds only)."""
+    def verify(self, world, phases_key, scalars):
+        """Raise on every rank if any rank's fingerprint differs (MPI worlds only);
+        `scalars` is {runtime scalar name: value} (runtime/scalars.ScalarTable)."""
         if not world.executes or world.runs_every_rank or world.size == 1:
             return      # one process derived every fingerprint: nothing to compare
-        mine = self.fingerprint(phases_key)
+        mine = self.fingerprint(phases_key, scalars)
         every = world.check_fingerprint(
             mine, f"the start of execute #{self.executes} (fingerprint check)")
         differing = [(rank, FIELDS[field]) for rank in range(world.size)
                      for field in range(len(FIELDS)) if every[rank][field] != every[0][field]]
         if not differing:
             return
-        details = world.agree((self.executes, phases_key, self.bound),
+        details = world.agree((self.executes, phases_key, self.bound, dict(scalars)),
                               "the details of a fingerprint mismatch")
         raise RuntimeError(describe_mismatch(self.graph_name, differing, details))
 
 
 def describe_mismatch(graph_name, differing, details) -> str:
     """Which rank differs from rank 0 in what (names the tensors bound differently)."""
-    lines = []
-    for rank, field in differing:
-        executes, phases, bound = details[rank]
-        if field == "data bound with bind_data":
-            names = sorted(name for name in set(bound) | set(details[0][2])
-                           if bound.get(name) != details[0][2].get(name))
-            lines.append(f"rank {rank} bound different data than rank 0 for {names}")
-        else:
-            lines.append(f"rank {rank} is at execute #{executes} with phases {phases}, rank 0 "
-                         f"at execute #{details[0][0]} with phases {details[0][1]}")
+    lines = [MISMATCH_LINES[field](rank, details[rank], details[0])
+             for rank, field in differing]
     return (f"execute of graph {graph_name!r}: the ranks diverged ({'; '.join(lines)}). A rank "
-            "skipped an execute(), ran other phases, or was given different data; "
-            "every rank must make the same calls with the same replicated data.")
+            "skipped an execute(), ran other phases, was given different data or set a "
+            "runtime scalar (set_scalar) to another value; every rank must make the same "
+            "calls with the same replicated data and scalars.")
+
+
+def different_keys(mine: dict, rank0: dict) -> list:
+    return sorted(name for name in set(mine) | set(rank0) if mine.get(name) != rank0.get(name))
+
+
+def describe_bound(rank, mine, rank0) -> str:
+    return f"rank {rank} bound different data than rank 0 for {different_keys(mine[2], rank0[2])}"
+
+
+def describe_scalars(rank, mine, rank0) -> str:
+    return "; ".join(f"runtime scalar {name!r} is {mine[3].get(name)!r} on rank {rank} but "
+                     f"{rank0[3].get(name)!r} on rank 0"
+                     for name in different_keys(mine[3], rank0[3]))
+
+
+def describe_step(rank, mine, rank0) -> str:
+    return (f"rank {rank} is at execute #{mine[0]} with phases {mine[1]}, rank 0 "
+            f"at execute #{rank0[0]} with phases {rank0[1]}")
+
+
+# fingerprint field -> (rank, its details, rank 0's details) -> what differs, in words;
+# details are (executes, phases, {bound name: hash}, {scalar name: value})
+MISMATCH_LINES = {"execute counter": describe_step, "phases": describe_step,
+                  "data bound with bind_data": describe_bound,
+                  "runtime scalars": describe_scalars}
 
 
 def check_same_on_all_ranks(world, what: str, value):

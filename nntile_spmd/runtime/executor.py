@@ -85,11 +85,16 @@ class RankExecutor:
         program, operands, dispatch = self.program, self.index.operands, self.dispatch
         if self.posted < len(self.positions):
             self.post_receives()
-        for pc in range(self.pc, len(program)):
-            instruction = program[pc]
-            if dispatch[type(instruction)](instruction, operands[pc], blocking) is False:
-                self.pc = pc
-                return False
+        pc = self.pc
+        try:    # free unless raised: the failed instruction is kept for the flight record
+            for pc in range(self.pc, len(program)):
+                instruction = program[pc]
+                if dispatch[type(instruction)](instruction, operands[pc], blocking) is False:
+                    self.pc = pc
+                    return False
+        except BaseException:
+            self.pc = pc
+            raise
         self.pc = len(program)
         self.finish()
         return True

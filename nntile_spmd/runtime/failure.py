@@ -7,35 +7,69 @@ and calls MPI_Abort, which makes mpiexec/srun kill every rank and exit non-zero.
 It is installed at `import nntile_spmd` (from the launcher's environment, without
 loading mpi4py) so it also covers errors raised before compile(), and it works
 for plain `mpiexec -n N python script.py`, not only under `python -m mpi4py`.
+
+A rank killed by a signal cannot say so, and a peer's MPI call may fail first
+(MPICH: "process_vm_readv failed" reading the dead rank's memory), so the first
+message named the wrong rank. The hook therefore names the ranks on this host whose
+process is gone (the world's (host, pid) table, gathered at the first compile).
 """
 
 from __future__ import annotations
 
 import array
 import os
+import socket
 import stat
 import sys
 import time
 import traceback
 
-# (rank variable, size variable) set by MPICH/Hydra, Open MPI, PMIx and Slurm's srun.
-LAUNCHER_VARIABLES = (("PMI_RANK", "PMI_SIZE"),
-                      ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-                      ("PMIX_RANK", "PMIX_SIZE"),
-                      ("SLURM_PROCID", "SLURM_NTASKS"))
+from ..rank_entry import launched_rank_and_size
+from . import abnormal_end, flight
 
 _installed = False
+PEERS = {}      # world rank -> (host, pid), set by the first MPIWorld over COMM_WORLD
 
 
-def launched_rank_and_size():
-    """(rank, size) from the launcher's environment, or None outside a launcher."""
-    for rank_name, size_name in LAUNCHER_VARIABLES:
-        if rank_name in os.environ and size_name in os.environ:
-            try:
-                return int(os.environ[rank_name]), int(os.environ[size_name])
-            except ValueError:
-                continue
-    return None
+def record_peers(table) -> None:
+    """Remember every world rank's (host, pid), so an abort can name a dead one."""
+    PEERS.update(enumerate(table))
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def dead_peers(rank) -> list:
+    """(rank, host, pid) of the other ranks on this host whose process has ended."""
+    host = this_host()
+    return [(peer, peer_host, pid) for peer, (peer_host, pid) in sorted(PEERS.items())
+            if peer != rank and peer_host == host and not abnormal_end.process_alive(pid)]
+
+
+def silent_peers(rank) -> set:
+    """The other ranks on this host that cannot answer: ended, or stopped (SIGSTOP)."""
+    host = this_host()
+    return {peer for peer, (peer_host, pid) in PEERS.items() if peer != rank and
+            peer_host == host and (not abnormal_end.process_alive(pid)
+                                   or abnormal_end.process_state(pid) in ("T", "t"))}
+
+
+def abort_header(rank, error) -> str:
+    """The first line of an abort: the dead ranks, when there are, come first."""
+    dead = dead_peers(rank)
+    if dead:
+        names = "; ".join(f"rank {peer} (pid {pid} on {host}) has died" for peer, host, pid
+                          in dead)
+        return (f"[rank {rank}] {names}: the error it caused on rank {rank} ends the job "
+                "(the launcher's message may name the pid):\n")
+    header = f"[rank {rank}] uncaught exception, aborting the job:\n"
+    if type(error).__module__.startswith("mpi4py") and PEERS:
+        pids = ", ".join(f"rank {peer} = pid {pid} on {host}"
+                         for peer, (host, pid) in sorted(PEERS.items()))
+        header += (f"[rank {rank}] an MPI error usually follows the death of another rank; "
+                   f"if the launcher names a pid: {pids}\n")
+    return header
 
 
 def install_abort_on_error(rank=None, size=None):
@@ -52,11 +86,14 @@ def install_abort_on_error(rank=None, size=None):
 
     def abort_hook(kind, value, trace):
         text = "".join(traceback.format_exception(kind, value, trace))
-        sys.stderr.write(f"[rank {rank}] uncaught exception, aborting the job:\n{text}")
+        sys.stderr.write(abort_header(rank, value) + text)
         sys.stderr.flush()
         wait_until_read(sys.stderr)
         if kind is KeyboardInterrupt:
             previous_hook(kind, value, trace)
+        flight.record_failure(rank, size, flight.latest_where(),
+                              f"{kind.__name__}: {value}"[:2000])
+        abnormal_end.run_cleanups()    # MPI_Abort ends the process without atexit
         from mpi4py import MPI   # loaded only now: importing it initializes MPI
         MPI.COMM_WORLD.Abort(1)
 

@@ -15,6 +15,7 @@ import pickle
 import numpy as np
 from mpi4py import MPI
 
+from . import failure, flight
 from .device import select_device
 from .executor import CROWDED_SEND_GRACE_SECONDS, RecvTimeout, wait_with_deadline
 from .stats import Traffic
@@ -111,11 +112,17 @@ class MPIWorld:
         base = MPI.COMM_WORLD if comm is None else comm
         self.recv_timeout = resolve_timeout(recv_timeout)
         self.size, self.rank = base.Get_size(), base.Get_rank()
+        self.on_world = base == MPI.COMM_WORLD   # our ranks are COMM_WORLD's
         self.where = "compile"       # what this rank is doing, for timeout messages
+        flight.remember_world(self)
         self.comm = self.duplicate(base)
         self.control = self.duplicate(base)   # execute fingerprints and failure diagnosis
         self.epochs = max(1, (self.comm.Get_attr(MPI.TAG_UB) + 1) // TAG_LIMIT)
         self.cuda_aware = os.environ.get("NNTILE_SPMD_CUDA_AWARE") == "1"
+        if not failure.PEERS and self.size > 1 and self.on_world:
+            # once per process: lets an abort name a rank that died (failure.py)
+            failure.record_peers(self.agree((failure.this_host(), os.getpid()),
+                                            "the exchange of the ranks' pids (compile)"))
 
     def duplicate(self, base):
         """base.Dup() with a deadline (no communicator to diagnose on exists yet)."""
@@ -172,8 +179,11 @@ class MPIWorld:
     def run(self, executors: dict):
         executor = executors[self.rank]
         try:
-            executor.run(blocking=True)
+            with flight.Armed(self, executor):
+                executor.run(blocking=True)
         except BaseException as error:
+            flight.record_failure(self.rank, self.size, self.where,
+                                  f"{type(error).__name__}: {error}"[:2000], executor)
             # receives are cancelled; sends cannot be, and a late peer may still read
             # them, so their tiles must outlive the store's cleanup (they carry this
             # execute's tag epoch: no later execute can match them)
@@ -191,11 +201,15 @@ class MPIWorld:
         except RecvTimeout:
             # final: MPI cannot cancel a collective, so this communicator is unusable
             ABANDONED.append(request)
+            flight.record_failure(self.rank, self.size, self.where,
+                                  f"timed out after {self.recv_timeout:g} s in {what}")
             raise self.unresponsive(what) from None
 
     def unresponsive(self, what):
+        # failure's pid table is of COMM_WORLD's ranks: it names ours only on COMM_WORLD
+        known_silent = failure.silent_peers(self.rank) if self.on_world else ()
         return unresponsive_error(self.control, self.rank, self.size, what, self.where,
-                                  self.recv_timeout)
+                                  self.recv_timeout, known_silent)
 
     def fetch_tile(self, stores, key, owner, root, tile_shape_dtype):
         """The tile on every rank (root=None) or on `root` only (None elsewhere)."""

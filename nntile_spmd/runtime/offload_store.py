@@ -1,7 +1,8 @@
 """Runtime layer: where a rank's EVICTed tiles live, and the EVICT/PREFETCH handlers.
 
 Host tiles (the CPU device) go to memory-mapped files in a temporary directory of
-the rank (removed when the store goes, or at exit); GPU tiles go to host arrays.
+the rank (removed when the store goes, at exit, at an abort or a SIGTERM, and after a
+SIGKILL by the next run: offload_files.py); GPU tiles go to host arrays.
 Each tile keeps one slot for the store's life: an EVICT writes it (unless the
 plan knows the copy is current), a PREFETCH reads it into a fresh device buffer
 counted by the tile store. The copies run on the executor thread, synchronously:
@@ -16,13 +17,12 @@ their slot, so bind_data, get_output and checkpoints need no special case.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import weakref
 
 import numpy as np
 
 from ..plan.instructions import Evict, Prefetch
+from .offload_files import make_directory, remove
 
 ARENA_BYTES = 64 << 20      # one memory-mapped file holds many tiles' slots
 ALIGN = 64                  # slot offsets, in bytes (cache lines)
@@ -61,9 +61,8 @@ class OffloadStore:
     def arena_array(self, shape, dtype, nbytes):
         if not self.arenas or self.used + nbytes > self.arenas[-1].nbytes:
             if self.directory is None:
-                self.directory = tempfile.mkdtemp(prefix=f"nntile-offload-rank{self.rank}-",
-                                                  dir=os.environ.get(ENV_DIRECTORY))
-                weakref.finalize(self, shutil.rmtree, self.directory, True)
+                self.directory = make_directory(self.rank, os.environ.get(ENV_DIRECTORY))
+                weakref.finalize(self, remove, self.directory)
             path = os.path.join(self.directory, f"arena{len(self.arenas)}")
             self.arenas.append(np.memmap(path, np.uint8, "w+", shape=max(ARENA_BYTES,
                                                                          nbytes)))

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from ..plan.instructions import Evict, Exec, Free, Prefetch, Recv, Send
 from ..plan.memory import recv_positions
+from .finite_check import wrap_kernels
 from .fused_kernels import kernel_table
 
 
@@ -38,12 +39,16 @@ class ProgramIndex(NamedTuple):
 
 
 def program_index(cache: dict, key, device, program, fused_cache: dict,
-                  meta) -> ProgramIndex:
-    """The index of `program` (the resolved program of `key` = (phases, rank))."""
+                  meta, check_finite=False) -> ProgramIndex:
+    """The index of `program` (the resolved program of `key` = (phases, rank, whether
+    the kernels are checked for non-finite outputs: finite_check.py))."""
     entry = cache.get(key)
     if entry is None or entry.program is not program:
         kernels = kernel_table(device, program, fused_cache)
-        entry = cache[key] = IndexEntry(build_index(program, kernels, meta), program)
+        value = build_index(program, kernels, meta)
+        if check_finite:
+            value = value._replace(operands=wrap_kernels(value.operands, device.xp))
+        entry = cache[key] = IndexEntry(value, program)
     return entry.value
 
 

@@ -35,7 +35,7 @@ class OpTotals:
     """Measured totals of a group of ops (one phase or one op type)."""
 
     tasks: int = 0               # EXEC instructions run
-    flops: int = 0               # the FLOPs of those tasks
+    flops: int = 0               # the FLOP counts of those tasks (counted, not measured)
     kernel_ms: float = 0.0       # executor clock around the kernel calls
     wait_ms: float = 0.0         # blocked waiting for receives these ops consume
     bytes_sent: int = 0          # messages of tiles these ops consume (sender side)
@@ -54,6 +54,9 @@ class OpTotals:
 class ExecutionStats:
     """One rank's measurements of its last execute() (seed 003's ExecutionStats).
 
+    Bytes, peaks and times are measured; flops_executed is counted: the FLOP counts of
+    the tasks this rank ran, added up (no hardware counter), so it differs from the
+    plan only when a task ran that was not planned or a planned one did not run.
     Dict-style access (`stats["peak_bytes"]`) is kept for older callers.
     """
 
@@ -63,7 +66,7 @@ class ExecutionStats:
     bytes_received: int = 0      # bytes MPI reported received (Status counts)
     messages_sent: int = 0
     messages_received: int = 0
-    flops_executed: int = 0
+    flops_executed: int = 0      # counted: the FLOP counts of the tasks run, added up
     execution_time_ms: float = 0.0
     peak_bytes: int = 0          # most bytes the tile store held (spare buffers included)
     # the same, minus tiles whose FREE was passed while a task still read them

@@ -25,6 +25,9 @@ DIAGNOSIS_TAG = 7
 ABANDONED = []
 
 
+RAISE_DEADLINE = ("; if the ranks are only slow (a long step, a checkpoint on a slow file "
+                  "system), raise the deadline: compile(recv_timeout=...), "
+                  "$NNTILE_SPMD_RECV_TIMEOUT or launch --recv-timeout")
 FINAL = (". This error is final (the library's communicators may hold unfinished "
          "operations); uncaught, it ends the job.")
 
@@ -38,7 +41,7 @@ def encode(text: str) -> np.ndarray:
     return np.frombuffer(raw.ljust(NOTE_BYTES, b"\0"), dtype=np.uint8).copy()
 
 
-def listen_for_peers(control, where: str, grace: float) -> dict:
+def listen_for_peers(control, where: str, grace: float, known_silent=()) -> dict:
     """{rank: where it is} of the ranks that answered within `grace` seconds."""
     rank, size = control.Get_rank(), control.Get_size()
     note = encode(f"rank {rank} is in {where}")
@@ -47,8 +50,11 @@ def listen_for_peers(control, where: str, grace: float) -> dict:
     buffers = {peer: np.zeros(NOTE_BYTES, dtype=np.uint8) for peer in peers}
     receives = {peer: control.Irecv([buffers[peer], MPI.BYTE], source=peer, tag=DIAGNOSIS_TAG)
                 for peer in peers}
+    # a peer known to be stopped or gone cannot answer: no need to wait for it (the
+    # grace was spent in full on a SIGSTOPped rank)
+    answering = len(peers) - len(set(known_silent) & set(peers))
     heard, deadline = {}, time.monotonic() + grace
-    while len(heard) < len(peers) and time.monotonic() < deadline:
+    while len(heard) < answering and time.monotonic() < deadline:
         for peer, request in receives.items():
             if peer not in heard and request.Test():
                 heard[peer] = bytes(buffers[peer]).rstrip(b"\0").decode(errors="replace")
@@ -61,10 +67,12 @@ def listen_for_peers(control, where: str, grace: float) -> dict:
     return heard
 
 
-def unresponsive_error(control, rank, size, what, where, timeout) -> RankUnresponsive:
-    """The error a rank raises when `what` did not complete within `timeout` seconds."""
+def unresponsive_error(control, rank, size, what, where, timeout,
+                       known_silent=()) -> RankUnresponsive:
+    """The error a rank raises when `what` did not complete within `timeout` seconds;
+    `known_silent`: ranks of `control` known to be stopped or gone (not waited for)."""
     grace = min(timeout, 10.0)   # peers time out within a step of each other
-    heard = listen_for_peers(control, where, grace) if size > 1 else {}
+    heard = listen_for_peers(control, where, grace, known_silent) if size > 1 else {}
     silent = [peer for peer in range(size) if peer != rank and peer not in heard]
     others = "; ".join(heard[peer] for peer in sorted(heard))
     blame = (f"rank(s) {silent} did not respond (stopped, dead, or hung in user code)"
@@ -72,4 +80,4 @@ def unresponsive_error(control, rank, size, what, where, timeout) -> RankUnrespo
              "different calls")
     return RankUnresponsive(f"rank {rank} waited more than {timeout:g} s for {what} during "
                             f"{where}: {blame}" + (f"; {others}" if others else "")
-                            + FINAL)
+                            + RAISE_DEADLINE + FINAL)

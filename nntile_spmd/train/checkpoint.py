@@ -73,15 +73,16 @@ def checksum(array) -> str:
     return hashlib.sha256(np.array(array, order="C", copy=True).tobytes()).hexdigest()
 
 
-def gather(world, local_value) -> list:
-    """Every rank's value; a simulated world holds all ranks here, so its local list is all."""
-    values = world.agree(local_value)
+def gather(world, local_value, what: str) -> list:
+    """Every rank's value; a simulated world holds all ranks here, so its local list is all.
+    `what` names the exchange in a timeout's message (a slow file system shows here)."""
+    values = world.agree(local_value, what)
     return [local_value] if len(world.local_ranks()) == world.size else values
 
 
 def raise_if_any(world, error, what):
     """Collective verdict: every rank raises if any rank failed (never a hang)."""
-    errors = [e for e in gather(world, error) if e]
+    errors = [e for e in gather(world, error, f"the ranks' verdicts on {what}") if e]
     if errors:
         raise CheckpointError(f"{what}: " + "; ".join(errors))
 
@@ -95,7 +96,8 @@ def save_checkpoint(cg, directory, step=None, extra=None) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     world = cg.world
     label = f"step{int(step):08d}-" if step is not None else ""
-    token = world.agree(f"ckpt-{label}{uuid.uuid4().hex[:12]}")[0]   # rank 0's name for all
+    token = world.agree(f"ckpt-{label}{uuid.uuid4().hex[:12]}",     # rank 0's name for all
+                        f"save_checkpoint({directory}): the checkpoint's name")[0]
     names = [t.name for t in cg.graph.tensors() if t.persistent]
     records, error = [], None
     try:
@@ -103,7 +105,8 @@ def save_checkpoint(cg, directory, step=None, extra=None) -> Path:
             records += write_shard(cg, directory, token, names, rank)
     except Exception as exc:   # reported collectively below, so no rank hangs
         error = f"rank {world.rank} could not write its shard ({exc!r})"
-    gathered = gather(world, (records, error))
+    gathered = gather(world, (records, error),
+                      f"save_checkpoint({directory}): every rank writing its shard")
     raise_if_any(world, next((e for _, e in gathered if e), None),
                  "save_checkpoint failed, the previous checkpoint is kept")
     records = [record for part, _ in gathered for record in part]
@@ -203,7 +206,8 @@ def load_checkpoint(cg, directory, strict: bool = True, step=None) -> dict:
         tiles = read_local_tiles(cg, Path(directory), manifest, strict)
     except Exception as exc:   # noqa: BLE001 - every failure becomes the collective verdict
         error = f"rank {cg.world.rank}: {describe_error(exc)}"
-    verdicts = gather(cg.world, (error, manifest and manifest.get("checksum")))
+    verdicts = gather(cg.world, (error, manifest and manifest.get("checksum")),
+                      f"load_checkpoint({directory}): every rank reading its tiles")
     errors = [e for e, _ in verdicts if e]
     if errors:   # every rank sees every error: all raise the same one
         raise CheckpointError(f"load_checkpoint({directory}): " + "; ".join(errors))
@@ -288,6 +292,11 @@ class TileReader:
             if record is None:
                 raise CheckpointError(f"checkpoint is incomplete: no record of tile "
                                       f"{tile_key(name, coord)}")
+            if record.get("key") != tile_key(name, coord):
+                # the sha256 would match the other tile's bytes: a wrong value, no error
+                raise CheckpointError(f"the manifest's record of tile {tile_key(name, coord)} "
+                                      f"points at tile {record.get('key')!r}: the manifest "
+                                      "is inconsistent")
             try:
                 array = self.open(record["file"]).get_tensor(record["key"])
             except Exception as exc:   # safetensors raises its own error types
@@ -296,8 +305,17 @@ class TileReader:
             if checksum(array) != record["sha256"]:
                 raise CheckpointError(f"checksum mismatch for tile {record['key']} in "
                                       f"{self.directory / record['file']}: the file is corrupted")
+            expected = self.saved_tile_shape(name, coord)
+            if tuple(array.shape) != expected:   # the same bytes in another shape pass sha256
+                raise CheckpointError(f"tile {record['key']} of {self.directory / record['file']}"
+                                      f" has shape {list(array.shape)}, the manifest's tiling "
+                                      f"says {list(expected)}")
             self.cache[key] = array
         return self.cache[key]
+
+    def saved_tile_shape(self, name, coord) -> tuple:
+        tiling = self.manifest["tensors"][name]["tiling"]
+        return tuple(bounds[i + 1] - bounds[i] for bounds, i in zip(tiling, coord))
 
     def open(self, filename):
         if filename not in self.files:

@@ -8,14 +8,17 @@ gradients add up in the persistent gradient tensors, then execute(phases=optimiz
 from __future__ import annotations
 
 import json
+import math
 import time
+import warnings
 
 import numpy as np
 from tqdm import tqdm
 
+from ..graph.dtypes import storage_dtype
 from ..runtime import compile as compile_graph
 from ..runtime.consistency import check_same_on_all_ranks
-from .checkpoint import load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .data import BatchView, batch_indices, bind_local
 from .losses import accuracy, cross_entropy_numpy
 from .optim import add_optimizer
@@ -34,13 +37,19 @@ class Trainer:
     runtime scalar "lr" before every step (no recompiling; see train/schedule.py).
     With `checkpoint_every` N, fit() saves into `checkpoint_dir`/step-NNNNNNNN every N
     steps and keeps the `keep_last` newest; resume() continues from the latest.
+    With `skip_nonfinite`, a step whose loss is NaN or Inf changes nothing: the optimizer
+    phase runs in its own execute after the loss is read, and is skipped (gradients
+    zeroed, parameters and optimizer state as they were) with a warning.
     """
 
     def __init__(self, model, optimizer: str = "adam", comm=None, distribution="single",
                  tiling=None, seed: int = 0, log_path=None, progress: bool = True,
                  compile_args=None, lr_schedule=None, checkpoint_dir=None,
-                 checkpoint_every: int = 0, keep_last=None, **hyper):
+                 checkpoint_every: int = 0, keep_last=None, skip_nonfinite: bool = False,
+                 **hyper):
         self.model, self.seed, self.progress = model, seed, progress
+        self.skip_nonfinite = bool(skip_nonfinite)
+        self.skipped = []              # steps skipped for a non-finite loss
         self.lr_schedule = lr_schedule
         self.comm, self.tiling, self.distribution = comm, tiling, distribution
         self.compile_args = dict(compile_args or {})
@@ -84,20 +93,32 @@ class Trainer:
         lr = self.apply_lr_schedule()
         self.cg.context = f" (training step {self.step + 1})"   # named by timeout errors
         loss = 0.0
+        # the optimizer runs apart when the loss must be seen first (one execute otherwise)
+        apart = len(micro_batches) > 1 or self.skip_nonfinite
         for batch in micro_batches:
             for name in self.model.inputs:
                 bind_local(self.cg, name, batch[name])
-            if len(micro_batches) == 1:
-                self.cg.execute()
-            else:
-                self.cg.execute(phases=TRAIN_PHASES)
+            self.cg.execute(phases=TRAIN_PHASES if apart else None)
             # a 0-d loss: replicated under ddp/fsdp/tp, so this read moves no data there
             loss += float(self.cg.get_output(self.model.loss.name))
-        if len(micro_batches) > 1:
+        if apart and self.skip_nonfinite and not math.isfinite(loss):
+            self.skip_step(loss)     # the loss is replicated: every rank skips alike
+        elif apart:
             self.cg.execute(phases="optimizer")
         self.step += 1
         self.record(loss, (time.perf_counter() - start) * 1e3, lr)
         return loss
+
+    def skip_step(self, loss):
+        """Leave parameters and optimizer state as they are; zero the gradients the
+        skipped optimizer phase would have cleared (they accumulate across steps)."""
+        for gradient in self.model.grads:
+            self.cg.bind_data(gradient.name, np.zeros(gradient.shape,
+                                                      storage_dtype(gradient.dtype)))
+        self.skipped.append(self.step + 1)
+        warnings.warn(f"training step {self.step + 1}: the loss is {loss}; the optimizer "
+                      "step is skipped (parameters and optimizer state unchanged)",
+                      RuntimeWarning, stacklevel=3)
 
     def apply_lr_schedule(self):
         """Set "lr" for the coming step from lr_schedule; the rate used (None: no schedule)."""
@@ -187,10 +208,26 @@ class Trainer:
         return manifest
 
     def resume(self, path=None):
-        """Load `path`, or the latest complete checkpoint in checkpoint_dir; returns its
-        manifest, or None (nothing to resume: a fresh start). Collective."""
-        chosen = self.checkpoints.find(self.world, path)
-        return None if chosen is None else self.load(chosen)
+        """Load `path`, or the latest complete checkpoint in checkpoint_dir that verifies
+        (an older one, with a warning, when the newest fails); returns its manifest, or
+        None (nothing to resume: a fresh start). Collective."""
+        failures = []
+        for chosen in self.checkpoints.candidates(self.world, path):
+            try:
+                manifest = self.load(chosen)
+            except CheckpointError as error:   # raised on every rank alike: all go on
+                if path is not None:
+                    raise
+                failures.append(f"{chosen}: {error}")
+                warnings.warn(f"resume: skipping checkpoint {chosen}, it fails verification "
+                              f"({error}); trying the one before it", RuntimeWarning,
+                              stacklevel=2)
+                continue
+            return manifest
+        if failures:
+            raise CheckpointError("resume: no checkpoint under "
+                                  f"{self.checkpoints.root} verifies: " + "; ".join(failures))
+        return None
 
     def close(self):
         if self.log_file is not None:

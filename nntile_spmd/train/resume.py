@@ -3,7 +3,9 @@ from the latest complete one. No mpi4py: collectives go through cg.world.
 
 Layout: <root>/step-00000040/ is one checkpoint (train.checkpoint); it is complete
 once its manifest, written last, exists and verifies, so a run killed mid-save
-resumes from the checkpoint before.
+resumes from the checkpoint before. A complete checkpoint whose tiles then fail
+verification (a flipped bit in a shard) is skipped with a warning, and the run
+resumes from the one before it (Trainer.resume).
 """
 
 from __future__ import annotations
@@ -79,11 +81,18 @@ class CheckpointPolicy:
     def find(self, world, path=None):
         """The checkpoint to resume from: `path`, else the latest under root (or None);
         every rank must find the same one (collective)."""
+        candidates = self.candidates(world, path)
+        return candidates[0] if candidates else None
+
+    def candidates(self, world, path=None) -> list:
+        """The checkpoints to try, newest first: [`path`], or every complete one under
+        root; every rank must find the same ones (collective)."""
         if path is None and self.root is None:
             raise ValueError("resume: pass a checkpoint path or set checkpoint_dir")
-        chosen = Path(path) if path is not None else latest_checkpoint(self.root)
-        choices = world.agree(None if chosen is None else str(chosen), "resume: the checkpoint")
-        if len(set(choices)) > 1:
+        found = [Path(path)] if path is not None else \
+            [found for _, found in reversed(complete_checkpoints(self.root))]
+        choices = world.agree([str(found_path) for found_path in found], "resume: the checkpoints")
+        if any(theirs != choices[0] for theirs in choices):
             raise CheckpointError(f"resume: the ranks found different checkpoints {choices} "
                                   "(is the directory on a file system they all share?)")
-        return chosen
+        return found

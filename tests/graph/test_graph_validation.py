@@ -23,7 +23,8 @@ def fresh():
              "vocab": ([8, 10], "fp32"), "vocab_i": ([8, 10], "int32"),
              "logits": ([10, 6], "fp32"), "labels5": ([5], "int64"), "labels_f": ([6], "fp32"),
              "step": ([], "int64"), "step_f": ([], "fp32"), "p": ([3, 4], "fp32"),
-             "m": ([3, 4], "fp32"), "v": ([3, 4], "fp32")}
+             "m": ([3, 4], "fp32"), "v": ([3, 4], "fp32"), "sq": ([4, 4], "fp32"),
+             "sq2": ([4, 4], "fp32")}
     tensors = {name: g.tensor(shape, name, dtype) for name, (shape, dtype) in specs.items()}
     tensors["ox"] = LogicalGraph("other").tensor([3, 4], "ox")
     return g, SimpleNamespace(**tensors)
@@ -124,6 +125,18 @@ ERROR_CASES = [
     ("clear_of_a_name", lambda g, t: ops.clear("q"), TypeError, ["clear:", "TensorNode"]),
     ("unknown_phase", lambda g, t: g.add_op("gelu", [t.x], [t.x2], phase="training"),
      ValueError, ["gelu:", "'training'"]),
+    # an output that is also an input, outside the in-place forms: wrong results before
+    ("gemm_output_is_a", lambda g, t: ops.gemm(t.sq, t.sq2, t.sq, beta=1.0), ValueError,
+     ["gemm:", "output sq is also input 0", "write the result into a new tensor",
+      "sq[4, 4]:fp32", "sq2[4, 4]:fp32"]),
+    ("gemm_output_is_b", lambda g, t: ops.gemm(t.sq, t.sq2, t.sq2), ValueError,
+     ["gemm:", "output sq2 is also input 1"]),
+    ("gemm_output_is_a_and_b", lambda g, t: ops.gemm(t.sq, t.sq, t.sq, beta=1.0), ValueError,
+     ["gemm:", "output sq is also input 0"]),
+    ("backward_output_is_dy", lambda g, t: ops.relu_backward(t.x, t.x2, t.x2), ValueError,
+     ["relu_backward:", "output x2 is also input 1"]),
+    ("copy_onto_itself", lambda g, t: ops.copy(t.x, t.x), ValueError,
+     ["copy:", "output x is also input 0"]),
     ("zero_dim", lambda g, t: g.tensor([3, 0], "q"), ValueError, ["0", "[3, 0]"]),
     ("bad_symbol", lambda g, t: g.tensor([3, "not a name"], "q"), ValueError, ["not a name"]),
     ("unknown_dtype", lambda g, t: g.tensor([3], "q", "float32"), TypeError, ["'float32'"]),
@@ -163,3 +176,22 @@ def test_failed_builder_leaves_no_tensor():
     with pytest.raises(ValueError):
         ops.add(1.0, t.x, 1.0, t.ox, "s")
     assert not g.has_tensor("s")
+
+
+# the forms that update an input in place by design (OpSpec.in_place) stay accepted
+IN_PLACE_FORMS = [
+    lambda t: ops.add_inplace(1.0, t.x, 2.0, t.x2),
+    lambda t: ops.add_inplace(1.0, t.x2, 2.0, t.x2),      # y = 3y: an elementwise loop
+    lambda t: ops.multiply_inplace(t.x2, t.x2),
+    lambda t: ops.relu_inplace(t.x2),
+    lambda t: ops.scale_inplace(t.x2, 0.5),
+    lambda t: ops.add_fiber_inplace(1.0, t.fiber, 1.0, t.x345, axis=2),
+    lambda t: ops.mask_causal(-1e9, t.sq),
+]
+
+
+@pytest.mark.parametrize("form", IN_PLACE_FORMS)
+def test_in_place_forms_are_accepted(form):
+    g, t = fresh()
+    form(t)
+    assert g.num_operations() == 1

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import nntile_spmd as nt
+from nntile_spmd.plan import cache_file
 from nntile_spmd.plan.cache import Uncacheable, plan_key, shared_cache
 from nntile_spmd.plan.distribution import TileDistribution
 from nntile_spmd.plan.plan import build_plan
@@ -68,11 +69,59 @@ def test_a_damaged_cache_file_is_planned_again_and_replaced(tmp_path):
     (path,) = tmp_path.glob("plan-*.pkl")
     path.write_bytes(path.read_bytes()[:100])
     cache = nt.PlanCache(tmp_path)
-    plan = planned(cache, mlp_graph())
+    with pytest.warns(RuntimeWarning, match="plan cache file .* is refused: .*planning again"):
+        plan = planned(cache, mlp_graph())
     assert (cache.stats.disk_hits, cache.stats.misses) == (0, 1)
     assert listing(plan) == listing(build_plan(mlp_graph(), 2, None, "fsdp"))
     assert nt.PlanCache(tmp_path).load(plan_key(mlp_graph(), 2, None, "fsdp", 8),
                                        mlp_graph()) is not None
+
+
+def flip_bit(data: bytes, position: int) -> bytes:
+    return data[:position] + bytes([data[position] ^ 0x10]) + data[position + 1:]
+
+
+# where a byte of a cache file is damaged -> what the warning says
+DAMAGE = {"magic": (lambda size: 3, "no header"),
+          "header": (lambda size: 40, "header|another"),
+          "plan_start": (lambda size: size // 3, "SHA-256"),
+          "plan_end": (lambda size: size - 2, "SHA-256")}
+
+
+@pytest.mark.parametrize("where", sorted(DAMAGE))
+def test_a_flipped_bit_is_refused_with_a_warning_and_planned_again(tmp_path, where):
+    """Before the checksum an unpickled damaged plan failed with messages that never
+    named the cache (No module named 'nntile_spmd.plaf', KeyError, a simulated deadlock)
+    or, once in 120 flips, computed a wrong result."""
+    reference = run_mlp(nt.compile(mlp_graph(), comm=nt.SimulatedWorld(2),
+                                   distribution="fsdp", cache=nt.PlanCache(tmp_path)))
+    (path,) = tmp_path.glob("plan-*.pkl")
+    position, reason = DAMAGE[where]
+    path.write_bytes(flip_bit(path.read_bytes(), position(path.stat().st_size)))
+    cache = nt.PlanCache(tmp_path)
+    with pytest.warns(RuntimeWarning, match=f"{path.name} is refused: .*({reason})"):
+        cg = nt.compile(mlp_graph(), comm=nt.SimulatedWorld(2), distribution="fsdp",
+                        cache=cache)
+    assert run_mlp(cg) == reference
+    assert (cache.stats.disk_hits, cache.stats.misses) == (0, 1)
+    assert nt.PlanCache(tmp_path).load(cache_key(), mlp_graph()) is not None   # rewritten
+
+
+def cache_key():
+    return plan_key(mlp_graph(), 2, None, "fsdp", 8)
+
+
+def test_a_file_under_another_key_or_from_another_library_is_refused(tmp_path, monkeypatch):
+    planned(nt.PlanCache(tmp_path), mlp_graph())
+    (path,) = tmp_path.glob("plan-*.pkl")
+    other = mlp_graph(hidden=7)
+    other_path = nt.PlanCache(tmp_path).path(plan_key(other, 2, None, "fsdp", 8))
+    path.rename(other_path)                      # a file copied under another name
+    with pytest.warns(RuntimeWarning, match="written for another graph"):
+        assert planned(nt.PlanCache(tmp_path), other).graph is other
+    monkeypatch.setattr(cache_file, "library_fingerprint", lambda: "0.0.0+edited")
+    with pytest.warns(RuntimeWarning, match="written by another build of nntile_spmd"):
+        assert nt.PlanCache(tmp_path).load(plan_key(other, 2, None, "fsdp", 8), other) is None
 
 
 def test_an_owner_function_is_never_cached():

@@ -70,3 +70,65 @@ def test_changing_the_graph_after_compile_says_so(executed, call):
               "local_tiles": lambda: executed.local_tiles("w")}[call]
     with pytest.raises(RuntimeError, match="the graph 'v' changed since compile"):
         action()
+
+
+def one_rank(**options):
+    return nt.compile(relu_graph(8), comm=nt.SimulatedWorld(1), **options)
+
+
+def gpt2_with(**fields):
+    from nntile_spmd.models import gpt2
+    config = dict(vocab_size=32, n_positions=8, n_embd=8, n_layer=1, n_head=2) | fields
+    return gpt2.build_gpt2(gpt2.GPT2Config(**config), batch=1, seq=4)
+
+
+def llama_with(**fields):
+    from nntile_spmd.models import llama
+    config = dict(vocab_size=32, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                  num_attention_heads=2, max_position_embeddings=8) | fields
+    return llama.build_llama(llama.LlamaConfig(**config), batch=1, seq=4)
+
+
+# a bad call -> the error it raises at once and what its message says (before: an
+# AttributeError, an IndexError, or accepted and a wrong model or plan)
+BAD_CALLS = {
+    "compile_none": (lambda: nt.compile(None), TypeError,
+                     "compile: graph must be a LogicalGraph, got None"),
+    "compile_async_none": (lambda: nt.compile_async(None), TypeError,
+                           "compile_async: graph must be a LogicalGraph, got None"),
+    "deterministic_no": (lambda: one_rank(deterministic="no"), TypeError,
+                         "deterministic must be True or False, got 'no'"),
+    "fuse_text": (lambda: one_rank(fuse="yes"), TypeError, "fuse must be True, False or None"),
+    "window_float": (lambda: one_rank(window=2.5), TypeError, "window must be an int"),
+    "program_of_rank_5": (lambda: one_rank().program(5), ValueError,
+                          "rank 5 is not a rank of this plan's world of 1 rank(s) (0 to 0)"),
+    "program_of_rank_minus_1": (lambda: one_rank().program(-1), ValueError, "rank -1 is not"),
+    "memory_on_rank_5": (lambda: one_rank().memory_on_rank(5), ValueError, "rank 5 is not"),
+    "communication_of_rank_5": (lambda: one_rank().estimate_communication(5), ValueError,
+                                "rank 5 is not"),
+    "tile_size_float": (lambda: nt.TilingStrategy.manual({"x": [2.5]}), TypeError,
+                        "'x' dim 0: a tile must be a size (an int), a list of int "
+                        "boundaries or None, got 2.5"),
+    "tile_boundary_float": (lambda: nt.TilingStrategy.explicit({"x": [[0, 2.5, 8]]}),
+                            TypeError, "got [0, 2.5, 8]"),
+    "tile_size_bool": (lambda: nt.TilingStrategy.manual({"x": [True]}), TypeError, "got True"),
+    "min_tile_float": (lambda: nt.TilingStrategy.auto(min_tile=2.5), TypeError,
+                       "min_tile must be a positive int, got 2.5"),
+    "gpt2_negative_layers": (lambda: gpt2_with(n_layer=-1), ValueError,
+                             "GPT2Config: n_layer=-1 must be a positive int"),
+    "gpt2_float_heads": (lambda: gpt2_with(n_head=2.0), ValueError, "n_head=2.0 must be"),
+    "gpt2_zero_epsilon": (lambda: gpt2_with(layer_norm_epsilon=0.0), ValueError,
+                          "layer_norm_epsilon=0.0 must be a positive finite number"),
+    "llama_negative_layers": (lambda: llama_with(num_hidden_layers=-1), ValueError,
+                              "LlamaConfig: num_hidden_layers=-1 must be a positive int"),
+    "llama_zero_heads": (lambda: llama_with(num_attention_heads=0), ValueError,
+                         "num_attention_heads=0 must be a positive int"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CALLS))
+def test_a_bad_argument_raises_at_once_naming_it(case):
+    call, error, fragment = BAD_CALLS[case]
+    with pytest.raises(error) as raised:
+        call()
+    assert fragment in str(raised.value)

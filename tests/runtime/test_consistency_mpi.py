@@ -7,6 +7,8 @@ Each execute starts with a fingerprint allgather (runtime/consistency.py); bind_
 compares the hashes of replicated tiles. Verdicts are collective (helpers.collective_ok).
 """
 
+import os
+
 import numpy as np
 import pytest
 from helpers import collective_ok
@@ -14,6 +16,7 @@ from mpi4py import MPI
 
 import nntile_spmd as nt
 from nntile_spmd import TileDistribution
+from nntile_spmd.runtime import failure
 
 pytestmark = pytest.mark.mpi(min_size=2)
 COMM = MPI.COMM_WORLD
@@ -106,4 +109,76 @@ def test_different_replicated_tiles_raise_in_bind_tiles():
     except ValueError as error:
         errors = [str(error)]
     ok = len(errors) == 1 and "replicated tiles hold different values" in errors[0]
+    assert collective_ok(COMM, ok), errors
+
+
+def test_runtime_scalar_set_on_one_rank_raises_naming_it():
+    """The last rank sets lr alone: before, every rank ran on with its own lr and the
+    "replicated" output differed per rank with no error."""
+    g = nt.LogicalGraph("scaled")
+    w = g.tensor([4, 6], "w", dtype="fp64", external=True)
+    nt.ops.scale(w, "v", alpha=nt.Scalar("lr", 1e-3)).mark_output()
+    cg = nt.compile(g, distribution={"w": TileDistribution.replicated(),
+                                     "v": TileDistribution.replicated()},
+                    recv_timeout=TIMEOUT)
+    cg.bind_data("w", data(0))
+    cg.execute()                                 # equal scalars: runs
+    if COMM.rank == LAST:
+        cg.set_scalar("lr", 5e-2)
+    try:
+        cg.execute()
+        errors = []
+    except RuntimeError as error:
+        errors = [str(error)]
+    expected = f"runtime scalar 'lr' is 0.05 on rank {LAST} but 0.001 on rank 0"
+    ok = len(errors) == 1 and expected in errors[0]
+    assert collective_ok(COMM, ok), errors
+
+
+def test_compile_records_every_ranks_host_and_pid_for_the_abort_message():
+    transfer_graph()
+    mine = failure.PEERS.get(COMM.rank)
+    ok = len(failure.PEERS) == COMM.size and mine == (failure.this_host(), os.getpid())
+    assert collective_ok(COMM, ok), failure.PEERS
+
+
+def activation_graph(activation):
+    g = nt.LogicalGraph("act")
+    x = g.tensor([4, 6], "x", dtype="fp64", external=True)
+    getattr(nt.ops, activation)(x, "y").mark_output()
+    return g
+
+
+def compile_error(**options) -> list:
+    try:
+        nt.compile(options.pop("graph", None) or activation_graph("relu"),
+                   recv_timeout=TIMEOUT, **options)
+    except RuntimeError as error:
+        return [str(error)]
+    return []
+
+
+# what the last rank alone does differently -> what the error must say
+DIVERGENT_COMPILES = {
+    "deterministic": ({"deterministic": True},
+                      f"in its deterministic (True on rank {LAST}, False on rank 0, set by "
+                      "compile(deterministic=...))"),
+    "fuse_from_env": ({"env": {"NNTILE_SPMD_FUSE": "1"}},
+                      f"in its fuse (True on rank {LAST}, False on rank 0, set by "
+                      "compile(fuse=...) or $NNTILE_SPMD_FUSE)"),
+    "activation": ({"graph": activation_graph("gelu")},
+                   f"first op difference: rank 0 has op relu_0 = relu(x) -> y, rank {LAST} "
+                   "has op gelu_0 = gelu(x) -> y"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DIVERGENT_COMPILES))
+def test_a_divergent_compile_names_what_differs(case, monkeypatch):
+    """Before, all three said only "differs ... in its distribution" or "in its graph"."""
+    options, expected = DIVERGENT_COMPILES[case]
+    options = dict(options) if COMM.rank == LAST else {}
+    for name, value in options.pop("env", {}).items():
+        monkeypatch.setenv(name, value)
+    errors = compile_error(**options)
+    ok = len(errors) == 1 and expected in errors[0]
     assert collective_ok(COMM, ok), errors

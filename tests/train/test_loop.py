@@ -157,3 +157,23 @@ def test_missing_parameter_values():
     trainer = make_trainer(1, "single")
     with pytest.raises(KeyError, match="b2"):
         trainer.bind_params({k: v for k, v in init_params().items() if k != "b2"})
+
+
+def test_a_step_with_a_nonfinite_loss_is_skipped(data):
+    """With skip_nonfinite a NaN batch changes nothing: the steps after it are bitwise
+    those of a run that never saw it (gradients zeroed, Adam's state untouched)."""
+    batches = [{"x": data["x"][:, :12], "y": data["y"][:12]},
+               {"x": data["x"][:, 12:24], "y": data["y"][12:24]}]
+    poisoned = {"x": np.full((data["x"].shape[0], 12), np.nan), "y": data["y"][:12]}
+    clean = make_trainer(2, "fsdp", skip_nonfinite=True, lr=1e-2)
+    expected = [clean.train_step([batch]) for batch in batches]
+    skipping = make_trainer(2, "fsdp", skip_nonfinite=True, lr=1e-2)
+    first = skipping.train_step([batches[0]])
+    before = skipping.get_params()
+    with pytest.warns(RuntimeWarning, match="training step 2: the loss is nan; the "
+                      "optimizer step is skipped"):
+        assert np.isnan(skipping.train_step([poisoned]))
+    after = skipping.get_params()
+    assert all(np.array_equal(before[name], after[name]) for name in before)
+    assert [first, skipping.train_step([batches[1]])] == expected
+    assert skipping.skipped == [2]

@@ -102,3 +102,38 @@ def test_wrong_step_is_an_error(tmp_path, data):
     save_checkpoint(trainer.cg, tmp_path, step=4)
     with pytest.raises(CheckpointError, match="holds step 4, expected step 5"):
         load_checkpoint(trainer.cg, tmp_path, step=5)
+
+
+def test_resume_falls_back_past_a_checkpoint_that_fails_verification(tmp_path, data):
+    """The newest checkpoint's manifest verifies but a shard has a flipped bit: resume
+    says so and continues from the one before (before: the run failed to start)."""
+    full = make_trainer(1, "single", seed=3, checkpoints=periodic(tmp_path, every=2)).fit(data, 6)
+    damage("bit flip", tmp_path / "step-00000006")
+    resumed = make_trainer(1, "single", checkpoints=periodic(tmp_path, every=2))
+    with pytest.warns(RuntimeWarning, match="skipping checkpoint .*step-00000006.*checksum "
+                      "mismatch for tile"):
+        assert resumed.resume()["step"] == 4
+    assert resumed.fit(data, 2) == full[4:6]      # and saved step 6 again
+    for step in (2, 4, 6):
+        damage("bit flip", tmp_path / f"step-{step:08d}")
+    with pytest.warns(RuntimeWarning), pytest.raises(CheckpointError, match="no checkpoint "
+                                                     "under .* verifies"):
+        make_trainer(1, "single", checkpoints=periodic(tmp_path, every=2)).resume()
+    with pytest.raises(CheckpointError, match="checksum mismatch"):   # asked for: no fallback
+        make_trainer(1, "single").resume(tmp_path / "step-00000006")
+
+
+def test_a_record_pointing_at_another_tile_is_refused(tmp_path, data):
+    """A manifest whose checksum was fixed after a record was pointed at another tile's
+    bytes (their sha256 matches) would load wrong values without a word."""
+    trainer = make_trainer(1, "single")
+    save_checkpoint(trainer.cg, tmp_path, step=1)
+    manifest_path = tmp_path / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    first, second = manifest["tiles"][0], manifest["tiles"][1]
+    first["key"], first["sha256"] = second["key"], second["sha256"]
+    from nntile_spmd.train.checkpoint import manifest_checksum
+    manifest["checksum"] = manifest_checksum(manifest)
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match="points at tile|has shape"):
+        load_checkpoint(make_trainer(1, "single").cg, tmp_path)
