@@ -71,9 +71,9 @@ GRAPHS = {"mlp": mlp_graph, "gpt2": gpt2_graph, "data_ops": data_ops_graph}
 
 def graph_worlds(worlds, gpt2_worlds):
     """(graph name, world size) pairs: every world for the MLP and the data ops, the
-    GPT-2's own for it."""
-    return [(name, nranks) for name in sorted(GRAPHS)
-            for nranks in (gpt2_worlds if name == "gpt2" else worlds)]
+    GPT-2's own for it (slow from 7 ranks on: each costs seconds)."""
+    return [pytest.param(name, nranks, marks=[pytest.mark.slow] * (name == "gpt2" and nranks >= 7))
+            for name in sorted(GRAPHS) for nranks in (gpt2_worlds if name == "gpt2" else worlds)]
 
 
 @pytest.fixture

@@ -196,6 +196,7 @@ def summary(job):
     return json.loads(output.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_killed_run_resumes_on_more_ranks_with_the_uninterrupted_loss(tmp_path):
     root = tmp_path / "ckpt"
@@ -243,6 +244,7 @@ def rank_pid(job_pid: int, rank: int) -> int:
     raise AssertionError(f"no rank {rank} under pid {job_pid}")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_stopped_rank_in_training_is_named_with_the_step(tmp_path):
     root = tmp_path / "ckpt"

@@ -288,6 +288,7 @@ def test_the_scheduler_turn_is_measured_on_this_machine():
     assert 1e-4 < measure_turn(seconds=0.5) < 0.1
 
 
+@pytest.mark.slow
 def test_the_switch_penalty_is_measured_on_two_ranks_of_this_machine():
     """calibrate's shared-core measurement (mpiexec, two ranks, GPT-2 on a core each
     and on one core in alternate executes), and the switches the replay counts."""

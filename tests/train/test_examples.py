@@ -42,6 +42,7 @@ def test_train_mlp_short_run_prints_json(strategy, tmp_path):
     assert (tmp_path / "ckpt" / "manifest.json").exists()
 
 
+@pytest.mark.slow
 def test_train_mlp_default_run_reaches_target():
     summary = last_json(run([sys.executable, "examples/train_mlp.py", "--strategy", "fsdp",
                              "--simulate", "2"]))
@@ -65,6 +66,7 @@ def test_train_mlp_under_mpiexec():
     assert summary["ranks"] == 2 and stdout.count('"strategy"') == 1   # rank 0 prints
 
 
+@pytest.mark.slow
 def test_compare_strategies(tmp_path):
     plot = tmp_path / "compare.png"
     stdout = run([sys.executable, "examples/compare_strategies.py", "--simulate", "2",
@@ -73,6 +75,7 @@ def test_compare_strategies(tmp_path):
     assert plot.stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_compare_strategies_adds_meshes_on_four_ranks(tmp_path):
     stdout = run([sys.executable, "examples/compare_strategies.py", "--simulate", "4",
                   "--steps", "3", "--plot", str(tmp_path / "compare.png")])

@@ -24,6 +24,7 @@ def summary(strategy, *options, ranks=2):
                                                *SMALL, *spatial, *options]))
 
 
+@pytest.mark.slow
 def test_train_cnn_reaches_the_target():
     result = summary("fsdp", "--steps", "80")
     assert result["test_accuracy"] >= 0.95, result

@@ -128,6 +128,7 @@ def test_fails_loudly_when_the_bigram_is_not_beaten():
     assert result.returncode == 1 and "does not beat the bigram" in result.stderr
 
 
+@pytest.mark.slow
 def test_compare_strategies_on_gpt2(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     result = subprocess.run([sys.executable, "examples/compare_strategies.py", "--model", "gpt2",
