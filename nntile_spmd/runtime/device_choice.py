@@ -3,9 +3,10 @@
 `device="auto"` (compile's default) takes $NNTILE_SPMD_DEVICE when it is set (cpu,
 cuda or auto: launchers, examples' --device and the CPU test tiers pin it), else
 probes: cuda only if CuPy runs a small kernel on a GPU and gets its result right (a
-GPU that CuPy sees but cannot use would otherwise fail at the first kernel). The
-probe's choice is said once per process on stderr, with its reason, so a job never
-moves to a GPU, or off one, silently. Imports CuPy only to probe.
+GPU that CuPy sees but cannot use would otherwise fail at the first kernel). Where
+CuPy is installed the probe's choice is said once per process on stderr, with its
+reason, so a job never moves to a GPU, or off one, silently; without CuPy there is
+no choice to tell (a CPU-only install stays quiet). Imports CuPy only to probe.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 
 DEVICE_VAR = "NNTILE_SPMD_DEVICE"
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
+NO_CUPY = "CuPy is not installed"
 
 
 def check_device_name(device) -> None:
@@ -50,9 +52,10 @@ def auto_device() -> str:
     """cuda if a small kernel runs right on a GPU, else cpu; says which once, and why."""
     reason = cuda_unusable_reason()
     choice = "cpu" if reason else "cuda"
-    print(f"nntile_spmd: device 'auto' is {choice}: "
-          f"{reason or 'a test kernel ran on the GPU'} (pin it with ${DEVICE_VAR}=cpu|cuda)",
-          file=sys.stderr, flush=True)
+    if reason != NO_CUPY:
+        print(f"nntile_spmd: device 'auto' is {choice}: "
+              f"{reason or 'a test kernel ran on the GPU'} (pin it with ${DEVICE_VAR}=cpu|cuda)",
+              file=sys.stderr, flush=True)
     return choice
 
 
@@ -61,7 +64,7 @@ def cuda_unusable_reason():
     try:
         import cupy
     except ImportError:
-        return "CuPy is not installed"
+        return NO_CUPY
     try:
         if cupy.cuda.runtime.getDeviceCount() == 0:
             return "CuPy sees no GPU"

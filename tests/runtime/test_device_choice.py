@@ -33,10 +33,16 @@ def test_explicit_names_win_over_the_variable(monkeypatch):
 def test_auto_probes_once_and_says_what_it_chose(fresh_probe, monkeypatch, capsys):
     calls = []
     monkeypatch.setattr(device_choice, "cuda_unusable_reason",
-                        lambda: calls.append(1) or "CuPy is not installed")
+                        lambda: calls.append(1) or "CuPy sees no GPU")
     assert resolve_device("auto") == resolve_device("auto") == "cpu"
     assert len(calls) == 1
-    assert capsys.readouterr().err.count("device 'auto' is cpu: CuPy is not installed") == 1
+    assert capsys.readouterr().err.count("device 'auto' is cpu: CuPy sees no GPU") == 1
+
+
+def test_a_cpu_only_install_stays_quiet(fresh_probe, monkeypatch, capsys):
+    monkeypatch.setattr(device_choice, "cuda_unusable_reason", lambda: device_choice.NO_CUPY)
+    assert resolve_device("auto") == "cpu"
+    assert capsys.readouterr().err == ""
 
 
 def test_auto_takes_a_gpu_only_where_a_kernel_runs(fresh_probe, monkeypatch, capsys):
