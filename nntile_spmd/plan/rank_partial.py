@@ -18,6 +18,7 @@ import numpy as np
 
 from ..graph.dtypes import ITEMSIZE
 from .distribution import REPLICATED
+from .partial import FAN_LIMIT
 
 NO_RANK = np.iinfo(np.int64).max
 
@@ -88,7 +89,7 @@ class TableSteps:
         op = group.op
         if self.deterministic or len(group.steps) < 2 or op.spec.combine is None:
             return None
-        terms, firsts, positions = [], [], []
+        terms, firsts, positions, sources = [], [], [], []
         for position in range(arrays.codes.shape[1]):
             _, first = np.unique(arrays.ids[:, position], return_index=True)
             missing = self.missing(owner, arrays.codes[first, position])
@@ -98,13 +99,16 @@ class TableSteps:
                 terms.append(missing[kept] * arrays.nbytes[first[kept], position] / sharing)
                 firsts.append(first[kept])
                 positions.append(np.full(len(terms[-1]), position))
+                sources.append(arrays.codes[first[kept], position])
         if not terms:
             return None
         # the keys in the order the step-by-step walk first meets them, summed in turn
         order = np.lexsort((np.concatenate(positions), np.concatenate(firsts)))
         owner_cost = float(np.cumsum(np.concatenate(terms)[order])[-1])
-        step_ranks = self.best_ranks(arrays, owner)
+        step_ranks = self.best_ranks(arrays, owner, self.wide_positions(group))
         tree, messages = self.tree_order(step_ranks, owner)
+        if len(np.unique(np.concatenate(sources))) > FAN_LIMIT:
+            return step_ranks, tree
         fetched = 0
         for position, tiles in enumerate(arrays.tiles):
             codes = arrays.codes[:, position]
@@ -115,10 +119,10 @@ class TableSteps:
         partial_cost = fetched + messages * self.meta[group.outputs[0]].nbytes
         return (step_ranks, tree) if partial_cost < owner_cost else None
 
-    def best_ranks(self, arrays, preferred):
+    def best_ranks(self, arrays, preferred, wide):
         """PartialSums.best_rank of every step (its keys are distinct: distinct tensors)."""
         codes, nbytes = arrays.codes, arrays.nbytes
-        valid = codes >= 0
+        valid = (codes >= 0) & ~np.array(wide, bool)
         same = (codes[:, :, None] == codes[:, None, :]) & valid[:, None, :]
         scores = np.where(valid, (same * nbytes[:, None, :]).sum(2), -1)
         best = valid & (scores == scores.max(1)[:, None])
