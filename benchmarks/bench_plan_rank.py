@@ -15,7 +15,7 @@ other processes used meanwhile. The goal (issue 12): 1,024 ranks in under a
 minute and in at most 2x the 64-rank time.
 
 Per-rank memory and traffic must not grow with the world either (issue 30): each
-world also plans ranks N/2 and N-1 alone (--also-ranks), and a second table gives
+world also plans ranks 1, 16, N/2 and N-1 alone (--also-ranks), and a second table gives
 every planned rank's peak and bytes sent, the worst of them, and ZeRO-3's figures
 beside them: 16 Psi / N bytes of model state (fp32 parameters, gradients and
 AdamW's two moments; this graph has no optimizer, so its own state is 8 Psi / N)
@@ -96,7 +96,8 @@ def main():
     parser.add_argument("--tile-mib", type=int, default=64)
     parser.add_argument("--max-seconds", type=float, default=600.0)
     parser.add_argument("--also-ranks", action="store_true",
-                        help="also plan ranks N/2 and N-1 alone; print the worst rank")
+                        help="also plan ranks 1, 16 (owners of weight tiles), N/2 and N-1 "
+                             "alone; print the worst rank")
     args = parser.parse_args()
     wait_for_quiet()
     print(f"GPT-2-XL shape, {args.layers} layers, FSDP, {args.tile_mib} MiB tiles, rank 0")
@@ -107,7 +108,7 @@ def main():
         result = results[ranks] = measure(args.layers, ranks, args.tile_mib)
         per_rank[ranks] = {0: result}
         if args.also_ranks:
-            for rank in sorted({ranks // 2, ranks - 1} - {0}):
+            for rank in sorted({1, 16, ranks // 2, ranks - 1} - {0}):
                 per_rank[ranks][rank] = measure(args.layers, ranks, args.tile_mib, rank)
         kinds = result["kinds"]
         print(f"{ranks:>6} {result['ops']:>6} {result['graph_s']:>8.2f} "

@@ -22,15 +22,23 @@ rank, and ran every rank's partial step next to its tile):
   sends one partial), whatever the bytes compare;
 - a tile that the op's output tiles on more than FAN_LIMIT ranks read (a weight every
   batch tile reads) does not draw steps to its owner: it counts like a replicated tile
-  in best_rank, else its owner would run a step for every one of those ranks.
+  in best_rank (unless every tile of the step is such), else its owner would run a
+  step for every one of those ranks;
+- a tree of more than FAN_LIMIT ranks starts its order (after its root) at a rank drawn
+  from the op and tile (spread_order), so that the ranks near the roots, which merge
+  and forward the most, differ from tile to tile instead of being the lowest ranks of
+  every tree. Smaller trees keep rank order.
 """
 
 from __future__ import annotations
+
+import zlib
 
 import numpy as np
 
 from .axes import op_axes
 from .distribution import REPLICATED
+from .instructions import key_str
 
 FAN_LIMIT = 8   # most ranks one rank exchanges a group's tiles with before a tree takes over
 
@@ -131,25 +139,43 @@ class PartialSums:
         wide = self.wide_positions(group)
         step_ranks = [self.best_rank(step.keys[:n_inputs], owner, wide)
                       for step in group.steps]
+        spread = self.spread_order
+        text = tree_text(group.op.name, group.outputs[0])
         if owner == REPLICATED:
-            order = sorted(set(step_ranks))
+            order = spread(sorted(set(step_ranks)), text)
             messages = len(order) - 1 + self.nranks - 1
         elif owner < 0:   # a mesh group: reduce to a member if one computes, broadcast there
             members = set(self.groups[-2 - owner])
             order = sorted(set(step_ranks) & members) + sorted(set(step_ranks) - members)
             messages = len(order) - 1 + len(members) - (order[0] in members)
         else:
-            order = [owner] + sorted(set(step_ranks) - {owner})
+            order = [owner] + spread(sorted(set(step_ranks) - {owner}), text)
             messages = len(order) - 1
         return step_ranks, order, messages
 
+    def spread_order(self, ranks, text):
+        """`ranks` (sorted) in tree order: as they are up to FAN_LIMIT, else rotated to
+        start at a rank drawn from `text` (crc32: the same in every process)."""
+        if len(ranks) <= FAN_LIMIT:
+            return ranks
+        start = zlib.crc32(text.encode()) % self.nranks
+        return sorted(ranks, key=lambda rank: (rank - start) % self.nranks)
+
+    def hop_order(self, key, root, op_name, targets) -> list:
+        """A broadcast's ranks, its root first (ProgramBuilder.broadcast's tree)."""
+        return [root] + self.spread_order([rank for rank in targets if rank != root],
+                                          tree_text(op_name, key))
+
     def best_rank(self, keys, preferred, wide):
-        """The rank owning most bytes of `keys` (a replicated or widely read tile counts
-        alike on every rank, so it decides nothing); ties go to the ranks of owner code
-        `preferred` in their order, then to the lowest rank."""
-        score = {}
-        for key in {key for key, is_wide in zip(keys, wide) if not is_wide}:
-            owner = self.owner[key]
+        """The rank owning most bytes of `keys` (a replicated tile counts alike on every
+        rank, so it decides nothing, and so does a widely read one unless all are);
+        ties go to the ranks of owner code `preferred` in their order, then to the
+        lowest rank."""
+        score, owner_of = {}, self.owner
+        deciding = {key for key, is_wide in zip(keys, wide)
+                    if not is_wide and owner_of[key] != REPLICATED}
+        for key in deciding or set(keys):   # all widely read: bytes decide as before
+            owner = owner_of[key]
             if owner == REPLICATED:
                 continue
             nbytes = self.meta[key].nbytes
@@ -164,3 +190,8 @@ class PartialSums:
                 if rank in best:
                     return rank
         return min(best)
+
+
+def tree_text(op_name, key) -> str:
+    """What a tree's start is drawn from: the op and the tile it reduces or sends."""
+    return f"{op_name}|{key_str(key)}"

@@ -149,7 +149,8 @@ class Plan:
     def _build_programs(self, phase_key, offloaded=True):
         builder = ProgramBuilder(self.nranks, self.meta, self.owners, permanent_holders(self),
                                  self.deterministic, self.groups)
-        for _, groups in self.task_groups(phase_key):
+        for op, groups in self.task_groups(phase_key):
+            self.gather_trees(builder, op)
             builder.add_op(groups)
         return [self.finish_program(program, rank, phase_key, offloaded)
                 for rank, program in enumerate(builder.finish())]
@@ -179,9 +180,16 @@ class Plan:
                                      permanent_holders(self), self.deterministic, self.groups,
                                      tiles)
         for op, groups in self.task_groups(phase_key, tiles.coords):
+            self.gather_trees(builder, op)
             builder.add_op(groups)
             builder.walked(op)
         return self.finish_program(builder.finish_rank(), rank, phase_key, offloaded)
+
+    def gather_trees(self, builder, op):
+        """Widely read tiles down trees (plan/gather.py); a pipeline's walk splits an
+        op per micro-batch, so its tiles keep their point-to-point fetches."""
+        if self.pipeline is None:
+            builder.gather_widely_read(op, self.views.names)
 
     def task_groups(self, phase_key, coords_of=None):
         """(op, task groups) as both builders walk them: one list per op in program

@@ -161,6 +161,14 @@ class RankProgramBuilder(TableSteps, ProgramBuilder):
             for key in writes:
                 ready[key] = position
 
+    def note_gathered(self, key, owner, members):
+        """The owner knows every copy its tree handed out, as it knows its own sends."""
+        if owner == self.rank:
+            version = self.version.get(key)
+            for rank in members:
+                self.held[rank][key] = version
+            self.sent_to[key].update(members)
+
     def combine(self, rank, child_key, parent_key, beta, op):
         if rank == self.rank and self.owner[child_key] != rank:
             # the child wrote this partial sum in steps not walked here; a copy of the

@@ -5,14 +5,16 @@ rank's partial step next to its tile; and the per-rank builder still derives exa
 the all-ranks plan where these rules decide. Plain pytest, small shapes.
 """
 
+import math
 from collections import Counter
 
+import numpy as np
 import pytest
 
 import nntile_spmd as nt
 from nntile_spmd.models import gpt2
 from nntile_spmd.plan import lowering
-from nntile_spmd.plan.instructions import Exec, Recv
+from nntile_spmd.plan.instructions import Exec, Recv, Send
 from nntile_spmd.plan.partial import FAN_LIMIT
 from test_plan_rank import messages, rank_plans
 
@@ -20,12 +22,17 @@ pytestmark = pytest.mark.mpi_skip
 NRANKS = FAN_LIMIT + 2   # one sequence per rank: an owner lacks more tiles than the limit
 
 
-def wide_gpt2():
+def wide_model():
     """A tiny GPT-2 with one sequence per rank, its vocabulary in 2 tiles (ranks 0, 1)."""
     cfg = gpt2.GPT2Config(vocab_size=32, n_positions=4, n_embd=8, n_layer=1, n_head=2)
     model = gpt2.build_gpt2(cfg, batch=NRANKS, seq=4, dtype="fp64")
     tiling = nt.TilingStrategy.constrained({"input_ids": [4, 1], "wte": [8, 16]},
                                            target_tile_bytes=1 << 20)
+    return model, tiling
+
+
+def wide_gpt2():
+    model, tiling = wide_model()
     return model.graph, tiling
 
 
@@ -58,3 +65,44 @@ def test_the_rank_builder_agrees_where_the_limit_decides(preset, table_min_steps
         assert derived[rank] == oracle[rank], f"rank {rank} of {NRANKS} differs"
     sends, recvs = messages(derived)
     assert sends == recvs and sends
+
+
+def test_a_weight_tile_reaches_its_readers_down_a_tree():
+    """No rank sends one tile more than ceil(log2 N) times for one op (a binomial
+    tree), where its owner sent it to each of N - 1 readers."""
+    graph, tiling = wide_gpt2()
+    programs = nt.build_plan(graph, NRANKS, tiling, "fsdp").programs()
+    sends = Counter((rank, instruction.key, instruction.consumer)
+                    for rank, program in enumerate(programs) for instruction in program
+                    if type(instruction) is Send and not instruction.key[0].endswith("grad"))
+    assert max(sends.values()) <= math.ceil(math.log2(NRANKS)), sends.most_common(3)
+    assert any(key[0] == "wte" for _, key, _ in sends)
+
+
+def run_step(ranks, preset, deterministic):
+    """Loss and gradients of one step of wide_gpt2 on simulated ranks."""
+    model, tiling = wide_model()
+    cg = nt.compile(model.graph, comm=nt.SimulatedWorld(ranks), distribution=preset,
+                    tiling=tiling, deterministic=deterministic)
+    rng = np.random.default_rng(0)
+    for name, value in model.init_params(rng).items():   # biases and norms not 0 or 1
+        noise = rng.normal(0, 0.1, value.shape) if value.dtype.kind == "f" else 0
+        cg.bind_data(name, value + noise)
+    cg.bind_data("input_ids", rng.integers(0, 32, (4, NRANKS)))
+    cg.bind_data("targets", rng.integers(0, 32, (4, NRANKS)))
+    cg.execute()
+    return {name: cg.get_output(name) for name in ["loss"] + [t.name for t in model.grads]}
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_trees_and_bounded_fan_in_give_one_rank_s_results(deterministic):
+    """Bitwise in deterministic mode (the trees only move tiles), to rounding else
+    (partial sums add in another order)."""
+    many, one = run_step(NRANKS, "fsdp", deterministic), run_step(1, "single", deterministic)
+    assert len(many) > 10
+    for name, value in many.items():
+        if deterministic:
+            assert np.array_equal(value, one[name]), name
+        else:
+            np.testing.assert_allclose(value, one[name], rtol=1e-10, atol=1e-12,
+                                       err_msg=name)
