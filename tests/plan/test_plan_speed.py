@@ -40,7 +40,8 @@ def deep_mlp(width, hidden, batch, layers=LAYERS, dtype="fp32"):
 def planning_seconds(graph, preset):
     """CPU seconds of build_plan + programs() (the plan is dropped afterwards)."""
     start = time.process_time()
-    plan = nt.build_plan(graph, RANKS, nt.TilingStrategy.auto(), preset)   # 1 MiB tiles
+    plan = nt.build_plan(graph, RANKS, nt.TilingStrategy.auto(target_tile_bytes=1 << 20),
+                         preset)   # 1 MiB tiles, not sized by the task budget
     programs = plan.programs()
     seconds = time.process_time() - start
     assert len(programs) == RANKS
@@ -88,7 +89,8 @@ def test_narrow_48_layers_run_on_64_simulated_ranks(preset):
 def rank_planning_seconds(graph, preset, rank):
     """CPU seconds of build_plan + `rank`'s program derived alone."""
     start = time.process_time()
-    plan = nt.build_plan(graph, RANKS, nt.TilingStrategy.auto(), preset, rank=rank)
+    plan = nt.build_plan(graph, RANKS, nt.TilingStrategy.auto(target_tile_bytes=1 << 20),
+                         preset, rank=rank)
     plan.program(rank)
     return time.process_time() - start
 
