@@ -27,6 +27,7 @@ Command (from the repository root):
     PYTHONPATH=. python benchmarks/bench_plan_rank.py
     PYTHONPATH=. python benchmarks/bench_plan_rank.py --layers 4 --ranks 16 64 256
     PYTHONPATH=. python benchmarks/bench_plan_rank.py --layers 4 --ranks 64 1024 --also-ranks
+    PYTHONPATH=. python benchmarks/bench_plan_rank.py --layers 4 --ranks 64 1024 --default-tiling
 
 --max-seconds skips the larger worlds once one world took longer (so a run that
 cannot meet the goal says so without running for an hour).
@@ -57,7 +58,13 @@ def fixed_tiling(tile_mib):
 
 
 def measure(layers, ranks, tile_mib, rank=0):
-    """{graph_s, plan_s, instructions by kind, peak, sent, others, psi} for `rank`."""
+    """{graph_s, plan_s, instructions by kind, peak, sent, others, psi} for `rank`;
+    tile_mib None: the default tiling (auto, sized by tasks per rank)."""
+    return measure_with(layers, ranks, None if tile_mib is None else fixed_tiling(tile_mib),
+                        rank)
+
+
+def measure_with(layers, ranks, tiling, rank):
     start = time.process_time()
     model = gpt2_xl_model(layers, ranks)
     graph = model.graph
@@ -65,7 +72,7 @@ def measure(layers, ranks, tile_mib, rank=0):
     with CpuLoad() as load:
         start = time.process_time()
         cg = nt.compile(graph, comm=nt.PlanningWorld(ranks, rank), distribution="fsdp",
-                        tiling=fixed_tiling(tile_mib))
+                        tiling=tiling)
         plan_s = time.process_time() - start
     program = cg.plan.program(rank)
     return {"graph_s": graph_s, "plan_s": plan_s, "ops": len(graph.ops()),
@@ -94,22 +101,26 @@ def main():
     parser.add_argument("--layers", type=int, default=48)
     parser.add_argument("--ranks", type=int, nargs="+", default=[64, 256, 1024])
     parser.add_argument("--tile-mib", type=int, default=64)
+    parser.add_argument("--default-tiling", action="store_true",
+                        help="no tiling argument: auto, sized by tasks per rank")
     parser.add_argument("--max-seconds", type=float, default=600.0)
     parser.add_argument("--also-ranks", action="store_true",
                         help="also plan ranks 1, 16 (owners of weight tiles), N/2 and N-1 "
                              "alone; print the worst rank")
     args = parser.parse_args()
     wait_for_quiet()
-    print(f"GPT-2-XL shape, {args.layers} layers, FSDP, {args.tile_mib} MiB tiles, rank 0")
+    tile_mib = None if args.default_tiling else args.tile_mib
+    tiles = "default tiling" if tile_mib is None else f"{tile_mib} MiB tiles"
+    print(f"GPT-2-XL shape, {args.layers} layers, FSDP, {tiles}, rank 0")
     print(f"{'ranks':>6} {'ops':>6} {'graph s':>8} {'plan s':>8} {'instr':>8} {'EXEC':>7} "
           f"{'SEND':>6} {'RECV':>6} {'FREE':>7} {'peak GiB':>9} {'sent GiB':>9} {'others':>7}")
     results, per_rank = {}, {}
     for ranks in args.ranks:
-        result = results[ranks] = measure(args.layers, ranks, args.tile_mib)
+        result = results[ranks] = measure(args.layers, ranks, tile_mib)
         per_rank[ranks] = {0: result}
         if args.also_ranks:
             for rank in sorted({1, 16, ranks // 2, ranks - 1} - {0}):
-                per_rank[ranks][rank] = measure(args.layers, ranks, args.tile_mib, rank)
+                per_rank[ranks][rank] = measure(args.layers, ranks, tile_mib, rank)
         kinds = result["kinds"]
         print(f"{ranks:>6} {result['ops']:>6} {result['graph_s']:>8.2f} "
               f"{result['plan_s']:>8.2f} {result['total']:>8} {kinds['Exec']:>7} "
