@@ -4,9 +4,10 @@ Without it the owner of a weight tile sends one copy to every rank that runs a g
 reading it, N - 1 sends of the tile per op (FSDP's all-gather from a single source;
 issue 30: 38 GiB sent by rank 0 of 1,024). When the op's output tiles reading an
 input tile have more than FAN_LIMIT owners, the tile is broadcast before the op's
-groups along a binomial tree rooted at its owner, each rank forwarding the copy it
-received, so a rank sends at most log2(N) copies of one tile and, over many tiles,
-about one each on average (PartialSums.hop_order starts each tile's order elsewhere).
+groups: its owner sends it to one member, the root of a binomial tree over the
+members, each forwarding the copy it received, so a rank sends at most log2(N)
+copies of one tile and, over many tiles, about one each on average (the tree's
+order starts elsewhere for each tile: PartialSums.hop_order).
 
 The readers are static facts (the owner arrays), so every rank of the tree derives
 the same tree alone. They are the ranks that run the op's groups only where those
@@ -54,8 +55,17 @@ class TreeGathers:
                 key = (tensor.name, coord)
                 self.check_written(key, op.name)
                 owner = int(self.owners[tensor.name][coord])
-                self.broadcast(key, owner, op.name, members)
+                self.send_down_tree(key, owner, op.name, members)
                 self.note_gathered(key, owner, members)
+
+    def send_down_tree(self, key, owner, op_name, members):
+        """The owner hands the tile to the tree's first rank, the root of a binomial
+        tree over the members: the owner sends one copy per op, and the log2 of them a
+        root sends fall on a rank that differs from tile to tile."""
+        order = self.hop_order(key, owner, op_name, members)
+        if self.follows_pair(owner, order[1]):
+            self.transfer(key, owner, order[1], op_name)
+        self.broadcast(key, order[1], op_name, order[1:])
 
     def one_step(self, op, axes) -> bool:
         """Are the op's summed labels one tile each (every group one step)?"""
