@@ -210,9 +210,11 @@ class ProgramBuilder(TreeGathers, PartialSums):
         self.run_task((rank,), op.spec.combine, (child_key, parent_key, parent_key), reads,
                       (parent_key,), params, flops, op.name)
 
-    def broadcast(self, key, root, op_name, targets):
-        """Binomial tree from `root` to the `targets` (every rank, or a mesh group)."""
-        order = self.hop_order(key, root, op_name, targets)
+    def broadcast(self, key, root, op_name, targets, ordered=False):
+        """Binomial tree from `root` to the `targets` (every rank, or a mesh group);
+        `ordered`: the targets are in tree order already (a gather tree's)."""
+        order = [root] + [rank for rank in targets if rank != root] if ordered else \
+            self.hop_order(key, root, op_name, targets)
         stride = 1
         while stride < len(order):
             for index in range(stride):

@@ -6,8 +6,8 @@ issue 30: 38 GiB sent by rank 0 of 1,024). When the op's output tiles reading an
 input tile have more than FAN_LIMIT owners, the tile is broadcast before the op's
 groups: its owner sends it to one member, the root of a binomial tree over the
 members, each forwarding the copy it received, so a rank sends at most log2(N)
-copies of one tile and, over many tiles, about one each on average (the tree's
-order starts elsewhere for each tile: PartialSums.hop_order).
+copies of one tile and, over many tiles, about one each on average (each tree's
+order starts at another head: send_down_tree).
 
 The readers are static facts (the owner arrays), so every rank of the tree derives
 the same tree alone. They are the ranks that run the op's groups only where those
@@ -27,8 +27,13 @@ from .axes import op_axes
 from .partial import FAN_LIMIT
 
 
+FIBONACCI_HASH = 2654435761   # 2^32 / golden ratio: consecutive trees' heads spread evenly
+
+
 class TreeGathers:
     """Mixin of the program builders: needs PartialSums, broadcast, meta and owners."""
+
+    gathers_so_far = 0   # every rank counts every op's trees alike: it picks their heads
 
     def gather_widely_read(self, op, view_names=frozenset()):
         """Broadcast every input tile of `op` that output tiles of more than
@@ -59,13 +64,18 @@ class TreeGathers:
                 self.note_gathered(key, owner, members)
 
     def send_down_tree(self, key, owner, op_name, members):
-        """The owner hands the tile to the tree's first rank, the root of a binomial
-        tree over the members: the owner sends one copy per op, and the log2 of them a
-        root sends fall on a rank that differs from tile to tile."""
-        order = self.hop_order(key, owner, op_name, members)
-        if self.follows_pair(owner, order[1]):
-            self.transfer(key, owner, order[1], op_name)
-        self.broadcast(key, order[1], op_name, order[1:])
+        """The owner hands the tile to a head, the root of a binomial tree over the
+        members: the owner sends one copy per op, and the copies the ranks near a
+        root send fall on heads spread evenly over the members, tree after tree, and
+        on the ranks after each head (a tree's order is the members from its head
+        on, wrapping around)."""
+        index = self.gathers_so_far
+        self.gathers_so_far = index + 1
+        start = (index * FIBONACCI_HASH % (1 << 32)) * len(members) >> 32
+        order = members[start:] + members[:start]
+        if self.follows_pair(owner, order[0]):
+            self.transfer(key, owner, order[0], op_name)
+        self.broadcast(key, order[0], op_name, order, ordered=True)
 
     def one_step(self, op, axes) -> bool:
         """Are the op's summed labels one tile each (every group one step)?"""
@@ -93,7 +103,7 @@ class TreeGathers:
             for code in codes.tolist():
                 readers.update(self.rank_set(code))
             readers.discard(owner)
-            yield coord, sorted(readers)   # broadcast's hop_order spreads them
+            yield coord, sorted(readers)
 
     def note_gathered(self, key, owner, members):
         """After a tree: every member holds the current version (the all-ranks

@@ -236,9 +236,10 @@ class TableSteps:
                 return   # merged into its parent: done
             stride *= 2
 
-    def broadcast(self, key, root, op_name, targets):
+    def broadcast(self, key, root, op_name, targets, ordered=False):
         """ProgramBuilder.broadcast's hops from or to this rank, found by position."""
-        order = self.hop_order(key, root, op_name, targets)
+        order = [root] + [rank for rank in targets if rank != root] if ordered else \
+            self.hop_order(key, root, op_name, targets)
         if self.rank not in order:
             return
         position, stride = order.index(self.rank), 1
