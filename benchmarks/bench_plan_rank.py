@@ -14,10 +14,20 @@ wall time would count the neighbours too); "others" is the share of all cores
 other processes used meanwhile. The goal (issue 12): 1,024 ranks in under a
 minute and in at most 2x the 64-rank time.
 
+Per-rank memory and traffic must not grow with the world either (issue 30): each
+world also plans ranks 1, 16, N/2 and N-1 alone (--also-ranks), and a second table gives
+every planned rank's peak and bytes sent, the worst of them, and ZeRO-3's figures
+beside them: 16 Psi / N bytes of model state (fp32 parameters, gradients and
+AdamW's two moments; this graph has no optimizer, so its own state is 8 Psi / N)
+and 12 Psi (N - 1) / N bytes sent per step (two all-gathers and a reduce-scatter
+of fp32 parameters; this plan gathers once per step, so 8 Psi (N - 1) / N).
+
 Command (from the repository root):
 
     PYTHONPATH=. python benchmarks/bench_plan_rank.py
     PYTHONPATH=. python benchmarks/bench_plan_rank.py --layers 4 --ranks 16 64 256
+    PYTHONPATH=. python benchmarks/bench_plan_rank.py --layers 4 --ranks 64 1024 --also-ranks
+    PYTHONPATH=. python benchmarks/bench_plan_rank.py --layers 4 --ranks 64 1024 --default-tiling
 
 --max-seconds skips the larger worlds once one world took longer (so a run that
 cannot meet the goal says so without running for an hour).
@@ -35,10 +45,10 @@ import nntile_spmd as nt
 from nntile_spmd.models import gpt2
 
 
-def gpt2_xl_graph(layers, ranks):
+def gpt2_xl_model(layers, ranks):
     cfg = gpt2.GPT2Config(vocab_size=50257, n_positions=1024, n_embd=1600, n_layer=layers,
                           n_head=25)
-    return gpt2.build_gpt2(cfg, batch=ranks, seq=1024, dtype="fp32").graph
+    return gpt2.build_gpt2(cfg, batch=ranks, seq=1024, dtype="fp32")
 
 
 def fixed_tiling(tile_mib):
@@ -47,21 +57,43 @@ def fixed_tiling(tile_mib):
         target_tile_bytes=tile_mib << 20)
 
 
-def measure(layers, ranks, tile_mib):
-    """{graph_s, plan_s, instructions by kind, peak, sent, others} for rank 0 of `ranks`."""
+def measure(layers, ranks, tile_mib, rank=0):
+    """{graph_s, plan_s, instructions by kind, peak, sent, others, psi} for `rank`;
+    tile_mib None: the default tiling (auto, sized by tasks per rank)."""
+    return measure_with(layers, ranks, None if tile_mib is None else fixed_tiling(tile_mib),
+                        rank)
+
+
+def measure_with(layers, ranks, tiling, rank):
     start = time.process_time()
-    graph = gpt2_xl_graph(layers, ranks)
+    model = gpt2_xl_model(layers, ranks)
+    graph = model.graph
     graph_s = time.process_time() - start
     with CpuLoad() as load:
         start = time.process_time()
-        cg = nt.compile(graph, comm=nt.PlanningWorld(ranks, 0), distribution="fsdp",
-                        tiling=fixed_tiling(tile_mib))
+        cg = nt.compile(graph, comm=nt.PlanningWorld(ranks, rank), distribution="fsdp",
+                        tiling=tiling)
         plan_s = time.process_time() - start
-    program = cg.plan.program(0)
+    program = cg.plan.program(rank)
     return {"graph_s": graph_s, "plan_s": plan_s, "ops": len(graph.ops()),
             "kinds": Counter(type(i).__name__ for i in program), "total": len(program),
-            "peak": cg.memory_on_rank(0), "sent": cg.estimate_communication(0),
-            "others": load.others()}
+            "peak": cg.memory_on_rank(rank), "sent": cg.estimate_communication(rank),
+            "others": load.others(), "psi": sum(p.size for p in model.params)}
+
+
+def print_scale_out(per_rank):
+    """Each world's planned ranks, the worst of them, and ZeRO-3's figures."""
+    print(f"\n{'ranks':>6} {'rank':>6} {'peak GiB':>9} {'sent GiB':>9} "
+          f"{'16Psi/N GiB':>12} {'12Psi(N-1)/N GiB':>17}")
+    for ranks, results in per_rank.items():
+        psi = next(iter(results.values()))["psi"]
+        state, sent = 16 * psi / ranks / 2**30, 12 * psi * (ranks - 1) / ranks / 2**30
+        for rank, result in results.items():
+            print(f"{ranks:>6} {rank:>6} {result['peak'] / 2**30:>9.2f} "
+                  f"{result['sent'] / 2**30:>9.2f} {state:>12.3f} {sent:>17.2f}")
+        worst_peak = max(result["peak"] for result in results.values())
+        worst_sent = max(result["sent"] for result in results.values())
+        print(f"{ranks:>6} {'worst':>6} {worst_peak / 2**30:>9.2f} {worst_sent / 2**30:>9.2f}")
 
 
 def main():
@@ -69,15 +101,26 @@ def main():
     parser.add_argument("--layers", type=int, default=48)
     parser.add_argument("--ranks", type=int, nargs="+", default=[64, 256, 1024])
     parser.add_argument("--tile-mib", type=int, default=64)
+    parser.add_argument("--default-tiling", action="store_true",
+                        help="no tiling argument: auto, sized by tasks per rank")
     parser.add_argument("--max-seconds", type=float, default=600.0)
+    parser.add_argument("--also-ranks", action="store_true",
+                        help="also plan ranks 1, 16 (owners of weight tiles), N/2 and N-1 "
+                             "alone; print the worst rank")
     args = parser.parse_args()
     wait_for_quiet()
-    print(f"GPT-2-XL shape, {args.layers} layers, FSDP, {args.tile_mib} MiB tiles, rank 0")
+    tile_mib = None if args.default_tiling else args.tile_mib
+    tiles = "default tiling" if tile_mib is None else f"{tile_mib} MiB tiles"
+    print(f"GPT-2-XL shape, {args.layers} layers, FSDP, {tiles}, rank 0")
     print(f"{'ranks':>6} {'ops':>6} {'graph s':>8} {'plan s':>8} {'instr':>8} {'EXEC':>7} "
           f"{'SEND':>6} {'RECV':>6} {'FREE':>7} {'peak GiB':>9} {'sent GiB':>9} {'others':>7}")
-    results = {}
+    results, per_rank = {}, {}
     for ranks in args.ranks:
-        result = results[ranks] = measure(args.layers, ranks, args.tile_mib)
+        result = results[ranks] = measure(args.layers, ranks, tile_mib)
+        per_rank[ranks] = {0: result}
+        if args.also_ranks:
+            for rank in sorted({1, 16, ranks // 2, ranks - 1} - {0}):
+                per_rank[ranks][rank] = measure(args.layers, ranks, tile_mib, rank)
         kinds = result["kinds"]
         print(f"{ranks:>6} {result['ops']:>6} {result['graph_s']:>8.2f} "
               f"{result['plan_s']:>8.2f} {result['total']:>8} {kinds['Exec']:>7} "
@@ -87,6 +130,7 @@ def main():
         if result["plan_s"] > args.max_seconds:
             print(f"stopped: {ranks} ranks took more than --max-seconds {args.max_seconds}")
             break
+    print_scale_out(per_rank)
     first, last = min(results), max(results)
     if last != first:
         ratio = results[last]["plan_s"] / results[first]["plan_s"]

@@ -18,6 +18,7 @@ from collections import defaultdict
 from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send, key_str, new_tuple
 from .kernel_params import KernelParams
+from .gather import TreeGathers
 from .partial import PartialSums
 from .tile_tables import OwnerTable, partial_name
 
@@ -28,7 +29,7 @@ class PlanError(ValueError):
     """The graph cannot be planned as asked (e.g. a tensor read before written)."""
 
 
-class ProgramBuilder(PartialSums):
+class ProgramBuilder(TreeGathers, PartialSums):
     def __init__(self, nranks, meta, owners, permanent_holders, deterministic=False,
                  groups=()):
         self.nranks = nranks
@@ -209,9 +210,11 @@ class ProgramBuilder(PartialSums):
         self.run_task((rank,), op.spec.combine, (child_key, parent_key, parent_key), reads,
                       (parent_key,), params, flops, op.name)
 
-    def broadcast(self, key, root, op_name, targets):
-        """Binomial tree from `root` to the `targets` (every rank, or a mesh group)."""
-        order = [root] + [rank for rank in targets if rank != root]
+    def broadcast(self, key, root, op_name, targets, ordered=False):
+        """Binomial tree from `root` to the `targets` (every rank, or a mesh group);
+        `ordered`: the targets are in tree order already (a gather tree's)."""
+        order = [root] + [rank for rank in targets if rank != root] if ordered else \
+            self.hop_order(key, root, op_name, targets)
         stride = 1
         while stride < len(order):
             for index in range(stride):

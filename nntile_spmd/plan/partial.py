@@ -12,14 +12,35 @@ Fetches an owner makes are shared by the op's other groups on that owner reading
 the same input tile (`C = A @ B` with A, C on rank 0 and B on rank 1: B moves once
 for every row of C), so the owner's cost of a fetch is divided by the number of
 such groups, counted from the output's owner array.
+
+Two rules keep a rank's share of a group bounded whatever the number of ranks
+(issue 30: at 1,024 ranks the owner of a vocabulary tile fetched an input from every
+rank, and ran every rank's partial step next to its tile):
+
+- bounded fan-in: when owner computes would fetch from more than FAN_LIMIT ranks, the
+  group is reduced in the tree instead (the owner receives log2 of them, each rank
+  sends one partial), whatever the bytes compare;
+- a tile that the op's output tiles on more than FAN_LIMIT ranks read (a weight every
+  batch tile reads) does not draw steps to its owner: it counts like a replicated tile
+  in best_rank (unless every tile of the step is such), else its owner would run a
+  step for every one of those ranks;
+- a tree of more than FAN_LIMIT ranks starts its order (after its root) at a rank drawn
+  from the op and tile (spread_order), so that the ranks near the roots, which merge
+  and forward the most, differ from tile to tile instead of being the lowest ranks of
+  every tree. Smaller trees keep rank order.
 """
 
 from __future__ import annotations
+
+import zlib
 
 import numpy as np
 
 from .axes import op_axes
 from .distribution import REPLICATED
+from .instructions import key_str
+
+FAN_LIMIT = 8   # most ranks one rank exchanges a group's tiles with before a tree takes over
 
 
 class PartialSums:
@@ -57,15 +78,18 @@ class PartialSums:
         for step in group.steps:
             for position, key in enumerate(step.keys[:n_inputs]):
                 positions.setdefault(key, position)
-        owner_cost = 0.0
+        owner_cost, sources = 0.0, set()
         for key, position in positions.items():
             missing = self.outside(owner, owner_of[key])
             if missing:
                 owner_cost += missing * meta[key].nbytes / self.sharing(
                     op, position, group.coord, owner)
+                sources.add(self.ranks_of(key)[0])
         if owner_cost == 0:
             return None
         step_ranks, order, messages = self.partial_plan(group, owner)
+        if len(sources) > FAN_LIMIT:
+            return step_ranks, order
         fetched = {(rank, key) for step, rank in zip(group.steps, step_ranks)
                    for key in step.keys[:n_inputs] if self.outside(rank, owner_of[key])}
         partial_cost = sum(meta[key].nbytes for _, key in fetched) + \
@@ -78,41 +102,80 @@ class PartialSums:
         memo_key = (op.name, position, coord, owner)
         count = self.sharing_memo.get(memo_key)
         if count is None:
-            labels = self.op_labels.get(op.name)
-            if labels is None:
-                axes = op_axes(op)
-                labels = self.op_labels[op.name] = (axes, len(op.inputs))
-            axes, n_inputs = labels
-            index = tuple(coord[dim] if label in axes[position] else slice(None)
-                          for dim, label in enumerate(axes[n_inputs]))
             owners = self.owners[op.outputs[0].name]
+            index = self.reader_index(op, position, coord)
             count = self.sharing_memo[memo_key] = max(
                 1, int(np.count_nonzero(owners[index] == owner)))
         return count
 
+    def widely_read(self, op, position, coord) -> bool:
+        """Do the op's output tiles reading input `position`'s tile (the one group
+        `coord` reads) have more than FAN_LIMIT owners?"""
+        memo_key = (op.name, position, coord, "wide")
+        wide = self.sharing_memo.get(memo_key)
+        if wide is None:
+            owners = self.owners[op.outputs[0].name][self.reader_index(op, position, coord)]
+            # owner codes, not ranks: one replicated group runs its steps once
+            wide = self.sharing_memo[memo_key] = len(np.unique(owners)) > FAN_LIMIT
+        return wide
+
+    def reader_index(self, op, position, coord) -> tuple:
+        """Index of the output tiles that read input `position`'s tile of group `coord`."""
+        labels = self.op_labels.get(op.name)
+        if labels is None:
+            labels = self.op_labels[op.name] = (op_axes(op), len(op.inputs))
+        axes, n_inputs = labels
+        return tuple(coord[dim] if label in axes[position] else slice(None)
+                     for dim, label in enumerate(axes[n_inputs]))
+
+    def wide_positions(self, group) -> tuple:
+        """widely_read of each input position of the group."""
+        return tuple(self.widely_read(group.op, position, group.coord)
+                     for position in range(len(group.op.inputs)))
+
     def partial_plan(self, group, owner):
         """Step ranks (each step next to most of its input bytes), tree order, messages."""
         n_inputs = len(group.op.inputs)
-        step_ranks = [self.best_rank(step.keys[:n_inputs], owner) for step in group.steps]
+        wide = self.wide_positions(group)
+        step_ranks = [self.best_rank(step.keys[:n_inputs], owner, wide)
+                      for step in group.steps]
+        spread = self.spread_order
+        text = tree_text(group.op.name, group.outputs[0])
         if owner == REPLICATED:
-            order = sorted(set(step_ranks))
+            order = spread(sorted(set(step_ranks)), text)
             messages = len(order) - 1 + self.nranks - 1
         elif owner < 0:   # a mesh group: reduce to a member if one computes, broadcast there
             members = set(self.groups[-2 - owner])
             order = sorted(set(step_ranks) & members) + sorted(set(step_ranks) - members)
             messages = len(order) - 1 + len(members) - (order[0] in members)
         else:
-            order = [owner] + sorted(set(step_ranks) - {owner})
+            order = [owner] + spread(sorted(set(step_ranks) - {owner}), text)
             messages = len(order) - 1
         return step_ranks, order, messages
 
-    def best_rank(self, keys, preferred):
+    def spread_order(self, ranks, text):
+        """`ranks` (sorted) in tree order: as they are up to FAN_LIMIT, else rotated to
+        start at a rank drawn from `text` (crc32: the same in every process)."""
+        if len(ranks) <= FAN_LIMIT:
+            return ranks
+        start = zlib.crc32(text.encode()) % self.nranks
+        return sorted(ranks, key=lambda rank: (rank - start) % self.nranks)
+
+    def hop_order(self, key, root, op_name, targets) -> list:
+        """A broadcast's ranks, its root first (ProgramBuilder.broadcast's tree)."""
+        return [root] + self.spread_order([rank for rank in targets if rank != root],
+                                          tree_text(op_name, key))
+
+    def best_rank(self, keys, preferred, wide):
         """The rank owning most bytes of `keys` (a replicated tile counts alike on every
-        rank, so it decides nothing); ties go to the ranks of owner code `preferred` in
-        their order, then to the lowest rank."""
-        score = {}
-        for key in set(keys):
-            owner = self.owner[key]
+        rank, so it decides nothing, and so does a widely read one unless all are);
+        ties go to the ranks of owner code `preferred` in their order, then to the
+        lowest rank."""
+        score, owner_of = {}, self.owner
+        deciding = {key for key, is_wide in zip(keys, wide)
+                    if not is_wide and owner_of[key] != REPLICATED}
+        for key in deciding or set(keys):   # all widely read: bytes decide as before
+            owner = owner_of[key]
             if owner == REPLICATED:
                 continue
             nbytes = self.meta[key].nbytes
@@ -127,3 +190,8 @@ class PartialSums:
                 if rank in best:
                     return rank
         return min(best)
+
+
+def tree_text(op_name, key) -> str:
+    """What a tree's start is drawn from: the op and the tile it reduces or sends."""
+    return f"{op_name}|{key_str(key)}"

@@ -69,7 +69,7 @@ def plan_graph(graph, nranks, tiling, distribution, window, options=None) -> Pla
     preset = as_preset(distribution)
     request = TilingRequest(tuple(classes), class_of, graph, nranks,
                             preset.split_classes(graph, class_of, classes))
-    class_tilings = (tiling or TilingStrategy.auto()).resolve(request)
+    class_tilings, tiling_notes = (tiling or TilingStrategy.auto()).resolve_explained(request)
     tilings = {t.name: TilingSpec(tuple(class_tilings[class_of[(t.name, d)]]
                                         for d in range(t.ndim))) for t in graph.tensors()}
     distributions = preset.assign(graph, class_of, classes, nranks)
@@ -77,7 +77,7 @@ def plan_graph(graph, nranks, tiling, distribution, window, options=None) -> Pla
               for name, spec in tilings.items()}
     return Plan(graph, nranks, window, classes, class_of, tilings, distributions, owners,
                 preset.rank_groups(nranks), options,
-                pipeline_order(graph, class_of, classes, preset))
+                pipeline_order(graph, class_of, classes, preset), tuple(tiling_notes))
 
 
 def tensor_owners(name, distribution, grid, nranks):
@@ -94,7 +94,7 @@ class Plan:
     `_rank_programs`, `_rest_sets` and the cached properties)."""
 
     def __init__(self, graph, nranks, window, classes, class_of, tilings, distributions,
-                 owners, groups=(), options=None, pipeline=None):
+                 owners, groups=(), options=None, pipeline=None, tiling_notes=()):
         self.graph, self.nranks, self.window = graph, nranks, window
         self.groups = groups   # rank sets of a mesh; owner code -2 - g names groups[g]
         self.classes, self.class_of = classes, class_of
@@ -103,6 +103,7 @@ class Plan:
         self.options = options or PlanOptions()
         self.deterministic, self.fuse, self.own_rank, self.policy = self.options
         self.pipeline = pipeline   # a PipelineOrder, or None: the program's op order
+        self.tiling_notes = tiling_notes   # why each axis is cut so (dump_plan)
         self._programs = {}        # phases -> every rank's program
         self._rank_programs = {}   # (phases, rank) -> one rank's program, derived alone
         self._rest_sets = {}       # rank -> persistent tiles resident at rest (offloading)
@@ -153,7 +154,8 @@ class Plan:
     def _build_programs(self, phase_key, offloaded=True):
         builder = ProgramBuilder(self.nranks, self.meta, self.owners, permanent_holders(self),
                                  self.deterministic, self.groups)
-        for _, groups in self.task_groups(phase_key):
+        for op, groups in self.task_groups(phase_key):
+            self.gather_trees(builder, op)
             builder.add_op(groups)
         return [self.finish_program(program, rank, phase_key, offloaded)
                 for rank, program in enumerate(builder.finish())]
@@ -183,9 +185,16 @@ class Plan:
                                      permanent_holders(self), self.deterministic, self.groups,
                                      tiles)
         for op, groups in self.task_groups(phase_key, tiles.coords):
+            self.gather_trees(builder, op)
             builder.add_op(groups)
             builder.walked(op)
         return self.finish_program(builder.finish_rank(), rank, phase_key, offloaded)
+
+    def gather_trees(self, builder, op):
+        """Widely read tiles down trees (plan/gather.py); a pipeline's walk splits an
+        op per micro-batch, so its tiles keep their point-to-point fetches."""
+        if self.pipeline is None:
+            builder.gather_widely_read(op, self.views.names)
 
     def task_groups(self, phase_key, coords_of=None):
         """(op, task groups) as both builders walk them: one list per op in program

@@ -9,7 +9,8 @@ reads only static facts (owners, tile sizes) and the copies that this rank sent 
 received, which it sees all of:
 
 - a tile is sent only by the first rank of its owner code (or along a broadcast
-  among its owners), so who holds a copy of a tile this rank owns is known here;
+  among its owners, or down a gather tree of plan/gather.py, whose members the owner
+  notes: note_gathered), so who holds a copy of a tile this rank owns is known here;
 - a copy this rank fetched goes stale only by a write of that tile, and a group
   writing it is one this rank visits (a partial sum it merges was written by its
   child in steps not walked here: the merge marks the copy stale).
@@ -160,6 +161,14 @@ class RankProgramBuilder(TableSteps, ProgramBuilder):
             position, ready = len(program), self.ready
             for key in writes:
                 ready[key] = position
+
+    def note_gathered(self, key, owner, members):
+        """The owner knows every copy its tree handed out, as it knows its own sends."""
+        if owner == self.rank:
+            version = self.version.get(key)
+            for rank in members:
+                self.held[rank][key] = version
+            self.sent_to[key].update(members)
 
     def combine(self, rank, child_key, parent_key, beta, op):
         if rank == self.rank and self.owner[child_key] != rank:

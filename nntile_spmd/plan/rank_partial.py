@@ -12,12 +12,14 @@ tile owned by a mesh group take the step-by-step path (`arrays` gives None).
 
 from __future__ import annotations
 
+import zlib
 from typing import NamedTuple
 
 import numpy as np
 
 from ..graph.dtypes import ITEMSIZE
 from .distribution import REPLICATED
+from .partial import FAN_LIMIT, tree_text
 
 NO_RANK = np.iinfo(np.int64).max
 
@@ -88,7 +90,7 @@ class TableSteps:
         op = group.op
         if self.deterministic or len(group.steps) < 2 or op.spec.combine is None:
             return None
-        terms, firsts, positions = [], [], []
+        terms, firsts, positions, sources = [], [], [], []
         for position in range(arrays.codes.shape[1]):
             _, first = np.unique(arrays.ids[:, position], return_index=True)
             missing = self.missing(owner, arrays.codes[first, position])
@@ -98,13 +100,17 @@ class TableSteps:
                 terms.append(missing[kept] * arrays.nbytes[first[kept], position] / sharing)
                 firsts.append(first[kept])
                 positions.append(np.full(len(terms[-1]), position))
+                sources.append(arrays.codes[first[kept], position])
         if not terms:
             return None
         # the keys in the order the step-by-step walk first meets them, summed in turn
         order = np.lexsort((np.concatenate(positions), np.concatenate(firsts)))
         owner_cost = float(np.cumsum(np.concatenate(terms)[order])[-1])
-        step_ranks = self.best_ranks(arrays, owner)
-        tree, messages = self.tree_order(step_ranks, owner)
+        step_ranks = self.best_ranks(arrays, owner, self.wide_positions(group))
+        tree, messages = self.tree_order(step_ranks, owner,
+                                         tree_text(op.name, group.outputs[0]))
+        if len(np.unique(np.concatenate(sources))) > FAN_LIMIT:
+            return step_ranks, tree
         fetched = 0
         for position, tiles in enumerate(arrays.tiles):
             codes = arrays.codes[:, position]
@@ -115,10 +121,12 @@ class TableSteps:
         partial_cost = fetched + messages * self.meta[group.outputs[0]].nbytes
         return (step_ranks, tree) if partial_cost < owner_cost else None
 
-    def best_ranks(self, arrays, preferred):
+    def best_ranks(self, arrays, preferred, wide):
         """PartialSums.best_rank of every step (its keys are distinct: distinct tensors)."""
         codes, nbytes = arrays.codes, arrays.nbytes
-        valid = codes >= 0
+        single = codes >= 0
+        valid = single & ~np.array(wide, bool)
+        valid = np.where(valid.any(1)[:, None], valid, single)   # all wide: bytes decide
         same = (codes[:, :, None] == codes[:, None, :]) & valid[:, None, :]
         scores = np.where(valid, (same * nbytes[:, None, :]).sum(2), -1)
         best = valid & (scores == scores.max(1)[:, None])
@@ -136,18 +144,26 @@ class TableSteps:
                               lowest)
         return np.where(valid.any(1), chosen, self.ranks_of_owner(preferred)[0])
 
-    def tree_order(self, step_ranks, owner):
+    def tree_order(self, step_ranks, owner, text):
         """PartialSums.partial_plan's tree order and message count."""
         ranks = np.unique(step_ranks)
         if owner == REPLICATED:
+            ranks = self.spread_array(ranks, text)
             return ranks, len(ranks) - 1 + self.nranks - 1
         if owner < 0:
             members = self.groups[-2 - owner]
             inside = np.isin(ranks, members)
             order = np.concatenate([ranks[inside], ranks[~inside]])
             return order, len(order) - 1 + len(members) - int(bool(inside.any()))
-        order = np.concatenate([[owner], ranks[ranks != owner]])
+        order = np.concatenate([[owner], self.spread_array(ranks[ranks != owner], text)])
         return order, len(order) - 1
+
+    def spread_array(self, ranks, text):
+        """PartialSums.spread_order of a sorted array of ranks."""
+        if len(ranks) <= FAN_LIMIT:
+            return ranks
+        start = zlib.crc32(text.encode()) % self.nranks
+        return ranks[np.argsort((ranks - start) % self.nranks, kind="stable")]
 
     def table_owner_computes(self, group, arrays):
         """Every step on the output's owners: a runner walks them all, another rank
@@ -220,9 +236,10 @@ class TableSteps:
                 return   # merged into its parent: done
             stride *= 2
 
-    def broadcast(self, key, root, op_name, targets):
+    def broadcast(self, key, root, op_name, targets, ordered=False):
         """ProgramBuilder.broadcast's hops from or to this rank, found by position."""
-        order = [root] + [rank for rank in targets if rank != root]
+        order = [root] + [rank for rank in targets if rank != root] if ordered else \
+            self.hop_order(key, root, op_name, targets)
         if self.rank not in order:
             return
         position, stride = order.index(self.rank), 1

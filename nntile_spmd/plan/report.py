@@ -97,5 +97,6 @@ def dump_plan(plan, phases=None, ranks=None) -> str:
     dead = plan.dead_ops(phases)
     removed = f"dead ops left out: {', '.join(dead) if dead else 'none'}"
     offloading = offload_lines(plan, phases, ranks) if plan.policy else []
-    return "\n".join([header, *tensor_lines(plan), *rank_lines(plan, phases, ranks),
+    tiling = ["tiling:"] + [f"  {line}" for line in plan.tiling_notes]
+    return "\n".join([header, *tiling, *tensor_lines(plan), *rank_lines(plan, phases, ranks),
                       *offloading, total, removed])

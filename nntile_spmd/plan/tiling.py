@@ -11,6 +11,7 @@ from functools import cached_property
 from numbers import Integral
 
 from ..graph.dtypes import ITEMSIZE
+from .tile_budget import human, sized_target
 
 
 @dataclass(frozen=True)
@@ -179,14 +180,18 @@ class TilingStrategy:
             check_tile_shape(kind, name, tile_shape)
         self.kind = kind
         self.manual_shapes = dict(manual or {})
-        self.target_tile_bytes = target_tile_bytes
+        # no target given: 1 MiB, doubled while the tasks per rank exceed a budget
+        self.sized = target_tile_bytes is None
+        self.target_tile_bytes = 1 << 20 if self.sized else target_tile_bytes
         self.min_tile = min_tile
         self.max_tile = max_tile
         self.profile = profile
 
     @classmethod
-    def auto(cls, target_tile_bytes: int = 1 << 20, min_tile: int = 1, max_tile=None):
-        """Tiles near `target_tile_bytes`; axes a preset splits get >= 1 tile per rank."""
+    def auto(cls, target_tile_bytes: int | None = None, min_tile: int = 1, max_tile=None):
+        """Tiles near `target_tile_bytes`; axes a preset splits get >= 1 tile per rank.
+        Without a target: 1 MiB, doubled until the tasks per rank fit a budget
+        (plan/tile_budget.py)."""
         return cls("auto", target_tile_bytes=target_tile_bytes, min_tile=min_tile,
                    max_tile=max_tile)
 
@@ -219,23 +224,42 @@ class TilingStrategy:
     def __repr__(self) -> str:
         if self.kind in ("manual", "explicit"):
             return f"TilingStrategy.{self.kind}({self.manual_shapes})"
-        return f"TilingStrategy.{self.kind}(target_tile_bytes={self.target_tile_bytes})"
+        target = "sized" if self.sized else self.target_tile_bytes
+        return f"TilingStrategy.{self.kind}(target_tile_bytes={target})"
 
     def resolve(self, request: TilingRequest) -> dict:
         """Map class id -> DimensionTiling."""
+        return self.resolve_explained(request)[0]
+
+    def resolve_explained(self, request: TilingRequest) -> tuple:
+        """(class id -> DimensionTiling, lines saying why: the target, then per class)."""
+        if self.sized and self.kind != "manual":
+            return sized_target(lambda target: self.resolve_at(request, target), request,
+                                self.target_tile_bytes)[1:]
+        chosen, reasons = self.resolve_at(request, self.target_tile_bytes)
+        head = "manual tile shapes" if self.kind == "manual" else \
+            f"target {human(self.target_tile_bytes)} (given)"
+        return chosen, [head] + reasons
+
+    def resolve_at(self, request, target) -> tuple:
+        """The tilings for one target tile size, and a reason per axis class."""
         chosen = manual_tilings(request, self.manual_shapes)
+        reasons = dict.fromkeys(chosen, "given by the tiling's tile shapes")
         if self.kind == "load_balanced":
             weights = self.profile.weights(request.nranks)
             for class_id in sorted(request.split_classes - set(chosen)):
                 size = request.classes[class_id].size
                 if size >= request.nranks and not request.classes[class_id].whole:
                     chosen[class_id] = DimensionTiling.proportional(size, weights)
+                    reasons[class_id] = "one tile per rank, sized by rank speed"
         if self.kind != "manual":
-            auto_tilings(request, chosen, self)
+            auto_tilings(request, chosen, self, target, reasons)
         for axis_class in request.classes:
             chosen.setdefault(axis_class.id, DimensionTiling.uniform(axis_class.size,
                                                                      axis_class.size))
-        return chosen
+            reasons.setdefault(axis_class.id, "whole: no tile shape names it")
+        return chosen, [f"{request.classes[class_id]!r} {chosen[class_id]!r}: {reason}"
+                        for class_id, reason in sorted(reasons.items())]
 
 
 def manual_tilings(request, tile_shapes) -> dict:
@@ -278,10 +302,10 @@ def requested_tiling(tensor, dim, tile, size) -> DimensionTiling:
     return tiling
 
 
-def auto_tilings(request, chosen, strategy):
+def auto_tilings(request, chosen, strategy, target, reasons):
     """Halve the largest free axis of the biggest tensors until tiles near the target."""
     tensors = sorted(request.graph.tensors(), key=lambda t: (-t.nbytes, t.id))
-    sizes = {}
+    sizes, halved_for = {}, {}
     for tensor in tensors:
         if tensor.ndim == 0:
             continue
@@ -292,12 +316,19 @@ def auto_tilings(request, chosen, strategy):
                 sizes[class_id] = axis_class.size
                 if strategy.max_tile and not axis_class.whole:
                     sizes[class_id] = min(axis_class.size, strategy.max_tile)
-        shrink_to_target(request, tensor, ids, chosen, sizes, strategy)
+                if strategy.sized and class_id in request.split_classes:
+                    # a rank's tile of the split axis, so the other axes are cut alike
+                    # at every world size (an explicit target keeps the whole axis)
+                    sizes[class_id] = min(sizes[class_id],
+                                          -(-axis_class.size // request.nranks))
+        shrink_to_target(request, tensor, ids, chosen, sizes, strategy, target, halved_for)
     for class_id, tile in sizes.items():
         axis_class = request.classes[class_id]
         split = class_id in request.split_classes and not axis_class.whole
         if split:
             tile = min(tile, -(-axis_class.size // request.nranks))
+        reasons[class_id] = class_reason(axis_class, split, request.nranks,
+                                         halved_for.get(class_id), target)
         chosen[class_id] = DimensionTiling.uniform(axis_class.size, max(tile, 1))
         if split and chosen[class_id].num_tiles < min(request.nranks, axis_class.size):
             # tiles of ceil(size / nranks) can be too few (30 over 7 ranks: tiles
@@ -307,17 +338,29 @@ def auto_tilings(request, chosen, strategy):
                                                             [1] * request.nranks)
 
 
-def shrink_to_target(request, tensor, ids, chosen, sizes, strategy):
+def class_reason(axis_class, split, nranks, halved_for, target) -> str:
+    """Why auto tiling cut an axis class as it did (dump_plan's tiling lines)."""
+    if split:
+        return f"split over the {nranks} rank(s): the preset's axis"
+    if axis_class.whole:
+        return "whole: an op reduces over it in one piece"
+    if halved_for is not None:
+        return f"halved to bring {halved_for} near {human(target)} tiles"
+    return f"whole: its tensors' tiles are within {human(target)} without cutting it"
+
+
+def shrink_to_target(request, tensor, ids, chosen, sizes, strategy, target, halved_for):
     def tile_bytes():
         count = ITEMSIZE[tensor.dtype]
         for class_id in ids:
             count *= chosen[class_id].tile_size(0) if class_id in chosen else sizes[class_id]
         return count
 
-    while tile_bytes() > strategy.target_tile_bytes:
+    while tile_bytes() > target:
         free = [c for c in ids if c not in chosen and not request.classes[c].whole
                 and sizes[c] // 2 >= strategy.min_tile]
         if not free:
             return
         largest = max(free, key=lambda c: (sizes[c], -c))
         sizes[largest] = -(-sizes[largest] // 2)
+        halved_for.setdefault(largest, tensor.describe())

@@ -1,0 +1,110 @@
+"""Plan layer: a tile that many ranks read in one op reaches them down a binomial tree.
+
+Without it the owner of a weight tile sends one copy to every rank that runs a group
+reading it, N - 1 sends of the tile per op (FSDP's all-gather from a single source;
+issue 30: 38 GiB sent by rank 0 of 1,024). When the op's output tiles reading an
+input tile have more than FAN_LIMIT owners, the tile is broadcast before the op's
+groups: its owner sends it to one member, the root of a binomial tree over the
+members, each forwarding the copy it received, so a rank sends at most log2(N)
+copies of one tile and, over many tiles, about one each on average (each tree's
+order starts at another head: send_down_tree).
+
+The readers are static facts (the owner arrays), so every rank of the tree derives
+the same tree alone. They are the ranks that run the op's groups only where those
+groups run on their output's owners: groups of one step, or of steps that cannot be
+moved (deterministic plans, ops without a combine), or where the tile is persistent
+(a parameter: plan/partial.py never draws steps to a widely read tile, and a group's
+other inputs are then where the output is). A copy the tree sent to a rank that
+already held it current replaces it (the executor and plan/memory.py allow that):
+the gather happens per op, as ZeRO-3's does, so a gathered tile lives for one op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .axes import op_axes
+from .partial import FAN_LIMIT
+
+
+FIBONACCI_HASH = 2654435761   # 2^32 / golden ratio: consecutive trees' heads spread evenly
+
+
+class TreeGathers:
+    """Mixin of the program builders: needs PartialSums, broadcast, meta and owners."""
+
+    gathers_so_far = 0   # every rank counts every op's trees alike: it picks their heads
+
+    def gather_widely_read(self, op, view_names=frozenset()):
+        """Broadcast every input tile of `op` that output tiles of more than
+        FAN_LIMIT owners read down a tree from its owner, before the op's groups."""
+        if op.spec.windows is not None:
+            return
+        axes = op_axes(op)
+        if any(len(set(labels)) != len(labels) for labels in axes):
+            return   # a label twice in one array: the readers are not a slice
+        n_inputs = len(op.inputs)
+        out_labels = axes[n_inputs]
+        out_owners = self.owners[op.outputs[0].name]
+        fixed_steps = self.deterministic or op.spec.combine is None or self.one_step(
+            op, axes)
+        seen = set()
+        for tensor, labels in zip(op.inputs, axes[:n_inputs]):
+            if tensor.name in view_names or tensor.name in seen:
+                continue
+            seen.add(tensor.name)
+            if not (fixed_steps or tensor.persistent):
+                continue
+            for coord, members in self.tree_members(tensor.name, labels, out_labels,
+                                                    out_owners):
+                key = (tensor.name, coord)
+                self.check_written(key, op.name)
+                owner = int(self.owners[tensor.name][coord])
+                self.send_down_tree(key, owner, op.name, members)
+                self.note_gathered(key, owner, members)
+
+    def send_down_tree(self, key, owner, op_name, members):
+        """The owner hands the tile to a head, the root of a binomial tree over the
+        members: the owner sends one copy per op, and the copies the ranks near a
+        root send fall on heads spread evenly over the members, tree after tree, and
+        on the ranks after each head (a tree's order is the members from its head
+        on, wrapping around)."""
+        index = self.gathers_so_far
+        self.gathers_so_far = index + 1
+        start = (index * FIBONACCI_HASH % (1 << 32)) * len(members) >> 32
+        order = members[start:] + members[:start]
+        if self.follows_pair(owner, order[0]):
+            self.transfer(key, owner, order[0], op_name)
+        self.broadcast(key, order[0], op_name, order, ordered=True)
+
+    def one_step(self, op, axes) -> bool:
+        """Are the op's summed labels one tile each (every group one step)?"""
+        out_labels = axes[len(op.inputs)]
+        tilings = self.meta.tilings
+        return all(tilings[tensor.name].dims[dim].num_tiles == 1
+                   for tensor, labels in zip(op.inputs, axes)
+                   for dim, label in enumerate(labels) if label not in out_labels)
+
+    def tree_members(self, name, labels, out_labels, out_owners):
+        """(tile coord, ranks in tree order) of each single-owner tile of `name` read
+        by output tiles of more than FAN_LIMIT owner codes."""
+        free = [dim for dim, label in enumerate(out_labels) if label not in labels]
+        if int(np.prod([out_owners.shape[dim] for dim in free])) <= FAN_LIMIT:
+            return   # too few output tiles read one input tile
+        owners = self.owners[name]
+        for coord in map(tuple, np.argwhere(owners.T >= 0)[:, ::-1].tolist()):
+            index = tuple(coord[labels.index(label)] if label in labels else slice(None)
+                          for label in out_labels)
+            codes = np.unique(np.asarray(out_owners[index]))
+            if len(codes) <= FAN_LIMIT:
+                continue
+            owner = int(owners[coord])
+            readers = set()
+            for code in codes.tolist():
+                readers.update(self.rank_set(code))
+            readers.discard(owner)
+            yield coord, sorted(readers)
+
+    def note_gathered(self, key, owner, members):
+        """After a tree: every member holds the current version (the all-ranks
+        builder's transfers noted it already)."""

@@ -1,0 +1,108 @@
+"""Bounded fan-in and fan-out of a task group (plan/partial.py, issue 30): on more
+ranks than FAN_LIMIT, the owner of a weight tile that every batch tile reads neither
+fetches an input from every rank (its gradient is reduced in a tree) nor runs every
+rank's partial step next to its tile; and the per-rank builder still derives exactly
+the all-ranks plan where these rules decide. Plain pytest, small shapes.
+"""
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import nntile_spmd as nt
+from nntile_spmd.models import gpt2
+from nntile_spmd.plan import lowering
+from nntile_spmd.plan.instructions import Exec, Recv, Send
+from nntile_spmd.plan.partial import FAN_LIMIT
+from test_plan_rank import messages, rank_plans
+
+pytestmark = pytest.mark.mpi_skip
+NRANKS = FAN_LIMIT + 2   # one sequence per rank: an owner lacks more tiles than the limit
+
+
+def wide_model():
+    """A tiny GPT-2 with one sequence per rank, its vocabulary in 2 tiles (ranks 0, 1)."""
+    cfg = gpt2.GPT2Config(vocab_size=32, n_positions=4, n_embd=8, n_layer=1, n_head=2)
+    model = gpt2.build_gpt2(cfg, batch=NRANKS, seq=4, dtype="fp64")
+    tiling = nt.TilingStrategy.constrained({"input_ids": [4, 1], "wte": [8, 16]},
+                                           target_tile_bytes=1 << 20)
+    return model, tiling
+
+
+def wide_gpt2():
+    model, tiling = wide_model()
+    return model.graph, tiling
+
+
+def ops_of(program, kind):
+    return Counter(instruction.consumer if kind is Recv else instruction.op_name
+                   for instruction in program if type(instruction) is kind)
+
+
+def test_a_vocabulary_tile_owner_does_not_work_for_every_rank():
+    graph, tiling = wide_gpt2()
+    program = nt.build_plan(graph, NRANKS, tiling, "fsdp", rank=0).program(0)
+    receives, executes = ops_of(program, Recv), ops_of(program, Exec)
+    embedding = next(name for name in executes if name.startswith("embedding_backward"))
+    # a tree: log2(NRANKS) rounded up merges, not one fetch per batch tile
+    assert receives[embedding] <= 4 and executes[embedding] <= 1 + 4, (receives, executes)
+    assert max(receives.values()) < NRANKS - 1, receives
+    assert max(executes.values()) < NRANKS, executes
+
+
+@pytest.mark.parametrize("preset,table_min_steps", [("fsdp", 2), ("fsdp", 10**9),
+                                                    ("ddp", 2)])
+def test_the_rank_builder_agrees_where_the_limit_decides(preset, table_min_steps,
+                                                         monkeypatch):
+    """Decided with numpy over StepTables (2) and step by step (10**9) alike."""
+    monkeypatch.setattr(lowering, "TABLE_MIN_STEPS", table_min_steps)
+    graph, tiling = wide_gpt2()
+    oracle = nt.build_plan(graph, NRANKS, tiling, preset).programs()
+    derived = rank_plans(graph, NRANKS, tiling, preset)
+    for rank in range(NRANKS):
+        assert derived[rank] == oracle[rank], f"rank {rank} of {NRANKS} differs"
+    sends, recvs = messages(derived)
+    assert sends == recvs and sends
+
+
+def test_a_weight_tile_reaches_its_readers_down_a_tree():
+    """No rank sends one tile more than ceil(log2 N) times for one op (a binomial
+    tree), where its owner sent it to each of N - 1 readers."""
+    graph, tiling = wide_gpt2()
+    programs = nt.build_plan(graph, NRANKS, tiling, "fsdp").programs()
+    sends = Counter((rank, instruction.key, instruction.consumer)
+                    for rank, program in enumerate(programs) for instruction in program
+                    if type(instruction) is Send and not instruction.key[0].endswith("grad"))
+    assert max(sends.values()) <= math.ceil(math.log2(NRANKS)), sends.most_common(3)
+    assert any(key[0] == "wte" for _, key, _ in sends)
+
+
+def run_step(ranks, preset, deterministic):
+    """Loss and gradients of one step of wide_gpt2 on simulated ranks."""
+    model, tiling = wide_model()
+    cg = nt.compile(model.graph, comm=nt.SimulatedWorld(ranks), distribution=preset,
+                    tiling=tiling, deterministic=deterministic)
+    rng = np.random.default_rng(0)
+    for name, value in model.init_params(rng).items():   # biases and norms not 0 or 1
+        noise = rng.normal(0, 0.1, value.shape) if value.dtype.kind == "f" else 0
+        cg.bind_data(name, value + noise)
+    cg.bind_data("input_ids", rng.integers(0, 32, (4, NRANKS)))
+    cg.bind_data("targets", rng.integers(0, 32, (4, NRANKS)))
+    cg.execute()
+    return {name: cg.get_output(name) for name in ["loss"] + [t.name for t in model.grads]}
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_trees_and_bounded_fan_in_give_one_rank_s_results(deterministic):
+    """Bitwise in deterministic mode (the trees only move tiles), to rounding else
+    (partial sums add in another order)."""
+    many, one = run_step(NRANKS, "fsdp", deterministic), run_step(1, "single", deterministic)
+    assert len(many) > 10
+    for name, value in many.items():
+        if deterministic:
+            assert np.array_equal(value, one[name]), name
+        else:
+            np.testing.assert_allclose(value, one[name], rtol=1e-10, atol=1e-12,
+                                       err_msg=name)
