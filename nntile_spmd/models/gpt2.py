@@ -24,7 +24,7 @@ Builds ops through nntile_spmd.graph only; imports no plan, runtime or MPI.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
@@ -34,6 +34,7 @@ from ..graph.recompute import recompute as recompute_segments
 from .config_rules import COUNT, OPTIONAL_COUNT, POSITIVE, check_fields
 from .gpt2_builder import ACTIVATIONS, Builder
 from .hf_weights import HFWeights, same, transposed
+from .pretrained import read_config
 
 
 FIELD_RULES = {"vocab_size": COUNT, "n_positions": COUNT, "n_embd": COUNT, "n_layer": COUNT,
@@ -78,6 +79,15 @@ class GPT2Config:
         """The fields of a transformers GPT2Config (or any object with those attributes)."""
         return cls(**{f.name: getattr(hf_config, f.name) for f in fields(cls)
                       if hasattr(hf_config, f.name)})
+
+    @classmethod
+    def from_pretrained(cls, path) -> GPT2Config:
+        """The config.json of a local HF model folder (model_type "gpt2"); no download."""
+        return cls.from_hf(read_config(path, "gpt2"))
+
+    def to_hf_dict(self) -> dict:
+        """config.json's content for transformers' GPT2LMHeadModel."""
+        return asdict(self) | {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}
 
     def check(self):
         check_fields(self, FIELD_RULES)
@@ -170,6 +180,7 @@ class GPT2(HFWeights):
     TIED_NOTE = "GPT-2's head is tied"
     # Buffers some transformers versions keep in the state dict (the causal mask).
     IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias")
+    BASE_PREFIX = "transformer."   # the Hub's gpt2 file was saved from GPT2Model
 
     graph: LogicalGraph
     config: GPT2Config
