@@ -35,6 +35,7 @@ from .config_rules import COUNT, OPTIONAL_COUNT, POSITIVE, check_fields
 from .gpt2_builder import ACTIVATIONS, Builder
 from .hf_weights import HFWeights, same, transposed
 from .pretrained import read_config
+from . import generation
 
 
 FIELD_RULES = {"vocab_size": COUNT, "n_positions": COUNT, "n_embd": COUNT, "n_layer": COUNT,
@@ -287,3 +288,11 @@ def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
                              f"block indices in [0, {cfg.n_layer})")
         recompute_segments(graph, [f"h{block}_" for block in blocks])
     return model
+
+
+class Generator(generation.Generator):
+    """GPT2's decode graph with a key/value cache (models/generation.py):
+    Generator(cfg, path_or_state_dict, batch, max_length, dtype, comm, distribution)
+    .generate(prompt_ids [T0, B], max_new_tokens, do_sample, temperature, top_k, seed)."""
+
+    MODEL = (GPT2, generation.GPT2Decoder)

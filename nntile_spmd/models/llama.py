@@ -42,6 +42,7 @@ from .hf_weights import HEAD, same, transposed
 from .config_rules import COUNT, POSITIVE, check_fields
 from .llama_builder import LlamaBuilder
 from .pretrained import read_config
+from . import generation
 
 
 FIELD_RULES = {name: COUNT for name in (
@@ -274,3 +275,11 @@ def build_llama(cfg: LlamaConfig, batch: int, seq: int, dtype: str = "fp32",
     if with_grads:
         model.grads = grad(model.graph, model.loss, model.params)
     return model
+
+
+class Generator(generation.Generator):
+    """Llama's decode graph with a key/value cache (models/generation.py):
+    Generator(cfg, path_or_state_dict, batch, max_length, dtype, comm, distribution)
+    .generate(prompt_ids [T0, B], max_new_tokens, do_sample, temperature, top_k, seed)."""
+
+    MODEL = (Llama, generation.LlamaDecoder)

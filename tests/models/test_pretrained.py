@@ -28,13 +28,13 @@ RTOL = {"gpt2": 1e-9, "llama": 1e-6}
 PRESETS = ["single", "ddp", "fsdp", "tp"]
 
 
-def hf_folder(family, path, seed=0):
+def hf_folder(family, path, seed=0, **overrides):
     """A tiny random fp64 transformers model saved by its own save_pretrained."""
     torch, transformers = require_hf()
     _, config_name, model_name, _, tiny = FAMILIES[family]
     torch.manual_seed(seed)
     model = getattr(transformers, model_name)(getattr(transformers, config_name + "Config")(
-        **tiny)).double().eval()
+        **tiny | overrides)).double().eval()
     with torch.no_grad():   # biases and norms away from HF's 0/1 init, so a mixup shows
         for param in model.parameters():
             if param.ndim == 1:
