@@ -10,10 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from mpi4py import MPI
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "<!-- api-example"
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+# a test that spawns its own job runs in the single-process tier only
+SPAWNS_A_JOB = pytest.mark.skipif(MPI.COMM_WORLD.size > 1, reason="spawns its own job")
 FOREIGN = ("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_", "SLURM_")   # of an enclosing job
 
 
@@ -34,6 +37,7 @@ def run_script(script: Path, ranks: int, cwd: Path) -> str:
     return result.stdout
 
 
+@SPAWNS_A_JOB
 @pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.skipif(
     MPIEXEC is None, reason="no mpiexec"))])
 def test_readme_api_block_runs(ranks, tmp_path):
