@@ -15,14 +15,17 @@ scheduler ran another process, or the thread slept), then reports
 Ranks on one node share the monotonic clock, so their tracks line up; across
 nodes each rank's events are only ordered within the rank. The environment
 variable NNTILE_SPMD_PROFILE=1 records every execute and rewrites the trace
-(NNTILE_SPMD_PROFILE_PATH, default nntile_spmd_trace.json) and its summary
-(same name, .txt) after each one, on rank 0 of an MPI world.
+(NNTILE_SPMD_PROFILE_PATH; unset, a fresh folder under the system's temp dir, never
+the working directory) and its summary (same name, .txt) after each one, on rank 0
+of an MPI world, which prints the path once.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+import tempfile
 from dataclasses import dataclass, field
 
 PROFILE_ENV = "NNTILE_SPMD_PROFILE"
@@ -116,9 +119,26 @@ def gather_profile(cg, path) -> Profile:
                          cg.task_threads, op_types, path)
 
 
+ENV_TRACE = {}   # "path": where this process writes under NNTILE_SPMD_PROFILE=1
+
+
+def env_trace_path() -> str:
+    """$NNTILE_SPMD_PROFILE_PATH, or a folder of its own under the temp dir (a profile
+    switched on by the environment must not litter the user's working directory);
+    printed once so the user finds it."""
+    if "path" not in ENV_TRACE:
+        chosen = os.environ.get(PATH_ENV) or os.path.join(
+            tempfile.mkdtemp(prefix="nntile_spmd_profile-"), DEFAULT_PATH)
+        ENV_TRACE["path"] = chosen
+        print(f"nntile_spmd: {PROFILE_ENV}=1 writes the trace of every execute to {chosen} "
+              f"(summary: .txt beside it; ${PATH_ENV} chooses the path)", file=sys.stderr)
+    return ENV_TRACE["path"]
+
+
 def write_env_profile(cg) -> None:
     """After an execute under NNTILE_SPMD_PROFILE=1: rewrite the trace (collective)."""
-    profile = gather_profile(cg, os.environ.get(PATH_ENV) or DEFAULT_PATH)
+    path = env_trace_path() if cg.world.rank == 0 else "(rank 0 writes)"
+    profile = gather_profile(cg, path)
     if cg.world.rank == 0:
         write_profile(profile)
 
