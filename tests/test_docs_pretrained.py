@@ -1,0 +1,39 @@
+"""docs/pretrained.md runs as written: its `<!-- run: alone -->` blocks each in plain
+python, its `<!-- run: job -->` blocks as one script under `mpiexec -n 2` (the page's
+finetune.py), in page order, in one scratch folder."""
+
+import re
+
+import pytest
+
+from tests.models.gpt2_helpers import require_hf
+from tests.test_readme import MPIEXEC, ROOT, SPAWNS_A_JOB, run_script
+
+PAGE = ROOT / "docs" / "pretrained.md"
+
+
+def page_steps(text: str) -> list:
+    """[(kind, code)] in page order, the consecutive job blocks joined into one script."""
+    steps = []
+    for kind, code in re.findall(r"<!-- run: (alone|job) -->\n```python\n(.*?)\n```", text,
+                                 re.S):
+        if kind == "job" and steps and steps[-1][0] == "job":
+            steps[-1] = ("job", steps[-1][1] + "\n" + code)
+        else:
+            steps.append((kind, code))
+    return steps
+
+
+@SPAWNS_A_JOB
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+def test_the_pretrained_page_runs(tmp_path):
+    require_hf()
+    steps = page_steps(PAGE.read_text())
+    assert [kind for kind, _ in steps] == ["alone", "job", "alone"]
+    outputs = []
+    for index, (kind, code) in enumerate(steps):
+        script = tmp_path / f"step{index}.py"
+        script.write_text(code)
+        outputs.append(run_script(script, 2 if kind == "job" else 1, tmp_path))
+    assert outputs[1].count("loss after 20 steps") == 1   # rank 0 prints
+    assert (tmp_path / "tiny-gpt2-finetuned" / "model.safetensors").exists()
