@@ -1,6 +1,7 @@
-"""docs/pretrained.md runs as written: its `<!-- run: alone -->` blocks each in plain
-python, its `<!-- run: job -->` blocks as one script under `mpiexec -n 2` (the page's
-finetune.py), in page order, in one scratch folder."""
+"""Doc pages run as written, in a scratch folder. docs/pretrained.md: its
+`<!-- run: alone -->` blocks each in plain python, its `<!-- run: job -->` blocks as one
+script under `mpiexec -n 2` (the page's finetune.py), in page order. docs/models.md: its
+python blocks, one after the other, as one script."""
 
 import re
 
@@ -37,3 +38,12 @@ def test_the_pretrained_page_runs(tmp_path):
         outputs.append(run_script(script, 2 if kind == "job" else 1, tmp_path))
     assert outputs[1].count("loss after 20 steps") == 1   # rank 0 prints
     assert (tmp_path / "tiny-gpt2-finetuned" / "model.safetensors").exists()
+
+
+@SPAWNS_A_JOB
+def test_the_models_page_runs(tmp_path):
+    blocks = re.findall(r"```python\n(.*?)\n```", (ROOT / "docs" / "models.md").read_text(),
+                        re.S)
+    script = tmp_path / "models_page.py"
+    script.write_text("\n".join(blocks))
+    run_script(script, 1, tmp_path)
