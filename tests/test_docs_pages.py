@@ -1,7 +1,7 @@
 """Doc pages run as written, in a scratch folder. docs/pretrained.md: its
 `<!-- run: alone -->` blocks each in plain python, its `<!-- run: job -->` blocks as one
-script under `mpiexec -n 2` (the page's finetune.py), in page order. docs/models.md: its
-python blocks, one after the other, as one script."""
+script under `mpiexec -n 2` (the page's finetune.py), in page order. Every other page:
+its top-level python blocks, one after the other, as one script."""
 
 import re
 
@@ -40,10 +40,18 @@ def test_the_pretrained_page_runs(tmp_path):
     assert (tmp_path / "tiny-gpt2-finetuned" / "model.safetensors").exists()
 
 
+PAGES = sorted(page.name for page in (ROOT / "docs").glob("*.md")
+               if page.name != "pretrained.md"
+               and re.search(r"^```python$", page.read_text(), re.M))
+
+
 @SPAWNS_A_JOB
-def test_the_models_page_runs(tmp_path):
-    blocks = re.findall(r"```python\n(.*?)\n```", (ROOT / "docs" / "models.md").read_text(),
-                        re.S)
-    script = tmp_path / "models_page.py"
+@pytest.mark.parametrize("page", PAGES)
+def test_a_page_runs(page, tmp_path):
+    """The page's top-level python blocks, one after the other, as one script (indented
+    blocks inside a list are fragments of the text around them)."""
+    blocks = re.findall(r"^```python\n(.*?)\n```", (ROOT / "docs" / page).read_text(),
+                        re.S | re.M)
+    script = tmp_path / "page.py"
     script.write_text("\n".join(blocks))
     run_script(script, 1, tmp_path)
