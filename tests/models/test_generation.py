@@ -4,6 +4,7 @@ is seeded, honours top-k, and ranks agree."""
 
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
 
 import nntile_spmd as nt
 from nntile_spmd.models import gpt2, llama
@@ -70,3 +71,13 @@ def test_bad_requests_are_refused(folder):
         gen.generate(PROMPT[:, :1], 1)
     with pytest.raises(ValueError, match="temperature"):
         gen.generate(PROMPT, 1, do_sample=True, temperature=0.0)
+
+
+def test_weights_from_a_state_dict(folder):
+    family, path, expected = folder
+    module, config_class = MODULES[family]
+    state = load_file(str(path / "model.safetensors"))   # {HF name: ndarray}, as a user has
+    gen = module.Generator(config_class.from_pretrained(path), state, batch=PROMPT.shape[1],
+                           max_length=PROMPT.shape[0] + NEW, dtype="fp64",
+                           comm=nt.SimulatedWorld(1))
+    np.testing.assert_array_equal(gen.generate(PROMPT, NEW), expected)
