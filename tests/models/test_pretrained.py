@@ -148,3 +148,14 @@ def test_missing_and_unexpected_keys_are_named(tmp_path):
     with pytest.raises(KeyError, match=r"unexpected \['h.0.attn.extra'\], missing "
                                        r"\['transformer.ln_f.bias'\]"):
         model.load_hf_state_dict(cg, state)
+
+
+def test_a_bf16_folder_loads_exactly(tmp_path):
+    torch, _ = require_hf()
+    model = hf_folder("gpt2", tmp_path / "fp64")
+    model.to(torch.bfloat16).save_pretrained(tmp_path / "bf16")
+    reference = model.double()   # the bf16 values, exactly, in fp64
+    ids = np.asfortranarray(np.random.default_rng(5).integers(0, 29, (SEQ, BATCH)))
+    _, cg = ours("gpt2", tmp_path / "bf16", "single", nt.SimulatedWorld(1))
+    np.testing.assert_allclose(logits_of(cg, ids), hf_logits(reference, "gpt2", ids),
+                               rtol=1e-9, atol=1e-10)
