@@ -29,25 +29,31 @@ class DecodeSteps:
     """What a decoder adds to its model's builder: one-token inputs, the caches, a head
     without loss. Mixed into GPT-2's and Llama's builders below."""
 
+    def __init__(self, model, max_length: int):
+        super().__init__(model)
+        self.max_length = max_length
+        self.slots = {}    # cache shape without its sequence dim -> onehot input [1, L, ...]
+        self.caches = []   # the persistent key and value caches, cleared per generate()
+
     def decode_inputs(self):
         model, graph = self.model, self.graph
         model.input_ids = graph.tensor([1, model.batch], "input_ids", "int64", external=True)
         # True for the cache's keys at positions <= this step's: [key, query]
-        self.mask = graph.tensor([model.max_length, 1], "key_mask", "bool", external=True)
-        model.slots, model.caches = {}, []
+        self.mask = graph.tensor([self.max_length, 1], "key_mask", "bool", external=True)
 
     def remember(self, p, part, tensor):
         """Write this step's [E, 1, batch...] into its cache [E, L, batch...] at the slot
         the onehot `cache_slot` tensor names, and attend over the cache."""
-        model, graph = self.model, self.graph
-        shape = [tensor.shape[0], model.max_length, *tensor.shape[2:]]
+        graph = self.graph
+        shape = [tensor.shape[0], self.max_length, *tensor.shape[2:]]
         slot_shape = (1, *shape[1:])
-        if slot_shape not in model.slots:   # one onehot per cache shape, bound per step
-            model.slots[slot_shape] = graph.tensor(
-                list(slot_shape), f"cache_slot{len(model.slots)}", tensor.dtype, external=True)
+        if slot_shape not in self.slots:   # one onehot per cache shape, bound per step
+            self.slots[slot_shape] = graph.tensor(
+                list(slot_shape), f"cache_slot{len(self.slots)}", tensor.dtype, external=True)
         cache = graph.tensor(shape, f"{p}_{part}_cache", tensor.dtype, persistent=True)
-        model.caches.append(cache)
-        ops.gemm(tensor, model.slots[slot_shape], cache, 1.0, 1.0, False, False, 1,
+        self.caches.append(cache)
+        # cache[E, L, batch...] += this step's [E, 1, batch...] x onehot [1, L, batch...]
+        ops.gemm(tensor, self.slots[slot_shape], cache, 1.0, 1.0, False, False, 1,
                  len(shape) - 2)
         return cache
 
@@ -55,8 +61,8 @@ class DecodeSteps:
         model = self.model
         normed = self.final_norm(hidden)
         if self.cfg.tie_word_embeddings:
-            embedding = self.wte if hasattr(self, "wte") else self.embed
-            model.logits = ops.gemm(embedding, normed, "logits", trans_a=True).mark_output()
+            model.logits = ops.gemm(self.token_embedding, normed, "logits",
+                                    trans_a=True).mark_output()
         else:
             head = self.param([self.cfg.vocab_size, self.cfg.hidden_size], "lm_head",
                               tp_dim=0)
@@ -70,7 +76,8 @@ class GPT2Decoder(DecodeSteps, Builder):
         cfg, model, graph = self.cfg, self.model, self.graph
         self.decode_inputs()
         positions = graph.tensor([1, model.batch], "position_ids", "int64", external=True)
-        self.wte = self.param([cfg.n_embd, cfg.vocab_size], "wte", tp_dim=1)
+        self.wte = self.token_embedding = self.param([cfg.n_embd, cfg.vocab_size], "wte",
+                                                     tp_dim=1)
         wpe = self.param([cfg.n_embd, cfg.n_positions], "wpe")
         tokens = ops.embedding(model.input_ids, self.wte, "token_embeddings", axis=0)
         places = ops.embedding(positions, wpe, "position_embeddings", axis=0)
@@ -93,7 +100,8 @@ class LlamaDecoder(DecodeSteps, LlamaBuilder):
         half = [cfg.head_dim // 2, 1, model.batch]
         self.sin = graph.tensor(half, "rope_sin", self.dtype, external=True)
         self.cos = graph.tensor(half, "rope_cos", self.dtype, external=True)
-        self.embed = self.param([cfg.hidden_size, cfg.vocab_size], "embed_tokens", tp_dim=1)
+        self.embed = self.token_embedding = self.param([cfg.hidden_size, cfg.vocab_size],
+                                                       "embed_tokens", tp_dim=1)
         return ops.embedding(model.input_ids, self.embed, "h_in", axis=0)
 
     def final_norm(self, hidden):
@@ -138,8 +146,7 @@ class Generator:
                              f"got max_length={max_length}, batch={batch}")
         model = model_class(LogicalGraph(f"{type(self).__name__.lower()}_decode"), cfg,
                             batch, 1, dtype)
-        model.max_length = max_length
-        self.builder = decoder_class(model)
+        self.builder = decoder_class(model, max_length)
         hidden = self.builder.embeddings()
         for layer in range(self.layers(cfg)):
             hidden = self.builder.block(layer, hidden)
@@ -179,7 +186,7 @@ class Generator:
         return np.asarray(tokens, dtype=np.int64)
 
     def clear_caches(self):
-        for cache in self.model.caches:
+        for cache in self.builder.caches:
             self.cg.bind_data(cache.name, np.zeros(cache.shape, storage_dtype(cache.dtype),
                                                    order="F"))
 
@@ -189,7 +196,7 @@ class Generator:
                   "key_mask": np.asfortranarray(
                       (np.arange(self.max_length) <= position)[:, None])}
         inputs |= self.builder.step_inputs(position)
-        for shape, tensor in self.model.slots.items():
+        for shape, tensor in self.builder.slots.items():
             onehot = np.zeros(shape, storage_dtype(tensor.dtype), order="F")
             onehot[0, position] = 1.0
             inputs[tensor.name] = onehot
