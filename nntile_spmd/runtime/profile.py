@@ -17,7 +17,9 @@ nodes each rank's events are only ordered within the rank. The environment
 variable NNTILE_SPMD_PROFILE=1 records every execute and rewrites the trace
 (NNTILE_SPMD_PROFILE_PATH; unset, a fresh folder under the system's temp dir, never
 the working directory) and its summary (same name, .txt) after each one, on rank 0
-of an MPI world, which prints the path once.
+of an MPI world, which prints the path once. An execute of only some phases writes
+beside it, the phases in the name (trace.forward.json, trace.optimizer.json), so a
+training step's trace is not replaced by the evaluation forward that follows it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
+
+from ..graph.logical_graph import PHASES
 
 PROFILE_ENV = "NNTILE_SPMD_PROFILE"
 PATH_ENV = "NNTILE_SPMD_PROFILE_PATH"
@@ -135,9 +139,18 @@ def env_trace_path() -> str:
     return ENV_TRACE["path"]
 
 
-def write_env_profile(cg) -> None:
-    """After an execute under NNTILE_SPMD_PROFILE=1: rewrite the trace (collective)."""
-    path = env_trace_path() if cg.world.rank == 0 else "(rank 0 writes)"
+def phases_path(path: str, phases) -> str:
+    """The trace of an execute of `phases`: `path` for all of them, else the phases in
+    the name (trace.json -> trace.forward+backward.json)."""
+    if tuple(phases) == PHASES:
+        return path
+    stem, extension = os.path.splitext(path)
+    return f"{stem}.{'+'.join(phases)}{extension}"
+
+
+def write_env_profile(cg, phases=PHASES) -> None:
+    """After an execute under NNTILE_SPMD_PROFILE=1: rewrite its trace (collective)."""
+    path = phases_path(env_trace_path(), phases) if cg.world.rank == 0 else "(rank 0 writes)"
     profile = gather_profile(cg, path)
     if cg.world.rank == 0:
         write_profile(profile)
@@ -146,12 +159,12 @@ def write_env_profile(cg) -> None:
 class ProfileMixin:
     """CompiledGraph.profile()."""
 
-    def record_profile(self, executors):
-        """After an execute with profiling on: keep the events (and write them under
-        NNTILE_SPMD_PROFILE=1)."""
+    def record_profile(self, executors, phases=PHASES):
+        """After an execute of `phases` with profiling on: keep the events (and write
+        them under NNTILE_SPMD_PROFILE=1)."""
         self.events = {rank: executor.events for rank, executor in executors.items()}
         if profile_from_env():
-            write_env_profile(self)
+            write_env_profile(self, phases)
 
     def profile(self, path=DEFAULT_PATH, phases=None) -> Profile:
         """Run one execute of `phases` recording every task; write the Chrome trace

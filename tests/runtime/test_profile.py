@@ -92,6 +92,8 @@ def test_env_variable_without_a_path_writes_outside_the_working_directory(
     path = profile_module.ENV_TRACE["path"]
     assert os.listdir(tmp_path) == [] and os.path.exists(path)
     assert capsys.readouterr().err.count(path) == 1   # said once, where it is
+    cg.execute(phases="forward")   # an evaluation does not replace the step's trace
+    assert os.path.exists(path.replace(".json", ".forward.json"))
 
 
 def test_no_recording_without_profiling():
