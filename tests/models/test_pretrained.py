@@ -159,3 +159,16 @@ def test_a_bf16_folder_loads_exactly(tmp_path):
     _, cg = ours("gpt2", tmp_path / "bf16", "single", nt.SimulatedWorld(1))
     np.testing.assert_allclose(logits_of(cg, ids), hf_logits(reference, "gpt2", ids),
                                rtol=1e-9, atol=1e-10)
+
+
+def test_saving_again_replaces_the_folder_whole(tmp_path):
+    hf_folder("gpt2", tmp_path / "hf")
+    model, cg = ours("gpt2", tmp_path / "hf", "single", nt.SimulatedWorld(1))
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "stale.txt").write_text("from before")
+    model.save_pretrained(cg, tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["config.json",
+                                                                     "model.safetensors"]
+    model.save_pretrained(cg, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "out"]   # no temp left
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["model_type"] == "gpt2"
