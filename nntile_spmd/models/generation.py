@@ -8,7 +8,8 @@ L = max_length positions; a step writes this token's key and value into slot p
 (a gemm accumulating k ⊗ onehot(p), so the position is data bound per step, not a
 shape) and attends over the cache with a bool mask keeping the keys <= p. A step
 costs O(L) attention work and no recomputation of earlier positions. The prompt goes
-through the same graph a token at a time (no separate prefill graph yet).
+through a prefill graph (the model's own forward over T0 positions, planned once per
+prompt length) whose keys and values fill the first T0 slots of the caches.
 """
 
 from __future__ import annotations
@@ -114,6 +115,27 @@ class LlamaDecoder(DecodeSteps, LlamaBuilder):
                 "rope_cos": np.asfortranarray(cos[:, -1:].astype(dtype))}
 
 
+class PrefillSteps:
+    """The model's own forward over the prompt, its keys and values kept as outputs (in
+    the order the decoder's caches are declared) to fill the caches."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.remembered = []
+
+    def remember(self, p, part, tensor):
+        self.remembered.append(tensor.mark_output())
+        return tensor
+
+
+class GPT2Prefill(PrefillSteps, Builder):
+    """GPT-2's forward over the prompt, keeping keys and values."""
+
+
+class LlamaPrefill(PrefillSteps, LlamaBuilder):
+    """Llama's forward over the prompt, keeping keys and values."""
+
+
 def sample(logits, do_sample, temperature, top_k, rng) -> np.ndarray:
     """Next tokens [B] from logits [V, B]: argmax, or a draw from softmax(logits / t)
     restricted to the top_k largest (transformers' order: temperature, then top-k)."""
@@ -133,11 +155,11 @@ class Generator:
     `max_length` tokens; weights from a local HF folder or an HF state dict. Collective:
     every rank builds it and calls generate() with the same arguments."""
 
-    MODEL = None        # set per family: (model class, decoder builder class)
+    MODEL = None   # set per family: (model class, decoder builder, prefill builder)
 
     def __init__(self, cfg, path_or_state_dict, batch=1, max_length=None, dtype="fp32",
                  comm=None, distribution="single"):
-        model_class, decoder_class = self.MODEL
+        model_class, decoder_class, _ = self.MODEL
         cfg.check()
         limit = getattr(cfg, "n_positions", None) or cfg.max_position_embeddings
         max_length = limit if max_length is None else max_length
@@ -152,12 +174,15 @@ class Generator:
             hidden = self.builder.block(layer, hidden)
         self.builder.head(hidden)
         self.model, self.batch, self.max_length = model, batch, max_length
-        self.cg = compile_graph(model.graph, comm=comm, distribution=distribution)
+        self.compile_args = {"comm": comm, "distribution": distribution}
+        self.cg = compile_graph(model.graph, **self.compile_args)
         weights = path_or_state_dict
         if isinstance(weights, (str, Path)):
             model.check_folder_config(weights)
             weights = read_weights(weights)
         model.load_hf_state_dict(self.cg, weights)
+        self.weights = weights     # the prefill graphs of new prompt lengths bind them too
+        self.prefills = {}         # prompt length -> (cg, its key and value tensors)
 
     @staticmethod
     def layers(cfg) -> int:
@@ -176,19 +201,48 @@ class Generator:
                              f"tokens exceed max_length={self.max_length}")
         if do_sample and not temperature > 0:
             raise ValueError(f"generate: temperature={temperature} must be > 0")
+        if max_new_tokens < 1:
+            return prompt.copy()
         rng = np.random.default_rng(seed)
-        self.clear_caches()
         tokens = list(prompt)
-        for position in range(prompt.shape[0] + max_new_tokens - 1):
-            logits = self.step(tokens[position], position)
-            if position + 1 >= prompt.shape[0]:
-                tokens.append(sample(logits, do_sample, temperature, top_k, rng))
+        logits = self.prefill(prompt)
+        for position in range(len(prompt), len(prompt) + max_new_tokens):
+            tokens.append(sample(logits, do_sample, temperature, top_k, rng))
+            if position + 1 < len(prompt) + max_new_tokens:
+                logits = self.step(tokens[position], position)
         return np.asarray(tokens, dtype=np.int64)
 
-    def clear_caches(self):
-        for cache in self.builder.caches:
-            self.cg.bind_data(cache.name, np.zeros(cache.shape, storage_dtype(cache.dtype),
-                                                   order="F"))
+    def prefill(self, prompt) -> np.ndarray:
+        """Run the prompt [T0, B] through the model's forward in one execute, write its
+        keys and values into the first T0 slots of the caches (the rest zero); the
+        logits [V, B] of its last position."""
+        cg, kept = self.prefill_graph(len(prompt))
+        cg.bind_data("input_ids", np.asfortranarray(prompt))
+        cg.bind_data("targets", np.asfortranarray(prompt))   # the loss is not read
+        cg.execute()
+        cg.wait()
+        for cache, tensor in zip(self.builder.caches, kept):
+            value = np.zeros(cache.shape, storage_dtype(cache.dtype), order="F")
+            value[:, :len(prompt)] = cg.get_output(tensor.name)
+            self.cg.bind_data(cache.name, value)
+        return cg.get_output("logits")[:, -1, :]
+
+    def prefill_graph(self, length):
+        """(compiled forward over `length` positions, its key and value tensors), planned
+        once per prompt length."""
+        if length not in self.prefills:
+            model_class, _, prefill_class = self.MODEL
+            model = model_class(LogicalGraph(f"{type(self).__name__.lower()}_prefill"),
+                                self.model.config, self.batch, length, self.model.dtype)
+            builder = prefill_class(model)
+            hidden = builder.embeddings()
+            for layer in range(self.layers(model.config)):
+                hidden = builder.block(layer, hidden)
+            builder.head(hidden)
+            cg = compile_graph(model.graph, **self.compile_args)
+            model.load_hf_state_dict(cg, self.weights)
+            self.prefills[length] = (cg, builder.remembered)
+        return self.prefills[length]
 
     def step(self, token, position) -> np.ndarray:
         """Run the decode graph on tokens [B] at `position`; the logits [V, B]."""

@@ -282,4 +282,4 @@ class Generator(generation.Generator):
     Generator(cfg, path_or_state_dict, batch, max_length, dtype, comm, distribution)
     .generate(prompt_ids [T0, B], max_new_tokens, do_sample, temperature, top_k, seed)."""
 
-    MODEL = (Llama, generation.LlamaDecoder)
+    MODEL = (Llama, generation.LlamaDecoder, generation.LlamaPrefill)
