@@ -15,7 +15,7 @@ to the ZeRO paper's formulas (and, for GPT-2, Megatron's per-layer tensor-parall
 traffic; on a world that splits into two axes of >= 2 ranks, the dp x tp and fsdp x tp
 meshes with their traffic per mesh axis next to those formulas; pp on the whole world
 and dp x pp where the model has a layer per stage, next to the stage-boundary
-formula), writes a PNG of the
+formula), with --plot PATH writes a PNG of the
 loss curves and memory, and fails unless all loss curves agree to 1e-5 relative and
 every measurement equals the plan.
 """
@@ -46,7 +46,8 @@ TOLERANCE = 1e-5
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model", choices=("mlp", "gpt2"), default="mlp")
     parser.add_argument("--steps", type=int, default=None, help="default: mlp 60, gpt2 10")
     parser.add_argument("--batch", type=int, default=None, help="default: mlp 60, gpt2 8")
@@ -56,7 +57,9 @@ def parse_args(argv=None):
     parser.add_argument("--tile-bytes", type=int, default=16384)
     parser.add_argument("--simulate", type=int, default=0, metavar="N")
     add_device_arg(parser)
-    parser.add_argument("--plot", default="compare_strategies.png", help="PNG written by rank 0")
+    parser.add_argument("--plot", default=None, metavar="PNG",
+                        help="write the loss curves and memory to this PNG (rank 0); "
+                             "none without it")
     args = parser.parse_args(argv)
     args.steps = args.steps or {"mlp": 60, "gpt2": 10}[args.model]
     args.batch = args.batch or {"mlp": 60, "gpt2": 8}[args.model]
@@ -139,25 +142,36 @@ def phase_times(stats) -> dict:
 
 
 def human(count) -> str:
-    return f"{count / 1024:.1f}K"
+    """Bytes in KiB, the one unit of every table and comparison here."""
+    return f"{count / 1024:.1f} KiB"
+
+
+def kib(count) -> str:
+    return f"{count / 1024:.1f}"
+
+
+def aligned(headers, rows) -> str:
+    """A table whose every column is as wide as its widest cell, header included."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
+    lines = [headers, *rows]
+    return "\n".join(" ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                               for i, (cell, w) in enumerate(zip(line, widths)))
+                      for line in lines)
 
 
 def print_table(results, ranks):
-    print("per step; plan = the plan's analysis, measured = buffers handed to MPI, the "
-          "tile store's allocator, the executor's clock")
-    print(f"{'preset':7s} {'peak/rank plan':>20s} {'measured':>20s} "
-          f"{'model state/rank':>20s} {'sent plan':>9s} {'measured':>9s} "
-          f"{'recv meas.':>10s} {'MFLOP plan':>10s} {'measured':>9s} "
-          f"{'ms/step':>8s} {'final loss':>12s}")
-    for r in results:
-        peaks = " ".join(human(b) for b in r["planned_peak"])
-        measured = " ".join(human(b) for b in r["measured_peak"])
-        state = " ".join(human(b) for b in r["model_state"])
-        print(f"{r['preset']:7s} {peaks:>20s} {measured:>20s} {state:>20s} "
-              f"{human(r['planned_sent']):>9s} {human(r['measured_sent']):>9s} "
-              f"{human(r['measured_received']):>10s} {r['planned_flops'] / 1e6:10.2f} "
-              f"{r['measured_flops'] / 1e6:9.2f} {r['step_ms']:8.2f} "
-              f"{r['losses'][-1]:12.8f}")
+    print("per step, bytes in KiB (one value per rank where it says /rank); plan = the "
+          "plan's analysis, measured = buffers handed to MPI, the tile store's allocator, "
+          "the executor's clock")
+    headers = ["preset", "peak/rank plan", "measured", "model state/rank", "sent plan",
+               "measured", "recv meas.", "MFLOP plan", "measured", "ms/step", "final loss"]
+    rows = [[r["preset"], " ".join(kib(b) for b in r["planned_peak"]),
+             " ".join(kib(b) for b in r["measured_peak"]),
+             " ".join(kib(b) for b in r["model_state"]), kib(r["planned_sent"]),
+             kib(r["measured_sent"]), kib(r["measured_received"]),
+             f"{r['planned_flops'] / 1e6:.2f}", f"{r['measured_flops'] / 1e6:.2f}",
+             f"{r['step_ms']:.2f}", f"{r['losses'][-1]:.8f}"] for r in results]
+    print(aligned(headers, rows))
     print("measured ms per phase (kernels + waiting for tiles, slowest rank): "
           + "; ".join(f"{r['preset']} " + ", ".join(f"{phase} {ms:.2f}" for phase, ms
                                                    in r["phase_ms"].items())
@@ -191,7 +205,7 @@ def print_zero_comparison(results, ranks):
     by_name = {r["preset"]: r for r in results}
     psi = results[0]["params"] * 8          # Ψ in bytes: parameters x 8 bytes (fp64)
     n = ranks
-    print(f"\nZeRO formulas, Ψ = {results[0]['params']} parameters x 8 B = {human(psi)}B, "
+    print(f"\nZeRO formulas, Ψ = {results[0]['params']} parameters x 8 B = {human(psi)}, "
           f"N = {n}. fp64 Adam keeps 4 copies of Ψ: parameters, gradients, m, v "
           "(the paper's 2Ψ+2Ψ+KΨ is for fp16 weights with an fp32 master copy).")
     rows = [("DDP", "ddp", 4 * psi, 2 * (n - 1) / n * psi, "4Ψ", "2Ψ(N-1)/N"),
@@ -201,10 +215,10 @@ def print_zero_comparison(results, ranks):
         ours = by_name[preset]
         sent = ours["measured_sent"] / n
         parts = ", ".join(f"{kind} {b / n / psi:.2f}Ψ" for kind, b in ours["traffic"].items())
-        print(f"  {label:11s} model state/rank: formula {memory_formula} = {human(memory)}B, "
-              f"ours {' '.join(human(b) for b in ours['model_state'])}B")
-        print(f"  {'':11s} sent/rank/step:   formula {traffic_formula} = {human(traffic)}B, "
-              f"ours {human(sent)}B = {sent / psi:.2f}Ψ ({parts})")
+        print(f"  {label:11s} model state/rank: formula {memory_formula} = {human(memory)}, "
+              f"ours {' '.join(human(b) for b in ours['model_state'])}")
+        print(f"  {'':11s} sent/rank/step:   formula {traffic_formula} = {human(traffic)}, "
+              f"ours {human(sent)} = {sent / psi:.2f}Ψ ({parts})")
     if n > 1:
         print(EXPLANATION)
 
@@ -242,12 +256,12 @@ def print_megatron_comparison(results, args, n):
     total = layers * per_layer + 2 * ring * activation
     tp = next(r for r in results if r["preset"] == "tp")
     sent = tp["measured_sent"] / n
-    parts = ", ".join(f"{kind} {human(b / n)}B" for kind, b in tp["traffic"].items())
+    parts = ", ".join(f"{kind} {human(b / n)}" for kind, b in tp["traffic"].items())
     print(f"\nMegatron TP formula, B·T·h = {args.batch}·{seq}·{embd} x 8 B = "
-          f"{human(activation)}B, N = {n}, L = {layers}:")
-    print(f"  per layer 4 all-reduces x 2(N-1)/N x BTh = {human(per_layer)}B/rank/step; "
-          f"L layers + embedding and head: {human(total)}B/rank/step")
-    print(f"  ours (tp, measured): {human(sent)}B/rank/step ({parts})")
+          f"{human(activation)}, N = {n}, L = {layers}:")
+    print(f"  per layer 4 all-reduces x 2(N-1)/N x BTh = {human(per_layer)}/rank/step; "
+          f"L layers + embedding and head: {human(total)}/rank/step")
+    print(f"  ours (tp, measured): {human(sent)}/rank/step ({parts})")
     if n > 1:
         print("  Ours differs where the planner picks the cheaper of two ways for a sum "
               "over tiles\n  (partials reduced to the owner vs the inputs sent there), "
@@ -315,8 +329,9 @@ def main(argv=None):
         print_mesh_comparison(results, args)
         print(f"\nloss curves of all presets agree: max relative difference {worst:.1e} "
               f"(tolerance {TOLERANCE})")
-        plot(results, args.plot)
-        print(f"plot written to {args.plot}")
+        if args.plot:
+            plot(results, args.plot)
+            print(f"plot written to {args.plot}")
     wrong = plan_mismatches(results)   # every rank holds all ranks' comparisons
     if wrong:
         raise SystemExit("FAILED: measurements differ from the plan: " + "; ".join(wrong))

@@ -12,7 +12,13 @@ from nntile_spmd.plan.mesh import Mesh, traffic_by_mesh_axis
 
 
 def human(count) -> str:
-    return f"{count / 1024:.1f}K"
+    """Bytes in KiB, as compare_strategies.py writes them."""
+    return f"{count / 1024:.1f} KiB"
+
+
+def axes_of(mesh) -> dict:
+    """{axis: ranks} of a mesh given as a dict or a Mesh."""
+    return dict(mesh.items() if isinstance(mesh, dict) else mesh.axes)
 
 
 def meshes_for(nranks, layers=0) -> list:
@@ -94,7 +100,7 @@ def pipeline_boundary_bytes(args, mesh) -> int:
     """Bytes sent per step along pp: at each boundary between consecutive stages the
     activations [batch, (seq,) width] forward and their gradients back, fp64. Stages
     hold consecutive layers, the first stages one more when they do not divide."""
-    stages = dict(mesh.items() if isinstance(mesh, dict) else mesh.axes).get("pp", 1)
+    stages = axes_of(mesh).get("pp", 1)
     if args.model == "gpt2":
         layers, embd, _, seq = (int(v) for v in args.gpt2.split(","))
         widths = [seq * embd] * (layers - 1)
@@ -119,17 +125,19 @@ def print_mesh_comparison(results, args):
         ours = traffic_by_mesh_axis(plan, mesh)
         formula = mesh_axis_formulas(plan, mesh, megatron_activation_bytes(args, plan, mesh),
                                      pipeline_boundary_bytes(args, mesh))
-        parts = "; ".join(f"{axis} ours {human(ours.get(axis, 0))}B formula "
-                          f"{human(formula[axis])}B" for axis in formula)
+        parts = "; ".join(f"{axis} ours {human(ours.get(axis, 0))} formula "
+                          f"{human(formula[axis])}" for axis in formula)
         other = {axis: b for axis, b in ours.items() if axis not in formula and b}
-        extra = "; ".join(f"{axis} {human(b)}B" for axis, b in other.items())
+        extra = "; ".join(f"{axis} {human(b)}" for axis, b in other.items())
         print(f"  {r['preset']:10s} {parts}" + (f"; across both: {extra}" if extra else ""))
     print("  As above: fsdp sends ~2/3 of ZeRO-3's formula (parameters gathered once per "
           "step), and with few\n  samples per rank the planner sends activation tiles "
           "instead of all-reducing a gradient,\n  which is cheaper and may cross both "
           "axes (tests/plan/test_mesh.py checks the formulas at 240\n  samples, where "
-          "the all-reduce is the cheaper way: within 1 %).\n  pp: beside the boundary "
-          "activations, GPT-2's tied embedding (wte) and its gradient cross from the\n  "
-          "first stage to the last and back; with a batch axis a stage's first weight "
-          "gradient is summed\n  next to the previous stage's activations (tests/plan/"
-          "test_pipeline.py).")
+          "the all-reduce is the cheaper way: within 1 %).")
+    if any("pp" in axes_of(r["distribution"]) for r in meshes):
+        tied = ("GPT-2's tied embedding (wte) and its gradient cross from the\n  first stage "
+                "to the last and back; " if args.model == "gpt2" else "")
+        print(f"  pp: beside the boundary activations, {tied}with a batch axis a stage's "
+              "first weight\n  gradient is summed next to the previous stage's activations "
+              "(tests/plan/test_pipeline.py).")

@@ -32,7 +32,8 @@ STRATEGIES = ("single", "ddp", "fsdp", "tp")
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--strategy", choices=STRATEGIES, default="fsdp")
     parser.add_argument("--steps", type=int, default=100, help="optimizer steps")
     parser.add_argument("--batch", type=int, default=60, help="samples per optimizer step")

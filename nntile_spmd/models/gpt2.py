@@ -24,7 +24,7 @@ Builds ops through nntile_spmd.graph only; imports no plan, runtime or MPI.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
@@ -34,6 +34,8 @@ from ..graph.recompute import recompute as recompute_segments
 from .config_rules import COUNT, OPTIONAL_COUNT, POSITIVE, check_fields
 from .gpt2_builder import ACTIVATIONS, Builder
 from .hf_weights import HFWeights, same, transposed
+from .pretrained import read_config
+from . import generation
 
 
 FIELD_RULES = {"vocab_size": COUNT, "n_positions": COUNT, "n_embd": COUNT, "n_layer": COUNT,
@@ -78,6 +80,15 @@ class GPT2Config:
         """The fields of a transformers GPT2Config (or any object with those attributes)."""
         return cls(**{f.name: getattr(hf_config, f.name) for f in fields(cls)
                       if hasattr(hf_config, f.name)})
+
+    @classmethod
+    def from_pretrained(cls, path) -> GPT2Config:
+        """The config.json of a local HF model folder (model_type "gpt2"); no download."""
+        return cls.from_hf(read_config(path, "gpt2"))
+
+    def to_hf_dict(self) -> dict:
+        """config.json's content for transformers' GPT2LMHeadModel."""
+        return asdict(self) | {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}
 
     def check(self):
         check_fields(self, FIELD_RULES)
@@ -170,6 +181,7 @@ class GPT2(HFWeights):
     TIED_NOTE = "GPT-2's head is tied"
     # Buffers some transformers versions keep in the state dict (the causal mask).
     IGNORED_SUFFIXES = (".attn.bias", ".attn.masked_bias")
+    BASE_PREFIX = "transformer."   # the Hub's gpt2 file was saved from GPT2Model
 
     graph: LogicalGraph
     config: GPT2Config
@@ -276,3 +288,11 @@ def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
                              f"block indices in [0, {cfg.n_layer})")
         recompute_segments(graph, [f"h{block}_" for block in blocks])
     return model
+
+
+class Generator(generation.Generator):
+    """GPT2's decode graph with a key/value cache (models/generation.py):
+    Generator(cfg, path_or_state_dict, batch, max_length, dtype, comm, distribution)
+    .generate(prompt_ids [T0, B], max_new_tokens, do_sample, temperature, top_k, seed)."""
+
+    MODEL = (GPT2, generation.GPT2Decoder, generation.GPT2Prefill)

@@ -37,6 +37,11 @@ class Builder:
                              f"{ATTENTION_MASKS}")
         self.attention_mask = attention_mask
 
+    def remember(self, p, part, tensor):
+        """The keys or values attention reads, given this step's: here the same tensor;
+        a decoder (models/generation.py) appends them to its cache and returns the cache."""
+        return tensor
+
     def causal_mask(self):
         """The attention's mask: "causal", known when planning (the blocks above the
         diagonal are skipped), or "tensor": the same mask as a bool constant
@@ -127,6 +132,8 @@ class Builder:
             moved = ops.transpose(product, f"{p}_{part}_moved", ndim=1)   # [E, T, B, H]
             per_head[part] = ops.add_fiber(1.0, bias, 1.0, moved, f"{p}_{part}", axis=0,
                                            batch_ndim=1)
+        for part in ("k", "v"):
+            per_head[part] = self.remember(p, part, per_head[part])
         scale = 1.0 / np.sqrt(head_dim) if cfg.scale_attn_weights else 1.0
         context = ops.scaled_dot_product_attention(
             per_head["q"], per_head["k"], per_head["v"], f"{p}_context", mask=self.mask,

@@ -31,7 +31,7 @@ nntile_spmd.graph only; imports no plan, runtime or MPI.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
@@ -41,6 +41,8 @@ from .gpt2 import GPT2
 from .hf_weights import HEAD, same, transposed
 from .config_rules import COUNT, POSITIVE, check_fields
 from .llama_builder import LlamaBuilder
+from .pretrained import read_config
+from . import generation
 
 
 FIELD_RULES = {name: COUNT for name in (
@@ -96,13 +98,27 @@ class LlamaConfig:
         """The fields of a transformers LlamaConfig (rope_theta from its rope_parameters)."""
         values = {f.name: getattr(hf_config, f.name) for f in fields(cls)
                   if hasattr(hf_config, f.name)}
-        rope = getattr(hf_config, "rope_parameters", None) or {}
-        if rope.get("rope_type", "default") != "default":
-            raise ValueError(f"LlamaConfig.from_hf: rope_type {rope['rope_type']!r} is not "
-                             "built (only the default rotary embedding)")
+        rope = getattr(hf_config, "rope_parameters", None) or \
+            getattr(hf_config, "rope_scaling", None) or {}   # older transformers' name
+        rope_type = rope.get("rope_type", rope.get("type", "default"))
+        if rope_type != "default":
+            raise ValueError(f"LlamaConfig.from_hf: rope_type {rope_type!r} is not built "
+                             "(only the default rotary embedding)")
         if "rope_theta" in rope:
             values["rope_theta"] = rope["rope_theta"]
         return cls(**values)
+
+    @classmethod
+    def from_pretrained(cls, path) -> LlamaConfig:
+        """The config.json of a local HF model folder (model_type "llama"); no download."""
+        return cls.from_hf(read_config(path, "llama"))
+
+    def to_hf_dict(self) -> dict:
+        """config.json's content for transformers' LlamaForCausalLM (rope_theta both where
+        transformers 5 reads it and where older versions do)."""
+        return asdict(self) | {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
+                               "rope_parameters": {"rope_theta": self.rope_theta,
+                                                   "rope_type": "default"}}
 
     def check(self):
         check_fields(self, FIELD_RULES)
@@ -209,6 +225,7 @@ class Llama(GPT2):
     EMBEDDING = "model.embed_tokens.weight"
     TIED_NOTE = "tie_word_embeddings is set"
     IGNORED_SUFFIXES = ()
+    BASE_PREFIX = "model."   # a file saved from LlamaModel lacks it
 
     def hf_table(self) -> list:
         return hf_layout(self.config)
@@ -258,3 +275,11 @@ def build_llama(cfg: LlamaConfig, batch: int, seq: int, dtype: str = "fp32",
     if with_grads:
         model.grads = grad(model.graph, model.loss, model.params)
     return model
+
+
+class Generator(generation.Generator):
+    """Llama's decode graph with a key/value cache (models/generation.py):
+    Generator(cfg, path_or_state_dict, batch, max_length, dtype, comm, distribution)
+    .generate(prompt_ids [T0, B], max_new_tokens, do_sample, temperature, top_k, seed)."""
+
+    MODEL = (Llama, generation.LlamaDecoder, generation.LlamaPrefill)

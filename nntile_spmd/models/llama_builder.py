@@ -62,10 +62,12 @@ class LlamaBuilder(Builder):
         product = ops.gemm(weight, x, f"{p}_{part}_heads")                # [kv, E, T, B]
         moved = ops.transpose(product, f"{p}_{part}_moved", ndim=1)       # [E, T, B, kv]
         if cfg.rep == 1:
-            return ops.rope(self.sin, self.cos, moved, f"{p}_{part}") if rotate else moved
+            return self.remember(p, part, ops.rope(self.sin, self.cos, moved, f"{p}_{part}")
+                                 if rotate else moved)
         if rotate:
             moved = ops.rope(self.sin, self.cos, moved, f"{p}_{part}_rotated")
-        return ops.scale_slice(1.0, moved, f"{p}_{part}", axis=3, size=cfg.rep)
+        return ops.scale_slice(1.0, self.remember(p, part, moved), f"{p}_{part}", axis=3,
+                               size=cfg.rep)
 
     def attention(self, p, x):
         cfg = self.cfg

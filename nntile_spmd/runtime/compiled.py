@@ -187,7 +187,7 @@ class CompiledGraph(BindingMixin, ProfileMixin):
                                            self.stores[rank], staging,
                                            executor.busy_s + sync_s)
         if self.profiling:
-            self.record_profile(executors)
+            self.record_profile(executors, ran)
 
     @property
     def task_threads(self) -> int:

@@ -15,15 +15,22 @@ scheduler ran another process, or the thread slept), then reports
 Ranks on one node share the monotonic clock, so their tracks line up; across
 nodes each rank's events are only ordered within the rank. The environment
 variable NNTILE_SPMD_PROFILE=1 records every execute and rewrites the trace
-(NNTILE_SPMD_PROFILE_PATH, default nntile_spmd_trace.json) and its summary
-(same name, .txt) after each one, on rank 0 of an MPI world.
+(NNTILE_SPMD_PROFILE_PATH; unset, a fresh folder under the system's temp dir, never
+the working directory) and its summary (same name, .txt) after each one, on rank 0
+of an MPI world, which prints the path once. An execute of only some phases writes
+beside it, the phases in the name (trace.forward.json, trace.optimizer.json), so a
+training step's trace is not replaced by the evaluation forward that follows it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+import tempfile
 from dataclasses import dataclass, field
+
+from ..graph.logical_graph import PHASES
 
 PROFILE_ENV = "NNTILE_SPMD_PROFILE"
 PATH_ENV = "NNTILE_SPMD_PROFILE_PATH"
@@ -116,9 +123,35 @@ def gather_profile(cg, path) -> Profile:
                          cg.task_threads, op_types, path)
 
 
-def write_env_profile(cg) -> None:
-    """After an execute under NNTILE_SPMD_PROFILE=1: rewrite the trace (collective)."""
-    profile = gather_profile(cg, os.environ.get(PATH_ENV) or DEFAULT_PATH)
+ENV_TRACE = {}   # "path": where this process writes under NNTILE_SPMD_PROFILE=1
+
+
+def env_trace_path() -> str:
+    """$NNTILE_SPMD_PROFILE_PATH, or a folder of its own under the temp dir (a profile
+    switched on by the environment must not litter the user's working directory);
+    printed once so the user finds it."""
+    if "path" not in ENV_TRACE:
+        chosen = os.environ.get(PATH_ENV) or os.path.join(
+            tempfile.mkdtemp(prefix="nntile_spmd_profile-"), DEFAULT_PATH)
+        ENV_TRACE["path"] = chosen
+        print(f"nntile_spmd: {PROFILE_ENV}=1 writes the trace of every execute to {chosen} "
+              f"(summary: .txt beside it; ${PATH_ENV} chooses the path)", file=sys.stderr)
+    return ENV_TRACE["path"]
+
+
+def phases_path(path: str, phases) -> str:
+    """The trace of an execute of `phases`: `path` for all of them, else the phases in
+    the name (trace.json -> trace.forward+backward.json)."""
+    if tuple(phases) == PHASES:
+        return path
+    stem, extension = os.path.splitext(path)
+    return f"{stem}.{'+'.join(phases)}{extension}"
+
+
+def write_env_profile(cg, phases=PHASES) -> None:
+    """After an execute under NNTILE_SPMD_PROFILE=1: rewrite its trace (collective)."""
+    path = phases_path(env_trace_path(), phases) if cg.world.rank == 0 else "(rank 0 writes)"
+    profile = gather_profile(cg, path)
     if cg.world.rank == 0:
         write_profile(profile)
 
@@ -126,12 +159,12 @@ def write_env_profile(cg) -> None:
 class ProfileMixin:
     """CompiledGraph.profile()."""
 
-    def record_profile(self, executors):
-        """After an execute with profiling on: keep the events (and write them under
-        NNTILE_SPMD_PROFILE=1)."""
+    def record_profile(self, executors, phases=PHASES):
+        """After an execute of `phases` with profiling on: keep the events (and write
+        them under NNTILE_SPMD_PROFILE=1)."""
         self.events = {rank: executor.events for rank, executor in executors.items()}
         if profile_from_env():
-            write_env_profile(self)
+            write_env_profile(self, phases)
 
     def profile(self, path=DEFAULT_PATH, phases=None) -> Profile:
         """Run one execute of `phases` recording every task; write the Chrome trace

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import nntile_spmd as nt
+from nntile_spmd.runtime import profile as profile_module
 
 
 def chain_graph():
@@ -77,6 +78,22 @@ def test_env_variable_records_every_execute(tmp_path, monkeypatch):
     os.remove(path)
     cg.execute()
     assert path.exists()
+
+
+def test_env_variable_without_a_path_writes_outside_the_working_directory(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NNTILE_SPMD_PROFILE", "1")
+    monkeypatch.delenv("NNTILE_SPMD_PROFILE_PATH", raising=False)
+    monkeypatch.setattr(profile_module, "ENV_TRACE", {})
+    monkeypatch.chdir(tmp_path)
+    cg = compiled(1, "single", 2)
+    cg.execute()
+    cg.execute()
+    path = profile_module.ENV_TRACE["path"]
+    assert os.listdir(tmp_path) == [] and os.path.exists(path)
+    assert capsys.readouterr().err.count(path) == 1   # said once, where it is
+    cg.execute(phases="forward")   # an evaluation does not replace the step's trace
+    assert os.path.exists(path.replace(".json", ".forward.json"))
 
 
 def test_no_recording_without_profiling():

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,3 +83,16 @@ def test_compare_strategies_adds_meshes_on_four_ranks(tmp_path):
     assert "loss curves of all presets agree" in stdout
     assert "dp2xtp2    dp ours" in stdout and "fsdp2xtp2  fsdp ours" in stdout
     assert "yes, for every preset" in stdout
+
+
+@pytest.mark.skipif(not MPIEXEC.exists(), reason="needs the venv's mpiexec")
+def test_finetune_on_two_ranks_saves_a_folder_transformers_loads(tmp_path):
+    from tests.models.test_pretrained import hf_folder, hf_logits
+    hf_folder("gpt2", tmp_path / "tiny", vocab_size=256, n_positions=32)
+    (tmp_path / "text.txt").write_text((ROOT / "docs" / "pretrained.md").read_text())
+    stdout = run([str(MPIEXEC), "-n", "2", sys.executable, "examples/finetune.py",
+                  str(tmp_path / "tiny"), str(tmp_path / "text.txt"), "--out",
+                  str(tmp_path / "out"), "--steps", "3", "--seq", "16", "--sample", "4"])
+    assert stdout.count("gpt2 fsdp on 2 rank(s)") == 1 and "--- sample ---" in stdout
+    ids = np.arange(12).reshape(6, 2) % 256
+    assert np.isfinite(hf_logits(tmp_path / "out", "gpt2", ids)).all()

@@ -1,0 +1,124 @@
+"""Models layer: local Hugging Face model folders in and out (config.json plus
+model.safetensors or the sharded model.safetensors.index.json), the Hub's key names.
+
+Reads and writes files only; the model (hf_weights.py) turns the arrays into bound
+tensors. Imports no plan, runtime or MPI: a CompiledGraph is used through its world's
+`agree` and `rank` only, so that rank 0 writes and every rank hears whether it worked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+# transformers refuses a safetensors file whose metadata names no known format
+METADATA = {"format": "pt"}
+NUMPY_TO_HF_DTYPE = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
+                     np.dtype(np.float16): "float16"}
+
+
+class PretrainedError(ValueError):
+    """A model folder that cannot be read as asked (named file and reason)."""
+
+
+# -- reading ---------------------------------------------------------------------------------
+def read_config(path, model_type: str) -> SimpleNamespace:
+    """config.json of the folder `path` as attributes, refusing another model type."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise PretrainedError(f"{folder}: not a folder (a local Hugging Face model folder "
+                              "with config.json is expected; nothing is downloaded)")
+    config_path = folder / CONFIG
+    if not config_path.is_file():
+        raise PretrainedError(f"{folder}: no {CONFIG} (is it a Hugging Face model folder?)")
+    values = json.loads(config_path.read_text())
+    found = values.get("model_type")
+    if found != model_type:
+        raise PretrainedError(f"{config_path}: model_type {found!r}, expected {model_type!r}")
+    return SimpleNamespace(**values)
+
+
+def read_weights(path) -> dict:
+    """{HF name: ndarray} of model.safetensors, or of every shard the index names."""
+    folder = Path(path)
+    if (folder / WEIGHTS).is_file():
+        return read_safetensors(folder / WEIGHTS)
+    if (folder / INDEX).is_file():
+        weight_map = json.loads((folder / INDEX).read_text())["weight_map"]
+        arrays = {}
+        for shard in sorted(set(weight_map.values())):
+            arrays |= read_safetensors(folder / shard)
+        return arrays
+    raise PretrainedError(f"{folder}: neither {WEIGHTS} nor {INDEX} (only safetensors "
+                          "weights are read, not pytorch_model.bin)")
+
+
+def read_safetensors(file: Path) -> dict:
+    """The arrays of one safetensors file; bf16 (no NumPy dtype) goes through torch to fp32."""
+    from safetensors import safe_open
+    try:
+        with safe_open(str(file), framework="np") as handle:
+            return {key: handle.get_tensor(key) for key in handle.keys()}
+    except TypeError:   # a dtype NumPy lacks (bf16): torch reads it, if installed
+        try:
+            import torch  # noqa: F401  (only to read bf16 files)
+        except ImportError:
+            raise PretrainedError(f"{file}: holds bf16 tensors; install torch to read "
+                                  "them") from None
+        with safe_open(str(file), framework="pt") as handle:
+            return {key: handle.get_tensor(key).float().numpy() for key in handle.keys()}
+
+
+# -- writing ---------------------------------------------------------------------------------
+def write_folder(path, config: dict, arrays: dict) -> Path:
+    """Write config.json and model.safetensors to a temp folder beside `path`, then rename
+    it into place: a reader never sees half a folder; an old folder there is replaced."""
+    from safetensors.numpy import save_file
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    temp.mkdir()
+    try:
+        (temp / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        save_file({name: np.ascontiguousarray(a) for name, a in arrays.items()},
+                  str(temp / WEIGHTS), metadata=METADATA)
+        if target.exists():
+            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+            os.replace(target, old)
+            os.replace(temp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(temp, target)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    return target
+
+
+def save_on_rank_zero(cg, path, config: dict, arrays: dict) -> Path:
+    """Rank 0 writes the folder; every rank raises if it failed (a collective verdict)."""
+    world = cg.world
+    error = None
+    if world.rank == 0:
+        try:
+            write_folder(path, config, arrays)
+        except Exception as exc:   # reported to every rank below, so none hangs
+            error = f"rank 0 could not write {path} ({exc!r})"
+    errors = [e for e in world.agree(error, f"save_pretrained({path})") if e]
+    if errors:
+        raise PretrainedError("; ".join(errors))
+    return Path(path)
+
+
+def hf_dtype_name(arrays: dict) -> str:
+    """The torch dtype name config.json records for these arrays."""
+    dtype = next(iter(arrays.values())).dtype
+    return NUMPY_TO_HF_DTYPE.get(dtype, "float32")

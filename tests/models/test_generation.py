@@ -1,0 +1,83 @@
+"""Generator (DESIGN.md §4.4): the key/value-cache decode graph gives transformers'
+greedy tokens (fp64, GPT-2 and Llama, single and tp on two simulated ranks); sampling
+is seeded, honours top-k, and ranks agree."""
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+import nntile_spmd as nt
+from nntile_spmd.models import gpt2, llama
+from tests.models.gpt2_helpers import require_hf
+from tests.models.test_pretrained import FAMILIES, hf_folder
+
+PROMPT = np.random.default_rng(0).integers(0, 29, (3, 2))   # [T0, B]
+NEW = 5   # GPT2_TINY's n_positions is 8
+MODULES = {"gpt2": (gpt2, gpt2.GPT2Config), "llama": (llama, llama.LlamaConfig)}
+
+
+def greedy_reference(model):
+    torch, _ = require_hf()
+    with torch.no_grad():   # no eos in the tiny configs below: HF never stops early
+        out = model.generate(torch.from_numpy(PROMPT.T.copy()), max_new_tokens=NEW,
+                             do_sample=False)
+    return out.numpy().T
+
+
+def generator(family, path, comm, distribution="single"):
+    module, config_class = MODULES[family]
+    return module.Generator(config_class.from_pretrained(path), path, batch=PROMPT.shape[1],
+                            max_length=PROMPT.shape[0] + NEW, dtype="fp64", comm=comm,
+                            distribution=distribution)
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def folder(request, tmp_path_factory):
+    family = request.param
+    path = tmp_path_factory.mktemp(family)
+    model = hf_folder(family, path, bos_token_id=None, eos_token_id=None)
+    return family, path, greedy_reference(model)
+
+
+@pytest.mark.parametrize("ranks, distribution", [(1, "single"), (2, "single"), (2, "tp")])
+def test_greedy_tokens_equal_transformers(folder, ranks, distribution):
+    family, path, expected = folder
+    gen = generator(family, path, nt.SimulatedWorld(ranks), distribution)
+    assert tuple(gen.model.input_ids.shape) == (1, PROMPT.shape[1])   # one token a step: a cache
+    ids = gen.generate(PROMPT, max_new_tokens=NEW)
+    assert ids.dtype == np.int64 and ids.shape == (PROMPT.shape[0] + NEW, PROMPT.shape[1])
+    np.testing.assert_array_equal(ids, expected)
+    np.testing.assert_array_equal(gen.generate(PROMPT, max_new_tokens=NEW), expected)
+
+
+def test_sampling_is_seeded_and_top_k_one_is_greedy(folder):
+    family, path, expected = folder
+    gen = generator(family, path, nt.SimulatedWorld(1))
+    draw = [gen.generate(PROMPT, NEW, do_sample=True, temperature=1.5, seed=seed)
+            for seed in (3, 3, 4)]
+    np.testing.assert_array_equal(draw[0], draw[1])
+    assert not np.array_equal(draw[0], draw[2])
+    np.testing.assert_array_equal(draw[0][:PROMPT.shape[0]], PROMPT)
+    np.testing.assert_array_equal(gen.generate(PROMPT, NEW, do_sample=True, top_k=1, seed=5),
+                                  expected)
+
+
+def test_bad_requests_are_refused(folder):
+    family, path, _ = folder
+    gen = generator(family, path, nt.SimulatedWorld(1))
+    with pytest.raises(ValueError, match="exceed max_length"):
+        gen.generate(PROMPT, NEW + 1)
+    with pytest.raises(ValueError, match="prompt_ids must be int64"):
+        gen.generate(PROMPT[:, :1], 1)
+    with pytest.raises(ValueError, match="temperature"):
+        gen.generate(PROMPT, 1, do_sample=True, temperature=0.0)
+
+
+def test_weights_from_a_state_dict(folder):
+    family, path, expected = folder
+    module, config_class = MODULES[family]
+    state = load_file(str(path / "model.safetensors"))   # {HF name: ndarray}, as a user has
+    gen = module.Generator(config_class.from_pretrained(path), state, batch=PROMPT.shape[1],
+                           max_length=PROMPT.shape[0] + NEW, dtype="fp64",
+                           comm=nt.SimulatedWorld(1))
+    np.testing.assert_array_equal(gen.generate(PROMPT, NEW), expected)
