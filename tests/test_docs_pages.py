@@ -25,6 +25,7 @@ def page_steps(text: str) -> list:
     return steps
 
 
+@pytest.mark.slow
 @SPAWNS_A_JOB
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
 def test_the_pretrained_page_runs(tmp_path, monkeypatch):

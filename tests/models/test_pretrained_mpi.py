@@ -35,6 +35,7 @@ print("rank", cg.world.rank, "done")
 """
 
 
+@pytest.mark.slow
 @SPAWNS_A_JOB
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
 def test_load_save_generate_on_two_ranks(tmp_path):

@@ -85,6 +85,7 @@ def test_compare_strategies_adds_meshes_on_four_ranks(tmp_path):
     assert "yes, for every preset" in stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not MPIEXEC.exists(), reason="needs the venv's mpiexec")
 def test_finetune_on_two_ranks_saves_a_folder_transformers_loads(tmp_path):
     from tests.models.test_pretrained import hf_folder, hf_logits
