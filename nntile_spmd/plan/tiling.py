@@ -138,8 +138,9 @@ def is_int(value) -> bool:
 
 
 # TilingStrategy size argument -> may it be None; each must be a positive int (a float
-# was taken as is: min_tile=2.5 gave tiles of any size)
-SIZE_ARGUMENTS = {"target_tile_bytes": False, "min_tile": False, "max_tile": True}
+# was taken as is: min_tile=2.5 gave tiles of any size). A target of None is sized by
+# the tasks it makes per rank (plan/tile_budget.py).
+SIZE_ARGUMENTS = {"target_tile_bytes": True, "min_tile": False, "max_tile": True}
 
 
 def check_sizes(**sizes) -> None:
