@@ -27,7 +27,8 @@ def page_steps(text: str) -> list:
 
 @pytest.mark.slow
 @SPAWNS_A_JOB
-@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec beside the interpreter "
+                    "or on PATH (the mpich wheel of the test extra provides it)")
 def test_the_pretrained_page_runs(tmp_path, monkeypatch):
     require_hf()
     steps = page_steps(PAGE.read_text())

@@ -28,7 +28,8 @@ def test_an_unknown_part_is_refused_naming_the_parts(tmp_path):
     assert "no part no-such-part; parts: table-cuda-fp64" in result.stderr
 
 
-@pytest.mark.skipif(cuda_unavailable_reason() is None, reason="a GPU is here: it would run")
+@pytest.mark.skipif(cuda_unavailable_reason() is None, reason="a GPU is usable here, so the "
+                    "script would run its checks instead of refusing; this runs without one")
 def test_without_a_gpu_it_says_why_and_exits_2(tmp_path):
     result = run(tmp_path)
     assert result.returncode == 2

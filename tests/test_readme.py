@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MARKER = "<!-- api-example"
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
 # a test that spawns its own job runs in the single-process tier only
-SPAWNS_A_JOB = pytest.mark.skipif(MPI.COMM_WORLD.size > 1, reason="spawns its own job")
+SPAWNS_A_JOB = pytest.mark.skipif(MPI.COMM_WORLD.size > 1, reason="spawns its own mpiexec job: "
+                                  "runs in the single-process tier")
 FOREIGN = ("PMI_", "PMIX_", "HYDRA_", "MPIR_", "OMPI_", "SLURM_")   # of an enclosing job
 
 
@@ -39,7 +40,7 @@ def run_script(script: Path, ranks: int, cwd: Path) -> str:
 
 @SPAWNS_A_JOB
 @pytest.mark.parametrize("ranks", [1, pytest.param(2, marks=pytest.mark.skipif(
-    MPIEXEC is None, reason="no mpiexec"))])
+    MPIEXEC is None, reason="no mpiexec beside the interpreter or on PATH"))])
 def test_readme_api_block_runs(ranks, tmp_path):
     script = tmp_path / "api.py"
     script.write_text(marked_block((ROOT / "README.md").read_text(), MARKER))

@@ -58,7 +58,8 @@ def gpt2_problems(preset, expected):
 @pytest.mark.parametrize("preset", presets(4), ids=str)
 def test_gpt2_adamw_on_ranks_sharing_the_gpu_equals_one_rank(preset, one_rank_gpt2):
     if isinstance(preset, dict) and comm().Get_size() != 4:
-        pytest.skip("the fsdp x tp mesh needs 4 ranks")
+        pytest.skip(f"the fsdp x tp mesh needs 4 ranks, this world has {comm().Get_size()}; "
+                    "scripts/gpu-check runs it in its mpi-4-ranks part")
     problems = guarded(gpt2_problems, preset, one_rank_gpt2)
     assert collective_ok(comm(), not problems), problems
 
@@ -86,7 +87,8 @@ def mpi_cuda_support():
 def test_cuda_aware_ranks_equal_one_rank(preset, one_rank_gpt2, monkeypatch):
     supported = comm().allreduce(int(mpi_cuda_support()), op=__import__("mpi4py").MPI.MIN)
     if not supported:
-        pytest.skip("this MPI is not CUDA-aware (MPIX_Query_cuda_support)")
+        pytest.skip("this MPI library is not CUDA-aware (MPIX_Query_cuda_support is 0 on some "
+                    "rank); runs where it reports CUDA support")
     monkeypatch.setenv("NNTILE_SPMD_CUDA_AWARE", "1")
     problems = guarded(gpt2_problems, preset, one_rank_gpt2)
     assert collective_ok(comm(), not problems), problems

@@ -37,7 +37,8 @@ print("rank", cg.world.rank, "done")
 
 @pytest.mark.slow
 @SPAWNS_A_JOB
-@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec")
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec beside the interpreter "
+                    "or on PATH (the mpich wheel of the test extra provides it)")
 def test_load_save_generate_on_two_ranks(tmp_path):
     import torch
     model = hf_folder("gpt2", tmp_path / "hf", bos_token_id=None, eos_token_id=None)

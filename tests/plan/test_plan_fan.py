@@ -16,7 +16,7 @@ from nntile_spmd.models import gpt2
 from nntile_spmd.plan import lowering
 from nntile_spmd.plan.instructions import Exec, Recv, Send
 from nntile_spmd.plan.partial import FAN_LIMIT
-from test_plan_rank import messages, rank_plans
+from test_plan_rank import derived_equal_the_oracle
 
 pytestmark = pytest.mark.mpi_skip
 NRANKS = FAN_LIMIT + 2   # one sequence per rank: an owner lacks more tiles than the limit
@@ -59,12 +59,7 @@ def test_the_rank_builder_agrees_where_the_limit_decides(preset, table_min_steps
     """Decided with numpy over StepTables (2) and step by step (10**9) alike."""
     monkeypatch.setattr(lowering, "TABLE_MIN_STEPS", table_min_steps)
     graph, tiling = wide_gpt2()
-    oracle = nt.build_plan(graph, NRANKS, tiling, preset).programs()
-    derived = rank_plans(graph, NRANKS, tiling, preset)
-    for rank in range(NRANKS):
-        assert derived[rank] == oracle[rank], f"rank {rank} of {NRANKS} differs"
-    sends, recvs = messages(derived)
-    assert sends == recvs and sends
+    assert derived_equal_the_oracle(graph, NRANKS, tiling, preset)
 
 
 def test_a_weight_tile_reaches_its_readers_down_a_tree():

@@ -86,7 +86,8 @@ def test_compare_strategies_adds_meshes_on_four_ranks(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not MPIEXEC.exists(), reason="needs the venv's mpiexec")
+@pytest.mark.skipif(not MPIEXEC.exists(), reason="needs the venv's mpiexec (the mpich wheel of the "
+                    "test extra)")
 def test_finetune_on_two_ranks_saves_a_folder_transformers_loads(tmp_path):
     from tests.models.test_pretrained import hf_folder, hf_logits
     hf_folder("gpt2", tmp_path / "tiny", vocab_size=256, n_positions=32)
