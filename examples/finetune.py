@@ -27,6 +27,7 @@ import nntile_spmd as nt
 from nntile_spmd.models import gpt2, llama
 from nntile_spmd.models.pretrained import read_weights
 from nntile_spmd.train import Trainer
+from nntile_spmd.train.cli import DefaultsHelpFormatter
 
 FAMILIES = {"gpt2": (gpt2, gpt2.GPT2Config, gpt2.build_gpt2),
             "llama": (llama, llama.LlamaConfig, llama.build_llama)}
@@ -36,7 +37,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsHelpFormatter)
     parser.add_argument("folder", help="a local HF model folder (config.json + safetensors)")
     parser.add_argument("text", help="a UTF-8 text file to fine-tune on")
     parser.add_argument("--out", default="finetuned", help="the folder to write")

@@ -48,7 +48,7 @@ import gpt2_corpus as corpus  # noqa: E402
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.models import gpt2, llama  # noqa: E402
 from nntile_spmd.train import CosineSchedule, Trainer  # noqa: E402
-from nntile_spmd.train.cli import add_device_arg  # noqa: E402
+from nntile_spmd.train.cli import DefaultsHelpFormatter, add_device_arg  # noqa: E402
 
 STRATEGIES = ("single", "ddp", "fsdp", "tp")
 CHECK_MIN_STEPS = 500   # the default run (it beats the bigram in about a minute); 20 steps cannot
@@ -56,7 +56,7 @@ CHECK_MIN_STEPS = 500   # the default run (it beats the bigram in about a minute
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--strategy", choices=STRATEGIES, default="fsdp")
     parser.add_argument("--model", choices=("gpt2", "llama"), default="gpt2")
     parser.add_argument("--n-layer", type=int, default=2)
