@@ -126,7 +126,8 @@ def test_help_shows_every_default(name, capsys):
 def test_compare_strategies_columns_line_up():
     module = load_example("compare_strategies")
     table = module.aligned(["preset", "peak/rank plan", "ms/step"],
-                           [["single", "510.8/0.0/0.0", "2.20"], ["ddp", "390.5/391.5/391.5", "12.21"]])
+                           [["single", "510.8/0.0/0.0", "2.20"],
+                            ["ddp", "390.5/391.5/391.5", "12.21"]])
     lines = table.splitlines()
     assert len({len(line) for line in lines}) == 1   # right-aligned columns end together
     ends = [{match.end() for match in re.finditer(r"\S+", line)} for line in lines]
