@@ -50,6 +50,9 @@ def parse_args(argv=None):
     parser.add_argument("--prompt", default="The ")
     parser.add_argument("--sample", type=int, default=32, help="tokens to sample after")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dropout", action="store_true",
+                        help="train with the folder config's dropout (*_pdrop, "
+                             "attention_dropout)")
     parser.add_argument("--simulate", type=int, default=0, metavar="N",
                         help="run N simulated ranks in this process instead of MPI")
     return parser.parse_args(argv)
@@ -102,7 +105,7 @@ def main(argv=None):
     if len(ids) <= args.seq + 1:
         raise SystemExit(f"{args.text}: {len(ids)} tokens, need more than --seq + 1")
     comm = nt.SimulatedWorld(args.simulate) if args.simulate else None
-    model = build(cfg, batch=args.batch, seq=args.seq, dtype=args.dtype)
+    model = build(cfg, batch=args.batch, seq=args.seq, dtype=args.dtype, dropout=args.dropout)
     trainer = Trainer(model, "adamw", comm=comm, distribution=args.strategy, lr=args.lr,
                       progress=False)
     model.load_pretrained(trainer.cg, args.folder)

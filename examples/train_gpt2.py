@@ -86,6 +86,9 @@ def parse_args(argv=None):
     parser.add_argument("--prompt", default="def ")
     parser.add_argument("--temperature", type=float, default=0.8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dropout", type=float, default=0.0, metavar="P",
+                        help="dropout probability in training steps (gpt2: embeddings, "
+                             "attention, residual; llama: attention)")
     parser.add_argument("--simulate", type=int, default=0, metavar="N",
                         help="run N simulated ranks in this process instead of MPI")
     add_device_arg(parser)
@@ -110,10 +113,12 @@ def build_model(args):
     """The GPT-2 or Llama graph of the command line's sizes."""
     if args.model == "gpt2":
         config = gpt2.GPT2Config(vocab_size=corpus.VOCAB, n_positions=args.seq,
-                                 n_embd=args.n_embd, n_layer=args.n_layer, n_head=args.n_head)
+                                 n_embd=args.n_embd, n_layer=args.n_layer, n_head=args.n_head,
+                                 embd_pdrop=args.dropout, attn_pdrop=args.dropout,
+                                 resid_pdrop=args.dropout)
         compute = "bf16" if args.precision == "bf16-mixed" else None
         return gpt2.build_gpt2(config, batch=args.batch, seq=args.seq, dtype=args.dtype,
-                               compute_dtype=compute)
+                               compute_dtype=compute, dropout=args.dropout > 0)
     if args.precision != "plain":
         raise SystemExit("--precision bf16-mixed is built for --model gpt2 only")
     config = llama.LlamaConfig(
@@ -121,8 +126,9 @@ def build_model(args):
         num_attention_heads=args.n_head,
         num_key_value_heads=args.n_kv_head or max(1, args.n_head // 2),
         intermediate_size=args.intermediate or -(-8 * args.n_embd // 3 // 8) * 8,
-        max_position_embeddings=args.seq)
-    return llama.build_llama(config, batch=args.batch, seq=args.seq, dtype=args.dtype)
+        max_position_embeddings=args.seq, attention_dropout=args.dropout)
+    return llama.build_llama(config, batch=args.batch, seq=args.seq, dtype=args.dtype,
+                             dropout=args.dropout > 0)
 
 
 def make_trainer(args, comm):
