@@ -23,7 +23,7 @@ COMMANDS = ("python", "mpiexec", "pip", "PYTHONPATH", "srun", "source", "./", "l
 # (page, first line) of every block marked `<!-- not run: ... -->`; the page says why
 NOT_RUN = {
     ("README.md", "python3 -m venv .venv && . .venv/bin/activate && pip install -e "
-                  "'.[examples]' && mpiexec -n 2 python examples/train_mlp.py --strategy fsdp"),
+                  "'.[examples]' && python -m nntile_spmd.precompile --dtype fp32"),
     ("README.md", "python3 -m venv .venv && . .venv/bin/activate && pip install -e "
                   "'.[test,hf]' && NNTILE_SPMD_REQUIRE_HF=1 ./scripts/test-all"),
     ("README.md", "mpiexec -n 2 python examples/train_gpt2.py --strategy fsdp            "
@@ -100,3 +100,9 @@ def test_a_bash_block_runs(block, tmp_path):
     result = subprocess.run(["bash", "-e", "-c", block.code], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+
+
+def test_the_index_lists_every_page():
+    index = (ROOT / "docs" / "README.md").read_text()
+    pages = sorted(page.name for page in (ROOT / "docs").glob("*.md") if page.name != "README.md")
+    assert [page for page in pages if f"]({page})" not in index] == []
