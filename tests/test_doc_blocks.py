@@ -34,6 +34,8 @@ NOT_RUN = {
                           "comes from the mpich wheel"),
     ("docs/launching.md", "python -m nntile_spmd.launch -n 4 examples/train_mlp.py "
                           "--strategy fsdp"),
+    ("docs/launching.md", "python -m nntile_spmd.precompile --dtype fp32      # the examples' "
+                          "kernels; fp32 fp64 for the tests too"),
     ("docs/launching.md", "srun --cpu-bind=cores --cpus-per-task=$SLURM_CPUS_PER_TASK python "
                           "examples/train_mlp.py --strategy fsdp"),
     ("docs/models.md", "mpiexec -n 2 python examples/train_cnn.py --strategy fsdp      "
