@@ -110,11 +110,11 @@ def load_example(name):
     return module
 
 
-@pytest.mark.parametrize("name", ["train_mlp", "train_cnn", "train_gpt2", "finetune",
-                                  "compare_strategies"])
+@pytest.mark.parametrize("name", sorted(path.stem for path in (ROOT / "examples").glob("*.py")))
 def test_help_shows_every_default(name, capsys):
+    module = load_example(name)
     with pytest.raises(SystemExit):
-        load_example(name).parse_args(["--help"])
+        getattr(module, "parse_args", getattr(module, "main", None))(["--help"])
     text = capsys.readouterr().out.split("options:", 1)[1]
     entries = [entry for entry in re.split(r"\n(?=  -)", text) if entry.strip()]
     # an option that takes a value (its metavar follows it) states its default
