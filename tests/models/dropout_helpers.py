@@ -23,10 +23,10 @@ def batch():
 
 
 def train(family="gpt2", dropout=True, steps=2, comm=None, distribution="single",
-          tiles=None):
+          tiles=None, **build_options):
     """(training losses, the loss of a forward-only execute after them, the trainer)."""
     cfg, build = BUILD[family]
-    model = build(cfg, batch=BATCH, seq=SEQ, dtype="fp64", dropout=dropout)
+    model = build(cfg, batch=BATCH, seq=SEQ, dtype="fp64", dropout=dropout, **build_options)
     tiling = None if tiles is None else nt.TilingStrategy.manual(tiles)
     trainer = Trainer(model, "adamw", comm=comm, distribution=distribution, tiling=tiling,
                       lr=1e-2)

@@ -107,3 +107,10 @@ def test_the_same_run_on_other_tilings_and_worlds(runs):
     other, _, _ = train(comm=nt.SimulatedWorld(3), distribution="fsdp",
                         tiles={"input_ids": [5, 2]})
     np.testing.assert_allclose(other, losses, rtol=1e-12)
+
+
+def test_recomputed_blocks_draw_the_same_masks(runs):
+    """Backward recomputing a block's activations runs its dropout again: the same masks,
+    bitwise the same losses."""
+    (losses, _, _), _ = runs
+    assert train(recompute=True)[0] == losses
