@@ -122,6 +122,20 @@ def precompile(workers=None, dtypes=("fp32", "fp64")) -> tuple:
     return done, f"{workers} worker process(es)"
 
 
+def serial_timings(dtypes) -> list:
+    """(seconds, module.function) of compiling each manifest signature of `dtypes` here,
+    one after the other, slowest first: where a cold first step's time goes (a function's
+    time includes the helpers it calls that were not compiled yet)."""
+    import numba  # noqa: F401 - imported first, so that no entry pays for it
+    times = []
+    for module, name, signature in of_dtypes(pickle.loads(MANIFEST.read_bytes()), dtypes):
+        dispatcher = getattr(importlib.import_module(module), name)
+        start = time.perf_counter()
+        dispatcher.compile(signature)
+        times.append((time.perf_counter() - start, f"{module}.{name}"))
+    return sorted(times, reverse=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m nntile_spmd.precompile",
                                      description=__doc__.split("\n\n")[0])
@@ -134,8 +148,17 @@ def main(argv=None):
     parser.add_argument("--record", action="store_true",
                         help=f"run the models and rewrite {MANIFEST.name} (after changing "
                              "a kernel)")
+    parser.add_argument("--serial-timings", action="store_true",
+                        help="compile one signature at a time here and print each one's "
+                             "time (on an empty NUMBA_CACHE_DIR: what a cold step spends)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
+    if args.serial_timings:
+        times = serial_timings(args.dtype)
+        for seconds, function in times:
+            print(f"{seconds:7.2f} s  {function}")
+        print(f"{sum(seconds for seconds, _ in times):7.2f} s  in all")
+        return
     if args.record:
         print(f"recorded {record()} signatures into {MANIFEST}")
         return
