@@ -201,22 +201,30 @@ def log_line(trainer, entry):
         trainer.log_file.flush()
 
 
-def sample(cg, model, prompt: bytes, count: int, temperature: float, seed: int) -> bytes:
-    """`count` bytes continuing `prompt`: one full forward per byte on the fixed [T, B]
-    graph, the context cropped to its last T bytes and padded after them; the next byte
-    is drawn from the logits of the last real position (same draw on every rank)."""
-    rng = np.random.default_rng([seed, 1])
-    text = list(prompt) or [ord("\n")]
-    seq, batch = model.seq, model.batch
-    for _ in range(count):
-        context = text[-seq:]
-        ids = np.zeros((seq, batch), dtype=np.int64, order="F")
-        ids[:len(context), :] = np.asarray(context)[:, None]
-        forward_loss(cg, ids, ids)          # targets are unused here, any valid ids do
-        logits = np.asarray(cg.get_output("logits")[:, len(context) - 1, 0], np.float64)
-        weights = np.exp((logits - logits.max()) / max(temperature, 1e-6))
-        text.append(int(rng.choice(corpus.VOCAB, p=weights / weights.sum())))
-    return bytes(text)
+def sample(trainer, args, prompt: bytes, count: int) -> bytes:
+    """`count` bytes continuing `prompt`, from the model's key/value-cache Generator on the
+    trained weights (one token's work per byte, the same draws on every rank). The model
+    has `seq` positions: when they are full, generation goes on from the last seq / 2
+    bytes (a new prefill). Temperature 0 is greedy."""
+    model = trainer.model
+    family = gpt2 if args.model == "gpt2" else llama
+    generator = family.Generator(model.config, model.hf_state_dict(trainer.cg), batch=1,
+                                 max_length=model.seq, dtype=model.dtype,
+                                 comm=nt.SimulatedWorld(args.simulate) if args.simulate
+                                 else None)
+    keep = max(1, model.seq // 2)
+    text, generated = list(prompt[-keep:]) or [ord("\n")], []
+    while len(generated) < count:
+        if len(text) >= model.seq:
+            text = text[-keep:]
+        new = min(count - len(generated), model.seq - len(text))
+        ids = generator.generate(np.asarray(text)[:, None], new,
+                                 do_sample=args.temperature > 0,
+                                 temperature=max(args.temperature, 1e-6),
+                                 seed=args.seed + len(generated))
+        tokens = [int(token) for token in ids[len(text):, 0]]
+        text, generated = text + tokens, generated + tokens
+    return bytes(prompt) + bytes(generated)
 
 
 def run(args) -> dict:
@@ -226,8 +234,8 @@ def run(args) -> dict:
     bigram = corpus.bigram_loss(corpus.bigram_log_probs(text.train), heldout)
     trainer = make_trainer(args, comm)
     result = train(args, trainer, text.train, heldout)
-    generated = (sample(trainer.cg, trainer.model, args.prompt.encode(), args.sample,
-                        args.temperature, args.seed) if args.sample else b"")
+    generated = (sample(trainer, args, args.prompt.encode(), args.sample)
+                 if args.sample else b"")
     trainer.close()
     times = [entry["step_time_ms"] for entry in trainer.history[1:]] or \
         [trainer.history[0]["step_time_ms"]]
