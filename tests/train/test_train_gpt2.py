@@ -113,10 +113,12 @@ def test_llama_trains_on_the_same_corpus_under_tp_on_two_simulated_ranks():
                          "--n-layer", "1", "--n-embd", "32", "--n-head", "4", "--n-kv-head", "2",
                          "--seq", "16", "--batch", "4", "--steps", "6", "--warmup", "2",
                          "--lr", "1e-2", "--eval-every", "6", "--eval-batches", "2",
-                         "--corpus-bytes", "100000", "--no-check", "--no-progress")
+                         "--corpus-bytes", "100000", "--no-check", "--no-progress",
+                         "--sample", "4")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["model"] == "llama" and summary["ranks"] == 2
+    assert "--- sample (4 bytes after" in result.stdout   # Llama's Generator, 2 ranks
     assert summary["final_train_loss"] < summary["first_train_loss"]
     assert len(summary["peak_bytes_per_rank"]) == 2
 
