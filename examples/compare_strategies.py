@@ -38,7 +38,7 @@ from mesh_formulas import meshes_for, model_layers, print_mesh_comparison  # noq
 
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.plan.instructions import Send  # noqa: E402
-from nntile_spmd.train.cli import add_device_arg  # noqa: E402
+from nntile_spmd.train.cli import DefaultsHelpFormatter, add_device_arg  # noqa: E402
 
 PRESETS = ("single", "ddp", "fsdp", "tp")
 MODEL_STATE_ROLES = ("parameter", "gradient", "state")
@@ -47,7 +47,7 @@ TOLERANCE = 1e-5
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--model", choices=("mlp", "gpt2"), default="mlp")
     parser.add_argument("--steps", type=int, default=None, help="default: mlp 60, gpt2 10")
     parser.add_argument("--batch", type=int, default=None, help="default: mlp 60, gpt2 8")
@@ -151,23 +151,25 @@ def kib(count) -> str:
 
 
 def aligned(headers, rows) -> str:
-    """A table whose every column is as wide as its widest cell, header included."""
+    """A table whose every column is as wide as its widest cell, header included, with
+    two spaces between columns (per-rank values inside a cell are joined by "/")."""
     widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
     lines = [headers, *rows]
-    return "\n".join(" ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                                for i, (cell, w) in enumerate(zip(line, widths)))
                       for line in lines)
 
 
 def print_table(results, ranks):
-    print("per step, bytes in KiB (one value per rank where it says /rank); plan = the "
+    print("per step, bytes in KiB (rank 0/rank 1/... where it says /rank); plan = the "
           "plan's analysis, measured = buffers handed to MPI, the tile store's allocator, "
           "the executor's clock")
-    headers = ["preset", "peak/rank plan", "measured", "model state/rank", "sent plan",
-               "measured", "recv meas.", "MFLOP plan", "measured", "ms/step", "final loss"]
-    rows = [[r["preset"], " ".join(kib(b) for b in r["planned_peak"]),
-             " ".join(kib(b) for b in r["measured_peak"]),
-             " ".join(kib(b) for b in r["model_state"]), kib(r["planned_sent"]),
+    headers = ["preset", "peak/rank plan", "peak/rank measured", "model state/rank",
+               "sent plan", "sent measured", "recv measured", "MFLOP plan", "MFLOP counted",
+               "ms/step", "final loss"]
+    rows = [[r["preset"], "/".join(kib(b) for b in r["planned_peak"]),
+             "/".join(kib(b) for b in r["measured_peak"]),
+             "/".join(kib(b) for b in r["model_state"]), kib(r["planned_sent"]),
              kib(r["measured_sent"]), kib(r["measured_received"]),
              f"{r['planned_flops'] / 1e6:.2f}", f"{r['measured_flops'] / 1e6:.2f}",
              f"{r['step_ms']:.2f}", f"{r['losses'][-1]:.8f}"] for r in results]

@@ -27,6 +27,7 @@ import nntile_spmd as nt
 from nntile_spmd.models import gpt2, llama
 from nntile_spmd.models.pretrained import read_weights
 from nntile_spmd.train import Trainer
+from nntile_spmd.train.cli import DefaultsHelpFormatter
 
 FAMILIES = {"gpt2": (gpt2, gpt2.GPT2Config, gpt2.build_gpt2),
             "llama": (llama, llama.LlamaConfig, llama.build_llama)}
@@ -36,7 +37,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsHelpFormatter)
     parser.add_argument("folder", help="a local HF model folder (config.json + safetensors)")
     parser.add_argument("text", help="a UTF-8 text file to fine-tune on")
     parser.add_argument("--out", default="finetuned", help="the folder to write")
@@ -49,6 +50,9 @@ def parse_args(argv=None):
     parser.add_argument("--prompt", default="The ")
     parser.add_argument("--sample", type=int, default=32, help="tokens to sample after")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dropout", action="store_true",
+                        help="train with the folder config's dropout (*_pdrop, "
+                             "attention_dropout)")
     parser.add_argument("--simulate", type=int, default=0, metavar="N",
                         help="run N simulated ranks in this process instead of MPI")
     return parser.parse_args(argv)
@@ -101,7 +105,7 @@ def main(argv=None):
     if len(ids) <= args.seq + 1:
         raise SystemExit(f"{args.text}: {len(ids)} tokens, need more than --seq + 1")
     comm = nt.SimulatedWorld(args.simulate) if args.simulate else None
-    model = build(cfg, batch=args.batch, seq=args.seq, dtype=args.dtype)
+    model = build(cfg, batch=args.batch, seq=args.seq, dtype=args.dtype, dropout=args.dropout)
     trainer = Trainer(model, "adamw", comm=comm, distribution=args.strategy, lr=args.lr,
                       progress=False)
     model.load_pretrained(trainer.cg, args.folder)

@@ -104,3 +104,28 @@ def bigram_loss(log_probs, batches) -> float:
         total -= log_probs[ids, targets].sum()
         count += ids.size
     return float(total / count)
+
+
+def main(argv=None):
+    """What train_gpt2.py would read: files, bytes and the bigram baseline."""
+    import argparse
+
+    from nntile_spmd.train.cli import DefaultsHelpFormatter
+    parser = argparse.ArgumentParser(description="The corpus examples/train_gpt2.py reads "
+                                     "(this module is its library; run that script to train)",
+                                     formatter_class=DefaultsHelpFormatter)
+    parser.add_argument("--corpus-bytes", type=int, default=2_000_000,
+                        help="train bytes read (held-out: a tenth)")
+    parser.add_argument("--seq", type=int, default=64, help="window length of the baseline")
+    args = parser.parse_args(argv)
+    corpus = load_corpus(args.corpus_bytes)
+    batches = heldout_batches(corpus.heldout, args.seq, 16, 8)
+    print(f"train: {len(corpus.train):,} bytes of {corpus.train_files} files; held out: "
+          f"{len(corpus.heldout):,} bytes of {corpus.heldout_files} files; bigram baseline "
+          f"{bigram_loss(bigram_log_probs(corpus.train), batches):.4f} nats/byte")
+
+
+if __name__ == "__main__":
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a checkout
+    main()

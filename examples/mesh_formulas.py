@@ -141,3 +141,23 @@ def print_mesh_comparison(results, args):
         print(f"  pp: beside the boundary activations, {tied}with a batch axis a stage's "
               "first weight\n  gradient is summed next to the previous stage's activations "
               "(tests/plan/test_pipeline.py).")
+
+
+def main(argv=None):
+    """The meshes compare_strategies.py adds for a world of --ranks ranks."""
+    import argparse
+
+    from nntile_spmd.train.cli import DefaultsHelpFormatter
+    parser = argparse.ArgumentParser(description="The meshes examples/compare_strategies.py "
+                                     "compares for a world size (this module is its library)",
+                                     formatter_class=DefaultsHelpFormatter)
+    parser.add_argument("--ranks", type=int, default=4, help="world size")
+    parser.add_argument("--layers", type=int, default=2, help="the model's layers (pp)")
+    args = parser.parse_args(argv)
+    meshes = meshes_for(args.ranks, args.layers)
+    print(f"{args.ranks} ranks, {args.layers} layers: "
+          + (", ".join(label(mesh) for mesh in meshes) or "no mesh of two axes"))
+
+
+if __name__ == "__main__":
+    main()

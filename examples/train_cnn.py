@@ -26,14 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run from a chec
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.models.cnn import DIGITS_LAYERS, ConvLayer, build_cnn  # noqa: E402
 from nntile_spmd.train import Trainer  # noqa: E402
-from nntile_spmd.train.cli import add_device_arg, report, run_summary  # noqa: E402
+from nntile_spmd.train.cli import DefaultsHelpFormatter, add_device_arg, report, run_summary  # noqa: E402
 
 STRATEGIES = ("single", "ddp", "fsdp", "tp")
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--strategy", choices=STRATEGIES, default="fsdp")
     parser.add_argument("--steps", type=int, default=100, help="optimizer steps")
     parser.add_argument("--batch", type=int, default=60, help="samples per optimizer step")

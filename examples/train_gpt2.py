@@ -48,7 +48,7 @@ import gpt2_corpus as corpus  # noqa: E402
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.models import gpt2, llama  # noqa: E402
 from nntile_spmd.train import CosineSchedule, Trainer  # noqa: E402
-from nntile_spmd.train.cli import add_device_arg  # noqa: E402
+from nntile_spmd.train.cli import DefaultsHelpFormatter, add_device_arg  # noqa: E402
 
 STRATEGIES = ("single", "ddp", "fsdp", "tp")
 CHECK_MIN_STEPS = 500   # the default run (it beats the bigram in about a minute); 20 steps cannot
@@ -56,7 +56,7 @@ CHECK_MIN_STEPS = 500   # the default run (it beats the bigram in about a minute
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--strategy", choices=STRATEGIES, default="fsdp")
     parser.add_argument("--model", choices=("gpt2", "llama"), default="gpt2")
     parser.add_argument("--n-layer", type=int, default=2)
@@ -86,6 +86,9 @@ def parse_args(argv=None):
     parser.add_argument("--prompt", default="def ")
     parser.add_argument("--temperature", type=float, default=0.8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dropout", type=float, default=0.0, metavar="P",
+                        help="dropout probability in training steps (gpt2: embeddings, "
+                             "attention, residual; llama: attention)")
     parser.add_argument("--simulate", type=int, default=0, metavar="N",
                         help="run N simulated ranks in this process instead of MPI")
     add_device_arg(parser)
@@ -110,10 +113,12 @@ def build_model(args):
     """The GPT-2 or Llama graph of the command line's sizes."""
     if args.model == "gpt2":
         config = gpt2.GPT2Config(vocab_size=corpus.VOCAB, n_positions=args.seq,
-                                 n_embd=args.n_embd, n_layer=args.n_layer, n_head=args.n_head)
+                                 n_embd=args.n_embd, n_layer=args.n_layer, n_head=args.n_head,
+                                 embd_pdrop=args.dropout, attn_pdrop=args.dropout,
+                                 resid_pdrop=args.dropout)
         compute = "bf16" if args.precision == "bf16-mixed" else None
         return gpt2.build_gpt2(config, batch=args.batch, seq=args.seq, dtype=args.dtype,
-                               compute_dtype=compute)
+                               compute_dtype=compute, dropout=args.dropout > 0)
     if args.precision != "plain":
         raise SystemExit("--precision bf16-mixed is built for --model gpt2 only")
     config = llama.LlamaConfig(
@@ -121,8 +126,9 @@ def build_model(args):
         num_attention_heads=args.n_head,
         num_key_value_heads=args.n_kv_head or max(1, args.n_head // 2),
         intermediate_size=args.intermediate or -(-8 * args.n_embd // 3 // 8) * 8,
-        max_position_embeddings=args.seq)
-    return llama.build_llama(config, batch=args.batch, seq=args.seq, dtype=args.dtype)
+        max_position_embeddings=args.seq, attention_dropout=args.dropout)
+    return llama.build_llama(config, batch=args.batch, seq=args.seq, dtype=args.dtype,
+                             dropout=args.dropout > 0)
 
 
 def make_trainer(args, comm):
@@ -195,22 +201,30 @@ def log_line(trainer, entry):
         trainer.log_file.flush()
 
 
-def sample(cg, model, prompt: bytes, count: int, temperature: float, seed: int) -> bytes:
-    """`count` bytes continuing `prompt`: one full forward per byte on the fixed [T, B]
-    graph, the context cropped to its last T bytes and padded after them; the next byte
-    is drawn from the logits of the last real position (same draw on every rank)."""
-    rng = np.random.default_rng([seed, 1])
-    text = list(prompt) or [ord("\n")]
-    seq, batch = model.seq, model.batch
-    for _ in range(count):
-        context = text[-seq:]
-        ids = np.zeros((seq, batch), dtype=np.int64, order="F")
-        ids[:len(context), :] = np.asarray(context)[:, None]
-        forward_loss(cg, ids, ids)          # targets are unused here, any valid ids do
-        logits = np.asarray(cg.get_output("logits")[:, len(context) - 1, 0], np.float64)
-        weights = np.exp((logits - logits.max()) / max(temperature, 1e-6))
-        text.append(int(rng.choice(corpus.VOCAB, p=weights / weights.sum())))
-    return bytes(text)
+def sample(trainer, args, prompt: bytes, count: int) -> bytes:
+    """`count` bytes continuing `prompt`, from the model's key/value-cache Generator on the
+    trained weights (one token's work per byte, the same draws on every rank). The model
+    has `seq` positions: when they are full, generation goes on from the last seq / 2
+    bytes (a new prefill). Temperature 0 is greedy."""
+    model = trainer.model
+    family = gpt2 if args.model == "gpt2" else llama
+    generator = family.Generator(model.config, model.hf_state_dict(trainer.cg), batch=1,
+                                 max_length=model.seq, dtype=model.dtype,
+                                 comm=nt.SimulatedWorld(args.simulate) if args.simulate
+                                 else None)
+    keep = max(1, model.seq // 2)
+    text, generated = list(prompt[-keep:]) or [ord("\n")], []
+    while len(generated) < count:
+        if len(text) >= model.seq:
+            text = text[-keep:]
+        new = min(count - len(generated), model.seq - len(text))
+        ids = generator.generate(np.asarray(text)[:, None], new,
+                                 do_sample=args.temperature > 0,
+                                 temperature=max(args.temperature, 1e-6),
+                                 seed=args.seed + len(generated))
+        tokens = [int(token) for token in ids[len(text):, 0]]
+        text, generated = text + tokens, generated + tokens
+    return bytes(prompt) + bytes(generated)
 
 
 def run(args) -> dict:
@@ -220,8 +234,8 @@ def run(args) -> dict:
     bigram = corpus.bigram_loss(corpus.bigram_log_probs(text.train), heldout)
     trainer = make_trainer(args, comm)
     result = train(args, trainer, text.train, heldout)
-    generated = (sample(trainer.cg, trainer.model, args.prompt.encode(), args.sample,
-                        args.temperature, args.seed) if args.sample else b"")
+    generated = (sample(trainer, args, args.prompt.encode(), args.sample)
+                 if args.sample else b"")
     trainer.close()
     times = [entry["step_time_ms"] for entry in trainer.history[1:]] or \
         [trainer.history[0]["step_time_ms"]]

@@ -28,14 +28,14 @@ import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.models import build_mlp  # noqa: E402
 from nntile_spmd.train import (Trainer, add_checkpoint_args, checkpoint_options,  # noqa: E402
                                resume_path)
-from nntile_spmd.train.cli import add_device_arg, report, run_summary  # noqa: E402
+from nntile_spmd.train.cli import DefaultsHelpFormatter, add_device_arg, report, run_summary  # noqa: E402
 
 STRATEGIES = ("single", "ddp", "fsdp", "tp")
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--strategy", choices=STRATEGIES, default="fsdp")
     parser.add_argument("--steps", type=int, default=300, help="optimizer steps")
     parser.add_argument("--batch", type=int, default=60, help="samples per optimizer step")

@@ -70,7 +70,7 @@ KERNEL_NAMES = (
 # seed elementwise and reduction kernels (bodies in generic_math.py and cpu_math.py)
 MATH_KERNEL_NAMES = (
     "div", "extremum_backward", "extremum_count", "hypot", "hypot_backward",
-    "hypot_scalar_inverse", "max_slice", "maximum", "min_slice", "minimum", "norm_fiber",
+    "dropout", "hypot_scalar_inverse", "max_slice", "maximum", "min_slice", "minimum", "norm_fiber",
     "norm_fiber_backward", "norm_slice", "norm_slice_backward", "randn", "scale_fiber",
     "sigmoid", "sigmoid_backward", "sub", "sum_backward", "tanh", "tanh_backward",
 )

@@ -9,7 +9,7 @@ axis, so any axis reduces with one xp call and no copy.
 
 import functools
 
-from .generic_random import randn
+from .generic_random import dropout, randn
 
 
 def _fold(x, axis):
@@ -215,7 +215,7 @@ XP_KERNELS = {kernel.__name__: kernel for kernel in (
     sub, div, tanh, tanh_backward, sigmoid, sigmoid_backward, hypot, hypot_backward,
     hypot_scalar_inverse, max_slice, min_slice, maximum, minimum, extremum_count,
     extremum_backward, norm_slice, norm_slice_backward, scale_fiber, norm_fiber,
-    norm_fiber_backward, sum_backward, randn)}
+    norm_fiber_backward, sum_backward, randn, dropout)}
 
 
 def table(xp) -> dict:

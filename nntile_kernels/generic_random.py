@@ -58,3 +58,24 @@ def randn(xp, y, *, seed, mean=0.0, stddev=1.0, offset=None, shape=None):
     radius = xp.sqrt(-2.0 * xp.log(_uniform(xp, counter, key)))
     angle = (2.0 * math.pi) * _uniform(xp, counter + xp.uint64(1), key)
     y[...] = (mean + stddev * radius * xp.cos(angle)).reshape(y.shape)
+
+
+def dropout_key(seed, step):
+    """The stream of dropout site `seed` at training step `step` (both ints >= 0)."""
+    return _key((_key(seed) + step * GOLDEN) & MASK64)
+
+
+def dropout(xp, x, y, *, p, seed, step=0.0, offset=None, shape=None):
+    """y = x / (1 - p) where the keyed uniform of the element's index in the whole tensor
+    (of `shape`, this tile at `offset`) exceeds p, else 0: the same mask on every tiling
+    and rank count. p == 0 copies x (dropout switched off: bitwise the identity)."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout: p={p} must be in [0, 1)")
+    if p == 0.0:
+        y[...] = x
+        return
+    offset = (0,) * x.ndim if offset is None else offset
+    shape = x.shape if shape is None else shape
+    counter = _global_index(xp, x.shape, offset, shape).reshape(-1)
+    keep = (_uniform(xp, counter, dropout_key(int(seed), int(step))) > p).reshape(x.shape)
+    y[...] = xp.where(keep, x * (1.0 / (1.0 - p)), 0.0)

@@ -17,7 +17,7 @@ from .ops_norm import (layer_norm, multiply_fiber, pow, pow_backward,  # noqa: F
 from .ops_math import (div, extremum_backward, extremum_count, hypot,  # noqa: F401
                       hypot_backward, hypot_inplace, hypot_scalar_inverse, max, mean, min,
                       norm_fiber, norm_fiber_backward, norm_fiber_inplace, norm_slice,
-                      norm_slice_backward, norm_slice_inplace, randn, scale_fiber, sub,
+                      norm_slice_backward, norm_slice_inplace, randn, dropout, scale_fiber, sub,
                       sum_backward)
 from .ops_total_sum import total_sum_accum  # noqa: F401
 from .ops_batch_norm import batch_norm  # noqa: F401

@@ -36,7 +36,7 @@ def mask_causal(val, a):
     return apply("mask_causal", [a], [a], val=val)
 
 
-def scaled_dot_product_attention(q, k, v, name, mask=None, scale=None):
+def scaled_dot_product_attention(q, k, v, name, mask=None, scale=None, dropout=None):
     """Attention over [head_dim, T, batch...] tensors (GPT-2: [head_dim, T, B, heads]).
 
     S = scale * k^T q          [Tk, Tq, batch...]   (scale defaults to 1/sqrt(head_dim))
@@ -49,7 +49,8 @@ def scaled_dot_product_attention(q, k, v, name, mask=None, scale=None):
     The softmax is logsumexp over the key axis then softmax_from_logsumexp, the
     online-softmax (flash) formulation over key tiles: the key axis may be split over
     tiles and ranks, partial logsumexps merging by logaddexp. Intermediates are named
-    {name}_scores, {name}_lse and {name}_probs.
+    {name}_scores, {name}_lse and {name}_probs. `dropout`: a function probs -> probs
+    applied before the probabilities weight v (training's attention dropout).
     """
     check_attention(q, k, v, mask)
     if scale is None:
@@ -60,6 +61,8 @@ def scaled_dot_product_attention(q, k, v, name, mask=None, scale=None):
     scores = attention_scores(q, k, f"{name}_scores", mask, scale)   # [Tk, Tq, batch...]
     lse = logsumexp(scores, f"{name}_lse", axis=0)                # [Tq, batch...]
     probs = attention_probs(lse, scores, f"{name}_probs")
+    if dropout is not None:
+        probs = dropout(probs)
     return apply("gemm", [v, probs], [name], ndim=1, batch_ndim=batch_ndim)
 
 

@@ -177,3 +177,33 @@ def check_randn(dst, seed, start, underlying_shape):
     if any(s < 0 or s + size > w for s, size, w in zip(start, dst.shape, whole)):
         raise op_error("randn", f"the block at start={start} does not fit in "
                        f"underlying_shape={whole}", tensors)
+
+
+def dropout(x, name, p, seed, step=0.0):
+    """y = x / (1 - p) where a uniform number keyed by (seed, step) and the element's index
+    in x exceeds p, else 0 (inverted dropout). The mask is a function of that index, so
+    every tiling and rank count draws the same one, and backward draws it again. `p` and
+    `step` may be runtime Scalars (a training loop changes the step between executes and
+    switches dropout off with p = 0, which is the identity); `seed` tells the dropout
+    sites of one graph apart. y keeps x's block-sparse (causal) structure."""
+    check_dropout(x, p, seed, step)
+    y = apply("dropout", [x], [name], p=p, seed=seed, step=step)
+    y.causal_dims = x.causal_dims
+    return y
+
+
+def check_dropout(x, p, seed, step):
+    tensors = (x,) if isinstance(x, TensorNode) else ()
+    if not isinstance(x, TensorNode):
+        raise op_error("dropout", f"x must be a tensor, not {x!r}", tensors, TypeError)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise op_error("dropout", f"seed={seed!r} must be an int >= 0", tensors)
+    for what, value in (("p", p), ("step", step)):
+        default = getattr(value, "default", value) * getattr(value, "factor", 1.0)
+        if isinstance(default, bool) or not isinstance(default, (int, float)):
+            raise op_error("dropout", f"{what}={value!r} must be a float or a Scalar",
+                           tensors, TypeError)
+    factor = getattr(p, "factor", None)
+    if not 0.0 <= (p if factor is None else factor) < 1.0:
+        raise op_error("dropout", f"p={p!r} must be in [0, 1) (a Scalar: its factor, the "
+                       "largest p it can give when its value is 1)", tensors)

@@ -12,6 +12,13 @@ from dataclasses import dataclass
 from numbers import Real
 
 
+# the runtime scalars of dropout (graph.ops.dropout as the models build it): a training
+# loop sets DROPOUT_ON to 1 for its executes and back to 0 after them (so evaluation and
+# every other execute run without dropout), and DROPOUT_STEP to the step's number (a new
+# mask every step, the same one again when a run resumes from a checkpoint)
+DROPOUT_ON, DROPOUT_STEP = "dropout", "dropout_step"
+
+
 @dataclass(frozen=True)
 class Scalar:
     """The runtime value of scalar `name` times `factor`; `default` until it is set."""

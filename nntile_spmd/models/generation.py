@@ -189,28 +189,77 @@ class Generator:
         return getattr(cfg, "n_layer", None) or cfg.num_hidden_layers
 
     def generate(self, prompt_ids, max_new_tokens, do_sample=False, temperature=1.0,
-                 top_k=None, seed=0) -> np.ndarray:
-        """int64 [T0, B] -> int64 [T0 + max_new_tokens, B]: greedy, or sampled with a
-        seeded generator (the same draws on every rank, so the ranks agree)."""
+                 top_k=None, seed=0, eos_token_id=None, pad_token_id=None):
+        """int64 [T0, B] -> int64 [T0 + N, B]: greedy, or sampled with a seeded generator
+        (the same draws on every rank, so the ranks agree). N is max_new_tokens, or fewer
+        when every sequence has produced `eos_token_id` (a finished one is padded with
+        `pad_token_id`, default the EOS). Ragged prompts: a list of B 1-d prompts of any
+        lengths gives a list of B 1-d arrays, each its prompt and its own up to
+        max_new_tokens new tokens (up to its EOS): a sequence's prompt tokens are fed at
+        their own positions while the shorter ones already generate, so each is what
+        generating it alone gives."""
+        ragged = isinstance(prompt_ids, (list, tuple))
+        prompts = self.checked_prompts(prompt_ids, ragged)
+        if do_sample and not temperature > 0:
+            raise ValueError(f"generate: temperature={temperature} must be > 0")
+        lengths = [len(prompt) for prompt in prompts]
+        if max(lengths) + max_new_tokens > self.max_length:
+            raise ValueError(f"generate: {max(lengths)} prompt + {max_new_tokens} new "
+                             f"tokens exceed max_length={self.max_length}")
+        out = [list(prompt) for prompt in prompts]
+        if max_new_tokens >= 1:
+            self.decode(prompts, out, max_new_tokens, (do_sample, temperature, top_k,
+                                                       np.random.default_rng(seed)),
+                        eos_token_id)
+        if ragged:
+            return [np.asarray(tokens, dtype=np.int64) for tokens in out]
+        pad = eos_token_id if pad_token_id is None else pad_token_id
+        result = np.full((max(map(len, out)), self.batch), -1 if pad is None else pad,
+                         dtype=np.int64)
+        for column, tokens in enumerate(out):
+            result[:len(tokens), column] = tokens
+        return result
+
+    def checked_prompts(self, prompt_ids, ragged) -> list:
+        """The B prompts as 1-d int64 arrays, checked."""
+        if ragged:
+            prompts = [np.asarray(prompt, dtype=np.int64) for prompt in prompt_ids]
+            if len(prompts) != self.batch or any(p.ndim != 1 or len(p) < 1 for p in prompts):
+                raise ValueError(f"generate: ragged prompt_ids must be {self.batch} 1-d "
+                                 f"prompts of >= 1 token, got {len(prompts)} of lengths "
+                                 f"{[list(np.shape(p)) for p in prompts]}")
+            return prompts
         prompt = np.asarray(prompt_ids, dtype=np.int64)
         if prompt.ndim != 2 or prompt.shape[1] != self.batch or prompt.shape[0] < 1:
             raise ValueError(f"generate: prompt_ids must be int64 [T0 >= 1, batch="
-                             f"{self.batch}], got shape {list(prompt.shape)}")
-        if prompt.shape[0] + max_new_tokens > self.max_length:
-            raise ValueError(f"generate: {prompt.shape[0]} prompt + {max_new_tokens} new "
-                             f"tokens exceed max_length={self.max_length}")
-        if do_sample and not temperature > 0:
-            raise ValueError(f"generate: temperature={temperature} must be > 0")
-        if max_new_tokens < 1:
-            return prompt.copy()
-        rng = np.random.default_rng(seed)
-        tokens = list(prompt)
-        logits = self.prefill(prompt)
-        for position in range(len(prompt), len(prompt) + max_new_tokens):
-            tokens.append(sample(logits, do_sample, temperature, top_k, rng))
-            if position + 1 < len(prompt) + max_new_tokens:
-                logits = self.step(tokens[position], position)
-        return np.asarray(tokens, dtype=np.int64)
+                             f"{self.batch}] or a list of {self.batch} 1-d prompts, got "
+                             f"shape {list(prompt.shape)}")
+        return list(prompt.T)
+
+    def decode(self, prompts, out, new_tokens, sampling, eos_token_id):
+        """Append to each out[b] its new tokens: the shortest prompt's length goes through
+        the prefill graph, then one decode step per position, each sequence fed its own
+        prompt token while it has one, else the token drawn for it."""
+        lengths = np.array([len(prompt) for prompt in prompts])
+        start, stop = int(lengths.min()), int(lengths.max()) + new_tokens
+        for tokens in out:
+            del tokens[start:]
+        finished = np.zeros(len(prompts), dtype=bool)
+        logits = self.prefill(np.stack([prompt[:start] for prompt in prompts], axis=1))
+        for position in range(start, stop):
+            drawn = sample(logits, *sampling)
+            fed = np.zeros(len(prompts), dtype=np.int64)
+            for column, prompt in enumerate(prompts):
+                if position < lengths[column]:
+                    fed[column] = prompt[position]
+                    out[column].append(prompt[position])
+                elif position < lengths[column] + new_tokens and not finished[column]:
+                    fed[column] = drawn[column]
+                    out[column].append(int(drawn[column]))
+                    finished[column] = drawn[column] == eos_token_id
+            if all(finished | (position + 1 >= lengths + new_tokens)):
+                return
+            logits = self.step(fed, position)
 
     def prefill(self, prompt) -> np.ndarray:
         """Run the prompt [T0, B] through the model's forward in one execute, write its

@@ -46,8 +46,8 @@ FIELD_RULES = {"vocab_size": COUNT, "n_positions": COUNT, "n_embd": COUNT, "n_la
 class GPT2Config:
     """transformers.GPT2Config's field names and defaults (the ones the model reads).
 
-    Dropout probabilities are kept for compatibility of configs but no dropout is
-    built into the graph: training and parity runs here are deterministic.
+    The dropout probabilities are used by build_gpt2(..., dropout=True) only: without it
+    the graph has no dropout (parity with transformers' eval mode, generation).
     """
 
     vocab_size: int = 50257
@@ -196,6 +196,7 @@ class GPT2(HFWeights):
     params: list = field(default_factory=list)
     grads: list = field(default_factory=list)
     constants: dict = field(default_factory=dict)   # name -> ndarray the graph needs bound
+    dropout: bool = False   # the config's dropout in the graph, on in training steps only
 
     @property
     def param_names(self) -> list:
@@ -249,7 +250,8 @@ class GPT2(HFWeights):
 
 def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
                with_grads: bool = True, name: str = "gpt2", recompute=False,
-               compute_dtype: str | None = None, attention_mask: str = "causal") -> GPT2:
+               compute_dtype: str | None = None, attention_mask: str = "causal",
+               dropout: bool = False) -> GPT2:
     """GPT-2 on input_ids/targets int64 [seq, batch]: logits [V, seq, batch] and loss.
 
     The loss is the mean cross-entropy over the positions whose target is not -100
@@ -264,6 +266,10 @@ def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
     embeddings and the loss stay in `dtype` (docs/precision.md).
     `attention_mask`: "causal" skips the attention blocks above the diagonal (known when
     planning); "tensor" computes them and masks with a bool constant (bitwise the same).
+    `dropout`: the config's embd_pdrop, attn_pdrop and resid_pdrop as transformers applies
+    them, in training steps only (train.Trainer switches the runtime scalar "dropout" on
+    for its executes; every other execute runs without it). The masks come from a counter-
+    based generator keyed by site and step: the same on every tiling and rank count.
     """
     cfg.check()
     for what, value in (("dtype", dtype), ("compute_dtype", compute_dtype or dtype)):
@@ -273,7 +279,7 @@ def build_gpt2(cfg: GPT2Config, batch: int, seq: int, dtype: str = "fp32",
         raise ValueError(f"build_gpt2: need 1 <= seq <= n_positions={cfg.n_positions} and "
                          f"batch >= 1, got seq={seq}, batch={batch}")
     graph = LogicalGraph(name)
-    model = GPT2(graph, cfg, batch, seq, dtype, compute_dtype)
+    model = GPT2(graph, cfg, batch, seq, dtype, compute_dtype, dropout=dropout)
     builder = Builder(model, attention_mask)
     hidden = builder.embeddings()
     for layer in range(cfg.n_layer):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..graph import ops
+from ..graph.scalars import DROPOUT_ON, DROPOUT_STEP, Scalar
 
 if TYPE_CHECKING:
     from .gpt2 import GPT2
@@ -36,6 +37,17 @@ class Builder:
             raise ValueError(f"attention_mask={attention_mask!r}: expected one of "
                              f"{ATTENTION_MASKS}")
         self.attention_mask = attention_mask
+        self.dropout_sites = 0
+
+    def dropout(self, x, p, name):
+        """x through dropout of probability p when the model is built with dropout (off
+        until a training step switches it on: DROPOUT_ON), else x itself. Each site draws
+        its own masks (its seed), a new one every step (DROPOUT_STEP)."""
+        if not self.model.dropout or p == 0:
+            return x
+        self.dropout_sites += 1
+        return ops.dropout(x, name, p=Scalar(DROPOUT_ON, 0.0, float(p)),
+                           seed=self.dropout_sites, step=Scalar(DROPOUT_STEP, 0.0))
 
     def remember(self, p, part, tensor):
         """The keys or values attention reads, given this step's: here the same tensor;
@@ -98,7 +110,8 @@ class Builder:
         wpe = self.param([cfg.n_embd, cfg.n_positions], "wpe")
         tokens = ops.embedding(model.input_ids, self.wte, "token_embeddings", axis=0)
         places = ops.embedding(position_ids, wpe, "position_embeddings", axis=0)
-        return ops.add(1.0, tokens, 1.0, places, "h_in")
+        return self.dropout(ops.add(1.0, tokens, 1.0, places, "h_in"), cfg.embd_pdrop,
+                            "h_in_dropout")
 
     def layer_norm(self, x, prefix):
         n = self.cfg.n_embd
@@ -137,12 +150,20 @@ class Builder:
         scale = 1.0 / np.sqrt(head_dim) if cfg.scale_attn_weights else 1.0
         context = ops.scaled_dot_product_attention(
             per_head["q"], per_head["k"], per_head["v"], f"{p}_context", mask=self.mask,
-            scale=float(scale))                                            # [E, T, B, H]
+            scale=float(scale), dropout=self.attention_dropout(p, cfg.attn_pdrop))  # [E, T, B, H]
         merged = ops.transpose(context, f"{p}_context_heads", ndim=3)     # [H, E, T, B]
         weight = self.param([n, heads, head_dim], f"{p}_attn_proj_weight", tp_dim=1,
                             compute=True)
         bias = self.param([n], f"{p}_attn_proj_bias", compute=True)
-        return self.to_master(self.linear(merged, weight, bias, f"{p}_attn_out", ndim=2))
+        return self.dropout(self.to_master(self.linear(merged, weight, bias, f"{p}_attn_out",
+                                                       ndim=2)), cfg.resid_pdrop,
+                            f"{p}_attn_dropout")
+
+    def attention_dropout(self, p, probability):
+        """What scaled_dot_product_attention applies to its probabilities (None: nothing)."""
+        if not self.model.dropout or probability == 0:
+            return None
+        return lambda probs: self.dropout(probs, probability, f"{p}_probs_dropout")
 
     def mlp(self, p, x):
         cfg = self.cfg
@@ -154,7 +175,9 @@ class Builder:
         proj_bias = self.param([cfg.n_embd], f"{p}_proj_bias", compute=True)
         inner = self.linear(x, fc_weight, fc_bias, f"{p}_fc")
         activated = ACTIVATIONS[cfg.activation_function](inner, f"{p}_act")
-        return self.to_master(self.linear(activated, proj_weight, proj_bias, f"{p}_mlp_out"))
+        return self.dropout(self.to_master(self.linear(activated, proj_weight, proj_bias,
+                                                       f"{p}_mlp_out")), cfg.resid_pdrop,
+                            f"{p}_mlp_dropout")
 
     def head(self, hidden):
         model = self.model

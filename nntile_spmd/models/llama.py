@@ -74,6 +74,7 @@ class LlamaConfig:
     tie_word_embeddings: bool = False
     attention_bias: bool = False
     mlp_bias: bool = False
+    attention_dropout: float = 0.0   # used by build_llama(..., dropout=True) only
 
     def __post_init__(self):
         check_fields(self, {"hidden_size": COUNT, "num_attention_heads": COUNT})  # divides
@@ -251,13 +252,14 @@ class Llama(GPT2):
 
 def build_llama(cfg: LlamaConfig, batch: int, seq: int, dtype: str = "fp32",
                 with_grads: bool = True, name: str = "llama",
-                attention_mask: str = "causal") -> Llama:
+                attention_mask: str = "causal", dropout: bool = False) -> Llama:
     """Llama on input_ids/targets int64 [seq, batch]: logits [V, seq, batch] and loss.
 
     The loss is the mean cross-entropy over the positions whose target is not -100
     (targets are the next tokens, already shifted). With `with_grads`, the graph
     also computes d loss / d parameter for every parameter (model.grads).
-    `attention_mask`: "causal" or "tensor", as in build_gpt2.
+    `attention_mask`: "causal" or "tensor", as in build_gpt2. `dropout`: the config's
+    attention_dropout on the attention probabilities, in training steps only (build_gpt2).
     """
     cfg.check()
     if dtype not in FLOAT_DTYPES:
@@ -266,7 +268,7 @@ def build_llama(cfg: LlamaConfig, batch: int, seq: int, dtype: str = "fp32",
         raise ValueError(f"build_llama: need 1 <= seq <= max_position_embeddings="
                          f"{cfg.max_position_embeddings} and batch >= 1, got seq={seq}, "
                          f"batch={batch}")
-    model = Llama(LogicalGraph(name), cfg, batch, seq, dtype)
+    model = Llama(LogicalGraph(name), cfg, batch, seq, dtype, dropout=dropout)
     builder = LlamaBuilder(model, attention_mask)
     hidden = builder.embeddings()
     for layer in range(cfg.num_hidden_layers):

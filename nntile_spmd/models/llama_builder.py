@@ -80,7 +80,8 @@ class LlamaBuilder(Builder):
         k = self.key_value(p, "k", x, rotate=True)
         v = self.key_value(p, "v", x, rotate=False)
         context = ops.scaled_dot_product_attention(
-            q, k, v, f"{p}_context", mask=self.mask, scale=float(e ** -0.5))
+            q, k, v, f"{p}_context", mask=self.mask, scale=float(e ** -0.5),
+            dropout=self.attention_dropout(p, cfg.attention_dropout))
         merged = ops.transpose(context, f"{p}_context_heads", ndim=3)    # [HEADS, E, T, B]
         o_weight = self.param([n, *heads, e], f"{p}_o_weight", tp_dim=1 + kv_dim)
         return ops.gemm(o_weight, merged, f"{p}_attn_out", ndim=len(heads) + 1)

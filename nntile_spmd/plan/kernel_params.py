@@ -76,7 +76,8 @@ INTS = ("a tuple of ints", is_ints)
 FLAG = ("a bool", is_flag)
 PARAM_TYPES = {
     **dict.fromkeys(("alpha", "beta", "value", "val", "exp", "eps", "mean", "stddev",
-                     "lr", "beta1", "beta2", "weight_decay", "momentum", "dampening"), REAL),
+                     "lr", "beta1", "beta2", "weight_decay", "momentum", "dampening", "p",
+                     "step"), REAL),
     **dict.fromkeys(("axis", "batch_ndim", "ndim", "ignore_index", "num_classes",
                      "class_offset", "vocab_size", "vocab_offset", "seed", "key_offset",
                      "query_offset"), INT),

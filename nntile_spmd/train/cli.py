@@ -4,12 +4,35 @@ checkpointing, and the summary a classifier run prints."""
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 
 from ..runtime.device_choice import DEVICE_CHOICES, DEVICE_VAR, set_default_device
 
 LATEST = "latest"
+
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """--help shows every option's default, options without help text included (argparse's
+    ArgumentDefaultsHelpFormatter only annotates options that have help); help that already
+    states its default, flags and --help itself are left as written."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("default" in text or action.default is argparse.SUPPRESS or action.nargs == 0
+                or not action.option_strings):
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+    def _format_action(self, action):
+        # argparse formats no help line for an option without help, so give such an
+        # option (a copy of it) a help text that is just its default
+        if action.help is None and action.option_strings and action.nargs != 0 \
+                and action.default not in (None, argparse.SUPPRESS):
+            action = copy.copy(action)
+            action.help = "(default: %(default)s)"
+        return super()._format_action(action)
 
 
 class DeviceAction(argparse.Action):

@@ -7,6 +7,7 @@ gradients add up in the persistent gradient tensors, then execute(phases=optimiz
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -16,6 +17,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..graph.dtypes import storage_dtype
+from ..graph.scalars import DROPOUT_ON, DROPOUT_STEP
 from ..runtime import compile as compile_graph
 from ..runtime.consistency import check_same_on_all_ranks
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
@@ -92,6 +94,29 @@ class Trainer:
         start = time.perf_counter()
         lr = self.apply_lr_schedule()
         self.cg.context = f" (training step {self.step + 1})"   # named by timeout errors
+        with self.dropout_on():
+            loss = self.run_step(micro_batches)
+        self.step += 1
+        self.record(loss, (time.perf_counter() - start) * 1e3, lr)
+        return loss
+
+    @contextlib.contextmanager
+    def dropout_on(self):
+        """A model built with dropout drops during this step's executes only, with the
+        masks of this step's number (a resumed run draws the same ones again)."""
+        names = self.cg.scalar_names()
+        if DROPOUT_ON not in names:
+            yield
+            return
+        self.cg.set_scalar(DROPOUT_STEP, self.step)
+        self.cg.set_scalar(DROPOUT_ON, 1.0)
+        try:
+            yield
+        finally:
+            self.cg.set_scalar(DROPOUT_ON, 0.0)
+
+    def run_step(self, micro_batches) -> float:
+        """The executes of one optimizer step; the loss of the whole batch."""
         loss = 0.0
         # the optimizer runs apart when the loss must be seen first (one execute otherwise)
         apart = len(micro_batches) > 1 or self.skip_nonfinite
@@ -105,8 +130,6 @@ class Trainer:
             self.skip_step(loss)     # the loss is replicated: every rank skips alike
         elif apart:
             self.cg.execute(phases="optimizer")
-        self.step += 1
-        self.record(loss, (time.perf_counter() - start) * 1e3, lr)
         return loss
 
     def skip_step(self, loss):
@@ -195,7 +218,7 @@ class Trainer:
     def rng_state(self) -> dict:
         """All the randomness of training to come: the data order is a pure function of
         (seed, step) (train.data), and initialization is spent: its result is in the
-        parameters. (The graphs have no dropout.)"""
+        parameters; dropout masks are a pure function of (site, step)."""
         return {"seed": self.seed, "rng": {"data_order": "batch_indices(seed, step)",
                                            "step": self.step}}
 

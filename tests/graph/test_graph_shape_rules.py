@@ -291,6 +291,7 @@ RULE_CASES = [
      lambda t: ops.norm_fiber_backward(*t, axis=1), lambda x, y, dy, dx: dx),
     ("sum_backward", [SCALAR, X345], lambda t: ops.sum_backward(*t), lambda dy, dx: dx + dy),
     ("randn", [X345], lambda t: ops.randn(t[0], 3), lambda x: x),
+    ("dropout", [X345], lambda t: ops.dropout(t[0], "y", 0.5, 3), lambda x: x),
     # data movement (rules_data.py)
     ("slice", [X345], lambda t: ops.slice(t[0], "y", 1, 1, 3), lambda x: x[:, 1:3]),
     ("slice_backward", [X345, ([3, 9, 5], F32)],

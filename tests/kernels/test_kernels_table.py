@@ -353,6 +353,9 @@ CASES = [
     case("randn", [Nan(5, 3)], seed=3),
     case("randn", [Nan(3, 4, 2)], seed=7, mean=0.5, stddev=2.0, offset=(2, 1, 0), shape=(6, 5, 2)),
     case("randn", [Nan()], seed=0, offset=(), shape=()),
+    case("dropout", [A(5, 3), Nan(5, 3)], p=0.3, seed=3, step=2.0),
+    case("dropout", [A(3, 4, 2), Nan(3, 4, 2)], p=0.5, seed=1, offset=(2, 1, 0), shape=(6, 5, 2)),
+    case("dropout", [A(4), Nan(4)], p=0.0, seed=0),
     # data movement between tilings (nntile_kernels/generic_data.py)
     case("add_box", [A(4, 3), Nan(3, 5)], x_offset=(2, 0), y_offset=(3, 1), beta=0.0),
     case("add_box", [A(4, 3), A(3, 5)], x_offset=(2, 0), y_offset=(3, 1), beta=1.0),

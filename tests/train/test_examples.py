@@ -1,6 +1,7 @@
 """The examples run as documented and print what they promise (subprocess smoke tests)."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -98,3 +99,38 @@ def test_finetune_on_two_ranks_saves_a_folder_transformers_loads(tmp_path):
     assert stdout.count("gpt2 fsdp on 2 rank(s)") == 1 and "--- sample ---" in stdout
     ids = np.arange(12).reshape(6, 2) % 256
     assert np.isfinite(hf_logits(tmp_path / "out", "gpt2", ids)).all()
+
+
+def load_example(name):
+    """An example script as a module, in this process (its imports, not its main)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", sorted(path.stem for path in (ROOT / "examples").glob("*.py")))
+def test_help_shows_every_default(name, capsys):
+    module = load_example(name)
+    with pytest.raises(SystemExit):
+        getattr(module, "parse_args", getattr(module, "main", None))(["--help"])
+    text = capsys.readouterr().out.split("options:", 1)[1]
+    entries = [entry for entry in re.split(r"\n(?=  -)", text) if entry.strip()]
+    # an option that takes a value (its metavar follows it) states its default
+    missing = [entry.split()[0] for entry in entries
+               if re.match(r"\s*-[-\w]+(, -[-\w]+)* [A-Z{\[]", entry) and "default" not in entry]
+    assert not missing, f"{name} --help: no default shown for {missing}"
+
+
+def test_compare_strategies_columns_line_up():
+    module = load_example("compare_strategies")
+    table = module.aligned(["preset", "peak/rank plan", "ms/step"],
+                           [["single", "510.8/0.0/0.0", "2.20"],
+                            ["ddp", "390.5/391.5/391.5", "12.21"]])
+    lines = table.splitlines()
+    assert len({len(line) for line in lines}) == 1   # right-aligned columns end together
+    ends = [{match.end() for match in re.finditer(r"\S+", line)} for line in lines]
+    header_ends = {match.end() for match in re.finditer(r"\S+( \S+)*", lines[0])}
+    assert all(header_ends - {len("preset")} <= line_ends for line_ends in ends[1:])
+    assert all("  " in line for line in lines)   # columns never touch

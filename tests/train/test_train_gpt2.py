@@ -88,7 +88,7 @@ def test_short_run_prints_the_json_line_and_logs(tmp_path):
     result = run_example("--strategy", "single", "--n-layer", "1", "--n-embd", "32",
                          "--n-head", "2", "--seq", "16", "--batch", "4", "--steps", "6",
                          "--warmup", "2", "--lr", "1e-2", "--eval-every", "3",
-                         "--eval-batches", "2", "--corpus-bytes", "100000", "--sample", "5",
+                         "--eval-batches", "2", "--corpus-bytes", "100000", "--sample", "20",
                          "--no-check", "--no-progress", "--log", str(log))
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
@@ -98,7 +98,7 @@ def test_short_run_prints_the_json_line_and_logs(tmp_path):
     assert 2.0 < summary["bigram_heldout_loss"] < np.log(256)
     assert len(summary["peak_bytes_per_rank"]) == 1 and summary["peak_bytes_per_rank"][0] > 0
     assert summary["bytes_sent_per_step"] == 0 and summary["tokens_per_s"] > 0
-    assert "--- sample (5 bytes after 'def ') ---" in result.stdout
+    assert "--- sample (20 bytes after 'def ') ---" in result.stdout   # past seq 16
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     steps = [e for e in entries if "loss" in e]
     evaluations = [e for e in entries if "heldout_loss" in e]
@@ -113,10 +113,12 @@ def test_llama_trains_on_the_same_corpus_under_tp_on_two_simulated_ranks():
                          "--n-layer", "1", "--n-embd", "32", "--n-head", "4", "--n-kv-head", "2",
                          "--seq", "16", "--batch", "4", "--steps", "6", "--warmup", "2",
                          "--lr", "1e-2", "--eval-every", "6", "--eval-batches", "2",
-                         "--corpus-bytes", "100000", "--no-check", "--no-progress")
+                         "--corpus-bytes", "100000", "--no-check", "--no-progress",
+                         "--sample", "4")
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["model"] == "llama" and summary["ranks"] == 2
+    assert "--- sample (4 bytes after" in result.stdout   # Llama's Generator, 2 ranks
     assert summary["final_train_loss"] < summary["first_train_loss"]
     assert len(summary["peak_bytes_per_rank"]) == 2
 
