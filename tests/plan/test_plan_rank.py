@@ -33,7 +33,17 @@ WORLDS = tuple(range(1, 17))
 # as large as its batch (5) and its sequence (7), and worlds with more ranks than
 # tiles on an axis (8, 16). The worlds left out drove no other line or branch of the
 # planner (docs/testing.md: branch coverage of nntile_spmd with and without them).
-GPT2_WORLDS = (1, 2, 3, 4, 5, 7, 8, 16)
+GPT2_WORLDS = (1, 2, 3, 4, 5, 7, 16)
+
+
+def sampled_ranks(nranks):
+    """The ranks whose programs are compared in a world of more than 8 ranks (each rank
+    planned alone costs about a second of CPU for the GPT-2): the first two, the last
+    holder of a batch row and the first rank without one (the GPT-2's batch is 5), the
+    middle and the last two. Every rank is compared in the smaller worlds."""
+    if nranks <= 8:
+        return range(nranks)
+    return sorted({0, 1, 4, 5, nranks // 2, nranks - 2, nranks - 1})
 
 
 def mlp_graph():
@@ -111,12 +121,13 @@ def messages(programs):
     return sends, recvs
 
 
-def rank_plans(graph, nranks, tiling, preset):
-    """Every rank's program, each from a plan of that rank (which derives it alone)."""
-    programs = []
-    for rank in range(nranks):
+def rank_plans(graph, nranks, tiling, preset, ranks=None):
+    """{rank: program} for every rank (or those given), each from a plan of that rank
+    (which derives it alone)."""
+    programs = {}
+    for rank in range(nranks) if ranks is None else ranks:
         plan = nt.build_plan(graph, nranks, tiling, preset, rank=rank)
-        programs.append(plan.program(rank))
+        programs[rank] = plan.program(rank)
         assert not plan._programs, "a rank's plan built the all-ranks programs"
     return programs
 
@@ -128,26 +139,30 @@ def test_union_of_rank_programs_is_the_all_ranks_plan(graph_name, nranks, preset
 
 
 @pytest.mark.parametrize("preset", PRESET_NAMES)
-@pytest.mark.parametrize("graph_name,nranks", graph_worlds((1, 2, 3, 7, 16), (1, 2, 3, 7)))
+# the GPT-2 on 1-3 ranks: even and uneven shares of its batch and sequence (the
+# step-by-step walk is the same for any world; its 7-rank case added 46 s of CPU)
+@pytest.mark.parametrize("graph_name,nranks", graph_worlds((1, 2, 3, 7, 16), (1, 2, 3)))
 def test_step_by_step_too(graph_name, nranks, preset, tuples):
     check_union(graph_name, preset, nranks)
 
 
-def derived_equal_the_oracle(graph, nranks, tiling, distribution):
-    """Each rank's program derived alone equals the all-ranks plan's, and every SEND
-    meets its RECV; returns the SENDs by (source, target)."""
+def derived_equal_the_oracle(graph, nranks, tiling, distribution, ranks=None):
+    """Each rank's program derived alone (every rank, or those given) equals the
+    all-ranks plan's, and every SEND meets its RECV; returns the SENDs by (source,
+    target)."""
     oracle = nt.build_plan(graph, nranks, tiling, distribution).programs()
-    derived = rank_plans(graph, nranks, tiling, distribution)
-    for rank in range(nranks):
-        assert derived[rank] == oracle[rank], f"rank {rank} of {distribution} differs"
-    sends, recvs = messages(derived)
+    derived = rank_plans(graph, nranks, tiling, distribution, ranks)
+    for rank, program in derived.items():
+        assert program == oracle[rank], f"rank {rank} of {distribution} differs"
+    sends, recvs = messages([oracle[rank] for rank in range(nranks)])
     assert sends == recvs
     return sends
 
 
 def check_union(graph_name, preset, nranks):
     graph, tiling = GRAPHS[graph_name]()
-    sends = derived_equal_the_oracle(graph, nranks, tiling, preset)
+    ranks = sampled_ranks(nranks) if graph_name == "gpt2" else None
+    sends = derived_equal_the_oracle(graph, nranks, tiling, preset, ranks)
     if nranks > 1 and preset != "single":
         assert sends, "no message at all: the comparison would prove little"
 
