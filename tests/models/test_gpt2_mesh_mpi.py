@@ -76,6 +76,7 @@ def test_mpi_mlp_mesh_trains_as_one_rank(mesh):
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.two_ranks
 @pytest.mark.parametrize("distribution", ["ddp", "fsdp", "tp"])
 def test_mpi_recompute_is_bitwise_equal(reference, distribution):
     """build_gpt2(recompute=True) on real ranks (each plans its own program alone):

@@ -10,7 +10,7 @@ from helpers import adamw_gpt2_steps, collective_ok, guarded, stat_problems
 from mpi4py import MPI
 
 
-pytestmark = pytest.mark.mpi(min_size=2)
+pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.two_ranks]
 COMM = MPI.COMM_WORLD
 
 

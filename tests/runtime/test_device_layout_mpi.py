@@ -15,7 +15,7 @@ from mpi4py import MPI
 from runtime.op_cases import GEMM_CASES
 from stand_in_device import stand_in_device
 
-pytestmark = pytest.mark.mpi(min_size=2)
+pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.two_ranks]
 PRESETS = ("ddp", "fsdp", "tp")
 
 

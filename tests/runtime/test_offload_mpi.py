@@ -18,7 +18,7 @@ from mpi4py import MPI
 import nntile_spmd as nt
 from nntile_spmd.plan.offload import offload_totals
 
-pytestmark = pytest.mark.mpi(min_size=2)
+pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.two_ranks]
 COMM = MPI.COMM_WORLD
 
 
