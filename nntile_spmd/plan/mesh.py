@@ -6,7 +6,8 @@ for dp x tp). Each mesh axis applies one preset's rule along its own coordinate:
 a batch axis (dp or fsdp) blocks the batch tiles over its coordinate, fsdp also deals
 parameter, gradient and optimizer-state tiles round-robin over it, and tp blocks the
 hidden axes the tp preset would split, and pp puts each tensor on the index of its
-pipeline stage (plan/pipeline.py). A tile no rule places along some axis is held
+pipeline stage (plan/pipeline.py), and cp blocks the sequence axis (plan/sequence.py:
+the query dim of attention's [key, query] tensors). A tile no rule places along some axis is held
 by every rank along that axis: a parameter shard of dp x tp lives on one tp column
 (its replicas across dp), an activation of one dp row on the whole row (replicated
 across tp). Such a rank set is a *group*; owners name it by a code below REPLICATED
@@ -23,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-MESH_AXES = ("dp", "fsdp", "tp", "pp")
+MESH_AXES = ("dp", "fsdp", "tp", "pp", "cp")
 BATCH_AXES = ("dp", "fsdp")
 SCHEDULES = ("gpipe", "1f1b")
 FIRST_GROUP_CODE = -2
@@ -84,7 +85,30 @@ class Mesh:
 
     def split_classes(self, graph, class_of, classes) -> frozenset:
         batch, hidden = self.batch_and_hidden(graph, class_of, classes)
-        return frozenset(({batch} if batch is not None else set()) | hidden)
+        sequence = self.sequence_class(graph, class_of, batch, hidden)
+        return frozenset({batch, sequence} - {None} | hidden)
+
+    def sequence_class(self, graph, class_of, batch, hidden):
+        """The axis class the cp axis blocks (plan/sequence.py); None without cp."""
+        if "cp" not in dict(self.axes):
+            return None
+        from .sequence import sequence_class
+        sequence = sequence_class(graph, class_of, f"distribution mesh {self.describe()}")
+        if sequence == batch or sequence in hidden:
+            raise ValueError(f"distribution mesh {self.describe()}: the sequence axis is "
+                             f"also the {'batch' if sequence == batch else 'tensor-parallel'}"
+                             " axis; cp needs a separate one")
+        return sequence
+
+    def check_tilings(self, graph, class_of, classes, class_tilings):
+        """Every cp rank holds at least one tile of the sequence axis."""
+        if "cp" not in dict(self.axes):
+            return
+        from .sequence import check_sequence_tiles
+        sequence = self.sequence_class(graph, class_of, *self.batch_and_hidden(
+            graph, class_of, classes))
+        check_sequence_tiles(class_tilings[sequence], classes[sequence], dict(self.axes)["cp"],
+                             f"distribution mesh {self.describe()}")
 
     def batch_and_hidden(self, graph, class_of, classes):
         from .presets import default_batch_class, default_tp_classes
@@ -105,12 +129,14 @@ class Mesh:
         from .presets import SHARDED_ROLES
         self.check_world(nranks)
         batch, hidden = self.batch_and_hidden(graph, class_of, classes)
+        sequence = self.sequence_class(graph, class_of, batch, hidden)
         stages = self.tensor_stages(graph)
         result, offsets = {}, {}
         for tensor in graph.tensors():
             dims = [class_of[(tensor.name, d)] for d in range(tensor.ndim)]
             batch_dims = [d for d, c in enumerate(dims) if c == batch]
             hidden_dims = [d for d, c in enumerate(dims) if c in hidden]
+            sequence_dims = [d for d, c in enumerate(dims) if c == sequence]
             rules = []
             for axis, _ in self.axes:
                 if axis == "pp":
@@ -118,6 +144,9 @@ class Mesh:
                     rules.append(("replicate",) if stage is None else ("fixed", stage))
                 elif axis == "tp":
                     rules.append(("block", hidden_dims[-1]) if hidden_dims else ("replicate",))
+                elif axis == "cp":   # the last: a [key, query] tensor's query dim
+                    rules.append(("block", sequence_dims[-1]) if sequence_dims
+                                 else ("replicate",))
                 elif batch_dims:
                     rules.append(("block", batch_dims[-1]))
                 elif axis == "fsdp" and tensor.role in SHARDED_ROLES and tensor.ndim > 0:

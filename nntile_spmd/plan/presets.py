@@ -34,6 +34,9 @@ class Preset:
         """Rank sets that owner codes below REPLICATED name: none outside a mesh."""
         return ()
 
+    def check_tilings(self, graph, class_of, classes, class_tilings):
+        """Nothing to check outside a mesh (a mesh's cp axis checks its sequence tiles)."""
+
     @property
     def pipelined(self) -> bool:
         """Does the program walk micro-batches in pipeline order (plan/pipeline.py)?"""
