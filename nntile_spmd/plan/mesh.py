@@ -100,7 +100,7 @@ class Mesh:
                              " axis; cp needs a separate one")
         return sequence
 
-    def check_tilings(self, graph, class_of, classes, class_tilings):
+    def check_tilings(self, graph, class_of, classes, class_tilings, nranks=None):
         """Every cp rank holds at least one tile of the sequence axis."""
         if "cp" not in dict(self.axes):
             return

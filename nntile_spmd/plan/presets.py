@@ -1,4 +1,4 @@
-"""Plan layer: distribution presets (single, DDP, FSDP, TP, PP) that assign a
+"""Plan layer: distribution presets (single, DDP, FSDP, TP, PP, CP) that assign a
 TileDistribution to every tensor from its role and axes, on any graph.
 """
 
@@ -12,6 +12,7 @@ from .mesh import Mesh
 
 PRESET_NAMES = ("single", "ddp", "fsdp", "tp")
 PIPELINE_PRESET = "pp"   # every rank one stage: the mesh {"pp": world size}
+CONTEXT_PRESET = "cp"    # every rank one block of the sequence: the mesh {"cp": world size}
 SHARDED_ROLES = ("parameter", "gradient", "state", "constant")
 
 
@@ -25,17 +26,20 @@ class Preset:
     overrides: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
-        if self.name not in PRESET_NAMES + (PIPELINE_PRESET,):
+        if self.name not in PRESET_NAMES + (PIPELINE_PRESET, CONTEXT_PRESET):
             raise ValueError(f"unknown distribution preset {self.name!r}; expected one of "
-                             f"{PRESET_NAMES + (PIPELINE_PRESET,)} or a dict of "
+                             f"{PRESET_NAMES + (PIPELINE_PRESET, CONTEXT_PRESET)} or a dict of "
                              "TileDistribution")
 
     def rank_groups(self, nranks) -> tuple:
         """Rank sets that owner codes below REPLICATED name: none outside a mesh."""
         return ()
 
-    def check_tilings(self, graph, class_of, classes, class_tilings):
-        """Nothing to check outside a mesh (a mesh's cp axis checks its sequence tiles)."""
+    def check_tilings(self, graph, class_of, classes, class_tilings, nranks):
+        """The cp preset's sequence tiles (Mesh.check_tilings); nothing for the others."""
+        if self.name == CONTEXT_PRESET:
+            Mesh(((CONTEXT_PRESET, nranks),)).check_tilings(graph, class_of, classes,
+                                                           class_tilings, nranks)
 
     @property
     def pipelined(self) -> bool:
@@ -55,6 +59,8 @@ class Preset:
         batch axis, whose tiles are its micro-batches."""
         if self.name == PIPELINE_PRESET:
             return self.pipeline_mesh(1).split_classes(graph, class_of, classes)
+        if self.name == CONTEXT_PRESET:
+            return Mesh(((CONTEXT_PRESET, 1),)).split_classes(graph, class_of, classes)
         if self.name == "single":
             return frozenset()
         if self.axis is not None:
@@ -70,6 +76,8 @@ class Preset:
         result, offsets = {}, {}
         if self.name == PIPELINE_PRESET:
             result = self.pipeline_mesh(nranks).assign(graph, class_of, classes, nranks)
+        if self.name == CONTEXT_PRESET:
+            result = Mesh(((CONTEXT_PRESET, nranks),)).assign(graph, class_of, classes, nranks)
         for tensor in graph.tensors():
             if tensor.name in result:
                 continue

@@ -40,6 +40,9 @@ def sequence_class(graph, class_of, where):
 
 def check_sequence_tiles(tiling, axis_class, cp, where):
     """A cp degree needs at least one sequence tile per cp rank."""
+    if axis_class.size < cp:
+        raise ValueError(f"{where}: cp={cp} splits the sequence axis over {cp} ranks, but "
+                         f"the sequence has only {axis_class.size} position(s)")
     if tiling.num_tiles < cp:
         raise ValueError(f"{where}: cp={cp} needs at least {cp} tiles of the sequence "
                          f"axis (size {axis_class.size}) so that every cp rank holds a "

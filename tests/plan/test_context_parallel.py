@@ -1,0 +1,111 @@
+"""Context parallelism (a "cp" mesh axis, the "cp" preset): the sequence axis is found
+from attention's [key, query] tensors and blocked over the cp ranks; the key/value
+tiles a rank needs travel to it once per step, in ring order, and their bytes are the
+formula of docs/context_parallel.md; a cp degree the sequence tiles cannot fill is an
+error. Planning only (no execution): a 1-layer GPT-2 and the 3-layer MLP.
+Execution and parity: tests/models/test_cp_mpi.py (real ranks), and one simulated
+run here (bitwise one rank's under deterministic=True)."""
+
+import numpy as np
+import pytest
+
+import nntile_spmd as nt
+from nntile_spmd.models import build_mlp, gpt2
+from nntile_spmd.plan.instructions import Recv, Send
+from nntile_spmd.plan.plan import build_plan
+
+CONFIG = gpt2.GPT2Config(vocab_size=32, n_positions=24, n_embd=8, n_layer=1, n_head=2)
+SEQ, BATCH, ITEM = 24, 2, 8   # fp64
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return gpt2.build_gpt2(CONFIG, batch=BATCH, seq=SEQ, dtype="fp64").graph
+
+
+def plan(graph, distribution, nranks, seq_tile):
+    return build_plan(graph, nranks, nt.TilingStrategy.manual({"h_in": [8, seq_tile, 1]}),
+                      distribution)
+
+
+def sent(plan, names) -> int:
+    """Bytes sent per step (all ranks) of tiles of `names` (a reduction's partials too)."""
+    return sum(i.nbytes for program in plan.programs() for i in program
+               if type(i) is Send and i.key[0].split("~")[0] in names)
+
+
+@pytest.mark.parametrize("cp, tiles_per_rank", [(2, 1), (3, 2), (4, 1)])
+def test_key_value_bytes_are_the_formula(graph, cp, tiles_per_rank):
+    """Forward: every K and V tile goes once to each later cp rank, (cp - 1) T B d s in
+    all; backward: the partial dK and dV of the later ranks the same bytes."""
+    p = plan(graph, "cp", cp, SEQ // (cp * tiles_per_rank))
+    formula = (cp - 1) * SEQ * BATCH * CONFIG.n_embd * ITEM
+    assert sent(p, ("h0_k", "h0_v")) == formula
+    assert sent(p, ("h0_k_grad", "h0_v_grad")) == formula
+    # the parameters are replicated along cp: their gradients are all-reduced (2(cp-1)/cp
+    # of them per rank), as under ddp
+    assert sent(p, ("h0_fc_weight_grad",)) == 2 * (cp - 1) * CONFIG.inner * CONFIG.n_embd * ITEM
+
+
+def test_keys_arrive_in_ring_order(graph):
+    """Rank r computes with its own key tile first, then receives those of r - 1, r - 2,
+    ..., 0 in that order; every key tile is sent by its owner, in turn to r + 1, r + 2..."""
+    cp = 4
+    programs = plan(graph, "cp", cp, SEQ // cp).programs()
+    for rank, program in enumerate(programs):
+        first_batch = [i for i in program if type(i) in (Send, Recv)
+                       and i.key[0] == "h0_k" and i.key[1][2] == 0]
+        received = [i.peer for i in first_batch if type(i) is Recv]
+        assert received == list(range(rank - 1, -1, -1))
+        assert [i.peer for i in first_batch if type(i) is Send] == list(range(rank + 1, cp))
+
+
+def test_mesh_axes_place_batch_and_sequence(graph):
+    """{"fsdp": 2, "cp": 2}: rank = fsdp index * 2 + cp index; the scores [key, query,
+    batch, heads] are blocked by query over cp and by batch over fsdp."""
+    p = plan(graph, {"fsdp": 2, "cp": 2}, 4, SEQ // 4)
+    owners = p.owners["h0_context_scores"]   # grid [4, 4, 2, 1]
+    for key in range(4):
+        for query in range(4):
+            for batch in range(2):
+                assert owners[key, query, batch, 0] == batch * 2 + query // 2
+
+
+def test_too_few_sequence_tiles_is_an_error(graph):
+    with pytest.raises(ValueError, match=r"cp=4 needs at least 4 tiles of the sequence"):
+        plan(graph, {"cp": 4}, 4, SEQ // 3)
+    with pytest.raises(ValueError, match=r"cp=3 needs at least 3 tiles"):
+        plan(graph, {"dp": 2, "cp": 3}, 6, SEQ // 2)
+    small = gpt2.build_gpt2(CONFIG, batch=1, seq=2, dtype="fp64", with_grads=False)
+    with pytest.raises(ValueError, match=r"sequence has only 2 position"):
+        build_plan(small.graph, 3, None, "cp")
+
+
+def test_a_graph_without_attention_is_an_error():
+    model = build_mlp([6, 5, 3], 4, dtype="fp64")
+    with pytest.raises(ValueError, match=r"cp splits the sequence axis.*has no attention"):
+        build_plan(model.graph, 2, None, {"cp": 2})
+
+
+def test_simulated_cp_is_bitwise_one_rank():
+    """GPT-2 (tiny, fp64) on 3 simulated cp ranks, one sequence tile each, with
+    deterministic=True: loss, logits and every gradient bitwise those of one rank."""
+    config = gpt2.GPT2Config(vocab_size=16, n_positions=6, n_embd=8, n_layer=1, n_head=2)
+    model = gpt2.build_gpt2(config, batch=1, seq=6, dtype="fp64")
+    rng = np.random.default_rng(0)
+    params = model.init_params(rng)
+    ids = rng.integers(0, 16, (6, 1)).astype(np.int64)
+
+    def run(ranks, distribution):
+        cg = nt.compile(model.graph, comm=nt.SimulatedWorld(ranks), distribution=distribution,
+                        tiling=nt.TilingStrategy.manual({"h_in": [8, 2, 1]}),
+                        deterministic=True)
+        for name, value in params.items():
+            cg.bind_data(name, value)
+        cg.bind_data("input_ids", ids)
+        cg.bind_data("targets", np.roll(ids, -1, axis=0))
+        cg.execute()
+        return [cg.get_output(name) for name in ["loss", "logits"] + model.param_names]
+
+    for ours, single in zip(run(3, "cp"), run(1, "single")):
+        assert np.array_equal(ours, single)
