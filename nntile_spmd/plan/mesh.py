@@ -28,6 +28,7 @@ MESH_AXES = ("dp", "fsdp", "tp", "pp", "cp")
 BATCH_AXES = ("dp", "fsdp")
 SCHEDULES = ("gpipe", "1f1b")
 FIRST_GROUP_CODE = -2
+CP_RULES = {"contiguous": "block", "zigzag": "fold"}   # cp_layout -> the axis rule
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,11 @@ class Mesh:
 
     axes: tuple
     schedule: str = "gpipe"   # with a pp axis: "gpipe" or "1f1b" (plan/pipeline.py)
+    cp_layout: str = "contiguous"   # with a cp axis: or "zigzag" (plan/sequence.py)
 
     def __post_init__(self):
+        from .sequence import check_layout
+        check_layout(self)
         names = [name for name, _ in self.axes]
         unknown = [name for name in names if name not in MESH_AXES]
         if unknown or not names:
@@ -108,7 +112,7 @@ class Mesh:
         sequence = self.sequence_class(graph, class_of, *self.batch_and_hidden(
             graph, class_of, classes))
         check_sequence_tiles(class_tilings[sequence], classes[sequence], dict(self.axes)["cp"],
-                             f"distribution mesh {self.describe()}")
+                             self.cp_layout, f"distribution mesh {self.describe()}")
 
     def batch_and_hidden(self, graph, class_of, classes):
         from .presets import default_batch_class, default_tp_classes
@@ -145,7 +149,8 @@ class Mesh:
                 elif axis == "tp":
                     rules.append(("block", hidden_dims[-1]) if hidden_dims else ("replicate",))
                 elif axis == "cp":   # the last: a [key, query] tensor's query dim
-                    rules.append(("block", sequence_dims[-1]) if sequence_dims
+                    rules.append((CP_RULES[self.cp_layout], sequence_dims[-1])
+                                 if sequence_dims
                                  else ("replicate",))
                 elif batch_dims:
                     rules.append(("block", batch_dims[-1]))
@@ -234,6 +239,9 @@ def axis_index(rule, size, coords, linear, grid):
         return (linear + rule[1]) % size
     if rule[0] == "fixed":   # every tile at one index: a pipeline stage
         return rule[1]
+    if rule[0] == "fold":    # 2 x size blocks, block j with block 2 size - 1 - j (zigzag)
+        block = coords[rule[1]] * 2 * size // max(grid[rule[1]], 1)
+        return np.minimum(block, 2 * size - 1 - block)
     dim = rule[1]
     return coords[dim] * size // max(grid[dim], 1)
 

@@ -14,6 +14,7 @@ PRESET_NAMES = ("single", "ddp", "fsdp", "tp")
 PIPELINE_PRESET = "pp"   # every rank one stage: the mesh {"pp": world size}
 CONTEXT_PRESET = "cp"    # every rank one block of the sequence: the mesh {"cp": world size}
 SHARDED_ROLES = ("parameter", "gradient", "state", "constant")
+MESH_OPTIONS = ("schedule", "cp_layout")   # keys of a mesh dict that are not axes
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,8 @@ def default_tp_classes(graph, class_of, classes) -> frozenset:
 
 def as_preset(distribution) -> Preset | Mesh:
     """Accept a preset name, a Preset, a Mesh, a mesh as {axis: size} ({"dp": 2, "tp": 2};
-    with a pp axis optionally "schedule": "gpipe" or "1f1b"), or a dict of per-tensor
+    with a pp axis optionally "schedule": "gpipe" or "1f1b", with a cp axis "cp_layout":
+    "contiguous" or "zigzag"), or a dict of per-tensor
     overrides {name: TileDistribution} on 'single'."""
     if isinstance(distribution, (Preset, Mesh)):
         return distribution
@@ -164,8 +166,9 @@ def as_preset(distribution) -> Preset | Mesh:
             if len(sizes) < len(distribution):
                 raise ValueError(f"distribution {distribution!r} mixes mesh axis sizes and "
                                  "per-tensor TileDistributions; pass one or the other")
-            axes = {k: v for k, v in distribution.items() if k != "schedule"}
-            return Mesh(tuple(axes.items()), distribution.get("schedule", "gpipe"))
+            axes = {k: v for k, v in distribution.items() if k not in MESH_OPTIONS}
+            return Mesh(tuple(axes.items()), distribution.get("schedule", "gpipe"),
+                        distribution.get("cp_layout", "contiguous"))
         return Preset("single", overrides=dict(distribution))
     raise TypeError(f"distribution must be a preset name, Preset or dict, got "
                     f"{type(distribution).__name__}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 
 UNASKED_ROLES = ("parameter", "gradient", "state")
+CP_LAYOUTS = ("contiguous", "zigzag")
 
 
 def sequence_class(graph, class_of, where):
@@ -38,14 +39,27 @@ def sequence_class(graph, class_of, where):
                      "attention (no activation with one axis on two dims)")
 
 
-def check_sequence_tiles(tiling, axis_class, cp, where):
-    """A cp degree needs at least one sequence tile per cp rank."""
-    if axis_class.size < cp:
-        raise ValueError(f"{where}: cp={cp} splits the sequence axis over {cp} ranks, but "
-                         f"the sequence has only {axis_class.size} position(s)")
-    if tiling.num_tiles < cp:
-        raise ValueError(f"{where}: cp={cp} needs at least {cp} tiles of the sequence "
-                         f"axis (size {axis_class.size}) so that every cp rank holds a "
-                         f"block of it, but the tiling cuts it into {tiling.num_tiles} "
-                         f"tile(s) (boundaries {list(tiling.boundaries)}); use sequence "
-                         f"tiles of at most {axis_class.size // cp} or a smaller cp")
+def check_sequence_tiles(tiling, axis_class, cp, layout, where):
+    """Every cp rank holds a block of the sequence axis (zigzag: one from each half)."""
+    need = cp if layout == "contiguous" else 2 * cp
+    held = "a block" if layout == "contiguous" else "two blocks (one from each half)"
+    if axis_class.size < need:
+        raise ValueError(f"{where}: cp={cp} ({layout}) gives every cp rank {held} of the "
+                         f"sequence axis, {need} in all, but the sequence has only "
+                         f"{axis_class.size} position(s)")
+    if tiling.num_tiles < need:
+        raise ValueError(f"{where}: cp={cp} ({layout}) needs at least {need} tiles of the "
+                         f"sequence axis (size {axis_class.size}) so that every cp rank "
+                         f"holds {held} of it, but the tiling cuts it into "
+                         f"{tiling.num_tiles} tile(s) (boundaries {list(tiling.boundaries)});"
+                         f" use sequence tiles of at most {axis_class.size // need} or a "
+                         "smaller cp")
+
+
+def check_layout(mesh):
+    """A mesh's cp_layout is one of CP_LAYOUTS, and other than the default only with cp."""
+    names = [name for name, _ in mesh.axes]
+    if mesh.cp_layout not in CP_LAYOUTS or (mesh.cp_layout != "contiguous" and
+                                            "cp" not in names):
+        raise ValueError(f"distribution mesh {mesh.describe()}: cp_layout "
+                         f"{mesh.cp_layout!r} needs one of {CP_LAYOUTS} and a cp axis")
