@@ -34,12 +34,17 @@ def sent(plan, names) -> int:
                if type(i) is Send and i.key[0].split("~")[0] in names)
 
 
-@pytest.mark.parametrize("cp, tiles_per_rank", [(2, 1), (3, 2), (4, 1)])
-def test_key_value_bytes_are_the_formula(graph, cp, tiles_per_rank):
-    """Forward: every K and V tile goes once to each later cp rank, (cp - 1) T B d s in
-    all; backward: the partial dK and dV of the later ranks the same bytes."""
-    p = plan(graph, "cp", cp, SEQ // (cp * tiles_per_rank))
-    formula = (cp - 1) * SEQ * BATCH * CONFIG.n_embd * ITEM
+ZIGZAG = {"cp_layout": "zigzag"}
+
+
+@pytest.mark.parametrize("cp, tiles_per_rank, layout",
+                         [(2, 1, {}), (3, 2, {}), (4, 1, {}), (2, 2, ZIGZAG), (3, 2, ZIGZAG)])
+def test_key_value_bytes_are_the_formula(graph, cp, tiles_per_rank, layout):
+    """Forward: every K and V tile goes once to each cp rank that holds a later query
+    tile, (cp - 1) T B d s in all with contiguous blocks, 3/2 of it with zigzag pairs;
+    backward: the partial dK and dV of those ranks the same bytes."""
+    p = plan(graph, {"cp": cp} | layout, cp, SEQ // (cp * tiles_per_rank))
+    formula = (cp - 1) * SEQ * BATCH * CONFIG.n_embd * ITEM * (1.5 if layout else 1)
     assert sent(p, ("h0_k", "h0_v")) == formula
     assert sent(p, ("h0_k_grad", "h0_v_grad")) == formula
     # the parameters are replicated along cp: their gradients are all-reduced (2(cp-1)/cp
@@ -71,11 +76,27 @@ def test_mesh_axes_place_batch_and_sequence(graph):
                 assert owners[key, query, batch, 0] == batch * 2 + query // 2
 
 
+def test_zigzag_pairs_blocks_from_both_ends(graph):
+    """cp_layout="zigzag": of 2 cp sequence blocks, rank r holds blocks r and 2 cp - 1 - r,
+    so each rank computes the same number of causal score tiles."""
+    cp = 3
+    p = plan(graph, {"cp": cp, "cp_layout": "zigzag"}, cp, SEQ // (2 * cp))
+    assert list(p.owners["h_in"][0, :, 0]) == [0, 1, 2, 2, 1, 0]
+    scores = p.owners["h0_context_scores"][:, :, 0, 0]
+    computed = [sum(1 for k in range(6) for q in range(k, 6) if scores[k, q] == rank)
+                for rank in range(cp)]
+    assert computed == [7, 7, 7]
+
+
 def test_too_few_sequence_tiles_is_an_error(graph):
-    with pytest.raises(ValueError, match=r"cp=4 needs at least 4 tiles of the sequence"):
+    with pytest.raises(ValueError, match=r"cp=4 \(contiguous\) needs at least 4 tiles of the"):
         plan(graph, {"cp": 4}, 4, SEQ // 3)
-    with pytest.raises(ValueError, match=r"cp=3 needs at least 3 tiles"):
+    with pytest.raises(ValueError, match=r"cp=3 \(contiguous\) needs at least 3 tiles"):
         plan(graph, {"dp": 2, "cp": 3}, 6, SEQ // 2)
+    with pytest.raises(ValueError, match=r"cp=2 \(zigzag\) needs at least 4 tiles"):
+        plan(graph, {"cp": 2, "cp_layout": "zigzag"}, 2, SEQ // 3)
+    with pytest.raises(ValueError, match=r"cp_layout 'zigzag' needs one of .* and a cp axis"):
+        plan(graph, {"dp": 2, "cp_layout": "zigzag"}, 2, SEQ // 3)
     small = gpt2.build_gpt2(CONFIG, batch=1, seq=2, dtype="fp64", with_grads=False)
     with pytest.raises(ValueError, match=r"sequence has only 2 position"):
         build_plan(small.graph, 3, None, "cp")
@@ -87,9 +108,11 @@ def test_a_graph_without_attention_is_an_error():
         build_plan(model.graph, 2, None, {"cp": 2})
 
 
-def test_simulated_cp_is_bitwise_one_rank():
-    """GPT-2 (tiny, fp64) on 3 simulated cp ranks, one sequence tile each, with
-    deterministic=True: loss, logits and every gradient bitwise those of one rank."""
+@pytest.mark.parametrize("distribution, seq_tile", [("cp", 2), ({"cp": 3} | ZIGZAG, 1)],
+                         ids=["contiguous", "zigzag"])
+def test_simulated_cp_is_bitwise_one_rank(distribution, seq_tile):
+    """GPT-2 (tiny, fp64) on 3 simulated cp ranks, one sequence tile each (zigzag: two),
+    with deterministic=True: loss, logits and every gradient bitwise one rank's."""
     config = gpt2.GPT2Config(vocab_size=16, n_positions=6, n_embd=8, n_layer=1, n_head=2)
     model = gpt2.build_gpt2(config, batch=1, seq=6, dtype="fp64")
     rng = np.random.default_rng(0)
@@ -98,7 +121,7 @@ def test_simulated_cp_is_bitwise_one_rank():
 
     def run(ranks, distribution):
         cg = nt.compile(model.graph, comm=nt.SimulatedWorld(ranks), distribution=distribution,
-                        tiling=nt.TilingStrategy.manual({"h_in": [8, 2, 1]}),
+                        tiling=nt.TilingStrategy.manual({"h_in": [8, seq_tile, 1]}),
                         deterministic=True)
         for name, value in params.items():
             cg.bind_data(name, value)
@@ -107,5 +130,5 @@ def test_simulated_cp_is_bitwise_one_rank():
         cg.execute()
         return [cg.get_output(name) for name in ["loss", "logits"] + model.param_names]
 
-    for ours, single in zip(run(3, "cp"), run(1, "single")):
+    for ours, single in zip(run(3, distribution), run(1, "single")):
         assert np.array_equal(ours, single)
