@@ -1,6 +1,7 @@
 """Context parallelism on real MPI ranks: GPT-2 and Llama (fp64) under {"cp": world size}
 (2 and 3 ranks) and {"fsdp": 2, "cp": 2} (4 ranks) match transformers (the parity
-contract's tolerances) and one rank (1e-12 relative); collective verdicts:
+contract's tolerances) and one rank (1e-12 relative), and measure the planned bytes,
+peak and FLOPs; collective verdicts:
     mpiexec -n 3 python -m pytest --with-mpi -m mpi -p no:cacheprovider tests/models/test_cp_mpi.py
     mpiexec -n 4 python -m pytest --with-mpi -m "mpi and four_ranks" -p no:cacheprovider \\
         tests/models/test_cp_mpi.py
@@ -44,6 +45,7 @@ def check(family, distribution, comm):
         error = np.abs(ours[name] - value).max() / max(np.abs(value).max(), 1e-30)
         if not error < 1e-12:
             problems.append(f"{name}: {error:.1e} from one rank's")
+    cg.check_stats()   # measured bytes, peak and FLOPs are the plan's
     if not cg.estimate_communication() > 0:
         problems.append("no messages planned: the sequence was not split")
     return problems
