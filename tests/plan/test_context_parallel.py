@@ -11,6 +11,7 @@ import pytest
 
 import nntile_spmd as nt
 from nntile_spmd.models import build_mlp, gpt2
+from nntile_spmd.plan import lowering
 from nntile_spmd.plan.instructions import Recv, Send
 from nntile_spmd.plan.plan import build_plan
 
@@ -86,6 +87,17 @@ def test_zigzag_pairs_blocks_from_both_ends(graph):
     computed = [sum(1 for k in range(6) for q in range(k, 6) if scores[k, q] == rank)
                 for rank in range(cp)]
     assert computed == [7, 7, 7]
+
+
+def test_a_rank_planning_alone_derives_the_same_program(graph):
+    """What a real MPI rank does (plan its own program alone) gives the program the
+    all-ranks plan gives it (ring order, mesh groups, zigzag), with StepTables as in
+    tests/plan/test_plan_rank.py."""
+    from test_plan_rank import derived_equal_the_oracle
+    tiling = nt.TilingStrategy.manual({"h_in": [8, SEQ // 4, 1]})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lowering, "TABLE_MIN_STEPS", 2)
+        assert derived_equal_the_oracle(graph, 4, tiling, {"fsdp": 2, "cp": 2} | ZIGZAG)
 
 
 def test_too_few_sequence_tiles_is_an_error(graph):
