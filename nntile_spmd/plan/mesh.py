@@ -7,8 +7,8 @@ a batch axis (dp or fsdp) blocks the batch tiles over its coordinate, fsdp also 
 parameter, gradient and optimizer-state tiles round-robin over it, and tp blocks the
 hidden axes the tp preset would split, and pp puts each tensor on the index of its
 pipeline stage (plan/pipeline.py), and cp blocks the sequence axis (plan/sequence.py:
-the query dim of attention's [key, query] tensors). A tile no rule places along some axis is held
-by every rank along that axis: a parameter shard of dp x tp lives on one tp column
+the query dim of attention's [key, query] tensors). A tile no rule places along some
+axis is held by every rank along that axis: a parameter shard of dp x tp lives on one tp column
 (its replicas across dp), an activation of one dp row on the whole row (replicated
 across tp). Such a rank set is a *group*; owners name it by a code below REPLICATED
 (group g is -2 - g), listed in `mesh_groups(shape)`, so every rank derives the same
@@ -104,6 +104,15 @@ class Mesh:
                              " axis; cp needs a separate one")
         return sequence
 
+    def split_tiles(self, graph, class_of, classes) -> tuple:
+        """((sequence class, 2 cp),) under a zigzag cp axis: auto tiling then cuts the
+        sequence into two blocks per cp rank at least; () otherwise."""
+        if self.cp_layout != "zigzag":
+            return ()
+        sequence = self.sequence_class(graph, class_of, *self.batch_and_hidden(
+            graph, class_of, classes))
+        return ((sequence, 2 * dict(self.axes)["cp"]),)
+
     def check_tilings(self, graph, class_of, classes, class_tilings, nranks=None):
         """Every cp rank holds at least one tile of the sequence axis."""
         if "cp" not in dict(self.axes):
@@ -150,8 +159,7 @@ class Mesh:
                     rules.append(("block", hidden_dims[-1]) if hidden_dims else ("replicate",))
                 elif axis == "cp":   # the last: a [key, query] tensor's query dim
                     rules.append((CP_RULES[self.cp_layout], sequence_dims[-1])
-                                 if sequence_dims
-                                 else ("replicate",))
+                                 if sequence_dims else ("replicate",))
                 elif batch_dims:
                     rules.append(("block", batch_dims[-1]))
                 elif axis == "fsdp" and tensor.role in SHARDED_ROLES and tensor.ndim > 0:

@@ -36,6 +36,10 @@ class Preset:
         """Rank sets that owner codes below REPLICATED name: none outside a mesh."""
         return ()
 
+    def split_tiles(self, graph, class_of, classes) -> tuple:
+        """No split axis needs more tiles than ranks (Mesh.split_tiles: zigzag cp)."""
+        return ()
+
     def check_tilings(self, graph, class_of, classes, class_tilings, nranks):
         """The cp preset's sequence tiles (Mesh.check_tilings); nothing for the others."""
         if self.name == CONTEXT_PRESET:

@@ -87,6 +87,10 @@ def test_zigzag_pairs_blocks_from_both_ends(graph):
     computed = [sum(1 for k in range(6) for q in range(k, 6) if scores[k, q] == rank)
                 for rank in range(cp)]
     assert computed == [7, 7, 7]
+    # auto tiling cuts the sequence into two blocks per cp rank (contiguous: one)
+    for layout, tiles in ((ZIGZAG, 2 * cp), ({}, cp)):
+        auto = build_plan(graph, cp, None, {"cp": cp} | layout)
+        assert auto.tilings["h_in"].dims[1].num_tiles == tiles
 
 
 def test_a_rank_planning_alone_derives_the_same_program(graph):
