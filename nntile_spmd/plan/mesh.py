@@ -259,7 +259,9 @@ def traffic_by_mesh_axis(plan, mesh, phases=None) -> dict:
     and receiver differ: {"dp": ..., "tp": ..., "dp+tp": ...} (a message between ranks
     that differ along both axes counts under both names joined)."""
     from .instructions import Send
-    mesh = mesh if isinstance(mesh, Mesh) else Mesh(tuple(mesh.items()))
+    if not isinstance(mesh, Mesh):   # a mesh dict, its options (cp_layout...) included
+        from .presets import as_preset
+        mesh = as_preset(mesh)
     names = [name for name, _ in mesh.axes]
     result = dict.fromkeys(names, 0)
     for rank, program in enumerate(plan.programs(phases)):

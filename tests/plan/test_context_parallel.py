@@ -13,6 +13,7 @@ import nntile_spmd as nt
 from nntile_spmd.models import build_mlp, gpt2
 from nntile_spmd.plan import lowering
 from nntile_spmd.plan.instructions import Recv, Send
+from nntile_spmd.plan.mesh import traffic_by_mesh_axis
 from nntile_spmd.plan.plan import build_plan
 
 CONFIG = gpt2.GPT2Config(vocab_size=32, n_positions=24, n_embd=8, n_layer=1, n_head=2)
@@ -75,6 +76,10 @@ def test_mesh_axes_place_batch_and_sequence(graph):
         for query in range(4):
             for batch in range(2):
                 assert owners[key, query, batch, 0] == batch * 2 + query // 2
+    # the K/V tiles travel along cp only; the bytes by mesh axis take the mesh's options
+    split = traffic_by_mesh_axis(p, {"fsdp": 2, "cp": 2})
+    assert sent(p, ("h0_k", "h0_v")) <= split["cp"]
+    assert traffic_by_mesh_axis(p, {"fsdp": 2, "cp": 2, "cp_layout": "contiguous"}) == split
 
 
 def test_zigzag_pairs_blocks_from_both_ends(graph):
