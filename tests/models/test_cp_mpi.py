@@ -5,8 +5,10 @@ peak and FLOPs; collective verdicts:
     mpiexec -n 3 python -m pytest --with-mpi -m mpi -p no:cacheprovider tests/models/test_cp_mpi.py
     mpiexec -n 4 python -m pytest --with-mpi -m "mpi and four_ranks" -p no:cacheprovider \\
         tests/models/test_cp_mpi.py
-The sequence (7 positions) is cut into tiles of 3 (SMALL_TILES): 3 tiles, so cp 2 gets
-an uneven split (2 tiles + 1) and cp 3 one tile per rank."""
+Auto tiling cuts the sequence (7 positions) into one tile per rank (cp 2: 4 + 3; cp 3:
+3 + 3 + 1, uneven; fsdp x cp: 2 + 2 + 2 + 1, two per cp rank), the rest whole: the
+cheapest tiling that splits the sequence (tests/plan/test_context_parallel.py covers
+several tiles per rank and the zigzag layout)."""
 
 import gpt2_helpers
 import llama_helpers
@@ -35,12 +37,11 @@ def results(model, cg) -> dict:
 def check(family, distribution, comm):
     """The problems of one family's run under `distribution` (against HF and one rank)."""
     helpers, (config, state, ids, targets, hf) = family
-    tiles = helpers.SMALL_TILES
-    model, cg = helpers.run_ours(config, state, ids, targets, comm, distribution, tiles)
+    model, cg = helpers.run_ours(config, state, ids, targets, comm, distribution)
     problems = gpt2_helpers.parity_problems(model, cg, hf)
     ours = results(model, cg)
     single = results(*helpers.run_ours(config, state, ids, targets, nt.SimulatedWorld(1),
-                                       "single", tiles))
+                                       "single"))
     for name, value in single.items():
         error = np.abs(ours[name] - value).max() / max(np.abs(value).max(), 1e-30)
         if not error < 1e-12:
