@@ -109,7 +109,10 @@ def lower_op(op, tilings, views=None, coords=None):
 
         def make_step(vector):
             return step_of(vector, tuple([(name, pick(vector)) for name, pick in pickers]))
-    for out_coord in tilings[op.outputs[0].name].coords() if coords is None else coords:
+    out_coords = tilings[op.outputs[0].name].coords() if coords is None else coords
+    if op.outputs[0].causal_dims is not None:
+        out_coords = ring_order(out_coords, op.outputs[0].causal_dims)
+    for out_coord in out_coords:
         if table:
             outputs = tuple([(name, pick(out_coord)) for name, pick in pickers[n_inputs:]])
             steps = StepTable(out_coord, summed_ranges, combo_array, columns, make_step)
@@ -145,6 +148,21 @@ def lower_op(op, tilings, views=None, coords=None):
         outputs = tuple([(name, pick(out_coord)) for name, pick in pickers[n_inputs:]])
         groups.append(TaskGroup(op, outputs, tuple(steps), reads_output, out_coord))
     return groups
+
+
+def ring_order(coords, causal_dims):
+    """The tiles of a [key, query] (causal) tensor in tile order, except that each query
+    tile walks its key tiles from the diagonal back: key tile q, q - 1, ..., 0. Under a
+    cp mesh a rank so first computes with its own key tiles, then with those of the
+    previous cp rank, and so on round the ring (docs/context_parallel.md). Only the
+    order of independent output tiles changes: no sum's order, so no result's bits."""
+    key_dim, query_dim = causal_dims
+
+    def position(coord):
+        ring = list(coord)
+        ring[key_dim] = coord[query_dim] - coord[key_dim]
+        return ring[::-1]   # tile order is the first dim fastest
+    return sorted(coords, key=position)
 
 
 def windowed_combos(out_coord, vector_labels, windows, bounds, nearest=False):

@@ -6,8 +6,9 @@ for dp x tp). Each mesh axis applies one preset's rule along its own coordinate:
 a batch axis (dp or fsdp) blocks the batch tiles over its coordinate, fsdp also deals
 parameter, gradient and optimizer-state tiles round-robin over it, and tp blocks the
 hidden axes the tp preset would split, and pp puts each tensor on the index of its
-pipeline stage (plan/pipeline.py). A tile no rule places along some axis is held
-by every rank along that axis: a parameter shard of dp x tp lives on one tp column
+pipeline stage (plan/pipeline.py), and cp blocks the sequence axis (plan/sequence.py:
+the query dim of attention's [key, query] tensors). A tile no rule places along some
+axis is held by every rank along that axis: a parameter shard of dp x tp lives on one tp column
 (its replicas across dp), an activation of one dp row on the whole row (replicated
 across tp). Such a rank set is a *group*; owners name it by a code below REPLICATED
 (group g is -2 - g), listed in `mesh_groups(shape)`, so every rank derives the same
@@ -23,10 +24,11 @@ from functools import lru_cache
 
 import numpy as np
 
-MESH_AXES = ("dp", "fsdp", "tp", "pp")
+MESH_AXES = ("dp", "fsdp", "tp", "pp", "cp")
 BATCH_AXES = ("dp", "fsdp")
 SCHEDULES = ("gpipe", "1f1b")
 FIRST_GROUP_CODE = -2
+CP_RULES = {"contiguous": "block", "zigzag": "fold"}   # cp_layout -> the axis rule
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,11 @@ class Mesh:
 
     axes: tuple
     schedule: str = "gpipe"   # with a pp axis: "gpipe" or "1f1b" (plan/pipeline.py)
+    cp_layout: str = "contiguous"   # with a cp axis: or "zigzag" (plan/sequence.py)
 
     def __post_init__(self):
+        from .sequence import check_layout
+        check_layout(self)
         names = [name for name, _ in self.axes]
         unknown = [name for name in names if name not in MESH_AXES]
         if unknown or not names:
@@ -84,7 +89,39 @@ class Mesh:
 
     def split_classes(self, graph, class_of, classes) -> frozenset:
         batch, hidden = self.batch_and_hidden(graph, class_of, classes)
-        return frozenset(({batch} if batch is not None else set()) | hidden)
+        sequence = self.sequence_class(graph, class_of, batch, hidden)
+        return frozenset({batch, sequence} - {None} | hidden)
+
+    def sequence_class(self, graph, class_of, batch, hidden):
+        """The axis class the cp axis blocks (plan/sequence.py); None without cp."""
+        if "cp" not in dict(self.axes):
+            return None
+        from .sequence import sequence_class
+        sequence = sequence_class(graph, class_of, f"distribution mesh {self.describe()}")
+        if sequence == batch or sequence in hidden:
+            raise ValueError(f"distribution mesh {self.describe()}: the sequence axis is "
+                             f"also the {'batch' if sequence == batch else 'tensor-parallel'}"
+                             " axis; cp needs a separate one")
+        return sequence
+
+    def split_tiles(self, graph, class_of, classes) -> tuple:
+        """((sequence class, 2 cp),) under a zigzag cp axis: auto tiling then cuts the
+        sequence into two blocks per cp rank at least; () otherwise."""
+        if self.cp_layout != "zigzag":
+            return ()
+        sequence = self.sequence_class(graph, class_of, *self.batch_and_hidden(
+            graph, class_of, classes))
+        return ((sequence, 2 * dict(self.axes)["cp"]),)
+
+    def check_tilings(self, graph, class_of, classes, class_tilings, nranks=None):
+        """Every cp rank holds at least one tile of the sequence axis."""
+        if "cp" not in dict(self.axes):
+            return
+        from .sequence import check_sequence_tiles
+        sequence = self.sequence_class(graph, class_of, *self.batch_and_hidden(
+            graph, class_of, classes))
+        check_sequence_tiles(class_tilings[sequence], classes[sequence], dict(self.axes)["cp"],
+                             self.cp_layout, f"distribution mesh {self.describe()}")
 
     def batch_and_hidden(self, graph, class_of, classes):
         from .presets import default_batch_class, default_tp_classes
@@ -105,12 +142,14 @@ class Mesh:
         from .presets import SHARDED_ROLES
         self.check_world(nranks)
         batch, hidden = self.batch_and_hidden(graph, class_of, classes)
+        sequence = self.sequence_class(graph, class_of, batch, hidden)
         stages = self.tensor_stages(graph)
         result, offsets = {}, {}
         for tensor in graph.tensors():
             dims = [class_of[(tensor.name, d)] for d in range(tensor.ndim)]
             batch_dims = [d for d, c in enumerate(dims) if c == batch]
             hidden_dims = [d for d, c in enumerate(dims) if c in hidden]
+            sequence_dims = [d for d, c in enumerate(dims) if c == sequence]
             rules = []
             for axis, _ in self.axes:
                 if axis == "pp":
@@ -118,6 +157,9 @@ class Mesh:
                     rules.append(("replicate",) if stage is None else ("fixed", stage))
                 elif axis == "tp":
                     rules.append(("block", hidden_dims[-1]) if hidden_dims else ("replicate",))
+                elif axis == "cp":   # the last: a [key, query] tensor's query dim
+                    rules.append((CP_RULES[self.cp_layout], sequence_dims[-1])
+                                 if sequence_dims else ("replicate",))
                 elif batch_dims:
                     rules.append(("block", batch_dims[-1]))
                 elif axis == "fsdp" and tensor.role in SHARDED_ROLES and tensor.ndim > 0:
@@ -205,6 +247,9 @@ def axis_index(rule, size, coords, linear, grid):
         return (linear + rule[1]) % size
     if rule[0] == "fixed":   # every tile at one index: a pipeline stage
         return rule[1]
+    if rule[0] == "fold":    # 2 x size blocks, block j with block 2 size - 1 - j (zigzag)
+        block = coords[rule[1]] * 2 * size // max(grid[rule[1]], 1)
+        return np.minimum(block, 2 * size - 1 - block)
     dim = rule[1]
     return coords[dim] * size // max(grid[dim], 1)
 
@@ -214,7 +259,9 @@ def traffic_by_mesh_axis(plan, mesh, phases=None) -> dict:
     and receiver differ: {"dp": ..., "tp": ..., "dp+tp": ...} (a message between ranks
     that differ along both axes counts under both names joined)."""
     from .instructions import Send
-    mesh = mesh if isinstance(mesh, Mesh) else Mesh(tuple(mesh.items()))
+    if not isinstance(mesh, Mesh):   # a mesh dict, its options (cp_layout...) included
+        from .presets import as_preset
+        mesh = as_preset(mesh)
     names = [name for name, _ in mesh.axes]
     result = dict.fromkeys(names, 0)
     for rank, program in enumerate(plan.programs(phases)):

@@ -68,8 +68,10 @@ def plan_graph(graph, nranks, tiling, distribution, window, options=None) -> Pla
     classes, class_of = axis_classes(graph)
     preset = as_preset(distribution)
     request = TilingRequest(tuple(classes), class_of, graph, nranks,
-                            preset.split_classes(graph, class_of, classes))
+                            preset.split_classes(graph, class_of, classes),
+                            preset.split_tiles(graph, class_of, classes))
     class_tilings, tiling_notes = (tiling or TilingStrategy.auto()).resolve_explained(request)
+    preset.check_tilings(graph, class_of, classes, class_tilings, nranks)
     tilings = {t.name: TilingSpec(tuple(class_tilings[class_of[(t.name, d)]]
                                         for d in range(t.ndim))) for t in graph.tensors()}
     distributions = preset.assign(graph, class_of, classes, nranks)

@@ -1,4 +1,4 @@
-"""Plan layer: distribution presets (single, DDP, FSDP, TP, PP) that assign a
+"""Plan layer: distribution presets (single, DDP, FSDP, TP, PP, CP) that assign a
 TileDistribution to every tensor from its role and axes, on any graph.
 """
 
@@ -12,7 +12,9 @@ from .mesh import Mesh
 
 PRESET_NAMES = ("single", "ddp", "fsdp", "tp")
 PIPELINE_PRESET = "pp"   # every rank one stage: the mesh {"pp": world size}
+CONTEXT_PRESET = "cp"    # every rank one block of the sequence: the mesh {"cp": world size}
 SHARDED_ROLES = ("parameter", "gradient", "state", "constant")
+MESH_OPTIONS = ("schedule", "cp_layout")   # keys of a mesh dict that are not axes
 
 
 @dataclass(frozen=True)
@@ -25,14 +27,24 @@ class Preset:
     overrides: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
-        if self.name not in PRESET_NAMES + (PIPELINE_PRESET,):
+        if self.name not in PRESET_NAMES + (PIPELINE_PRESET, CONTEXT_PRESET):
             raise ValueError(f"unknown distribution preset {self.name!r}; expected one of "
-                             f"{PRESET_NAMES + (PIPELINE_PRESET,)} or a dict of "
+                             f"{PRESET_NAMES + (PIPELINE_PRESET, CONTEXT_PRESET)} or a dict of "
                              "TileDistribution")
 
     def rank_groups(self, nranks) -> tuple:
         """Rank sets that owner codes below REPLICATED name: none outside a mesh."""
         return ()
+
+    def split_tiles(self, graph, class_of, classes) -> tuple:
+        """No split axis needs more tiles than ranks (Mesh.split_tiles: zigzag cp)."""
+        return ()
+
+    def check_tilings(self, graph, class_of, classes, class_tilings, nranks):
+        """The cp preset's sequence tiles (Mesh.check_tilings); nothing for the others."""
+        if self.name == CONTEXT_PRESET:
+            Mesh(((CONTEXT_PRESET, nranks),)).check_tilings(graph, class_of, classes,
+                                                           class_tilings, nranks)
 
     @property
     def pipelined(self) -> bool:
@@ -52,6 +64,8 @@ class Preset:
         batch axis, whose tiles are its micro-batches."""
         if self.name == PIPELINE_PRESET:
             return self.pipeline_mesh(1).split_classes(graph, class_of, classes)
+        if self.name == CONTEXT_PRESET:
+            return Mesh(((CONTEXT_PRESET, 1),)).split_classes(graph, class_of, classes)
         if self.name == "single":
             return frozenset()
         if self.axis is not None:
@@ -67,6 +81,8 @@ class Preset:
         result, offsets = {}, {}
         if self.name == PIPELINE_PRESET:
             result = self.pipeline_mesh(nranks).assign(graph, class_of, classes, nranks)
+        if self.name == CONTEXT_PRESET:
+            result = Mesh(((CONTEXT_PRESET, nranks),)).assign(graph, class_of, classes, nranks)
         for tensor in graph.tensors():
             if tensor.name in result:
                 continue
@@ -141,7 +157,8 @@ def default_tp_classes(graph, class_of, classes) -> frozenset:
 
 def as_preset(distribution) -> Preset | Mesh:
     """Accept a preset name, a Preset, a Mesh, a mesh as {axis: size} ({"dp": 2, "tp": 2};
-    with a pp axis optionally "schedule": "gpipe" or "1f1b"), or a dict of per-tensor
+    with a pp axis optionally "schedule": "gpipe" or "1f1b", with a cp axis "cp_layout":
+    "contiguous" or "zigzag"), or a dict of per-tensor
     overrides {name: TileDistribution} on 'single'."""
     if isinstance(distribution, (Preset, Mesh)):
         return distribution
@@ -153,8 +170,9 @@ def as_preset(distribution) -> Preset | Mesh:
             if len(sizes) < len(distribution):
                 raise ValueError(f"distribution {distribution!r} mixes mesh axis sizes and "
                                  "per-tensor TileDistributions; pass one or the other")
-            axes = {k: v for k, v in distribution.items() if k != "schedule"}
-            return Mesh(tuple(axes.items()), distribution.get("schedule", "gpipe"))
+            axes = {k: v for k, v in distribution.items() if k not in MESH_OPTIONS}
+            return Mesh(tuple(axes.items()), distribution.get("schedule", "gpipe"),
+                        distribution.get("cp_layout", "contiguous"))
         return Preset("single", overrides=dict(distribution))
     raise TypeError(f"distribution must be a preset name, Preset or dict, got "
                     f"{type(distribution).__name__}")

@@ -131,6 +131,12 @@ class TilingRequest:
     graph: object
     nranks: int
     split_classes: frozenset   # classes a preset blocks over ranks
+    split_tiles: tuple = ()    # ((class id, tiles), ...): a split class needing more tiles
+                               # than ranks (a zigzag cp axis: 2 per cp rank)
+
+    def tiles_of_split(self, class_id) -> int:
+        """How many tiles auto tiling cuts a split class into at least."""
+        return max([self.nranks] + [n for c, n in self.split_tiles if c == class_id])
 
 
 def is_int(value) -> bool:
@@ -320,23 +326,24 @@ def auto_tilings(request, chosen, strategy, target, reasons):
                 if strategy.sized and class_id in request.split_classes:
                     # a rank's tile of the split axis, so the other axes are cut alike
                     # at every world size (an explicit target keeps the whole axis)
-                    sizes[class_id] = min(sizes[class_id],
-                                          -(-axis_class.size // request.nranks))
+                    share = -(-axis_class.size // request.tiles_of_split(class_id))
+                    sizes[class_id] = min(sizes[class_id], share)
         shrink_to_target(request, tensor, ids, chosen, sizes, strategy, target, halved_for)
     for class_id, tile in sizes.items():
         axis_class = request.classes[class_id]
         split = class_id in request.split_classes and not axis_class.whole
         if split:
-            tile = min(tile, -(-axis_class.size // request.nranks))
+            tile = min(tile, -(-axis_class.size // request.tiles_of_split(class_id)))
         reasons[class_id] = class_reason(axis_class, split, request.nranks,
                                          halved_for.get(class_id), target)
         chosen[class_id] = DimensionTiling.uniform(axis_class.size, max(tile, 1))
-        if split and chosen[class_id].num_tiles < min(request.nranks, axis_class.size):
+        wanted = request.tiles_of_split(class_id)
+        if split and chosen[class_id].num_tiles < min(wanted, axis_class.size):
             # tiles of ceil(size / nranks) can be too few (30 over 7 ranks: tiles
             # of 5 make 6), leaving a rank with no share of the preset axis; cut
             # nranks balanced tiles instead
             chosen[class_id] = DimensionTiling.proportional(axis_class.size,
-                                                            [1] * request.nranks)
+                                                            [1] * wanted)
 
 
 def class_reason(axis_class, split, nranks, halved_for, target) -> str:
