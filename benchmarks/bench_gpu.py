@@ -11,12 +11,15 @@ after warm-up, best and median of --steps:
   gpt2-124m-bf16  the same with bf16 mixed precision: ours build_gpt2(compute_dtype=
                   "bf16") vs transformers under torch.autocast("cuda", torch.bfloat16)
   gemm-2048       C = A @ B, 8192^3 fp32, all three matrices in 2048^2 tiles (64 tasks)
-                  on one rank vs one cupy.matmul of the whole arrays
-  gemm-1024       the same in 1024^2 tiles (512 tasks)
+                  on one rank vs one cupy.matmul of the whole arrays (--n sets the
+                  size; the tiles are n / 4)
+  gemm-1024       the same in 1024^2 tiles (n / 8: 512 tasks)
 
 A step of ours is bind the batch + execute() (which ends with a device sync) + read
 the loss; of transformers zero_grad + forward + backward + AdamW.step() + loss.item().
-A gemm of ours is execute(); of CuPy matmul + a stream sync. Every line names the GPU.
+A gemm of ours is execute(); of CuPy matmul + a stream sync. Every line names the GPU;
+a GPT-2 line also gives the simulator's step on the h100 profile (plan/device_profile.py),
+to calibrate that profile against.
 Checks: the first step's losses agree within 1e-3 relative (2e-2 for bf16); the tiled
 C equals CuPy's within 1e-3 relative (max abs error over max abs value). A failed
 check or row prints its line with "error" and the exit status is 1.
@@ -36,18 +39,16 @@ import statistics
 import sys
 import time
 import traceback
+from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 
 import numpy as np
 
-# cuda_support: the one place that asks CuPy whether a GPU is usable
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from cuda_support import cuda_unavailable_reason  # noqa: E402
-
-import nntile_spmd as nt  # noqa: E402
-from nntile_spmd.models import gpt2  # noqa: E402
-from nntile_spmd.plan.instructions import Exec  # noqa: E402
-from nntile_spmd.train import add_optimizer  # noqa: E402
+import nntile_spmd as nt
+from nntile_spmd.models import gpt2
+from nntile_spmd.plan.instructions import Exec
+from nntile_spmd.simulate import MachineModel, predict
+from nntile_spmd.train import add_optimizer
 
 GPT2_124M = dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
 # where ours and torch run; tests/test_bench_gpu.py runs the rows on the CPU through
@@ -66,6 +67,16 @@ def parse_args(argv=None):
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--n", type=int, default=8192, help="gemm size")
     return parser.parse_args(argv)
+
+
+def cuda_unavailable_reason():
+    """tests/cuda_support.py's answer (the one place that asks CuPy whether a GPU is
+    usable), loaded by path: tests/ on sys.path would shadow packages such as `kernels`."""
+    spec = spec_from_file_location(
+        "cuda_support", Path(__file__).resolve().parents[1] / "tests" / "cuda_support.py")
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.cuda_unavailable_reason()
 
 
 def timing(seconds) -> dict:
@@ -164,7 +175,10 @@ def gpt2_row(args, mixed):
            "torch_tokens_per_s": round(tokens / min(theirs)),
            "ratio": round(min(theirs) / min(ours), 4),   # >= 1: ours at least as fast
            "first_over_later": round(our_first / min(ours), 2),
-           "first_loss": {"ours": our_loss, "torch": hf_loss}}
+           "first_loss": {"ours": our_loss, "torch": hf_loss},
+           # the simulator's step on the h100 profile: what calibrating it must match
+           "h100_profile_predicted_ms": round(
+               predict(cg.plan, MachineModel.for_device("h100")).step_s * 1e3, 1)}
     if abs(our_loss - hf_loss) > LOSS_TOLERANCE[precision] * abs(hf_loss):
         row["error"] = f"first losses differ: ours {our_loss}, transformers {hf_loss}"
     return row
