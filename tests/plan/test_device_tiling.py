@@ -56,6 +56,8 @@ def test_the_cpu_and_the_user_keep_their_tiling(monkeypatch):
     monkeypatch.setenv("NNTILE_SPMD_DEVICE", "cuda")      # "auto" follows the variable
     auto = nt.compile(layer(), comm=nt.PlanningWorld(1))
     assert auto.plan.tilings["w"].grid == (1, 1)
+    background = nt.compile_async(layer(), comm=nt.PlanningWorld(1), device="cuda")
+    assert background.result().plan.tilings == auto.plan.tilings
 
 
 def test_memory_caps_the_tiles(monkeypatch):
