@@ -47,6 +47,7 @@ import numpy as np
 import nntile_spmd as nt
 from nntile_spmd.models import gpt2
 from nntile_spmd.plan.instructions import Exec
+from nntile_spmd.plan.segments import segment_summary
 from nntile_spmd.simulate import MachineModel, predict
 from nntile_spmd.train import add_optimizer
 
@@ -167,6 +168,7 @@ def gpt2_row(args, mixed):
     tokens = args.batch * args.seq
     row = {"batch": args.batch, "seq": args.seq,
            "tasks": exec_count(cg), "tiling": cg.plan.tiling_notes[0],
+           "segments": segment_summary(cg.plan.program(0)),   # CUDA-graph replay units
            "ours": timing(ours), "ours_first_step_ms": round(our_first * 1e3, 1),
            "ours_compile_ms": round(compile_s * 1e3, 1),
            "torch": timing(theirs), "torch_first_step_ms": round(hf_first * 1e3, 1),
