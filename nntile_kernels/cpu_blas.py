@@ -25,6 +25,20 @@ from .layout import gemm_folds
 from .rounding import round_operand
 
 _GEMM = {np.dtype(np.float32): blas.sgemm, np.dtype(np.float64): blas.dgemm}
+
+
+def start_blas_threads() -> None:
+    """One product big enough for OpenBLAS to run it on its default threads, before the
+    runtime limits them: where a process's products start under a limit of 1 thread,
+    256^3 products run at about a quarter of their speed until a large one has run, so
+    a tiled product of 256^2 tiles never recovered (docs/benchmarks.md, 'GPU II on the
+    CPU side'; tests/kernels/test_kernels_blas.py)."""
+    for routine, dtype in ((blas.sgemm, np.float32), (blas.dgemm, np.float64)):
+        square = np.ones((256, 256), dtype, order="F")
+        routine(1.0, square, square)
+
+
+start_blas_threads()
 _ADDRESS = {np.dtype(np.float32): get_cython_function_address("scipy.linalg.cython_blas", "sgemm"),
             np.dtype(np.float64): get_cython_function_address("scipy.linalg.cython_blas", "dgemm")}
 

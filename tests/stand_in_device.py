@@ -10,11 +10,19 @@ CuPy. What it copies like CuPy: `asnumpy` returns C order unless asked otherwise
 cupy.asnumpy does, whatever the layout of the device array). What it records: every
 stream synchronization, CUDA event and host-to-device copy (`xp.log`), so tests can
 see who waits for what and what went to the device.
+
+`StandInGraphs` stands in for CUDA graph capture and replay: while capturing it records
+every kernel call (kernel, the tile arrays, params) of an execute; `replay` runs a
+rank's program again from those calls alone, one device segment at a time
+(plan/segments.py), giving the EXECs with runtime scalars their current params, as a
+replay of captured graphs would.
 """
 
 import numpy as np
 
 import nntile_kernels
+from nntile_spmd.plan.instructions import Exec
+from nntile_spmd.plan.segments import DEVICE, program_segments
 from nntile_spmd.runtime.device import Device
 
 
@@ -111,3 +119,43 @@ class StandInCupy:
 def stand_in_device() -> Device:
     """A fresh stand-in GPU device (its own log) with the CPU kernel table."""
     return Device("cuda", StandInCupy(), nntile_kernels.get_kernels("cpu"))
+
+
+class StandInGraphs:
+    """Records kernel calls while `capturing`; replays a program's segments from them."""
+
+    def __init__(self):
+        self.calls, self.capturing = [], True
+
+    def device(self) -> Device:
+        """A stand-in GPU whose kernels are recorded while capturing."""
+        base = stand_in_device()
+        return Device(base.name, base.xp, {name: self.recorded(kernel)
+                                            for name, kernel in base.kernels.items()})
+
+    def recorded(self, kernel):
+        def call(*tiles, **params):
+            if self.capturing:
+                self.calls.append((kernel, tiles, params))
+            return kernel(*tiles, **params)
+        return call
+
+    def replay(self, program, resolved) -> int:
+        """Run the plan's `program` again from the captured calls, segment by segment,
+        with the captured params except at the segments' scalar_execs, which take
+        theirs from `resolved` (the program with the scalars' current values).
+        Returns the device segments replayed. Only device work is replayed: a program
+        with host points (MPI, offloading) needs its transport too."""
+        positions = [p for p, instruction in enumerate(program) if type(instruction) is Exec]
+        assert len(positions) == len(self.calls), "capture one execute of this program"
+        ordinal, replayed = 0, 0
+        for segment in program_segments(program):
+            assert segment.kind == DEVICE, f"host point at {segment.start}: no transport here"
+            for position in positions[ordinal:ordinal + segment.execs]:
+                kernel, tiles, params = self.calls[ordinal]
+                if position in segment.scalar_execs:
+                    params = resolved[position].params
+                kernel(*tiles, **params)
+                ordinal += 1
+            replayed += 1
+        return replayed

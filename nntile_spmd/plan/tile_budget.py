@@ -10,6 +10,11 @@ estimated tasks per rank (every op's step count over its tiles' grid, summed, ov
 the ranks) fit TASK_BUDGET. An explicit `target_tile_bytes` is taken as given.
 The reasons, per axis class, are kept for dump_plan().
 
+On a device whose every task pays a launch (a GPU: plan/device_profile.py) the budget
+does not apply: tiles are as large as the distribution allows (one tile per rank on
+the axes a preset splits, which are also the pipeline's micro-batches), unless a tile
+would take more than 1/TILES_IN_MEMORY of the device's memory (or memory budget).
+
 Imports the graph layer and plan/axes.py only.
 """
 
@@ -21,6 +26,9 @@ from .axes import op_axes
 
 TASK_BUDGET = 16384          # estimated tasks per rank the default tiling aims below
 LARGEST_TARGET = 1 << 30     # a target beyond this would leave most tensors whole
+# a gemm's three tiles, received copies and the optimizer's state must fit beside the
+# rank's share of the model: no tile above this fraction of the device's memory
+TILES_IN_MEMORY = 64
 
 
 def estimated_tasks_per_rank(request, chosen) -> int:
@@ -54,6 +62,15 @@ def sized_target(resolve_at, request, start):
                 f"per rank, over the budget of {TASK_BUDGET}; {human(target)} gives "
                 f"~{tasks}")
     return target, chosen, [note] + reasons
+
+
+def device_target(profile) -> tuple:
+    """(target, note) for a device whose tasks pay a launch: the largest tile it holds."""
+    target = profile.memory_bytes // TILES_IN_MEMORY
+    note = (f"device {profile.name}: every task pays a {profile.launch_s * 1e6:g} us launch, "
+            f"so tiles are as large as the distribution allows, each within 1/"
+            f"{TILES_IN_MEMORY} of its {human(profile.memory_bytes)} ({human(target)})")
+    return target, note
 
 
 def human(nbytes) -> str:

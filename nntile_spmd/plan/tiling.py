@@ -11,7 +11,8 @@ from functools import cached_property
 from numbers import Integral
 
 from ..graph.dtypes import ITEMSIZE
-from .tile_budget import human, sized_target
+from .device_profile import device_profile
+from .tile_budget import device_target, human, sized_target
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ class TilingStrategy:
     """Chooses one DimensionTiling per axis class. Build with .auto/.manual/..."""
 
     def __init__(self, kind, manual=None, target_tile_bytes=1 << 20, min_tile=1,
-                 max_tile=None, profile=None):
+                 max_tile=None, profile=None, device=None):
         check_sizes(target_tile_bytes=target_tile_bytes, min_tile=min_tile, max_tile=max_tile)
         if not isinstance(manual or {}, dict):
             raise TypeError(f"TilingStrategy.{kind}: tile shapes must be a dict "
@@ -193,14 +194,19 @@ class TilingStrategy:
         self.min_tile = min_tile
         self.max_tile = max_tile
         self.profile = profile
+        # the device planned for (plan/device_profile.py): on a GPU an unsized target
+        # means tiles as large as the distribution allows
+        self.device = None if device is None else device_profile(device)
 
     @classmethod
-    def auto(cls, target_tile_bytes: int | None = None, min_tile: int = 1, max_tile=None):
+    def auto(cls, target_tile_bytes: int | None = None, min_tile: int = 1, max_tile=None,
+             device=None):
         """Tiles near `target_tile_bytes`; axes a preset splits get >= 1 tile per rank.
-        Without a target: 1 MiB, doubled until the tasks per rank fit a budget
-        (plan/tile_budget.py)."""
+        Without a target: 1 MiB, doubled until the tasks per rank fit a budget; for a
+        GPU `device` ("cuda", "h100", a DeviceProfile) as large as the distribution
+        allows (plan/tile_budget.py)."""
         return cls("auto", target_tile_bytes=target_tile_bytes, min_tile=min_tile,
-                   max_tile=max_tile)
+                   max_tile=max_tile, device=device)
 
     @classmethod
     def manual(cls, tile_shapes: dict):
@@ -232,7 +238,8 @@ class TilingStrategy:
         if self.kind in ("manual", "explicit"):
             return f"TilingStrategy.{self.kind}({self.manual_shapes})"
         target = "sized" if self.sized else self.target_tile_bytes
-        return f"TilingStrategy.{self.kind}(target_tile_bytes={target})"
+        device = "" if self.device is None else f", device={self.device.name}"
+        return f"TilingStrategy.{self.kind}(target_tile_bytes={target}{device})"
 
     def resolve(self, request: TilingRequest) -> dict:
         """Map class id -> DimensionTiling."""
@@ -240,6 +247,10 @@ class TilingStrategy:
 
     def resolve_explained(self, request: TilingRequest) -> tuple:
         """(class id -> DimensionTiling, lines saying why: the target, then per class)."""
+        if self.sized and self.device is not None and self.device.whole_tiles:
+            target, note = device_target(self.device)
+            chosen, reasons = self.resolve_at(request, target)
+            return chosen, [note] + reasons
         if self.sized and self.kind != "manual":
             return sized_target(lambda target: self.resolve_at(request, target), request,
                                 self.target_tile_bytes)[1:]

@@ -15,6 +15,7 @@ from .compile_steps import (PendingCompile, check_same_plan, make_world, own_ran
 from .consistency import RankAgreement
 from .device import for_graph
 from .device_choice import check_device_name
+from .device_tiling import tiling_for_device
 from .executor_threads import make_executor
 from .finite_check import check_finite_from_env
 from .fused_kernels import resolve_fuse
@@ -46,9 +47,10 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
         graph = graph.bind(shape_bindings)
     world = make_world(comm, recv_timeout)
     check_fits_in_memory(graph, world.size, len(world.local_ranks()))
-    future = plan_in_background(graph, world.size, tiling, distribution, window,
-                                deterministic, cache, own_rank(world), resolve_fuse(fuse),
-                                as_policy(policy, memory_budget))
+    policy = as_policy(policy, memory_budget)
+    future = plan_in_background(graph, world.size, tiling_for_device(tiling, device, policy),
+                                distribution, window, deterministic, cache, own_rank(world),
+                                resolve_fuse(fuse), policy)
     return PendingCompile(future, lambda plan: CompiledGraph.from_plan(
         graph, world, plan, device, threads, task_threads))
 
@@ -111,7 +113,8 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         bytes stay within its budget by EVICT/PREFETCH (plan/offload.py).
         `memory_budget=bytes` is short for offloading within that budget.
         `device`: "cpu", "cuda", or "auto" ($NNTILE_SPMD_DEVICE, else cuda where a small
-        kernel runs on a GPU; runtime/device_choice.py).
+        kernel runs on a GPU; runtime/device_choice.py). On a GPU with no `tiling`
+        given, tiles are as large as the distribution allows (runtime/device_tiling.py).
         After compile, `cg.check_finite = True` (default $NNTILE_SPMD_CHECK_FINITE) makes
         the first task writing a NaN or +Inf raise, naming op, tile and rank.
         """
@@ -122,9 +125,10 @@ class CompiledGraph(BindingMixin, ProfileMixin):
             graph = graph.bind(shape_bindings)
         world = make_world(comm, recv_timeout)
         check_fits_in_memory(graph, world.size, len(world.local_ranks()))
-        plan = plan_graph_cached(graph, world.size, tiling, distribution, window,
-                                 deterministic, cache, own_rank(world), resolve_fuse(fuse),
-                                 as_policy(policy, memory_budget))
+        policy = as_policy(policy, memory_budget)
+        plan = plan_graph_cached(graph, world.size, tiling_for_device(tiling, device, policy),
+                                 distribution, window, deterministic, cache, own_rank(world),
+                                 resolve_fuse(fuse), policy)
         return cls.from_plan(graph, world, plan, device, threads, task_threads)
 
     @classmethod

@@ -7,7 +7,8 @@ before anyone books the 1,024 ranks (DESIGN.md section 4.3).
 
 from __future__ import annotations
 
-from .device import select_device
+from .device import Device, select_device
+from .device_choice import resolve_device
 from .thread_budget import TaskThreads, simulated_task_threads
 from .world import refuse_unless_executing
 
@@ -35,7 +36,12 @@ class PlanningWorld:
         return ()    # no tiles here: the rank's shard of a large job need not fit this machine
 
     def setup_node(self, device, threads, task_threads):
-        return select_device(device, 0), TaskThreads(simulated_task_threads(task_threads))
+        # a GPU job is planned on any machine: its device is a name with no arrays
+        if isinstance(device, str) and resolve_device(device) == "cuda":
+            selected = Device("cuda", None, {})
+        else:
+            selected = select_device(device, 0)
+        return selected, TaskThreads(simulated_task_threads(task_threads))
 
     def transport(self, rank, epoch=0):
         refuse_unless_executing(self, "execute")

@@ -5,6 +5,7 @@ import argparse
 import os
 import sys
 
+from ..plan.device_profile import PROFILES
 from ..plan.tiling import TilingStrategy
 from . import MachineModel, simulate
 from .timeline import draw_timeline
@@ -19,16 +20,30 @@ def parse_args(argv):
     parser.add_argument("--ranks-per-node", type=int, default=None,
                         help="ranks sharing one machine's cores (default: all)")
     parser.add_argument("--strategy", default="single", help="single|ddp|fsdp|tp")
-    parser.add_argument("--tile-bytes", type=int, default=1 << 20)
+    parser.add_argument("--tile-bytes", type=int, default=None,
+                        help="target tile bytes (default: 1 MiB; on a GPU device tiles "
+                             "as large as the distribution allows)")
+    parser.add_argument("--device", choices=sorted(PROFILES), default=None,
+                        help="price tasks by this device profile's roofline instead of "
+                             "a calibration file")
     parser.add_argument("--machine", default="machine.json",
                         help="a file written by python -m nntile_spmd.calibrate")
     parser.add_argument("--timeline", default=None, help="write the timeline to this PNG")
     return parser.parse_args(argv)
 
 
+def cli_tiling(tile_bytes, device):
+    """An explicit target as given; else 1 MiB on the CPU, device-sized on a GPU."""
+    if tile_bytes is None and device is not None and PROFILES[device].whole_tiles:
+        return TilingStrategy.auto(device=device)
+    return TilingStrategy.auto(target_tile_bytes=tile_bytes or 1 << 20)
+
+
 def main(argv=None):
     args = parse_args(argv)
-    if os.path.exists(args.machine):
+    if args.device is not None:
+        machine = MachineModel.for_device(args.device)
+    elif os.path.exists(args.machine):
         machine = MachineModel.load(args.machine)
     else:
         print(f"{args.machine} not found: using uncalibrated defaults "
@@ -36,7 +51,7 @@ def main(argv=None):
         machine = MachineModel()
     workload = WORKLOADS[args.model]()
     prediction = simulate(workload.graph, args.ranks, machine,
-                          TilingStrategy.auto(target_tile_bytes=args.tile_bytes),
+                          cli_tiling(args.tile_bytes, args.device),
                           args.strategy, ranks_per_node=args.ranks_per_node)
     print(f"{args.model}, {args.strategy}, machine model: {machine.source}")
     print(prediction.summary())

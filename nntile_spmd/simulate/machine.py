@@ -8,6 +8,11 @@ there after ``latency`` and moves as the receiver copies it. Sending and receivi
 a tile also cost the ranks CPU time: ``send_a + send_b * bytes`` and
 ``recv_a + recv_b * bytes`` (the copy). The file is JSON so a user can read and
 edit it.
+
+A model made for a device (`MachineModel.for_device("h100")`, plan/device_profile.py)
+prices the op types it has no calibration for by the device's roofline: launch + the
+longer of FLOPs at peak and bytes at its memory bandwidth. `cpu_profile` turns a
+calibration into this machine's DeviceProfile.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, replace
 
+from ..plan.device_profile import PROFILES, DeviceProfile, device_profile
 from ..plan.instructions import Exec
 
 # Used for op types the calibration never saw: 1 GFLOP/s or 1 GB/s, 5 us a call.
@@ -55,6 +61,34 @@ class MachineModel:
     # collective (a loss or statistics allreduce), which MPI busy-polls: it keeps
     # asking for a core until the last rank of the step is done.
     finished_ranks_poll: bool = True
+    # the fields of a DeviceProfile whose roofline prices the op types op_types lacks;
+    # None: the CPU model above (FALLBACK_RATE for those)
+    device: dict | None = None
+
+    @classmethod
+    def for_device(cls, device, **fields) -> MachineModel:
+        """A model of one rank per `device` (a profile name, "cuda", a DeviceProfile):
+        every task priced by its roofline, nothing calibrated."""
+        profile = device_profile(device)
+        return cls(task_overhead_s=0.0, device=asdict(profile),
+                   source=f"device profile {profile!r}", **fields)
+
+    @property
+    def profile(self):
+        """The DeviceProfile tasks are priced by, or None."""
+        return None if self.device is None else DeviceProfile(**self.device)
+
+    def exec_seconds(self, op_type: str, instruction: Exec, meta, threads: int) -> float:
+        """One EXEC: calibrated rate of its op type, else the device's roofline."""
+        profile = self.profile
+        if profile is None or op_type in self.op_types:
+            return self.task_seconds(op_type, task_work(instruction, meta), threads)
+        nbytes = sum(meta[key].nbytes for key in instruction.keys)
+        return self.task_overhead_s + profile.task_seconds(instruction.flops, nbytes)
+
+    def calibrated(self, op_type: str) -> bool:
+        """Is `op_type` priced by a measurement or a device profile (not FALLBACK_RATE)?"""
+        return op_type in self.op_types or self.device is not None
 
     def threads_per_rank(self, ranks_on_node: int) -> int:
         """The runtime's default: the node's cores split among its ranks, at least 1."""
@@ -117,6 +151,23 @@ class MachineModel:
             if pair in data:
                 data[pair] = tuple(data[pair])     # JSON has lists
         return cls(**data)
+
+
+def cpu_profile(machine: MachineModel, memory_bytes=None) -> DeviceProfile:
+    """This machine's DeviceProfile from a calibration: the launch is the executor's
+    per-task cost plus gemm's fixed part, the peak gemm's FLOP/s at the most threads
+    calibrated, the bandwidth that of a received tile's copy (recv_cpu)."""
+    default = PROFILES["cpu"]
+    gemm = machine.op_types.get("gemm")
+    if not gemm:
+        raise ValueError(f"cpu_profile: the machine model ({machine.source}) has no "
+                         "calibrated gemm")
+    a, b = gemm[max(gemm, key=int)]
+    per_byte = machine.recv_cpu[1]
+    return DeviceProfile("cpu (calibrated)", "cpu", max(machine.task_overhead_s + a, 1e-9),
+                         1.0 / per_byte if per_byte > 0 else default.bandwidth_bytes_per_s,
+                         1.0 / b if b > 0 else default.peak_flops,
+                         memory_bytes or default.memory_bytes)
 
 
 # A fused task (plan/fusion.py: a chain of elementwise ops on one tile, its op name

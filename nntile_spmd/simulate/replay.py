@@ -15,7 +15,7 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 from ..plan.instructions import Exec, Recv, Send
-from .machine import MachineModel, op_type_of, task_work
+from .machine import MachineModel, op_type_of
 from .turns import CoreScheduler
 
 
@@ -177,10 +177,10 @@ class Replay:
             kind = type(instruction)
             if kind is Exec:
                 op_type = op_type_of(self.op_types, instruction.op_name)
-                if op_type not in machine.op_types:
+                if not machine.calibrated(op_type):
                     self.uncalibrated.add(op_type)
-                seconds = machine.task_seconds(
-                    op_type, task_work(instruction, self.plan.meta), self.threads)
+                seconds = machine.exec_seconds(op_type, instruction, self.plan.meta,
+                                               self.threads)
                 self.running[rank] = [seconds, self.now, op_type, "exec"]
                 self.positions[rank] += 1
                 return

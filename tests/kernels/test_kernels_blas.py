@@ -71,3 +71,38 @@ def test_matrix_fast_path_is_bitwise_the_numba_loop(dtype, case, beta):
     cpu_blas.gemm(a, b, c, **params)
     cpu_blas.folded_gemm(a, b, folded, **params, ndim=1, batch_ndim=0, compute_type=None)
     assert np.array_equal(c, folded)
+
+
+# A fresh process: importing the cpu kernels, then limiting BLAS to one thread as the
+# runtime does, then timing 256^3 products against 1024^3 ones (process CPU time). Where
+# the products of a process start under the limit, the small ones run at about a quarter
+# of the large ones' rate until a large one has run; cpu_blas.start_blas_threads at
+# import prevents that.
+SMALL_PRODUCTS_RATE = """
+import time, numpy as np
+from threadpoolctl import threadpool_limits
+from nntile_kernels import cpu_blas
+rates = {}
+with threadpool_limits(limits=1, user_api="blas"):
+    # the small ones first: one large product would bring them back to speed
+    for size, calls in ((256, 32), (256, 32), (1024, 2)):
+        a = np.asfortranarray(np.random.default_rng(0).standard_normal((size, size),
+                                                                      dtype=np.float32))
+        c = np.zeros((size, size), np.float32, order="F")
+        start = time.process_time()
+        for _ in range(calls):
+            cpu_blas.gemm(a, a, c, beta=1.0)
+        rate = 2.0 * size ** 3 * calls / max(time.process_time() - start, 1e-9)
+        rates[size] = max(rates.get(size, 0.0), rate)
+print(rates[256] / rates[1024])
+"""
+
+
+@pytest.mark.slow
+def test_small_products_run_at_speed_under_a_one_thread_limit():
+    import subprocess
+    import sys
+    result = subprocess.run([sys.executable, "-c", SMALL_PRODUCTS_RATE], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert float(result.stdout) > 0.5, f"256^3 at {float(result.stdout):.2f} of 1024^3's rate"
