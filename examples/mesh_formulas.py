@@ -46,7 +46,8 @@ def label(distribution) -> str:
 def mesh_axis_formulas(plan, mesh, tp_activation_bytes, pp_boundary_bytes=0) -> dict:
     """Bytes all ranks send per step along each mesh axis, by the formulas: the batch
     axis all-reduces (dp: 2(d-1)/d, ring) or all-gathers and reduce-scatters (fsdp,
-    ZeRO-3: 3(f-1)/f) each tp column's parameters Ψ_col; the tp axis all-reduces
+    ZeRO-3: 3(f-1)/f) each tp column's parameters Ψ_col (with both, HSDP, dp all-reduces
+    a rank's fsdp shard Ψ_col / f); the tp axis all-reduces
     (2(t-1)/t) the activations Megatron does, `tp_activation_bytes` per dp row; the
     pp axis sends `pp_boundary_bytes` (pipeline_boundary_bytes)."""
     mesh = Mesh(tuple(mesh.items()))
@@ -60,8 +61,10 @@ def mesh_axis_formulas(plan, mesh, tp_activation_bytes, pp_boundary_bytes=0) -> 
             rows = plan.nranks // size
             result[axis] = plan.nranks * 2 * (size - 1) / size * tp_activation_bytes / rows
         else:
+            # HSDP (dp x fsdp): dp all-reduces each rank's fsdp shard, Ψ_col / f
+            shard = sizes.get("fsdp", 1) if axis == "dp" else 1
             result[axis] = sum(factor[axis](size) * column_parameter_bytes(plan, mesh, rank)
-                               for rank in range(plan.nranks))
+                               for rank in range(plan.nranks)) / shard
     assert set(result) == set(sizes)
     return result
 

@@ -51,9 +51,6 @@ class Mesh:
         if self.schedule not in SCHEDULES or (self.schedule != "gpipe" and "pp" not in names):
             raise ValueError(f"distribution mesh {self.describe()}: schedule "
                              f"{self.schedule!r} needs one of {SCHEDULES} and a pp axis")
-        if sum(name in BATCH_AXES for name in names) > 1:
-            raise ValueError(f"distribution mesh {self.describe()}: dp and fsdp both split "
-                             "the batch axis; name one of them")
 
     @property
     def name(self) -> str:
@@ -106,6 +103,7 @@ class Mesh:
         self.check_world(nranks)
         batch, hidden = self.batch_and_hidden(graph, class_of, classes)
         stages = self.tensor_stages(graph)
+        batch_rule = self.batch_rules()
         result, offsets = {}, {}
         for tensor in graph.tensors():
             dims = [class_of[(tensor.name, d)] for d in range(tensor.ndim)]
@@ -119,7 +117,7 @@ class Mesh:
                 elif axis == "tp":
                     rules.append(("block", hidden_dims[-1]) if hidden_dims else ("replicate",))
                 elif batch_dims:
-                    rules.append(("block", batch_dims[-1]))
+                    rules.append(("block", batch_dims[-1]) + batch_rule[axis])
                 elif axis == "fsdp" and tensor.role in SHARDED_ROLES and tensor.ndim > 0:
                     # as the fsdp preset: a parameter, its gradient and state share tiles
                     offsets.setdefault(tuple(dims), len(offsets))
@@ -128,6 +126,17 @@ class Mesh:
                     rules.append(("replicate",))
             result[tensor.name] = TileDistribution.mesh_layout(self.shape, tuple(rules))
         return result
+
+    def batch_rules(self) -> dict:
+        """{batch axis: extra block arguments}. With dp and fsdp both (HSDP) the batch
+        is blocked over their joint grid, the outer axis taking the high part of the
+        block index: (inner axis size, joint size); one batch axis needs none."""
+        batch = [(name, size) for name, size in self.axes if name in BATCH_AXES]
+        if len(batch) < 2:
+            return {name: () for name, _ in batch}
+        total = math.prod(size for _, size in batch)
+        return {name: (math.prod(size for _, size in batch[index + 1:]), total)
+                for index, (name, _) in enumerate(batch)}
 
     @property
     def pipelined(self) -> bool:
@@ -206,6 +215,9 @@ def axis_index(rule, size, coords, linear, grid):
     if rule[0] == "fixed":   # every tile at one index: a pipeline stage
         return rule[1]
     dim = rule[1]
+    if len(rule) == 4:   # one of several batch axes (HSDP): a digit of the joint block
+        inner, total = rule[2], rule[3]
+        return coords[dim] * total // max(grid[dim], 1) // inner % size
     return coords[dim] * size // max(grid[dim], 1)
 
 

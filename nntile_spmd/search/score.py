@@ -1,0 +1,106 @@
+"""Search layer: plan one candidate and price it: its peak bytes on every planned
+rank, the bytes it sends, and its predicted step time (the simulator's replay of
+every rank in a small world, the worst representative rank's own time in a large
+one; search/ranks.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..graph.recompute import recompute
+from ..plan.offload import ExecutionPolicy
+from ..plan.plan import PlanError, build_plan
+from ..simulate.replay import predict
+from .ranks import FULL_REPLAY_RANKS, offload_seconds, rank_seconds, representative_ranks
+from .space import recompute_segments
+
+CANNOT_PLAN = "cannot plan"
+
+
+@dataclass
+class Candidate:
+    """A planned point of the search space and what the plan says it costs."""
+
+    distribution: object             # a preset name or {axis: size}: compile's argument
+    tiling: object                   # a TilingStrategy: compile's argument
+    recompute: bool                  # activations recomputed in backward (graph.recompute)
+    offload: bool                    # EVICT/PREFETCH within the memory budget
+    predicted_step_s: float
+    peak_bytes_per_rank: int         # the worst planned rank's peak
+    bytes_sent_per_rank: int         # the worst planned rank's bytes sent per step
+    label: str
+    peaks: dict = field(repr=False, default_factory=dict)   # planned rank -> peak bytes
+    graph: object = field(repr=False, default=None)   # what compile plans (recomputed copy)
+    memory_budget: int | None = field(repr=False, default=None)
+
+    def compile_arguments(self) -> dict:
+        """The keyword arguments of nt.compile that plan this candidate."""
+        return {"tiling": self.tiling, "distribution": self.distribution,
+                "memory_budget": self.memory_budget if self.offload else None}
+
+
+class Scorer:
+    """Plans candidates of one graph on one world size and prices them."""
+
+    def __init__(self, graph, nranks, machine, memory_budget=None):
+        self.graph, self.nranks, self.machine = graph, nranks, machine
+        self.memory_budget = memory_budget
+        self.full = nranks <= FULL_REPLAY_RANKS
+        self._recomputed = None
+        self.seen = set()    # plans already priced: (tilings, owners, variant)
+
+    def can_recompute(self) -> bool:
+        return any(op.phase == "backward" for op in self.graph.ops()) and \
+            bool(recompute_segments(self.graph))
+
+    def graph_for(self, choice):
+        if not choice.recompute:
+            return self.graph
+        if self._recomputed is None:
+            copy = self.graph.clone()
+            recompute(copy, recompute_segments(copy))
+            self._recomputed = copy
+        return self._recomputed
+
+    def plan(self, choice):
+        """The choice's plan (every rank's view in a small world, else a rank's)."""
+        ranks = None if self.full else representative_ranks(choice.distribution,
+                                                             self.nranks)
+        policy = (ExecutionPolicy(True, self.memory_budget, 1.0) if choice.offload
+                  else None)
+        plan = build_plan(self.graph_for(choice), self.nranks, choice.tiling(),
+                          choice.distribution, rank=None if ranks is None else ranks[0],
+                          policy=policy)
+        return plan, ranks or list(range(self.nranks))
+
+    def score(self, choice):
+        """A Candidate, None when the plan equals one already priced, or the reason it
+        was discarded (a string)."""
+        try:
+            plan, ranks = self.plan(choice)
+        except (PlanError, ValueError) as error:
+            return f"{CANNOT_PLAN}: {error}"
+        key = (repr(sorted((n, repr(t)) for n, t in plan.tilings.items())),
+               repr(choice.distribution), choice.recompute, choice.offload)
+        if key in self.seen:
+            return None
+        self.seen.add(key)
+        peaks = {rank: plan.peak_bytes(rank) for rank in ranks}
+        worst = max(peaks.values())
+        if self.memory_budget is not None and worst > self.memory_budget:
+            return f"peak {worst} B on rank {max(peaks, key=peaks.get)} exceeds the budget"
+        return Candidate(choice.distribution, choice.tiling(), choice.recompute,
+                         choice.offload, self.step_seconds(plan, ranks), worst,
+                         max(plan.bytes_sent(rank) for rank in ranks), choice.label, peaks,
+                         self.graph_for(choice), self.memory_budget)
+
+    def step_seconds(self, plan, ranks) -> float:
+        if self.full:
+            prediction = predict(plan, self.machine)
+            copies = max(offload_seconds(plan, rank, self.machine) for rank in ranks) \
+                if plan.policy is not None else 0.0
+            return prediction.step_s + copies
+        # a rank per core (or more cores each), as a large job is launched
+        threads = self.machine.threads_per_rank(min(self.nranks, self.machine.cores))
+        return max(rank_seconds(plan, rank, self.machine, threads) for rank in ranks)

@@ -1,0 +1,143 @@
+"""Search layer: the candidate space autoplan walks, as tables.
+
+A candidate is a distribution (a preset, or a mesh of the axes below whose sizes
+multiply to the world size), a tiling, and whether activations are recomputed and
+tiles offloaded. Adding a mesh axis is one entry of MESH_AXES. Imports the plan and
+graph layers only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from ..plan.tiling import TilingStrategy
+
+
+@dataclass(frozen=True)
+class AxisRule:
+    """One mesh axis: the preset it is alone on the world, and its largest size."""
+
+    preset: str
+    max_size: int | None = None   # None: any divisor of the world
+
+
+# Mesh axes in mesh order (outermost first, as plan/mesh.py reads a mesh). tp stops
+# at 8: past that its activation all-reduces cross more ranks than a node has GPUs
+# in any machine this targets, and the search would spend its time on meshes that
+# lose. (cp: one more entry here.)
+MESH_AXES = {
+    "dp": AxisRule("ddp"),
+    "fsdp": AxisRule("fsdp"),
+    "tp": AxisRule("tp", max_size=8),
+    "pp": AxisRule("pp"),
+}
+MAX_MESH_AXES = 2   # meshes of more axes multiply the search; none of ours needs them
+# target tile bytes tried; None: auto's own size, doubled while tasks per rank are many
+TILE_TARGETS = (None, 1 << 14, 1 << 18)
+# In the order tried: a variant that saves memory costs time (recomputed FLOPs,
+# copies to and from the second tier), so it is tried only where every lighter
+# variant of the same distribution and tiling exceeds the budget (space.dominated).
+MEMORY_VARIANTS = ((False, False), (True, False), (False, True), (True, True))
+# Forward ops of one recompute segment, by name: transformer blocks ("h3_..." in
+# GPT-2, "layers3_..." in Llama); a graph without such names gets sqrt(n) runs of
+# consecutive forward ops (Chen et al. 2016's checkpoint spacing).
+BLOCK_PATTERNS = (re.compile(r"^(h\d+_)"), re.compile(r"^(layers?\d+_)"))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One point of the space, before it is planned."""
+
+    distribution: object      # a preset name or {axis: size}
+    tile_bytes: int | None    # TILE_TARGETS entry
+    recompute: bool
+    offload: bool
+
+    @property
+    def group(self) -> tuple:
+        """What its memory variants share: the distribution and the tile size."""
+        return (repr(self.distribution), self.tile_bytes)
+
+    @property
+    def label(self) -> str:
+        dist = self.distribution if isinstance(self.distribution, str) else \
+            "x".join(f"{axis}{size}" for axis, size in self.distribution.items())
+        tiles = "auto" if self.tile_bytes is None else f"{self.tile_bytes >> 10}KiB"
+        return (f"{dist}/{tiles}" + ("/recompute" if self.recompute else "")
+                + ("/offload" if self.offload else ""))
+
+    def tiling(self) -> TilingStrategy:
+        return TilingStrategy.auto(target_tile_bytes=self.tile_bytes)
+
+
+def factorizations(nranks, axes, max_axes) -> list:
+    """Ordered size tuples >= 2, one per axis of a sub-sequence of `axes` (in table
+    order), whose product is `nranks`: every mesh of at most `max_axes` axes."""
+    result = []
+
+    def extend(start, left, chosen):
+        if left == 1 and chosen:
+            result.append(dict(chosen))
+        if len(chosen) == max_axes:
+            return
+        for index in range(start, len(axes)):
+            axis = axes[index]
+            limit = MESH_AXES[axis].max_size or left
+            for size in range(2, min(left, limit) + 1):
+                if left % size == 0:
+                    extend(index + 1, left // size, chosen + [(axis, size)])
+
+    extend(0, nranks, [])
+    return result
+
+
+def distributions(nranks) -> list:
+    """Presets, then meshes of two or more axes, for a world of `nranks`."""
+    if nranks == 1:
+        return ["single"]
+    result = ["single"]
+    for mesh in factorizations(nranks, list(MESH_AXES), MAX_MESH_AXES):
+        if len(mesh) == 1:
+            axis, size = next(iter(mesh.items()))
+            result.append(MESH_AXES[axis].preset)
+        else:
+            result.append(mesh)
+    return result
+
+
+def choices(nranks, with_budget: bool, can_recompute: bool) -> list:
+    """Every Choice, memory variants last-to-try within each (distribution, tiling)."""
+    variants = [(r, o) for r, o in MEMORY_VARIANTS
+                if (can_recompute or not r) and (with_budget or not o)]
+    return [Choice(dist, tiles, recompute, offload) for dist in distributions(nranks)
+            for tiles in TILE_TARGETS for recompute, offload in variants]
+
+
+def dominated(choice, fitting) -> bool:
+    """Does a lighter variant of `choice` (same distribution and tiles, a subset of its
+    memory savings) already fit? Then `choice` can only be slower (more FLOPs, more
+    copies) and is not planned."""
+    return any((r, o) != (choice.recompute, choice.offload)
+               and (not r or choice.recompute) and (not o or choice.offload)
+               and choice.group + (r, o) in fitting for r, o in MEMORY_VARIANTS)
+
+
+def recompute_segments(graph) -> list:
+    """Segments for graph.recompute: forward ops grouped by transformer block name, or
+    sqrt(n) runs of consecutive forward ops (the last one, usually the loss, left out)."""
+    forward = [op for op in graph.ops() if op.phase == "forward"]
+    for pattern in BLOCK_PATTERNS:
+        prefixes = []
+        for op in forward:
+            found = pattern.match(op.outputs[0].name) if op.outputs else None
+            if found and found.group(1) not in prefixes:
+                prefixes.append(found.group(1))
+        if prefixes:
+            return prefixes
+    body = forward[:-1]
+    if len(body) < 2:
+        return []
+    run = max(1, math.isqrt(len(body)))
+    return [body[start:start + run] for start in range(0, len(body), run)]
