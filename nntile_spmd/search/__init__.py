@@ -58,8 +58,8 @@ def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None) -> li
     return candidates
 
 
-def compile(graph, comm=None, tiling=None, distribution="single", memory_budget=None,
-            machine=None, **options):
+def compile(graph, comm=None, tiling=None, distribution="single", *,  # noqa: A001
+            memory_budget=None, machine=None, **options):
     """nt.compile: with distribution="auto", the first of autoplan's candidates
     (its distribution, tiling, recomputation and offloading); else as runtime.compile."""
     if not (isinstance(distribution, str) and distribution == "auto"):

@@ -12,10 +12,12 @@ from ..graph.recompute import recompute
 from ..plan.offload import ExecutionPolicy
 from ..plan.plan import PlanError, build_plan
 from ..simulate.replay import predict
-from .ranks import FULL_REPLAY_RANKS, offload_seconds, rank_seconds, representative_ranks
+from .ranks import (FULL_REPLAY_RANKS, SAMPLED_MARGIN, heaviest_ranks, offload_seconds,
+                    rank_seconds, representative_ranks)
 from .space import recompute_segments
 
 CANNOT_PLAN = "cannot plan"
+OVER_BUDGET = "over the memory budget"
 
 
 @dataclass
@@ -65,14 +67,14 @@ class Scorer:
 
     def plan(self, choice):
         """The choice's plan (every rank's view in a small world, else a rank's)."""
-        ranks = None if self.full else representative_ranks(choice.distribution,
-                                                             self.nranks)
         policy = (ExecutionPolicy(True, self.memory_budget, 1.0) if choice.offload
                   else None)
         plan = build_plan(self.graph_for(choice), self.nranks, choice.tiling(),
-                          choice.distribution, rank=None if ranks is None else ranks[0],
-                          policy=policy)
-        return plan, ranks or list(range(self.nranks))
+                          choice.distribution, rank=None if self.full else 0, policy=policy)
+        if self.full:
+            return plan, list(range(self.nranks))
+        return plan, representative_ranks(choice.distribution, self.nranks,
+                                          sorted(heaviest_ranks(plan)))
 
     def score(self, choice):
         """A Candidate, None when the plan equals one already priced, or the reason it
@@ -86,10 +88,15 @@ class Scorer:
         if key in self.seen:
             return None
         self.seen.add(key)
-        peaks = {rank: plan.peak_bytes(rank) for rank in ranks}
+        try:     # programs are derived here: offloading refuses a budget below a task
+            peaks = {rank: plan.peak_bytes(rank) for rank in ranks}
+        except PlanError as error:
+            return f"{OVER_BUDGET}: {error}"
         worst = max(peaks.values())
-        if self.memory_budget is not None and worst > self.memory_budget:
-            return f"peak {worst} B on rank {max(peaks, key=peaks.get)} exceeds the budget"
+        margin = 1.0 if self.full else 1.0 + SAMPLED_MARGIN
+        if self.memory_budget is not None and worst * margin > self.memory_budget:
+            return (f"{OVER_BUDGET}: peak {worst} B on rank {max(peaks, key=peaks.get)} "
+                    "exceeds it")
         return Candidate(choice.distribution, choice.tiling(), choice.recompute,
                          choice.offload, self.step_seconds(plan, ranks), worst,
                          max(plan.bytes_sent(rank) for rank in ranks), choice.label, peaks,
