@@ -1,7 +1,7 @@
-"""dp x tp, fsdp x tp and dp x fsdp (HSDP) meshes on 4 real MPI ranks: GPT-2 (fp64) matches transformers
-and the MLP trains to the losses of one rank (collective verdicts; other world sizes
-skip, a 2 x 2 mesh needs 4 ranks); and GPT-2 with activation recomputation equals
-GPT-2 without it bitwise on any number of ranks:
+"""dp x tp, fsdp x tp and dp x fsdp (HSDP) meshes on 4 real MPI ranks: GPT-2 (fp64)
+matches transformers and the MLP trains to the losses of one rank (collective
+verdicts; other world sizes skip, a 2 x 2 mesh needs 4 ranks); and GPT-2 with
+activation recomputation equals GPT-2 without it bitwise on any number of ranks:
     mpiexec -n 4 python -m pytest --with-mpi -m mpi -p no:cacheprovider tests/models"""
 
 import numpy as np
