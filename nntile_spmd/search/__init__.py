@@ -31,7 +31,8 @@ def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None) -> li
     started = time.process_time()
     scorer = Scorer(graph, world.size, machine_for(world, machine, log), memory_budget)
     candidates, fitting, duplicate, unplannable = [], set(), set(), set()
-    for choice in choices(world.size, memory_budget is not None, scorer.can_recompute()):
+    for choice in choices(world.size, memory_budget is not None, scorer.can_recompute(),
+                          large=not scorer.full):
         group = choice.group
         if group in duplicate or repr(choice.distribution) in unplannable or \
                 dominated(choice, fitting):
@@ -47,6 +48,8 @@ def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None) -> li
         else:
             fitting.add(group + (choice.recompute, choice.offload))
             candidates.append(result)
+    if not scorer.full:
+        candidates = finish_by_bound(scorer, candidates, log)
     if not candidates:
         raise ValueError(f"autoplan: no candidate plan of graph {graph.name!r} fits a "
                          f"memory budget of {memory_budget} bytes per rank on "
@@ -56,6 +59,28 @@ def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None) -> li
         log(f"autoplan: {len(candidates)} candidates in "
             f"{time.process_time() - started:.1f} s of CPU")
     return candidates
+
+
+def finish_by_bound(scorer, partial, log) -> list:
+    """A large world's candidates were priced on rank 0 alone, a lower bound of their
+    time (a step is its slowest rank's). Plan the other representative ranks of the
+    most promising first; once the best finished one is faster than a candidate's
+    bound, that candidate and every later one cannot win and are dropped."""
+    finished, best, dropped = [], float("inf"), 0
+    for candidate in sorted(partial, key=lambda c: c.predicted_step_s):
+        if candidate.predicted_step_s >= best:
+            dropped += 1
+            continue
+        result = scorer.complete(candidate)
+        if isinstance(result, str):
+            if log:
+                log(f"discarded {candidate.label}: {result}")
+            continue
+        finished.append(result)
+        best = min(best, result.predicted_step_s)
+    if log and dropped:
+        log(f"{dropped} candidate(s) dropped: rank 0 alone is slower than the best")
+    return finished
 
 
 def compile(graph, comm=None, tiling=None, distribution="single", *,  # noqa: A001

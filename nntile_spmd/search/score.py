@@ -35,6 +35,8 @@ class Candidate:
     peaks: dict = field(repr=False, default_factory=dict)   # planned rank -> peak bytes
     graph: object = field(repr=False, default=None)   # what compile plans (recomputed copy)
     memory_budget: int | None = field(repr=False, default=None)
+    plan: object = field(repr=False, default=None)    # while ranks are pending
+    pending: list = field(repr=False, default_factory=list)   # ranks still to plan
 
     def compile_arguments(self) -> dict:
         """The keyword arguments of nt.compile that plan this candidate."""
@@ -78,7 +80,8 @@ class Scorer:
 
     def score(self, choice):
         """A Candidate, None when the plan equals one already priced, or the reason it
-        was discarded (a string)."""
+        was discarded (a string). In a large world the Candidate is rank 0's alone
+        (`pending` names the ranks complete() adds): its time is then a lower bound."""
         try:
             plan, ranks = self.plan(choice)
         except (PlanError, ValueError) as error:
@@ -88,19 +91,38 @@ class Scorer:
         if key in self.seen:
             return None
         self.seen.add(key)
+        first = ranks if self.full else [0]
+        candidate = Candidate(choice.distribution, choice.tiling(), choice.recompute,
+                              choice.offload, 0.0, 0, 0, choice.label, {},
+                              self.graph_for(choice), self.memory_budget)
+        candidate.plan, candidate.pending = plan, [r for r in ranks if r not in first]
+        return self.add_ranks(candidate, first)
+
+    def complete(self, candidate):
+        """`candidate` with its pending representative ranks planned (or why not)."""
+        pending, candidate.pending = candidate.pending, []
+        return self.add_ranks(candidate, pending) if pending else candidate
+
+    def add_ranks(self, candidate, ranks):
+        plan = candidate.plan
         try:     # programs are derived here: offloading refuses a budget below a task
-            peaks = {rank: plan.peak_bytes(rank) for rank in ranks}
+            candidate.peaks.update({rank: plan.peak_bytes(rank) for rank in ranks})
         except PlanError as error:
             return f"{OVER_BUDGET}: {error}"
+        peaks = candidate.peaks
         worst = max(peaks.values())
         margin = 1.0 if self.full else 1.0 + SAMPLED_MARGIN
         if self.memory_budget is not None and worst * margin > self.memory_budget:
             return (f"{OVER_BUDGET}: peak {worst} B on rank {max(peaks, key=peaks.get)} "
                     "exceeds it")
-        return Candidate(choice.distribution, choice.tiling(), choice.recompute,
-                         choice.offload, self.step_seconds(plan, ranks), worst,
-                         max(plan.bytes_sent(rank) for rank in ranks), choice.label, peaks,
-                         self.graph_for(choice), self.memory_budget)
+        candidate.peak_bytes_per_rank = worst
+        candidate.bytes_sent_per_rank = max(candidate.bytes_sent_per_rank,
+                                            max(plan.bytes_sent(rank) for rank in ranks))
+        candidate.predicted_step_s = max(candidate.predicted_step_s,
+                                         self.step_seconds(plan, ranks))
+        if not candidate.pending:
+            candidate.plan = None     # the programs are large; compile plans again
+        return candidate
 
     def step_seconds(self, plan, ranks) -> float:
         if self.full:

@@ -34,8 +34,14 @@ MESH_AXES = {
     "pp": AxisRule("pp"),
 }
 MAX_MESH_AXES = 2   # meshes of more axes multiply the search; none of ours needs them
-# target tile bytes tried; None: auto's own size, doubled while tasks per rank are many
+# Axes after a mesh's first stay within a node (8 GPUs): HSDP's fsdp groups, tp, pp
+# stages; the first axis spans the nodes.
+MAX_INNER_AXIS = 8
+# target tile bytes tried; None: auto's own size, doubled while tasks per rank are many.
+# A large world (planned on a few ranks, search/ranks.py) tries auto's size only, and
+# no 'single' (one rank holding and computing everything never wins there).
 TILE_TARGETS = (None, 1 << 14, 1 << 18)
+LARGE_WORLD_TILE_TARGETS = (None,)
 # In the order tried: a variant that saves memory costs time (recomputed FLOPs,
 # copies to and from the second tier), so it is tried only where every lighter
 # variant of the same distribution and tiling exceeds the budget (space.dominated).
@@ -84,7 +90,8 @@ def factorizations(nranks, axes, max_axes) -> list:
             return
         for index in range(start, len(axes)):
             axis = axes[index]
-            limit = MESH_AXES[axis].max_size or left
+            limit = min(MESH_AXES[axis].max_size or left,
+                        MAX_INNER_AXIS if chosen else left)
             for size in range(2, min(left, limit) + 1):
                 if left % size == 0:
                     extend(index + 1, left // size, chosen + [(axis, size)])
@@ -93,11 +100,11 @@ def factorizations(nranks, axes, max_axes) -> list:
     return result
 
 
-def distributions(nranks) -> list:
+def distributions(nranks, large=False) -> list:
     """Presets, then meshes of two or more axes, for a world of `nranks`."""
     if nranks == 1:
         return ["single"]
-    result = ["single"]
+    result = [] if large else ["single"]
     for mesh in factorizations(nranks, list(MESH_AXES), MAX_MESH_AXES):
         if len(mesh) == 1:
             axis, size = next(iter(mesh.items()))
@@ -107,12 +114,14 @@ def distributions(nranks) -> list:
     return result
 
 
-def choices(nranks, with_budget: bool, can_recompute: bool) -> list:
+def choices(nranks, with_budget: bool, can_recompute: bool, large=False) -> list:
     """Every Choice, memory variants last-to-try within each (distribution, tiling)."""
     variants = [(r, o) for r, o in MEMORY_VARIANTS
                 if (can_recompute or not r) and (with_budget or not o)]
-    return [Choice(dist, tiles, recompute, offload) for dist in distributions(nranks)
-            for tiles in TILE_TARGETS for recompute, offload in variants]
+    targets = LARGE_WORLD_TILE_TARGETS if large else TILE_TARGETS
+    return [Choice(dist, tiles, recompute, offload)
+            for dist in distributions(nranks, large)
+            for tiles in targets for recompute, offload in variants]
 
 
 def dominated(choice, fitting) -> bool:
