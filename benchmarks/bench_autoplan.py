@@ -104,10 +104,10 @@ def report(args, nranks, candidates, measured, search_s):
 def scale(args):
     model = gpt2_xl_model(args.layers, args.scale)
     machine = MachineModel.load(args.machine) if args.machine else MachineModel(cores=1)
-    lines = []
     started = time.process_time()
     candidates = nt.autoplan(model.graph, nt.PlanningWorld(args.scale),
-                             memory_budget=args.budget, machine=machine, log=lines.append)
+                             memory_budget=args.budget, machine=machine,
+                             log=lambda line: print(line, flush=True))
     seconds = time.process_time() - started
     print(f"GPT-2-XL shape, {args.layers} layers, {args.scale} simulated ranks: "
           f"{len(candidates)} candidates in {seconds:.1f} s of CPU "
@@ -116,7 +116,6 @@ def scale(args):
         print(f"{index:>3} {c.label:<26} predicted {c.predicted_step_s:.3f} s, peak "
               f"{c.peak_bytes_per_rank / 2**30:.2f} GiB on the worst of ranks "
               f"{sorted(c.peaks)}, sent {c.bytes_sent_per_rank / 2**30:.2f} GiB")
-    print("\n".join(lines))
 
 
 def main():

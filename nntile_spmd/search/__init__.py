@@ -37,7 +37,10 @@ def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None) -> li
         if group in duplicate or repr(choice.distribution) in unplannable or \
                 dominated(choice, fitting):
             continue
+        began = time.process_time()
         result = scorer.score(choice)
+        if log and not isinstance(result, str):
+            log(f"priced {choice.label} in {time.process_time() - began:.2f} s")
         if result is None:
             duplicate.add(group)
         elif isinstance(result, str):
@@ -71,7 +74,10 @@ def finish_by_bound(scorer, partial, log) -> list:
         if candidate.predicted_step_s >= best:
             dropped += 1
             continue
+        began = time.process_time()
         result = scorer.complete(candidate)
+        if log:
+            log(f"completed {candidate.label} in {time.process_time() - began:.2f} s")
         if isinstance(result, str):
             if log:
                 log(f"discarded {candidate.label}: {result}")

@@ -22,6 +22,8 @@ import itertools
 
 import numpy as np
 
+from ..graph.dtypes import ITEMSIZE
+from ..plan.distribution import REPLICATED
 from ..plan.instructions import Evict, Exec, Prefetch, Recv, Send
 from ..simulate.machine import op_type_of, task_work
 
@@ -65,18 +67,33 @@ def ravel(index, shape) -> int:
 def heaviest_ranks(plan) -> set:
     """The rank that keeps the most bytes across executes (parameters, gradients,
     optimizer state) and the one that owns the most bytes of all tiles (activations
-    too: where blocks of uneven size land), from the plan's owners alone."""
+    too: where blocks of uneven size land), from the plan's owners alone (array sums
+    per tensor: a large world's tensors have millions of tiles)."""
     kept, owned = np.zeros(plan.nranks), np.zeros(plan.nranks)
     for tensor in plan.graph.tensors():
-        owners = plan.owners[tensor.name]
-        for coord in plan.tilings[tensor.name].coords():
-            ranks = plan.ranks_of_owner(int(owners[coord]))
-            where = list(ranks) if isinstance(ranks, tuple) else slice(None)
-            nbytes = plan.meta[(tensor.name, coord)].nbytes
-            owned[where] += nbytes
-            if tensor.keeps_storage:
-                kept[where] += nbytes
+        per_rank = tensor_bytes_per_rank(plan, tensor)
+        owned += per_rank
+        if tensor.keeps_storage:
+            kept += per_rank
     return {int(np.argmax(kept)), int(np.argmax(owned))}
+
+
+def tensor_bytes_per_rank(plan, tensor):
+    """Bytes of `tensor`'s tiles each rank holds (a group's tiles count on each member)."""
+    spec = plan.tilings[tensor.name]
+    nbytes = np.full((), float(ITEMSIZE[tensor.dtype]))
+    for dim in spec.dims:                       # tile bytes: outer product of dim sizes
+        nbytes = np.multiply.outer(nbytes, np.array(dim.sizes, dtype=float))
+    owners = np.broadcast_to(np.asarray(plan.owners[tensor.name]), nbytes.shape).ravel()
+    nbytes = nbytes.ravel()
+    result = np.zeros(plan.nranks)
+    single = owners >= 0
+    result += np.bincount(owners[single], weights=nbytes[single], minlength=plan.nranks)
+    result += nbytes[owners == REPLICATED].sum()
+    grouped = owners < REPLICATED
+    for code in np.unique(owners[grouped]):
+        result[list(plan.ranks_of_owner(int(code)))] += nbytes[owners == code].sum()
+    return result
 
 
 def unravel(rank, shape) -> list:

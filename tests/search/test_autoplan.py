@@ -113,3 +113,14 @@ def test_a_large_world_is_planned_on_a_few_ranks():
     assert all(0 in c.peaks and len(c.peaks) <= 8 and not c.pending for c in candidates)
     assert all(c.peak_bytes_per_rank * 1.1 <= budget for c in candidates)
     assert "single" not in [c.distribution for c in candidates]
+
+
+def test_bytes_per_rank_from_owners_equal_the_plan():
+    """heaviest_ranks sums tile bytes per rank from owner arrays; the kept part must
+    equal the plan's persistent bytes on every rank (groups of a mesh included)."""
+    from nntile_spmd.search.ranks import tensor_bytes_per_rank
+    graph = mlp().graph
+    for distribution, nranks in (("fsdp", 3), ({"dp": 2, "fsdp": 2}, 4)):
+        plan = nt.build_plan(graph, nranks, nt.TilingStrategy.auto(256), distribution)
+        kept = sum(tensor_bytes_per_rank(plan, t) for t in graph.tensors() if t.keeps_storage)
+        assert list(kept) == [plan.persistent_bytes(r) for r in range(nranks)]
