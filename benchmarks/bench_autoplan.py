@@ -19,7 +19,9 @@ measured time of the first candidate over the fastest measured.
 
 --scale N plans a GPT-2-XL-shaped graph (n_embd 1600, 25 heads, seq 1024, vocab 50257,
 one sequence per rank, forward + loss + gradients, fp32, as bench_plan_rank.py builds
-it) for N simulated ranks (a PlanningWorld) and times the whole search in CPU seconds.
+it) for N simulated ranks (a PlanningWorld) with that benchmark's tiling (auto tiling
+of a 1,024-sequence batch cuts tasks small enough that one rank's program takes
+minutes) and times the whole search in CPU seconds.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_plan_rank import gpt2_xl_model  # noqa: E402
+from bench_plan_rank import fixed_tiling, gpt2_xl_model  # noqa: E402
 
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.runtime.compile_steps import make_world  # noqa: E402
@@ -107,7 +109,8 @@ def scale(args):
     started = time.process_time()
     candidates = nt.autoplan(model.graph, nt.PlanningWorld(args.scale),
                              memory_budget=args.budget, machine=machine,
-                             log=lambda line: print(line, flush=True))
+                             log=lambda line: print(line, flush=True),
+                             tilings=[fixed_tiling(args.tile_mib)])
     seconds = time.process_time() - started
     print(f"GPT-2-XL shape, {args.layers} layers, {args.scale} simulated ranks: "
           f"{len(candidates)} candidates in {seconds:.1f} s of CPU "
@@ -129,6 +132,9 @@ def main():
                         help="time the search alone for a GPT-2-XL shape on N ranks")
     parser.add_argument("--layers", type=int, default=4, help="with --scale")
     parser.add_argument("--budget", type=int, default=None, help="with --scale: bytes/rank")
+    parser.add_argument("--tile-mib", type=int, default=64, help="with --scale: the tiling "
+                        "of bench_plan_rank.py (a sequence per tile, 4096-wide vocabulary "
+                        "tiles, auto tiles of this size)")
     args = parser.parse_args()
     scale(args) if args.scale else measure(args)
 

@@ -17,11 +17,14 @@ from .space import MESH_AXES, choices, dominated
 __all__ = ["autoplan", "compile", "Candidate", "MESH_AXES", "quick_calibrate"]
 
 
-def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None) -> list:
+def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None,
+             tilings=None) -> list:
     """Candidate plans of `graph` on the ranks of `comm` (a World, an MPI communicator,
     or None: MPI.COMM_WORLD), fastest predicted first; every one fits `memory_budget`
     bytes on every planned rank. `machine`: a MachineModel or a machine file (default:
-    a quick calibration on rank 0). `log(line)` hears what was discarded and why."""
+    a quick calibration on rank 0). `log(line)` hears what was discarded and why.
+    `tilings`: TilingStrategies to try in place of the table's auto tile sizes (a
+    large model's shape may need its own, as benchmarks/bench_plan_rank.py's)."""
     if memory_budget is not None and (isinstance(memory_budget, bool) or
                                       not isinstance(memory_budget, int) or
                                       memory_budget <= 0):
@@ -32,7 +35,7 @@ def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None) -> li
     scorer = Scorer(graph, world.size, machine_for(world, machine, log), memory_budget)
     candidates, fitting, duplicate, unplannable = [], set(), set(), set()
     for choice in choices(world.size, memory_budget is not None, scorer.can_recompute(),
-                          large=not scorer.full):
+                          large=not scorer.full, tilings=tilings):
         group = choice.group
         if group in duplicate or repr(choice.distribution) in unplannable or \
                 dominated(choice, fitting):

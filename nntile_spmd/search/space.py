@@ -57,24 +57,27 @@ class Choice:
     """One point of the space, before it is planned."""
 
     distribution: object      # a preset name or {axis: size}
-    tile_bytes: int | None    # TILE_TARGETS entry
+    tile_bytes: object        # a TILE_TARGETS entry, or a TilingStrategy the caller gave
     recompute: bool
     offload: bool
 
     @property
     def group(self) -> tuple:
         """What its memory variants share: the distribution and the tile size."""
-        return (repr(self.distribution), self.tile_bytes)
+        return (repr(self.distribution), repr(self.tile_bytes))
 
     @property
     def label(self) -> str:
         dist = self.distribution if isinstance(self.distribution, str) else \
             "x".join(f"{axis}{size}" for axis, size in self.distribution.items())
-        tiles = "auto" if self.tile_bytes is None else f"{self.tile_bytes >> 10}KiB"
+        tiles = ("auto" if self.tile_bytes is None else f"{self.tile_bytes >> 10}KiB"
+                 if isinstance(self.tile_bytes, int) else "given")
         return (f"{dist}/{tiles}" + ("/recompute" if self.recompute else "")
                 + ("/offload" if self.offload else ""))
 
     def tiling(self) -> TilingStrategy:
+        if isinstance(self.tile_bytes, TilingStrategy):
+            return self.tile_bytes
         return TilingStrategy.auto(target_tile_bytes=self.tile_bytes)
 
 
@@ -114,11 +117,14 @@ def distributions(nranks, large=False) -> list:
     return result
 
 
-def choices(nranks, with_budget: bool, can_recompute: bool, large=False) -> list:
-    """Every Choice, memory variants last-to-try within each (distribution, tiling)."""
+def choices(nranks, with_budget: bool, can_recompute: bool, large=False,
+            tilings=None) -> list:
+    """Every Choice, memory variants last-to-try within each (distribution, tiling);
+    `tilings`: TilingStrategies to try instead of the table's tile sizes."""
     variants = [(r, o) for r, o in MEMORY_VARIANTS
                 if (can_recompute or not r) and (with_budget or not o)]
-    targets = LARGE_WORLD_TILE_TARGETS if large else TILE_TARGETS
+    targets = list(tilings) if tilings else \
+        LARGE_WORLD_TILE_TARGETS if large else TILE_TARGETS
     return [Choice(dist, tiles, recompute, offload)
             for dist in distributions(nranks, large)
             for tiles in targets for recompute, offload in variants]
