@@ -17,10 +17,12 @@ from ..plan.tiling import TilingStrategy
 
 @dataclass(frozen=True)
 class AxisRule:
-    """One mesh axis: the preset it is alone on the world, and its largest size."""
+    """One mesh axis: the preset it is alone on the world, its largest size, and
+    whether a large world (priced per rank, search/ranks.py) may use it."""
 
     preset: str
     max_size: int | None = None   # None: any divisor of the world
+    large_worlds: bool = True
 
 
 # Mesh axes in mesh order (outermost first, as plan/mesh.py reads a mesh). tp stops
@@ -31,7 +33,9 @@ MESH_AXES = {
     "dp": AxisRule("ddp"),
     "fsdp": AxisRule("fsdp"),
     "tp": AxisRule("tp", max_size=8),
-    "pp": AxisRule("pp"),
+    # a rank's own time cannot see a pipeline's bubble (ranks waiting for micro-batches):
+    # only the replay of a small world prices pp
+    "pp": AxisRule("pp", large_worlds=False),
 }
 MAX_MESH_AXES = 2   # meshes of more axes multiply the search; none of ours needs them
 # Axes after a mesh's first stay within a node (8 GPUs): HSDP's fsdp groups, tp, pp
@@ -108,7 +112,8 @@ def distributions(nranks, large=False) -> list:
     if nranks == 1:
         return ["single"]
     result = [] if large else ["single"]
-    for mesh in factorizations(nranks, list(MESH_AXES), MAX_MESH_AXES):
+    axes = [axis for axis, rule in MESH_AXES.items() if rule.large_worlds or not large]
+    for mesh in factorizations(nranks, axes, MAX_MESH_AXES):
         if len(mesh) == 1:
             axis, size = next(iter(mesh.items()))
             result.append(MESH_AXES[axis].preset)

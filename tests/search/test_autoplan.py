@@ -99,6 +99,8 @@ def test_space_is_a_table_of_mesh_axes():
     assert {"single", "ddp", "fsdp", "tp", "pp", str({"dp": 2, "fsdp": 2}),
             str({"fsdp": 2, "tp": 2}), str({"dp": 2, "pp": 2})} <= named
     assert distributions(1) == ["single"] and "tp" not in distributions(16)   # tp <= 8
+    large = [str(d) for d in distributions(16, large=True)]
+    assert "single" not in large and not [d for d in large if "pp" in d]
 
 
 def test_a_large_world_is_planned_on_a_few_ranks():
