@@ -24,7 +24,7 @@ QUICK_STEPS = 2
 def quick_calibrate(log=None) -> MachineModel:
     """Kernel rates and the executor's cost per task from one-rank steps of small
     models; latency, bandwidth and the CPU of messages keep MachineModel's defaults
-    (measuring them needs two MPI ranks of their own)."""
+    (measure_messages measures them where the job has two MPI ranks)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     rows, tasks, outside = [], 0, 0.0
     for make in QUICK_WORKLOADS:
@@ -55,4 +55,39 @@ def machine_for(world, machine=None, log=None) -> MachineModel:
     calibrated = quick_calibrate(log) if world.rank == 0 else None
     if world.runs_every_rank or not world.executes:
         return calibrated   # one process: a simulated or a planning world
+    if world.size > 1:
+        messages = measure_messages(world.comm)
+        if calibrated is not None:
+            for name, value in messages.items():
+                setattr(calibrated, name, value)
+            if log:
+                log(f"messages between ranks 0 and 1: {messages}")
     return world.agree(calibrated, "the quick calibration of rank 0")[0]
+
+
+def measure_messages(comm) -> dict:
+    """Latency, bandwidth and the CPU of a SEND and a RECV, measured between ranks 0
+    and 1 of the job (simulate/pingpong.py's measurements, without its core binding);
+    MachineModel fields, on rank 0 ({} elsewhere). Every rank must call it."""
+    import numpy as np
+    from mpi4py import MPI      # only an MPI job gets here
+
+    from ..simulate.pingpong import MESSAGE_SIZES, message_costs, round_trip
+    pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
+    if pair == MPI.COMM_NULL:
+        return {}
+    small, large = np.zeros(1, np.uint8), np.zeros(1 << 22, np.uint8)
+    round_trip(pair, small, 10)
+    latency = min(round_trip(pair, small, 50) for _ in range(3))
+    bandwidth = large.nbytes / max(min(round_trip(pair, large, 3) for _ in range(2))
+                                   - latency, 1e-9)
+    costs = [message_costs(pair, nbytes, repeats=2) for nbytes in MESSAGE_SIZES]
+    sends = pair.bcast([send for send, _ in costs], root=0)
+    receives = pair.bcast([recv for _, recv in costs], root=1)
+    pair.Free()
+    if comm.rank != 0:
+        return {}
+    rates = fit_rates([("send", 1, n, s) for n, s in zip(MESSAGE_SIZES, sends)]
+                      + [("recv", 1, n, s) for n, s in zip(MESSAGE_SIZES, receives)])
+    return {"latency_s": latency, "bandwidth_bytes_per_s": bandwidth,
+            "send_cpu": tuple(rates["send"]), "recv_cpu": tuple(rates["recv"])}
