@@ -33,27 +33,9 @@ def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None,
     world = make_world(comm, None)
     started = time.process_time()
     scorer = Scorer(graph, world.size, machine_for(world, machine, log), memory_budget)
-    candidates, fitting, duplicate, unplannable = [], set(), set(), set()
-    for choice in choices(world.size, memory_budget is not None, scorer.can_recompute(),
-                          large=not scorer.full, tilings=tilings):
-        group = choice.group
-        if group in duplicate or repr(choice.distribution) in unplannable or \
-                dominated(choice, fitting):
-            continue
-        began = time.process_time()
-        result = scorer.score(choice)
-        if log and not isinstance(result, str):
-            log(f"priced {choice.label} in {time.process_time() - began:.2f} s")
-        if result is None:
-            duplicate.add(group)
-        elif isinstance(result, str):
-            if result.startswith(CANNOT_PLAN):   # the distribution, whatever the tiles
-                unplannable.add(repr(choice.distribution))
-            if log:
-                log(f"discarded {choice.label}: {result}")
-        else:
-            fitting.add(group + (choice.recompute, choice.offload))
-            candidates.append(result)
+    candidates = price_choices(scorer, choices(
+        world.size, memory_budget is not None, scorer.can_recompute(),
+        large=not scorer.full, tilings=tilings), log)
     if not scorer.full:
         candidates = finish_by_bound(scorer, candidates, log)
     if not candidates:
@@ -64,6 +46,32 @@ def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None,
     if log:
         log(f"autoplan: {len(candidates)} candidates in "
             f"{time.process_time() - started:.1f} s of CPU")
+    return candidates
+
+
+def price_choices(scorer, choice_list, log) -> list:
+    """Candidates of the choices that plan and fit; a plan equal to one already priced,
+    a distribution that cannot be planned and a memory variant dominated by a lighter
+    one that fits are skipped (space.py)."""
+    candidates, fitting, duplicate, unplannable = [], set(), set(), set()
+    for choice in choice_list:
+        if choice.group in duplicate or repr(choice.distribution) in unplannable or \
+                dominated(choice, fitting):
+            continue
+        began = time.process_time()
+        result = scorer.score(choice)
+        if log and not isinstance(result, str):
+            log(f"priced {choice.label} in {time.process_time() - began:.2f} s")
+        if result is None:
+            duplicate.add(choice.group)
+        elif isinstance(result, str):
+            if result.startswith(CANNOT_PLAN):   # the distribution, whatever the tiles
+                unplannable.add(repr(choice.distribution))
+            if log:
+                log(f"discarded {choice.label}: {result}")
+        else:
+            fitting.add(choice.group + (choice.recompute, choice.offload))
+            candidates.append(result)
     return candidates
 
 
