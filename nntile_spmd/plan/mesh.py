@@ -1,5 +1,6 @@
 """Plan layer: device meshes, `distribution={"dp": 2, "tp": 2}` (or fsdp x tp, dp x pp,
-fsdp x tp x pp).
+fsdp x tp x pp, and dp x fsdp: HSDP, the batch blocked over both, parameters sharded
+over fsdp and replicated over dp).
 
 The ranks form a grid, the first named axis outermost (rank = dp_index * tp + tp_index
 for dp x tp). Each mesh axis applies one preset's rule along its own coordinate:
