@@ -22,13 +22,15 @@ def axes_of(mesh) -> dict:
 
 
 def meshes_for(nranks, layers=0) -> list:
-    """dp x tp and fsdp x tp for every split of the world into two axes of >= 2 ranks;
+    """dp x tp, fsdp x tp and dp x fsdp (HSDP) for every split of the world into two
+    axes of >= 2 ranks;
     with `layers` (the model's), pp on the whole world and dp x pp where each stage
     gets a layer."""
     splits = [(outer, nranks // outer) for outer in range(2, nranks)
               if nranks % outer == 0 and nranks // outer >= 2]
     meshes = [{batch: outer, "tp": inner} for outer, inner in splits
               for batch in ("dp", "fsdp")]
+    meshes += [{"dp": outer, "fsdp": inner} for outer, inner in splits]   # HSDP
     if 2 <= nranks <= layers:
         meshes.append({"pp": nranks})
     return meshes + [{"dp": outer, "pp": inner} for outer, inner in splits if inner <= layers]
@@ -121,7 +123,8 @@ def print_mesh_comparison(results, args):
         return
     print("\nMeshes (ranks on a grid, first axis outermost): planned bytes sent per step, "
           "all ranks, per mesh axis,\nvs the formulas (dp: DDP all-reduce 2(d-1)/d Ψ_col, "
-          "fsdp: ZeRO-3 3(f-1)/f Ψ_col, tp: Megatron\n2(t-1)/t x activations of a dp row, pp: "
+          "fsdp: ZeRO-3 3(f-1)/f Ψ_col, with fsdp dp all-reduces the shard Ψ_col/f,\ntp: "
+          "Megatron 2(t-1)/t x activations of a dp row, pp: "
           "2 x batch x (seq x) width x 8 per stage boundary)")
     for r in meshes:
         plan, mesh = r["plan"], r["distribution"]
