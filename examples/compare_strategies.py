@@ -5,6 +5,8 @@ time, loss.
     python examples/compare_strategies.py --simulate 3        # 3 ranks in one process
     mpiexec -n 2 python examples/compare_strategies.py --model gpt2
     python examples/compare_strategies.py --simulate 4       # adds dp2xtp2 and fsdp2xtp2
+    mpiexec -n 2 python examples/compare_strategies.py --auto [--memory-budget BYTES]
+    mpiexec -n 2 python examples/compare_strategies.py --model gpt2 --torch  # vs torch DDP/FSDP2
 
 Trains the digits MLP of train_mlp.py (or, with --model gpt2, the byte-level GPT-2
 of train_gpt2.py on its stdlib corpus) in fp64 under each preset on the current
@@ -31,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import train_gpt2  # noqa: E402  (same models, data and trainer set-ups)
+import torch_side  # noqa: E402  (the PyTorch DDP / FSDP2 side of --torch)
 import train_mlp  # noqa: E402
 from gpt2_corpus import train_batch  # noqa: E402
 from mesh_formulas import label as mesh_label  # noqa: E402
@@ -38,7 +41,9 @@ from mesh_formulas import meshes_for, model_layers, print_mesh_comparison  # noq
 
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.plan.instructions import Send  # noqa: E402
+from nntile_spmd.runtime.compile_steps import make_world  # noqa: E402
 from nntile_spmd.train.cli import DefaultsHelpFormatter, add_device_arg  # noqa: E402
+from nntile_spmd.train.optim import add_optimizer  # noqa: E402
 
 PRESETS = ("single", "ddp", "fsdp", "tp")
 MODEL_STATE_ROLES = ("parameter", "gradient", "state")
@@ -56,6 +61,15 @@ def parse_args(argv=None):
                         help="gpt2 only: n_layer, n_embd, n_head, seq")
     parser.add_argument("--tile-bytes", type=int, default=16384)
     parser.add_argument("--simulate", type=int, default=0, metavar="N")
+    parser.add_argument("--auto", action="store_true",
+                        help="print nt.autoplan's ranked candidates for the model instead")
+    parser.add_argument("--memory-budget", type=int, default=None, metavar="BYTES",
+                        help="with --auto: bytes per rank every candidate must fit")
+    parser.add_argument("--torch", action="store_true",
+                        help="gpt2 under mpiexec: our ddp and fsdp beside PyTorch DDP and "
+                             "FSDP2 on the same ranks (torch_side.py)")
+    parser.add_argument("--machine", default=None, metavar="JSON",
+                        help="with --auto: a machine file (default: a quick calibration)")
     add_device_arg(parser)
     parser.add_argument("--plot", default=None, metavar="PNG",
                         help="write the loss curves and memory to this PNG (rank 0); "
@@ -98,6 +112,7 @@ def train_gpt2_preset(preset, args, comm, data):
         "--warmup", str(max(1, args.steps // 10)), "--dtype", "fp64"])
     options.strategy = preset   # a preset name or a mesh {axis: size}
     trainer = train_gpt2.make_trainer(options, comm)
+    trainer.options = options     # --torch builds the same model, schedule and batches
     losses = [trainer.train_step([dict(zip(("input_ids", "targets"), train_batch(
         data, 0, step, options.seq, options.batch)))]) for step in range(args.steps)]
     return trainer, losses
@@ -119,6 +134,7 @@ def run_preset(preset, args, comm, data) -> dict:
         return [rank_versus[name] for rank_versus in versus]
 
     return {"preset": mesh_label(preset), "distribution": preset, "losses": losses,
+            "options": getattr(trainer, "options", None),
             "versus": versus,
             "planned_peak": [p for p, _ in both("peak_bytes")],
             "measured_peak": [m for _, m in both("peak_bytes")],
@@ -308,9 +324,70 @@ def check_agreement(results):
                for r in results)
 
 
+def model_graph(args):
+    """The graph the trainers of --model compile: model, loss, gradients, Adam(W)."""
+    if args.model == "mlp":
+        model = nt.models.build_mlp([64, *args.hidden, 10], args.batch, dtype="fp64")
+    else:
+        layers, embd, heads, seq = (int(v) for v in args.gpt2.split(","))
+        config = nt.models.gpt2.GPT2Config(vocab_size=train_gpt2.corpus.VOCAB,
+                                           n_positions=seq, n_embd=embd, n_layer=layers,
+                                           n_head=heads)
+        model = nt.models.gpt2.build_gpt2(config, batch=args.batch, seq=seq, dtype="fp64")
+    add_optimizer(model.graph, model.params, model.grads,
+                  "adam" if args.model == "mlp" else "adamw")
+    return model.graph
+
+
+def print_autoplan(args, comm, top=10):
+    """nt.autoplan's candidates, fastest predicted first (rank 0 prints)."""
+    lines = []
+    candidates = nt.autoplan(model_graph(args), comm, memory_budget=args.memory_budget,
+                             machine=args.machine, log=lines.append)
+    world = make_world(comm, None)
+    if world.rank != 0:
+        return
+    print(f"{args.model}: nt.autoplan on {world.size} rank(s), memory budget "
+          f"{args.memory_budget or 'none'}; {len(candidates)} candidates, the first "
+          f"{min(top, len(candidates))}:")
+    headers = ["#", "candidate", "predicted ms/step", "peak KiB/rank", "sent KiB/rank"]
+    rows = [[str(index), c.label, f"{c.predicted_step_s * 1e3:.2f}",
+             kib(c.peak_bytes_per_rank), kib(c.bytes_sent_per_rank)]
+            for index, c in enumerate(candidates[:top], 1)]
+    print(aligned(headers, rows))
+    print("\n".join(lines))
+
+
+def side_by_side_with_torch(args):
+    """Our ddp and fsdp, then torch DDP and FSDP2, on this job's MPI ranks."""
+    from mpi4py import MPI
+    if args.model != "gpt2" or args.simulate:
+        raise SystemExit("--torch compares GPT-2 on MPI ranks: --model gpt2, no --simulate")
+    data = train_gpt2.corpus.load_corpus(200_000).train
+    ours = [run_preset(preset, args, None, data) for preset in ("ddp", "fsdp")]
+    options = ours[0]["options"]
+    model = train_gpt2.build_model(options)
+    state = torch_side.initial_state(model, model.init_params(
+        np.random.default_rng(options.seed)))
+    schedule = train_gpt2.CosineSchedule(options.lr, total=args.steps,
+                                         warmup=min(options.warmup, args.steps),
+                                         min_lr=options.lr / 10)
+    batches = [train_batch(data, 0, step, options.seq, options.batch)
+               for step in range(args.steps)]
+    theirs = [torch_side.run_torch(kind, model.config, state, batches, schedule,
+                                   options.weight_decay, MPI.COMM_WORLD)
+              for kind in ("ddp", "fsdp2")]
+    if MPI.COMM_WORLD.rank == 0:
+        torch_side.print_side_by_side(ours, theirs, MPI.COMM_WORLD.size)
+
+
 def main(argv=None):
     args = parse_args(argv)
     comm = nt.SimulatedWorld(args.simulate) if args.simulate else None
+    if args.auto:
+        return print_autoplan(args, comm)
+    if args.torch:
+        return side_by_side_with_torch(args)
     data = (train_mlp.load_data(0, np.float64) if args.model == "mlp" else
              train_gpt2.corpus.load_corpus(200_000).train)
     results = [run_preset(preset, args, comm, data) for preset in PRESETS]

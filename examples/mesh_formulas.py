@@ -22,13 +22,15 @@ def axes_of(mesh) -> dict:
 
 
 def meshes_for(nranks, layers=0) -> list:
-    """dp x tp and fsdp x tp for every split of the world into two axes of >= 2 ranks;
+    """dp x tp, fsdp x tp and dp x fsdp (HSDP) for every split of the world into two
+    axes of >= 2 ranks;
     with `layers` (the model's), pp on the whole world and dp x pp where each stage
     gets a layer."""
     splits = [(outer, nranks // outer) for outer in range(2, nranks)
               if nranks % outer == 0 and nranks // outer >= 2]
     meshes = [{batch: outer, "tp": inner} for outer, inner in splits
               for batch in ("dp", "fsdp")]
+    meshes += [{"dp": outer, "fsdp": inner} for outer, inner in splits]   # HSDP
     if 2 <= nranks <= layers:
         meshes.append({"pp": nranks})
     return meshes + [{"dp": outer, "pp": inner} for outer, inner in splits if inner <= layers]
@@ -46,7 +48,8 @@ def label(distribution) -> str:
 def mesh_axis_formulas(plan, mesh, tp_activation_bytes, pp_boundary_bytes=0) -> dict:
     """Bytes all ranks send per step along each mesh axis, by the formulas: the batch
     axis all-reduces (dp: 2(d-1)/d, ring) or all-gathers and reduce-scatters (fsdp,
-    ZeRO-3: 3(f-1)/f) each tp column's parameters Ψ_col; the tp axis all-reduces
+    ZeRO-3: 3(f-1)/f) each tp column's parameters Ψ_col (with both, HSDP, dp all-reduces
+    a rank's fsdp shard Ψ_col / f); the tp axis all-reduces
     (2(t-1)/t) the activations Megatron does, `tp_activation_bytes` per dp row; the
     pp axis sends `pp_boundary_bytes` (pipeline_boundary_bytes)."""
     mesh = Mesh(tuple(mesh.items()))
@@ -60,8 +63,10 @@ def mesh_axis_formulas(plan, mesh, tp_activation_bytes, pp_boundary_bytes=0) -> 
             rows = plan.nranks // size
             result[axis] = plan.nranks * 2 * (size - 1) / size * tp_activation_bytes / rows
         else:
+            # HSDP (dp x fsdp): dp all-reduces each rank's fsdp shard, Ψ_col / f
+            shard = sizes.get("fsdp", 1) if axis == "dp" else 1
             result[axis] = sum(factor[axis](size) * column_parameter_bytes(plan, mesh, rank)
-                               for rank in range(plan.nranks))
+                               for rank in range(plan.nranks)) / shard
     assert set(result) == set(sizes)
     return result
 
@@ -118,7 +123,8 @@ def print_mesh_comparison(results, args):
         return
     print("\nMeshes (ranks on a grid, first axis outermost): planned bytes sent per step, "
           "all ranks, per mesh axis,\nvs the formulas (dp: DDP all-reduce 2(d-1)/d Ψ_col, "
-          "fsdp: ZeRO-3 3(f-1)/f Ψ_col, tp: Megatron\n2(t-1)/t x activations of a dp row, pp: "
+          "fsdp: ZeRO-3 3(f-1)/f Ψ_col, with fsdp dp all-reduces the shard Ψ_col/f,\ntp: "
+          "Megatron 2(t-1)/t x activations of a dp row, pp: "
           "2 x batch x (seq x) width x 8 per stage boundary)")
     for r in meshes:
         plan, mesh = r["plan"], r["distribution"]

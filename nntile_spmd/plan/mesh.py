@@ -1,5 +1,6 @@
 """Plan layer: device meshes, `distribution={"dp": 2, "tp": 2}` (or fsdp x tp, dp x pp,
-fsdp x tp x pp).
+fsdp x tp x pp, and dp x fsdp: HSDP, the batch blocked over both, parameters sharded
+over fsdp and replicated over dp).
 
 The ranks form a grid, the first named axis outermost (rank = dp_index * tp + tp_index
 for dp x tp). Each mesh axis applies one preset's rule along its own coordinate:
@@ -56,9 +57,6 @@ class Mesh:
         if self.schedule not in SCHEDULES or (self.schedule != "gpipe" and "pp" not in names):
             raise ValueError(f"distribution mesh {self.describe()}: schedule "
                              f"{self.schedule!r} needs one of {SCHEDULES} and a pp axis")
-        if sum(name in BATCH_AXES for name in names) > 1:
-            raise ValueError(f"distribution mesh {self.describe()}: dp and fsdp both split "
-                             "the batch axis; name one of them")
 
     @property
     def name(self) -> str:
@@ -144,6 +142,7 @@ class Mesh:
         batch, hidden = self.batch_and_hidden(graph, class_of, classes)
         sequence = self.sequence_class(graph, class_of, batch, hidden)
         stages = self.tensor_stages(graph)
+        batch_rule = self.batch_rules()
         result, offsets = {}, {}
         for tensor in graph.tensors():
             dims = [class_of[(tensor.name, d)] for d in range(tensor.ndim)]
@@ -161,7 +160,7 @@ class Mesh:
                     rules.append((CP_RULES[self.cp_layout], sequence_dims[-1])
                                  if sequence_dims else ("replicate",))
                 elif batch_dims:
-                    rules.append(("block", batch_dims[-1]))
+                    rules.append(("block", batch_dims[-1]) + batch_rule[axis])
                 elif axis == "fsdp" and tensor.role in SHARDED_ROLES and tensor.ndim > 0:
                     # as the fsdp preset: a parameter, its gradient and state share tiles
                     offsets.setdefault(tuple(dims), len(offsets))
@@ -170,6 +169,17 @@ class Mesh:
                     rules.append(("replicate",))
             result[tensor.name] = TileDistribution.mesh_layout(self.shape, tuple(rules))
         return result
+
+    def batch_rules(self) -> dict:
+        """{batch axis: extra block arguments}. With dp and fsdp both (HSDP) the batch
+        is blocked over their joint grid, the outer axis taking the high part of the
+        block index: (inner axis size, joint size); one batch axis needs none."""
+        batch = [(name, size) for name, size in self.axes if name in BATCH_AXES]
+        if len(batch) < 2:
+            return {name: () for name, _ in batch}
+        total = math.prod(size for _, size in batch)
+        return {name: (math.prod(size for _, size in batch[index + 1:]), total)
+                for index, (name, _) in enumerate(batch)}
 
     @property
     def pipelined(self) -> bool:
@@ -251,6 +261,9 @@ def axis_index(rule, size, coords, linear, grid):
         block = coords[rule[1]] * 2 * size // max(grid[rule[1]], 1)
         return np.minimum(block, 2 * size - 1 - block)
     dim = rule[1]
+    if len(rule) == 4:   # one of several batch axes (HSDP): a digit of the joint block
+        inner, total = rule[2], rule[3]
+        return coords[dim] * total // max(grid[dim], 1) // inner % size
     return coords[dim] * size // max(grid[dim], 1)
 
 

@@ -1,7 +1,7 @@
-"""dp x tp and fsdp x tp meshes on 4 real MPI ranks: GPT-2 (fp64) matches transformers
-and the MLP trains to the losses of one rank (collective verdicts; other world sizes
-skip, a 2 x 2 mesh needs 4 ranks); and GPT-2 with activation recomputation equals
-GPT-2 without it bitwise on any number of ranks:
+"""dp x tp, fsdp x tp and dp x fsdp (HSDP) meshes on 4 real MPI ranks: GPT-2 (fp64)
+matches transformers and the MLP trains to the losses of one rank (collective
+verdicts; other world sizes skip, a 2 x 2 mesh needs 4 ranks); and GPT-2 with
+activation recomputation equals GPT-2 without it bitwise on any number of ranks:
     mpiexec -n 4 python -m pytest --with-mpi -m mpi -p no:cacheprovider tests/models"""
 
 import numpy as np
@@ -17,7 +17,8 @@ mpi4py = pytest.importorskip("mpi4py")
 from mpi4py import MPI  # noqa: E402
 
 pytestmark = pytest.mark.four_ranks
-MESHES = [{"dp": 2, "tp": 2}, {"fsdp": 2, "tp": 2}]
+MESHES = [{"dp": 2, "tp": 2}, {"fsdp": 2, "tp": 2}, {"dp": 2, "fsdp": 2}]   # last: HSDP
+IDS = ["dp2xtp2", "fsdp2xtp2", "dp2xfsdp2"]
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def collective_verdict(work):
 
 @pytest.mark.mpi(min_size=4)
 @pytest.mark.parametrize("tiles", [None, SMALL_TILES], ids=["auto", "small"])
-@pytest.mark.parametrize("mesh", MESHES, ids=["dp2xtp2", "fsdp2xtp2"])
+@pytest.mark.parametrize("mesh", MESHES, ids=IDS)
 def test_mpi_gpt2_mesh_parity(reference, mesh, tiles):
     config, state, ids, targets, hf = reference
 
@@ -55,7 +56,7 @@ def test_mpi_gpt2_mesh_parity(reference, mesh, tiles):
 
 
 @pytest.mark.mpi(min_size=4)
-@pytest.mark.parametrize("mesh", MESHES, ids=["dp2xtp2", "fsdp2xtp2"])
+@pytest.mark.parametrize("mesh", MESHES, ids=IDS)
 def test_mpi_mlp_mesh_trains_as_one_rank(mesh):
     rng = np.random.default_rng(1)
     data = {"x": np.asfortranarray(rng.standard_normal((12, 26))),

@@ -171,6 +171,13 @@ MESH_WORLDS = [({"dp": 2, "tp": 2}, 4), ({"fsdp": 2, "tp": 2}, 4), ({"tp": 2, "d
                ({"dp": 3, "tp": 2}, 6), ({"fsdp": 2, "tp": 3}, 6), ({"fsdp": 4, "tp": 2}, 8)]
 
 
+def test_hsdp_too(tables):
+    """HSDP's owners (a shard held by an fsdp index on every dp row) plan alike alone
+    (the MLP: its GPT-2 run costs a minute for the same rule)."""
+    graph, tiling = GRAPHS["mlp"]()
+    assert derived_equal_the_oracle(graph, 6, tiling, {"dp": 2, "fsdp": 3})
+
+
 @pytest.mark.parametrize("mesh,nranks", MESH_WORLDS, ids=lambda v: str(v))
 @pytest.mark.parametrize("graph_name", sorted(GRAPHS))
 def test_meshes_too(graph_name, mesh, nranks, tables):

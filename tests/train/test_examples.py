@@ -75,6 +75,29 @@ def test_compare_strategies_adds_meshes_on_four_ranks(tmp_path):
                   "--steps", "3", "--plot", str(plot)])
     assert "loss curves of all presets agree" in stdout and "ZeRO" in stdout
     assert plot.stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_compare_strategies_auto_prints_the_ranked_candidates(tmp_path):
+    from nntile_spmd.simulate import MachineModel
+    MachineModel().save(tmp_path / "machine.json")     # no calibration in the test
+    stdout = run([sys.executable, "examples/compare_strategies.py", "--simulate", "2",
+                  "--auto", "--memory-budget", "400000", "--machine",
+                  str(tmp_path / "machine.json")])
+    assert "nt.autoplan on 2 rank(s), memory budget 400000" in stdout
+    assert "predicted ms/step" in stdout and "\n1 " in stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MPIEXEC.exists(), reason="needs the venv's mpiexec (the mpich wheel of the "
+                    "test extra)")
+def test_compare_strategies_torch_side_by_side(tmp_path):
+    stdout = run([str(MPIEXEC), "-n", "2", sys.executable, "examples/compare_strategies.py",
+                  "--model", "gpt2", "--torch", "--steps", "2"])
+    rows = {line.split()[0] + " " + line.split()[1]: line.split() for line in
+            stdout.splitlines() if line.startswith(("ours ", "torch "))}
+    assert set(rows) == {"ours ddp", "ours fsdp", "torch ddp", "torch fsdp2"}
+    assert len({row[-1] for row in rows.values()}) == 1      # the same final loss
     assert "dp2xtp2    dp ours" in stdout and "fsdp2xtp2  fsdp ours" in stdout
     assert "yes, for every preset" in stdout
 

@@ -1,0 +1,24 @@
+"""The in-job calibration of messages (search/machine.measure_messages) on real MPI
+ranks: rank 0 gets positive latency and bandwidth and non-negative SEND/RECV costs,
+the other ranks nothing; every rank returns (no rank left waiting):
+    mpiexec -n 2 python -m pytest --with-mpi -p no:cacheprovider tests/search"""
+
+import pytest
+from helpers import collective_ok
+
+from nntile_spmd.search.machine import measure_messages
+
+mpi4py = pytest.importorskip("mpi4py")
+from mpi4py import MPI  # noqa: E402
+
+
+@pytest.mark.mpi(min_size=2)
+def test_messages_are_measured_between_ranks_0_and_1():
+    comm = MPI.COMM_WORLD
+    measured = measure_messages(comm)
+    if comm.rank == 0:
+        ok = (measured["latency_s"] > 0 and measured["bandwidth_bytes_per_s"] > 0
+              and min(*measured["send_cpu"], *measured["recv_cpu"]) >= 0)
+    else:
+        ok = measured == {}
+    assert collective_ok(comm, ok)
