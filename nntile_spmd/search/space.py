@@ -28,7 +28,7 @@ class AxisRule:
 # Mesh axes in mesh order (outermost first, as plan/mesh.py reads a mesh). tp stops
 # at 8: past that its activation all-reduces cross more ranks than a node has GPUs
 # in any machine this targets, and the search would spend its time on meshes that
-# lose. (cp: one more entry here.)
+# lose; cp likewise (its key/value tiles travel to every later rank of the axis).
 MESH_AXES = {
     "dp": AxisRule("ddp"),
     "fsdp": AxisRule("fsdp"),
@@ -36,6 +36,9 @@ MESH_AXES = {
     # a rank's own time cannot see a pipeline's bubble (ranks waiting for micro-batches):
     # only the replay of a small world prices pp
     "pp": AxisRule("pp", large_worlds=False),
+    # splits the sequence; a graph without attention has none, and its cp candidates
+    # fail to plan and are dropped with the planner's reason
+    "cp": AxisRule("cp", max_size=8),
 }
 MAX_MESH_AXES = 2   # meshes of more axes multiply the search; none of ours needs them
 # Axes after a mesh's first stay within a node (8 GPUs): HSDP's fsdp groups, tp, pp

@@ -92,12 +92,13 @@ def test_representative_ranks_hold_the_worst_peak(distribution):
 
 
 def test_space_is_a_table_of_mesh_axes():
-    assert list(MESH_AXES) == ["dp", "fsdp", "tp", "pp"]
+    assert list(MESH_AXES) == ["dp", "fsdp", "tp", "pp", "cp"]
     four = distributions(4)
     assert four[0] == "single"
     named = {str(d) for d in four}
     assert {"single", "ddp", "fsdp", "tp", "pp", str({"dp": 2, "fsdp": 2}),
-            str({"fsdp": 2, "tp": 2}), str({"dp": 2, "pp": 2})} <= named
+            str({"fsdp": 2, "tp": 2}), str({"dp": 2, "pp": 2}), "cp",
+            str({"fsdp": 2, "cp": 2})} <= named
     assert distributions(1) == ["single"] and "tp" not in distributions(16)   # tp <= 8
     large = [str(d) for d in distributions(16, large=True)]
     assert "single" not in large and not [d for d in large if "pp" in d]
