@@ -11,7 +11,7 @@ replay at the speed the machine ran the kernels meanwhile: a profiled execute
 follows each timed one, and the median over all ranks' tasks of measured over
 calibrated kernel time (simulate/speed.py) gives the machine file of that moment
 (MachineModel.at_speed). A shared machine drifts from its calibration (up to 2x
-within minutes here, docs/benchmarks.md section 19): that column tells the model's
+within minutes here, docs/benchmarks.md#the-simulator): that column tells the model's
 own error from the drift. Ranks beyond the cores share them, and the simulator is
 told so (machine cores vs ranks on the node); they are bound to cores (`mpiexec
 -bind-to core`: rank r on core r mod cores), the placement the replay models, since

@@ -31,8 +31,8 @@ def start_blas_threads() -> None:
     """One product big enough for OpenBLAS to run it on its default threads, before the
     runtime limits them: where a process's products start under a limit of 1 thread,
     256^3 products run at about a quarter of their speed until a large one has run, so
-    a tiled product of 256^2 tiles never recovered (docs/benchmarks.md, 'GPU II on the
-    CPU side'; tests/kernels/test_kernels_blas.py)."""
+    a tiled product of 256^2 tiles never recovered (docs/benchmarks.md#tiled-gemm;
+    tests/kernels/test_kernels_blas.py)."""
     for routine, dtype in ((blas.sgemm, np.float32), (blas.dgemm, np.float64)):
         square = np.ones((256, 256), dtype, order="F")
         routine(1.0, square, square)

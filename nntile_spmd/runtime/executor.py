@@ -329,7 +329,7 @@ class RankExecutor:
 # 64 KiB tiles (benchmarks/bench_exchange.py). sched_yield hands the core only to a
 # process of the same session: ranks started by mpiexec have one each, and with
 # Linux's autogroups a spinning rank keeps its fair share of a core it shares
-# (benchmarks/bench_shared_core.py, docs/benchmarks.md section 18).
+# (benchmarks/bench_shared_core.py, docs/benchmarks.md#the-simulator).
 SPIN_SECONDS = 0.02
 # How long an old tile version waits for its sends before it is parked (see
 # retire_sends): a receiver about to post its receive completes the send in that time

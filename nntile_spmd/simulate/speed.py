@@ -2,7 +2,7 @@
 
 A shared machine does not keep the speed it was calibrated at: here the same
 one-thread GPT-2 step's kernels took 15.6 ms for half a second and 21 ms the next
-(docs/benchmarks.md section 19). No replay can predict that, so a comparison of
+(docs/benchmarks.md#the-simulator). No replay can predict that, so a comparison of
 predicted and measured step times also needs the speed the kernels ran at while
 the step was measured, to tell the model's own error from the machine's drift.
 

@@ -198,7 +198,7 @@ def gemm_graph():
 def test_default_is_one_task_at_a_time(tile, expected, monkeypatch):
     """On an MPI rank with 2 threads, no choice made and its cores to itself, tasks run
     one at a time with BLAS on both threads, tiled or not (measured faster:
-    docs/benchmarks.md section 10; test_core_share.py covers a contended node)."""
+    docs/benchmarks.md#threads-inside-a-rank; test_core_share.py covers a contended node)."""
     monkeypatch.setattr(core_share.CoreShare, "others_busy_cores", lambda self: 0.0)
     cg = nt.compile(gemm_graph(), threads=2,
                     tiling=nt.TilingStrategy.manual({"A": [tile, tile]}))
