@@ -79,7 +79,8 @@ class TaskThreads:
     #threads-inside-a-rank): quiet, the MLP step took 22.8 ms with 2 BLAS threads
     and 43.0 ms with 2 task threads; with other processes on the cores, 293 ms and
     90 ms (a multi-threaded BLAS call waits at its barrier for the thread that lost
-    its core; tasks do not wait for each other). Results are bitwise the same either way (tests/runtime).
+    its core; tasks do not wait for each other). Results are bitwise the same either
+    way (tests/runtime).
     """
 
     def __init__(self, fixed, rank_threads=1, set_blas=None, core_share=None):
