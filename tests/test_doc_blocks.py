@@ -42,6 +42,10 @@ NOT_RUN = {
                        "# or single, ddp, tp"),
     ("docs/pretrained.md", "mpiexec -n 2 python examples/finetune.py tiny-gpt2 notes.txt --out "
                            "tiny-gpt2-finetuned --steps 50"),
+    ("docs/autoplan.md", "mpiexec -n 2 python examples/compare_strategies.py --auto          "
+                         "# the first 10"),
+    ("docs/autoplan.md", "mpiexec -n 2 python examples/compare_strategies.py --model gpt2 "
+                         "--torch --steps 10"),
     ("docs/context_parallel.md", "PYTHONPATH=. python benchmarks/bench_cp_peak.py"),
     ("docs/simulation.md", "python -m nntile_spmd.calibrate --out machine.json          "
                            "# once per machine, ~25 s"),
