@@ -56,7 +56,7 @@ class TreeGathers:
             if not (fixed_steps or tensor.persistent):
                 continue
             for coord, members in self.tree_members(tensor.name, labels, out_labels,
-                                                    out_owners):
+                                                    out_owners, not fixed_steps):
                 key = (tensor.name, coord)
                 self.check_written(key, op.name)
                 owner = int(self.owners[tensor.name][coord])
@@ -85,9 +85,12 @@ class TreeGathers:
                    for tensor, labels in zip(op.inputs, axes)
                    for dim, label in enumerate(labels) if label not in out_labels)
 
-    def tree_members(self, name, labels, out_labels, out_owners):
+    def tree_members(self, name, labels, out_labels, out_owners, movable=False):
         """(tile coord, ranks in tree order) of each single-owner tile of `name` read
-        by output tiles of more than FAN_LIMIT owner codes."""
+        by output tiles of more than FAN_LIMIT owner codes. A mesh's fsdp shard read
+        by steps that can move goes to the readers in its column only: the steps
+        reading it run there (PartialSums.best_rank)."""
+        columns = self.columns[name] if movable and name in self.columns else None
         free = [dim for dim, label in enumerate(out_labels) if label not in labels]
         if int(np.prod([out_owners.shape[dim] for dim in free])) <= FAN_LIMIT:
             return   # too few output tiles read one input tile
@@ -102,6 +105,8 @@ class TreeGathers:
             readers = set()
             for code in codes.tolist():
                 readers.update(self.rank_set(code))
+            if columns is not None:
+                readers &= self.rank_set(int(columns[coord]))
             readers.discard(owner)
             yield coord, sorted(readers)
 

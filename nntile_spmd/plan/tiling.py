@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from numbers import Integral
 
@@ -131,6 +131,15 @@ class TilingRequest:
     graph: object
     nranks: int
     split_classes: frozenset   # classes a preset blocks over ranks
+    # {class: ranks along the mesh axis that blocks it}; a class not named here is
+    # blocked over the whole world (presets). A mesh's tp axis blocks the hidden axes
+    # over its t ranks only: cut into N tiles instead, a weight's tiles and tasks per
+    # rank grew with the world at a fixed t.
+    split_ranks: dict = field(default_factory=dict, compare=False)
+
+    def split_over(self, class_id) -> int:
+        """How many ranks the preset or mesh blocks split class `class_id` over."""
+        return self.split_ranks.get(class_id, self.nranks)
 
 
 def is_int(value) -> bool:
@@ -321,22 +330,22 @@ def auto_tilings(request, chosen, strategy, target, reasons):
                     # a rank's tile of the split axis, so the other axes are cut alike
                     # at every world size (an explicit target keeps the whole axis)
                     sizes[class_id] = min(sizes[class_id],
-                                          -(-axis_class.size // request.nranks))
+                                          -(-axis_class.size // request.split_over(class_id)))
         shrink_to_target(request, tensor, ids, chosen, sizes, strategy, target, halved_for)
     for class_id, tile in sizes.items():
         axis_class = request.classes[class_id]
         split = class_id in request.split_classes and not axis_class.whole
+        over = request.split_over(class_id)
         if split:
-            tile = min(tile, -(-axis_class.size // request.nranks))
-        reasons[class_id] = class_reason(axis_class, split, request.nranks,
+            tile = min(tile, -(-axis_class.size // over))
+        reasons[class_id] = class_reason(axis_class, split, over,
                                          halved_for.get(class_id), target)
         chosen[class_id] = DimensionTiling.uniform(axis_class.size, max(tile, 1))
-        if split and chosen[class_id].num_tiles < min(request.nranks, axis_class.size):
+        if split and chosen[class_id].num_tiles < min(over, axis_class.size):
             # tiles of ceil(size / nranks) can be too few (30 over 7 ranks: tiles
             # of 5 make 6), leaving a rank with no share of the preset axis; cut
             # nranks balanced tiles instead
-            chosen[class_id] = DimensionTiling.proportional(axis_class.size,
-                                                            [1] * request.nranks)
+            chosen[class_id] = DimensionTiling.proportional(axis_class.size, [1] * over)
 
 
 def class_reason(axis_class, split, nranks, halved_for, target) -> str:
