@@ -190,7 +190,7 @@ class ProgramBuilder(TreeGathers, PartialSums):
                                  beta, op)
             stride *= 2
         if owner < 0:
-            self.broadcast(out_key, root, op.name, self.ranks_of(out_key))
+            self.broadcast_to_group(out_key, root, op.name)
 
     def follows_step(self, rank, keys) -> bool:
         """Does this builder plan a partial step on `rank`, given the step's kernel keys

@@ -28,6 +28,16 @@ rank, and ran every rank's partial step next to its tile):
   from the op and tile (spread_order), so that the ranks near the roots, which merge
   and forward the most, differ from tile to tile instead of being the lowest ranks of
   every tree. Smaller trees keep rank order.
+
+On a mesh, where the tp axis splits a layer and the batch axis gathers each fsdp
+shard, two more keep the rows' share flat at a fixed tp width:
+
+- a shard counts on the rank of its tp column that holds the output tile (its
+  gathered copy is there), so a vocabulary-parallel embedding or a row-parallel gemm
+  sums on the row's rank of each column and the row reduces the partials (Megatron's
+  all-reduce), and a shard of a gradient prefers, among tied ranks, its column's;
+- a mesh group's reduction starts at a member drawn from op and tile (rotated), so
+  the broadcasts that follow it are not all sent by the row's first rank.
 """
 
 from __future__ import annotations
@@ -147,7 +157,8 @@ class PartialSums:
             messages = len(order) - 1 + self.nranks - 1
         elif owner < 0:   # a mesh group: reduce to a member if one computes, broadcast there
             members = set(self.groups[-2 - owner])
-            order = sorted(set(step_ranks) & members) + sorted(set(step_ranks) - members)
+            order = rotated(sorted(set(step_ranks) & members), text) + \
+                sorted(set(step_ranks) - members)
             messages = len(order) - 1 + len(members) - (order[0] in members)
         else:
             order = [owner] + spread(sorted(set(step_ranks) - {owner}), text)
@@ -186,6 +197,18 @@ class PartialSums:
             found = self.shard_memo[memo_key] = tuple(sorted(
                 self.rank_set(code) & self.rank_set(out_owner)))
         return found
+
+    def broadcast_to_group(self, key, root, op_name):
+        """A reduced tile from its root to the rest of its mesh group: a binomial tree
+        over the members from the root on, wrapping, so that the members forwarding
+        most are those after a root drawn per tile (rotated), not the lowest ones."""
+        members = list(self.ranks_of(key))
+        if root in members:
+            start = members.index(root)
+            self.broadcast(key, root, op_name, members[start:] + members[:start],
+                           ordered=True)
+        else:
+            self.broadcast(key, root, op_name, members)
 
     def best_rank(self, keys, preferred, wide, out_key=None):
         """The rank owning most bytes of `keys` (a replicated tile counts alike on every
@@ -226,6 +249,17 @@ class PartialSums:
                 if rank in best:
                     return rank
         return min(best)
+
+
+def rotated(ranks, text) -> list:
+    """`ranks` from the one at a position drawn from `text` on (crc32), wrapping: the
+    root of a mesh group's reduction and broadcast (a tp row's all-reduce) moves from
+    tile to tile, so the members share the root's sends as a ring's ranks do,
+    instead of the row's first rank sending every tile's broadcast."""
+    if len(ranks) < 2:
+        return list(ranks)
+    start = zlib.crc32(text.encode()) % len(ranks)
+    return list(ranks[start:]) + list(ranks[:start])
 
 
 def tree_text(op_name, key) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..graph.dtypes import ITEMSIZE
 from .distribution import REPLICATED
-from .partial import FAN_LIMIT, tree_text
+from .partial import FAN_LIMIT, rotated, tree_text
 
 NO_RANK = np.iinfo(np.int64).max
 
@@ -179,7 +179,8 @@ class TableSteps:
         if owner < 0:
             members = self.groups[-2 - owner]
             inside = np.isin(ranks, members)
-            order = np.concatenate([ranks[inside], ranks[~inside]])
+            order = np.concatenate([np.array(rotated(ranks[inside].tolist(), text), np.int64),
+                                    ranks[~inside]])
             return order, len(order) - 1 + len(members) - int(bool(inside.any()))
         order = np.concatenate([[owner], self.spread_array(ranks[ranks != owner], text)])
         return order, len(order) - 1
@@ -238,7 +239,7 @@ class TableSteps:
         if len(where):
             self.my_merges(group, int(where[0]), order.tolist(), bool((step_ranks == root).any()))
         if owner < 0:
-            self.broadcast(out_key, root, op.name, self.ranks_of(out_key))
+            self.broadcast_to_group(out_key, root, op.name)
 
     def my_merges(self, group, position, order, root_has_value):
         """This rank's merges in the binomial tree up `order` (run_partial's loop)."""
