@@ -31,8 +31,9 @@ class PlanError(ValueError):
 
 class ProgramBuilder(TreeGathers, PartialSums):
     def __init__(self, nranks, meta, owners, permanent_holders, deterministic=False,
-                 groups=()):
+                 groups=(), columns=None):
         self.nranks = nranks
+        self.columns = columns or {}        # tensor name -> column codes (Plan.columns)
         self.groups = groups                # mesh rank sets: owner code -2 - g
         self.deterministic = deterministic   # no partial sums: tile order, not rank order
         self.meta = meta                    # key -> TileMeta
@@ -48,6 +49,7 @@ class ProgramBuilder(TreeGathers, PartialSums):
         self.temp_names = {}
         self.add_params = {}
         self.rank_sets, self.sharing_memo, self.op_labels = {}, {}, {}
+        self.shard_memo = {}                # (column code, output owner) -> ranks
         for key, holders in permanent_holders.items():
             self.version[key] = 0
             for rank in holders:
@@ -188,7 +190,7 @@ class ProgramBuilder(TreeGathers, PartialSums):
                                  beta, op)
             stride *= 2
         if owner < 0:
-            self.broadcast(out_key, root, op.name, self.ranks_of(out_key))
+            self.broadcast_to_group(out_key, root, op.name)
 
     def follows_step(self, rank, keys) -> bool:
         """Does this builder plan a partial step on `rank`, given the step's kernel keys

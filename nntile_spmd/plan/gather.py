@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .axes import op_axes
+from .distribution import REPLICATED
 from .partial import FAN_LIMIT
 
 
@@ -56,10 +57,11 @@ class TreeGathers:
             if not (fixed_steps or tensor.persistent):
                 continue
             for coord, members in self.tree_members(tensor.name, labels, out_labels,
-                                                    out_owners):
+                                                    out_owners, not fixed_steps):
                 key = (tensor.name, coord)
                 self.check_written(key, op.name)
-                owner = int(self.owners[tensor.name][coord])
+                # a mesh group's tile leaves from its first rank, as any fetch of it
+                owner = self.ranks_of_owner(int(self.owners[tensor.name][coord]))[0]
                 self.send_down_tree(key, owner, op.name, members)
                 self.note_gathered(key, owner, members)
 
@@ -85,25 +87,32 @@ class TreeGathers:
                    for tensor, labels in zip(op.inputs, axes)
                    for dim, label in enumerate(labels) if label not in out_labels)
 
-    def tree_members(self, name, labels, out_labels, out_owners):
-        """(tile coord, ranks in tree order) of each single-owner tile of `name` read
-        by output tiles of more than FAN_LIMIT owner codes."""
+    def tree_members(self, name, labels, out_labels, out_owners, movable=False):
+        """(tile coord, ranks in tree order) of each tile of `name` held by one rank or
+        a mesh group (an fsdp shard of a tp-replicated weight: a row of the mesh) and
+        read by output tiles of more than FAN_LIMIT owner codes. A mesh's fsdp shard read
+        by steps that can move goes to the readers in its column only: the steps
+        reading it run there (PartialSums.best_rank)."""
+        columns = self.columns[name] if movable and name in self.columns else None
         free = [dim for dim, label in enumerate(out_labels) if label not in labels]
         if int(np.prod([out_owners.shape[dim] for dim in free])) <= FAN_LIMIT:
             return   # too few output tiles read one input tile
         owners = self.owners[name]
-        for coord in map(tuple, np.argwhere(owners.T >= 0)[:, ::-1].tolist()):
+        held = (owners >= 0) | (owners < REPLICATED)   # one rank or a mesh group
+        for coord in map(tuple, np.argwhere(held.T)[:, ::-1].tolist()):
             index = tuple(coord[labels.index(label)] if label in labels else slice(None)
                           for label in out_labels)
             codes = np.unique(np.asarray(out_owners[index]))
             if len(codes) <= FAN_LIMIT:
                 continue
-            owner = int(owners[coord])
             readers = set()
             for code in codes.tolist():
                 readers.update(self.rank_set(code))
-            readers.discard(owner)
-            yield coord, sorted(readers)
+            if columns is not None:
+                readers &= self.rank_set(int(columns[coord]))
+            readers -= self.rank_set(int(owners[coord]))
+            if readers:
+                yield coord, sorted(readers)
 
     def note_gathered(self, key, owner, members):
         """After a tree: every member holds the current version (the all-ranks

@@ -121,6 +121,17 @@ class Mesh:
         check_sequence_tiles(class_tilings[sequence], classes[sequence], dict(self.axes)["cp"],
                              self.cp_layout, f"distribution mesh {self.describe()}")
 
+    def split_ranks(self, graph, class_of, classes) -> dict:
+        """{split class: ranks blocking it}: a hidden axis over the tp axis's t ranks,
+        the batch over the rest of the grid (the batch axis's ranks, times the
+        pipeline stages whose micro-batches its tiles are)."""
+        batch, hidden = self.batch_and_hidden(graph, class_of, classes)
+        tp = dict(self.axes).get("tp", 1)
+        result = dict.fromkeys(hidden, tp)
+        if batch is not None:
+            result[batch] = math.prod(self.shape) // tp
+        return result
+
     def batch_and_hidden(self, graph, class_of, classes):
         from .presets import default_batch_class, default_tp_classes
         names = {name for name, _ in self.axes}
@@ -225,6 +236,25 @@ def mesh_groups(shape) -> tuple:
                 ranks.append(int(np.ravel_multi_index(index, shape)))
             groups.append(tuple(sorted(ranks)))
     return tuple(groups)
+
+
+def column_layout(spec):
+    """A mesh layout with its fsdp shards widened to the whole batch axis (the rule
+    ("cyclic", k) replicated): the ranks a sharded tile is gathered to for compute,
+    its *column* (a tp column of fsdp x tp). None for a layout without shards.
+
+    ZeRO-3 gathers a shard before any rank computes with it, so steps and trees
+    that read it count it as held by its column: a vocabulary-parallel embedding
+    then sums on the rank of each row in the tile's tp column, instead of on the
+    one rank holding the shard (fetching the rows' activations) or on the first
+    rank of each row (fetching every column's shards: the whole matrix per rank)."""
+    if spec.kind != "mesh" or not any(rule[0] == "cyclic" for rule in spec.mesh[1]):
+        return None
+    shape, rules = spec.mesh
+    widened = tuple(("replicate",) if rule[0] == "cyclic" else rule for rule in rules)
+    if all(rule[0] == "replicate" for rule in widened):
+        return None   # the whole world: counts like a replicated tile
+    return type(spec).mesh_layout(shape, widened)
 
 
 def mesh_owners(spec, linear, grid, nranks):

@@ -28,6 +28,16 @@ rank, and ran every rank's partial step next to its tile):
   from the op and tile (spread_order), so that the ranks near the roots, which merge
   and forward the most, differ from tile to tile instead of being the lowest ranks of
   every tree. Smaller trees keep rank order.
+
+On a mesh, where the tp axis splits a layer and the batch axis gathers each fsdp
+shard, two more keep the rows' share flat at a fixed tp width:
+
+- a shard counts on the rank of its tp column that holds the output tile (its
+  gathered copy is there), so a vocabulary-parallel embedding or a row-parallel gemm
+  sums on the row's rank of each column and the row reduces the partials (Megatron's
+  all-reduce), and a shard of a gradient prefers, among tied ranks, its column's;
+- a mesh group's reduction starts at a member drawn from op and tile (rotated), so
+  the broadcasts that follow it are not all sent by the row's first rank.
 """
 
 from __future__ import annotations
@@ -137,7 +147,8 @@ class PartialSums:
         """Step ranks (each step next to most of its input bytes), tree order, messages."""
         n_inputs = len(group.op.inputs)
         wide = self.wide_positions(group)
-        step_ranks = [self.best_rank(step.keys[:n_inputs], owner, wide)
+        out_key = group.outputs[0]
+        step_ranks = [self.best_rank(step.keys[:n_inputs], owner, wide, out_key)
                       for step in group.steps]
         spread = self.spread_order
         text = tree_text(group.op.name, group.outputs[0])
@@ -146,7 +157,8 @@ class PartialSums:
             messages = len(order) - 1 + self.nranks - 1
         elif owner < 0:   # a mesh group: reduce to a member if one computes, broadcast there
             members = set(self.groups[-2 - owner])
-            order = sorted(set(step_ranks) & members) + sorted(set(step_ranks) - members)
+            order = rotated(sorted(set(step_ranks) & members), text) + \
+                sorted(set(step_ranks) - members)
             messages = len(order) - 1 + len(members) - (order[0] in members)
         else:
             order = [owner] + spread(sorted(set(step_ranks) - {owner}), text)
@@ -166,20 +178,63 @@ class PartialSums:
         return [root] + self.spread_order([rank for rank in targets if rank != root],
                                           tree_text(op_name, key))
 
-    def best_rank(self, keys, preferred, wide):
+    def column_of(self, key):
+        """The column code of a mesh's fsdp shard (plan/mesh.py column_layout)."""
+        return int(self.columns[key[0]][key[1]])
+
+    def shard_ranks(self, key, out_owner) -> tuple:
+        """The ranks of a shard's column among those of `out_owner` (the output tile's
+        owner code), sorted: where a step reading it may use the gathered copy. One
+        rank on an fsdp x tp grid (the tile's tp column meets the output's row);
+        empty where the output lies outside the column."""
+        return self.column_ranks(self.column_of(key), out_owner)
+
+    def column_ranks(self, code, out_owner) -> tuple:
+        """shard_ranks of a shard in column `code`."""
+        memo_key = (code, out_owner)
+        found = self.shard_memo.get(memo_key)
+        if found is None:
+            found = self.shard_memo[memo_key] = tuple(sorted(
+                self.rank_set(code) & self.rank_set(out_owner)))
+        return found
+
+    def broadcast_to_group(self, key, root, op_name):
+        """A reduced tile from its root to the rest of its mesh group: a binomial tree
+        over the members from the root on, wrapping, so that the members forwarding
+        most are those after a root drawn per tile (rotated), not the lowest ones."""
+        members = list(self.ranks_of(key))
+        if root in members:
+            start = members.index(root)
+            self.broadcast(key, root, op_name, members[start:] + members[:start],
+                           ordered=True)
+        else:
+            self.broadcast(key, root, op_name, members)
+
+    def best_rank(self, keys, preferred, wide, out_key=None):
         """The rank owning most bytes of `keys` (a replicated tile counts alike on every
         rank, so it decides nothing, and so does a widely read one unless all are);
-        ties go to the ranks of owner code `preferred` in their order, then to the
+        a mesh's fsdp shard counts on its shard_ranks, where it is gathered to, if
+        any. Ties go to the ranks of owner code `preferred` (the output's) in their
+        order, then to those of the column of `out_key` (a shard of a gradient: the
+        rank of each row that its column's reduction starts from), then to the
         lowest rank."""
-        score, owner_of = {}, self.owner
-        deciding = {key for key, is_wide in zip(keys, wide)
-                    if not is_wide and owner_of[key] != REPLICATED}
-        for key in deciding or set(keys):   # all widely read: bytes decide as before
+        score, owner_of, columns = {}, self.owner, self.columns
+        deciding = {}   # a key read twice (x^T x) counts once
+        for key, is_wide in zip(keys, wide):
+            if key[0] in columns:
+                ranks = self.shard_ranks(key, preferred)
+                if ranks:
+                    deciding[key] = ranks
+                    continue
             owner = owner_of[key]
-            if owner == REPLICATED:
-                continue
+            if not is_wide and owner != REPLICATED:
+                deciding[key] = self.ranks_of_owner(owner)
+        if not deciding:   # all widely read: bytes decide as before
+            deciding = {key: self.ranks_of_owner(owner_of[key]) for key in keys
+                        if owner_of[key] != REPLICATED}
+        for key, ranks in deciding.items():
             nbytes = self.meta[key].nbytes
-            for rank in self.ranks_of_owner(owner):
+            for rank in ranks:
                 score[rank] = score.get(rank, 0) + nbytes
         if not score:
             return self.ranks_of_owner(preferred)[0]
@@ -189,7 +244,22 @@ class PartialSums:
             for rank in self.ranks_of_owner(preferred):
                 if rank in best:
                     return rank
+        if out_key is not None and out_key[0] in columns:
+            for rank in self.ranks_of_owner(self.column_of(out_key)):
+                if rank in best:
+                    return rank
         return min(best)
+
+
+def rotated(ranks, text) -> list:
+    """`ranks` from the one at a position drawn from `text` on (crc32), wrapping: the
+    root of a mesh group's reduction and broadcast (a tp row's all-reduce) moves from
+    tile to tile, so the members share the root's sends as a ring's ranks do,
+    instead of the row's first rank sending every tile's broadcast."""
+    if len(ranks) < 2:
+        return list(ranks)
+    start = zlib.crc32(text.encode()) % len(ranks)
+    return list(ranks[start:]) + list(ranks[:start])
 
 
 def tree_text(op_name, key) -> str:

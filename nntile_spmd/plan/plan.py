@@ -21,6 +21,7 @@ from . import offload
 from .fusion import fuse_program
 from .instructions import Exec, Recv, Send
 from .lowering import lower_op
+from .mesh import column_layout
 from .pipeline import micro_batch_order
 from .views import find_views
 from .memory import insert_frees, simulate_memory
@@ -69,7 +70,8 @@ def plan_graph(graph, nranks, tiling, distribution, window, options=None) -> Pla
     preset = as_preset(distribution)
     request = TilingRequest(tuple(classes), class_of, graph, nranks,
                             preset.split_classes(graph, class_of, classes),
-                            preset.split_tiles(graph, class_of, classes))
+                            preset.split_tiles(graph, class_of, classes),
+                            preset.split_ranks(graph, class_of, classes))
     class_tilings, tiling_notes = (tiling or TilingStrategy.auto()).resolve_explained(request)
     preset.check_tilings(graph, class_of, classes, class_tilings, nranks)
     tilings = {t.name: TilingSpec(tuple(class_tilings[class_of[(t.name, d)]]
@@ -129,6 +131,18 @@ class Plan:
         return owner if owner >= REPLICATED else self.groups[-2 - owner][0]
 
     @cached_property
+    def columns(self) -> dict:
+        """{tensor name: owner codes of its tiles' columns} for the fsdp shards of a
+        mesh (plan/mesh.py column_layout); other tensors are absent."""
+        result = {}
+        for name, spec in self.distributions.items():
+            widened = column_layout(spec)
+            if widened is not None:
+                result[name] = tensor_owners(name, widened, self.tilings[name].grid,
+                                             self.nranks)
+        return result
+
+    @cached_property
     def permanent(self) -> list:
         """Per rank, the set of tile keys kept across executes."""
         result = [set() for _ in range(self.nranks)]
@@ -155,7 +169,7 @@ class Plan:
 
     def _build_programs(self, phase_key, offloaded=True):
         builder = ProgramBuilder(self.nranks, self.meta, self.owners, permanent_holders(self),
-                                 self.deterministic, self.groups)
+                                 self.deterministic, self.groups, self.columns)
         for op, groups in self.task_groups(phase_key):
             self.gather_trees(builder, op)
             builder.add_op(groups)
@@ -185,7 +199,7 @@ class Plan:
         tiles = RankTiles(rank, self.groups, self.owners, self.tilings, self.views)
         builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owners,
                                      permanent_holders(self), self.deterministic, self.groups,
-                                     tiles)
+                                     tiles, self.columns)
         for op, groups in self.task_groups(phase_key, tiles.coords):
             self.gather_trees(builder, op)
             builder.add_op(groups)

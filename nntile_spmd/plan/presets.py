@@ -75,6 +75,10 @@ class Preset:
         batch = default_batch_class(graph, class_of, classes)
         return frozenset() if batch is None else frozenset({batch})
 
+    def split_ranks(self, graph, class_of, classes) -> dict:
+        """{split class: ranks}: none, a preset blocks its axes over the whole world."""
+        return {}
+
     def assign(self, graph, class_of, classes, nranks) -> dict:
         """TileDistribution for every tensor name."""
         split = self.split_classes(graph, class_of, classes)

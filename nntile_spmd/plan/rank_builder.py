@@ -39,8 +39,9 @@ class RankProgramBuilder(TableSteps, ProgramBuilder):
     """ProgramBuilder that visits the groups `rank` takes part in and builds its program."""
 
     def __init__(self, rank, nranks, meta, owners, permanent_holders, deterministic=False,
-                 groups=(), tiles=None):
-        super().__init__(nranks, meta, owners, permanent_holders, deterministic, groups)
+                 groups=(), tiles=None, columns=None):
+        super().__init__(nranks, meta, owners, permanent_holders, deterministic, groups,
+                         columns)
         self.tiles = tiles                        # RankTiles: notes this rank's copies
         if tiles is not None:
             tiles.walk = self

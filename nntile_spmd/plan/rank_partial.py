@@ -19,7 +19,7 @@ import numpy as np
 
 from ..graph.dtypes import ITEMSIZE
 from .distribution import REPLICATED
-from .partial import FAN_LIMIT, tree_text
+from .partial import FAN_LIMIT, rotated, tree_text
 
 NO_RANK = np.iinfo(np.int64).max
 
@@ -30,15 +30,18 @@ class StepArrays(NamedTuple):
     nbytes: np.ndarray   # its bytes
     ids: np.ndarray      # its flat index in its tensor's tile grid
     tiles: tuple         # tiles in each input tensor's grid
+    scored: np.ndarray   # the rank each input counts on in best_ranks (a shard: its
+    forced: np.ndarray   # shard_ranks, then forced True), else its owner code
 
 
 class TableSteps:
     """Mixin of RankProgramBuilder: needs its walk state and PartialSums."""
 
     def step_arrays(self, group):
-        """StepArrays of a StepTable group, None when an input tile has a mesh owner."""
+        """StepArrays of a StepTable group, None when an input tile has a mesh owner
+        or the group reads or writes a mesh's fsdp shard (its column decides)."""
         table, inputs = group.steps, group.op.inputs
-        columns = []
+        columns, shards = [], []
         for position, tensor in enumerate(inputs):
             coords = table.coords(position)
             owners = self.owners[tensor.name]
@@ -52,8 +55,25 @@ class TableSteps:
             ids = np.ravel_multi_index(index, owners.shape) if owners.ndim else \
                 np.zeros(len(table), np.int64)
             columns.append((codes, nbytes, ids, owners.size))
+            if tensor.name in self.columns:
+                shards.append((position, np.broadcast_to(self.columns[tensor.name][index],
+                                                         len(table))))
         codes, nbytes, ids, tiles = zip(*columns)
-        return StepArrays(np.stack(codes, 1), np.stack(nbytes, 1), np.stack(ids, 1), tiles)
+        codes = np.stack(codes, 1)
+        scored, forced = codes, np.zeros(codes.shape, bool)
+        if shards:
+            scored, out_owner = codes.copy(), self.owner[group.outputs[0]]
+            for position, column in shards:
+                for code in np.unique(column).tolist():
+                    ranks = self.column_ranks(code, out_owner)
+                    if len(ranks) > 1:
+                        return None   # several ranks may use the gathered copy
+                    if ranks:
+                        chosen = column == code
+                        scored[chosen, position] = ranks[0]
+                        forced[chosen, position] = True
+        return StepArrays(codes, np.stack(nbytes, 1), np.stack(ids, 1), tiles, scored,
+                          forced)
 
     def dim_sizes(self, name):
         found = self.size_arrays.get(name)
@@ -106,7 +126,8 @@ class TableSteps:
         # the keys in the order the step-by-step walk first meets them, summed in turn
         order = np.lexsort((np.concatenate(positions), np.concatenate(firsts)))
         owner_cost = float(np.cumsum(np.concatenate(terms)[order])[-1])
-        step_ranks = self.best_ranks(arrays, owner, self.wide_positions(group))
+        step_ranks = self.best_ranks(arrays, owner, self.wide_positions(group),
+                                     group.outputs[0])
         tree, messages = self.tree_order(step_ranks, owner,
                                          tree_text(op.name, group.outputs[0]))
         if len(np.unique(np.concatenate(sources))) > FAN_LIMIT:
@@ -121,16 +142,21 @@ class TableSteps:
         partial_cost = fetched + messages * self.meta[group.outputs[0]].nbytes
         return (step_ranks, tree) if partial_cost < owner_cost else None
 
-    def best_ranks(self, arrays, preferred, wide):
+    def best_ranks(self, arrays, preferred, wide, out_key=None):
         """PartialSums.best_rank of every step (its keys are distinct: distinct tensors)."""
-        codes, nbytes = arrays.codes, arrays.nbytes
-        single = codes >= 0
-        valid = single & ~np.array(wide, bool)
+        codes, nbytes = arrays.scored, arrays.nbytes
+        single = arrays.codes >= 0
+        valid = (single & ~np.array(wide, bool)) | arrays.forced
         valid = np.where(valid.any(1)[:, None], valid, single)   # all wide: bytes decide
         same = (codes[:, :, None] == codes[:, None, :]) & valid[:, None, :]
         scores = np.where(valid, (same * nbytes[:, None, :]).sum(2), -1)
         best = valid & (scores == scores.max(1)[:, None])
         lowest = np.where(best, codes, NO_RANK).min(1)
+        if out_key is not None and out_key[0] in self.columns:
+            # then the output's column (its first member among the best), then the lowest
+            members = self.groups[-2 - self.column_of(out_key)]
+            inside = np.where(best & np.isin(codes, members), codes, NO_RANK).min(1)
+            lowest = np.where(inside < NO_RANK, inside, lowest)
         if preferred >= 0:
             chosen = np.where((best & (codes == preferred)).any(1), preferred, lowest)
         elif preferred == REPLICATED:
@@ -153,7 +179,8 @@ class TableSteps:
         if owner < 0:
             members = self.groups[-2 - owner]
             inside = np.isin(ranks, members)
-            order = np.concatenate([ranks[inside], ranks[~inside]])
+            order = np.concatenate([np.array(rotated(ranks[inside].tolist(), text), np.int64),
+                                    ranks[~inside]])
             return order, len(order) - 1 + len(members) - int(bool(inside.any()))
         order = np.concatenate([[owner], self.spread_array(ranks[ranks != owner], text)])
         return order, len(order) - 1
@@ -212,7 +239,7 @@ class TableSteps:
         if len(where):
             self.my_merges(group, int(where[0]), order.tolist(), bool((step_ranks == root).any()))
         if owner < 0:
-            self.broadcast(out_key, root, op.name, self.ranks_of(out_key))
+            self.broadcast_to_group(out_key, root, op.name)
 
     def my_merges(self, group, position, order, root_has_value):
         """This rank's merges in the binomial tree up `order` (run_partial's loop)."""

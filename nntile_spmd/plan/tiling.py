@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from numbers import Integral
 
@@ -134,10 +134,21 @@ class TilingRequest:
     split_classes: frozenset   # classes a preset blocks over ranks
     split_tiles: tuple = ()    # ((class id, tiles), ...): a split class needing more tiles
                                # than ranks (a zigzag cp axis: 2 per cp rank)
+    # {class: ranks along the mesh axis that blocks it}; a class not named here is
+    # blocked over the whole world (presets). A mesh's tp axis blocks the hidden axes
+    # over its t ranks only: cut into N tiles instead, a weight's tiles and tasks per
+    # rank grew with the world at a fixed t.
+    split_ranks: dict = field(default_factory=dict, compare=False)
+
+    def split_over(self, class_id) -> int:
+        """How many ranks the preset or mesh blocks split class `class_id` over."""
+        return self.split_ranks.get(class_id, self.nranks)
 
     def tiles_of_split(self, class_id) -> int:
-        """How many tiles auto tiling cuts a split class into at least."""
-        return max([self.nranks] + [n for c, n in self.split_tiles if c == class_id])
+        """How many tiles auto tiling cuts a split class into at least: one per rank
+        blocking it, more where the layout asks (zigzag cp)."""
+        return max([self.split_over(class_id)] + [n for c, n in self.split_tiles
+                                                  if c == class_id])
 
 
 def is_int(value) -> bool:
@@ -343,16 +354,16 @@ def auto_tilings(request, chosen, strategy, target, reasons):
     for class_id, tile in sizes.items():
         axis_class = request.classes[class_id]
         split = class_id in request.split_classes and not axis_class.whole
+        over, wanted = request.split_over(class_id), request.tiles_of_split(class_id)
         if split:
-            tile = min(tile, -(-axis_class.size // request.tiles_of_split(class_id)))
-        reasons[class_id] = class_reason(axis_class, split, request.nranks,
+            tile = min(tile, -(-axis_class.size // wanted))
+        reasons[class_id] = class_reason(axis_class, split, over,
                                          halved_for.get(class_id), target)
         chosen[class_id] = DimensionTiling.uniform(axis_class.size, max(tile, 1))
-        wanted = request.tiles_of_split(class_id)
         if split and chosen[class_id].num_tiles < min(wanted, axis_class.size):
-            # tiles of ceil(size / nranks) can be too few (30 over 7 ranks: tiles
-            # of 5 make 6), leaving a rank with no share of the preset axis; cut
-            # nranks balanced tiles instead
+            # tiles of ceil(size / ranks) can be too few (30 over 7 ranks: tiles
+            # of 5 make 6), leaving a rank with no share of the split axis; cut
+            # balanced tiles instead
             chosen[class_id] = DimensionTiling.proportional(axis_class.size,
                                                             [1] * wanted)
 

@@ -101,3 +101,52 @@ def test_trees_and_bounded_fan_in_give_one_rank_s_results(deterministic):
         else:
             np.testing.assert_allclose(value, one[name], rtol=1e-10, atol=1e-12,
                                        err_msg=name)
+
+
+MESH = {"fsdp": NRANKS // 2, "tp": 2}   # a tp row of 2, its columns gather fsdp shards
+
+
+def test_the_tp_axis_is_cut_over_its_own_ranks():
+    """A mesh's tp axis blocks the hidden axes over its t ranks: t tiles, not one per
+    rank of the world (which made a weight's tiles and tasks per rank grow with N)."""
+    graph, _ = wide_gpt2()
+    plan = nt.build_plan(graph, NRANKS, None, MESH, rank=0)
+    assert plan.tilings["h0_fc_weight"].grid[0] == 2, plan.tilings["h0_fc_weight"]
+    assert plan.tilings["input_ids"].grid[1] == NRANKS // 2   # a batch tile per row
+
+
+def test_the_rank_builder_agrees_where_columns_decide(monkeypatch):
+    """fsdp shards counted on their tp column (partial.py), over StepTables too."""
+    monkeypatch.setattr(lowering, "TABLE_MIN_STEPS", 2)
+    graph, tiling = wide_gpt2()
+    assert derived_equal_the_oracle(graph, NRANKS, tiling, MESH)
+
+
+def test_a_vocabulary_parallel_embedding_stays_in_its_row():
+    """The embedding's partial sums (its vocabulary in 16 tiles on more than FAN_LIMIT
+    ranks: a tree decides) run on each row's rank of the vocabulary tile's column and
+    the row reduces them: no rank fetches another row's activations or a vocabulary
+    tile of another column for it."""
+    graph, _ = wide_gpt2()
+    tiling = nt.TilingStrategy.constrained({"input_ids": [4, 1], "wte": [8, 2]},
+                                           target_tile_bytes=1 << 20)
+    programs = nt.build_plan(graph, NRANKS, tiling, MESH).programs()
+    checked = 0
+    for rank, program in enumerate(programs):
+        for instruction in program:
+            if type(instruction) is not Recv:
+                continue
+            name, peer = instruction.key[0], instruction.peer
+            if name == "wte":
+                assert peer % 2 == rank % 2, (rank, instruction)   # its column
+            elif name.startswith(("token_embeddings~", "input_ids")):
+                assert peer // 2 == rank // 2, (rank, instruction)   # its row
+            checked += 1
+    assert checked
+
+
+@pytest.mark.slow   # ten simulated ranks of a mesh (the 2-4-rank mesh tests run unmarked)
+def test_a_mesh_gives_one_rank_s_results():
+    many, one = run_step(NRANKS, MESH, False), run_step(1, "single", False)
+    for name, value in many.items():
+        np.testing.assert_allclose(value, one[name], rtol=1e-10, atol=1e-12, err_msg=name)
