@@ -76,7 +76,12 @@ class RankTiles:
             holders.update(walk.current_copies((name, coord)))
             index = tuple(coord[labels.index(label)] if label in labels else slice(None)
                           for label in out_labels)
-            runners = np.asarray(out_owners[index])   # 0-d where the index picks one tile
+            runners = out_owners[index]
+            if np.ndim(runners) == 0:      # the index picks one tile: no array work
+                code = int(runners)
+                mask[index] |= (code not in holders if code >= 0 else
+                                not holders.issuperset(walk.rank_set(code)))
+                continue
             lacking = np.isin(runners, list(holders), invert=True)
             for code in np.unique(runners[runners < 0]).tolist():
                 lacking[runners == code] = not holders.issuperset(walk.rank_set(code))
