@@ -192,6 +192,13 @@ def guarded(run, *args, **kwargs):
         return [f"{type(error).__name__}: {error}"]
 
 
+def assert_no_rank_has_problems(comm, problems):
+    """The collective verdict: every rank gets every rank's problems and fails alike."""
+    failures = [f"rank {rank}: {p}" for rank, ps in enumerate(comm.allgather(problems))
+                for p in ps]
+    assert not failures, "; ".join(failures[:10])
+
+
 def adamw_gpt2_steps(distribution, comm=None, steps=2, **compile_options):
     """Two AdamW steps of a tiny fp64 GPT-2 (uneven batch tiles); (compiled graph,
     {parameter or "loss": value}) on this rank."""

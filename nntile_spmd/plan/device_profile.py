@@ -63,8 +63,8 @@ GiB = 1 << 30
 
 # GPU rows: datasheet peaks (SXM parts, fp32 without tensor cores) and the host cost
 # of one kernel launch from Python, an assumption until a GPU run calibrates it. The
-# "cpu" row is the uncalibrated default (simulate/machine.py's MachineModel defaults:
-# 3 us per task); a calibration file gives this machine's numbers (cpu_profile).
+# "cpu" row is the uncalibrated default (simulate/machine.py's MachineModel defaults);
+# a calibration file gives this machine's numbers (cpu_profile).
 PROFILES = {
     "cpu": DeviceProfile("cpu", "cpu", 3e-6, 10e9, 50e9, 16 * GiB),
     "h100": DeviceProfile("h100", "gpu", 10e-6, 3.35e12, 67e12, 80 * GiB),

@@ -75,12 +75,9 @@ class TaskThreads:
     lets each task's BLAS use them all; once other processes keep so many cores busy
     that fewer than `rank_threads` are left (core_share.py measures it between
     executes), the rank's threads run tile tasks side by side with one BLAS thread
-    each. Measured on the 2-core machine (docs/benchmarks.md#mlp and
-    #threads-inside-a-rank): quiet, the MLP step took 22.8 ms with 2 BLAS threads
-    and 43.0 ms with 2 task threads; with other processes on the cores, 293 ms and
-    90 ms (a multi-threaded BLAS call waits at its barrier for the thread that lost
-    its core; tasks do not wait for each other). Results are bitwise the same either
-    way (tests/runtime).
+    each: a multi-threaded BLAS call waits at its barrier for a thread that lost its
+    core, tasks do not wait for each other (docs/benchmarks.md#threads-inside-a-rank
+    has both ways timed). Results are bitwise the same either way (tests/runtime).
     """
 
     def __init__(self, fixed, rank_threads=1, set_blas=None, core_share=None):

@@ -14,6 +14,7 @@ import gpt2_helpers
 import llama_helpers
 import numpy as np
 import pytest
+from helpers import assert_no_rank_has_problems, guarded
 
 import nntile_spmd as nt
 
@@ -54,13 +55,7 @@ def check(family, distribution, comm):
 
 def collective_verdict(work):
     comm = MPI.COMM_WORLD
-    try:
-        problems = work(comm)
-    except Exception as error:   # reported collectively below
-        problems = [f"{type(error).__name__}: {error}"]
-    failures = [f"rank {rank}: {p}" for rank, ps in enumerate(comm.allgather(problems))
-                for p in ps]
-    assert not failures, "; ".join(failures[:10])
+    assert_no_rank_has_problems(comm, guarded(work, comm))
 
 
 @pytest.mark.mpi(min_size=2)

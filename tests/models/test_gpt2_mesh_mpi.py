@@ -7,7 +7,7 @@ activation recomputation equals GPT-2 without it bitwise on any number of ranks:
 import numpy as np
 import pytest
 from gpt2_helpers import SMALL_TILES, hf_reference, parity_problems, run_ours
-from helpers import stat_problems
+from helpers import assert_no_rank_has_problems, guarded, stat_problems
 
 import nntile_spmd as nt
 from nntile_spmd.models import build_mlp
@@ -31,13 +31,7 @@ def collective_verdict(work):
     if comm.size != 4:
         pytest.skip(f"a 2 x 2 mesh needs 4 ranks, this world has {comm.size}; it runs "
                     "in the 4-rank MPI pass of scripts/test-all (CI)")
-    try:
-        problems = work(comm)
-    except Exception as error:   # reported collectively below
-        problems = [f"{type(error).__name__}: {error}"]
-    failures = [f"rank {rank}: {p}" for rank, ps in enumerate(comm.allgather(problems))
-                for p in ps]
-    assert not failures, "; ".join(failures[:10])
+    assert_no_rank_has_problems(comm, guarded(work, comm))
 
 
 @pytest.mark.mpi(min_size=4)

@@ -10,6 +10,7 @@ dp x pp (4 ranks). Collective verdicts. CI runs these at 2, 3 and 4 ranks
 
 import pytest
 from gpt2_helpers import SMALL_TILES, hf_reference, parity_problems, run_ours
+from helpers import assert_no_rank_has_problems, guarded
 from test_gpt2_pipeline import differences, run
 
 import nntile_spmd as nt
@@ -29,13 +30,7 @@ def collective_verdict(work):
         pytest.skip(f"pipeline cases are set for the CI world sizes {sorted(PIPELINES)} "
                     f"(scripts/test-all), this world has {comm.size}; they run in CI's "
                     "2-, 3- and 4-rank MPI passes")
-    try:
-        problems = work(comm, *PIPELINES[comm.size])
-    except Exception as error:   # reported collectively below
-        problems = [f"{type(error).__name__}: {error}"]
-    failures = [f"rank {rank}: {p}" for rank, ps in enumerate(comm.allgather(problems))
-                for p in ps]
-    assert not failures, "; ".join(failures[:10])
+    assert_no_rank_has_problems(comm, guarded(work, comm, *PIPELINES[comm.size]))
 
 
 @pytest.mark.mpi(min_size=2)
