@@ -47,17 +47,30 @@ def test_backward_rules_is_a_view_of_the_entries():
         BACKWARD_RULES["fill"] = from_entries["gemm"]   # read-only: entries are the source
 
 
+def family_modules():
+    """Every module of the op families: graph/<family>/*.py and the one-module families."""
+    from nntile_spmd.graph import families
+    names = {module.__name__.rsplit(".", 1)[0] if module.__name__.endswith(".rules")
+             else module.__name__ for module in families.FAMILIES.values()}
+    found = []
+    for name in sorted(names):
+        module = importlib.import_module(name)
+        if hasattr(module, "__path__"):   # a family package: ops.py, rules.py, backward.py
+            found += [importlib.import_module(f"{name}.{info.name}")
+                      for info in pkgutil.iter_modules(module.__path__)]
+        else:
+            found.append(module)
+    return found
+
+
 def backward_rule_functions():
-    """Every rule(op, ctx) defined at the top level of a graph/backward_*.py module."""
+    """Every rule(op, ctx) defined at the top level of an op family's module."""
     found = {}
-    for module_info in pkgutil.iter_modules(graph.__path__):
-        if not module_info.name.startswith("backward_"):
-            continue
-        module = importlib.import_module(f"nntile_spmd.graph.{module_info.name}")
+    for module in family_modules():
         for name, value in vars(module).items():
-            if name.endswith("_rule") and callable(value) and \
-                    list(inspect.signature(value).parameters) == ["op", "ctx"]:
-                found[f"{module_info.name}.{name}"] = value
+            if name.endswith("_rule") and callable(value) and value.__module__ == \
+                    module.__name__ and list(inspect.signature(value).parameters) == ["op", "ctx"]:
+                found[f"{module.__name__}.{name}"] = value
     return found
 
 
@@ -96,22 +109,36 @@ def test_grad_calls_the_rule_of_the_entry(monkeypatch):
 
 
 def relative_imports(path) -> set:
-    """The sibling modules `path` imports (from .x import ..., from . import x)."""
+    """The graph modules `path` imports by relative import, as dotted names under graph."""
+    package = path.parent.relative_to(Path(graph.__file__).parent).parts
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            names |= {node.module} if node.module else {alias.name for alias in node.names}
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[:len(package) - node.level + 1]
+            if node.module:
+                names.add(".".join((*base, node.module)))
+            else:
+                names |= {".".join((*base, alias.name)) for alias in node.names}
     return names
 
 
-def test_builders_and_backward_rules_never_import_a_rule_table():
-    """registry <- ops_* <- backward_* <- rules_* (registry.py): a rule table imports the
-    backward rules it names, so a builder or rule importing a table would be a cycle."""
-    below_tables = {}
-    for path in sorted(Path(graph.__file__).parent.glob("*.py")):
-        if path.stem == "ops" or path.stem.startswith(("ops_", "backward_")):
-            tables = {name for name in relative_imports(path)
-                      if name.startswith("rules_") and name != "rules_common"}
-            if tables:
-                below_tables[path.stem] = sorted(tables)
-    assert not below_tables, below_tables
+def test_builders_never_import_rules_and_families_register_explicitly():
+    """Builders (graph/ops.py, <family>/ops.py, norms.py) import no rule module: the rules'
+    gradients call builders through nntile_spmd.ops, so the other direction would be a
+    cycle. And importing a family adds nothing to a registry: only families.register_all
+    does (graph/__init__.py calls it once)."""
+    root = Path(graph.__file__).parent
+    builders = [root / "ops.py", root / "norms.py", *root.glob("*/ops.py")]
+    below_rules = {}
+    for path in builders:
+        rules = {name for name in relative_imports(path)
+                 if name.endswith(("rules", "backward")) or name == "families"}
+        if rules:
+            below_rules[str(path.relative_to(root))] = sorted(rules)
+    assert not below_rules, below_rules
+    from nntile_spmd.graph import families
+    rebuilt = {}
+    families.register_all(rebuilt)
+    assert rebuilt == REGISTRY
+    with pytest.raises(AssertionError, match="registered twice"):
+        families.FAMILIES["linalg"].register(rebuilt)

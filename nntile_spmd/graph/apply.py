@@ -1,7 +1,7 @@
 """Graph layer: apply(), the one generic op builder every free function in ops uses.
 
-Kept apart from ops.py so that builder modules (ops_slice, ...) and ops.py, which
-re-exports them as `nntile_spmd.ops`, import it without a cycle.
+Kept apart from ops.py so that the families' builder modules (reductions/ops.py, ...)
+and ops.py, which re-exports them as `nntile_spmd.ops`, import it without a cycle.
 """
 
 from __future__ import annotations

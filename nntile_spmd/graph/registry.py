@@ -1,16 +1,13 @@
-"""Graph layer: the op registry. One OpSpec per op holds its whole story.
+"""Graph layer: the op registry. One OpSpec per op holds its rules.
 
 An entry states the attribute schema, the shape/dtype rule, the axis map (which
 operand dimensions are the same axis; the plan tiles and lowers every op from it
 alone), the kernel name, the FLOP count and the backward rule that autodiff calls.
-The entries are written in the rule tables (rules_*.py); a backward rule's body is in
-a backward_*.py module (rules are long, and they build ops with the builders of
-ops_*.py), which the table imports and names in the entry. So the modules stack
-registry <- ops_* <- backward_* <- rules_*, with no cycle: a builder never imports a
-rule table (rules_common.py, the shared checks, registers nothing and sits below them
-all; tests/test_registry_kernels.py checks this). The kernel itself is a row of each
-backend's table in nntile_kernels, under the entry's kernel name. No numba, cupy or
-mpi4py here.
+The entries are written by the op families (graph/families.py lists them), each next
+to its builders and backward rules, and enter REGISTRY only when graph/__init__.py
+calls families.register_all: importing a family module registers nothing. The kernel
+itself is a row of each backend's table in nntile_kernels, under the entry's kernel
+name. No numba, cupy or mpi4py here.
 """
 
 from __future__ import annotations
@@ -146,14 +143,14 @@ def check_aliasing(spec: OpSpec, inputs, outputs) -> None:
                                "and copy it back with ops.copy", (*inputs, *outputs))
 
 
-REGISTRY: dict[str, OpSpec] = {}
+REGISTRY: dict[str, OpSpec] = {}   # filled by graph/families.py, once, at import
 
 
-def register(spec: OpSpec) -> OpSpec:
-    """Add an op type to the registry (names are unique)."""
-    assert spec.name not in REGISTRY, f"op {spec.name} registered twice"
-    REGISTRY[spec.name] = spec
-    return spec
+def add_entries(registry: dict, entries) -> None:
+    """Add one family's entries to `registry` (op names are unique across families)."""
+    for spec in entries:
+        assert spec.name not in registry, f"op {spec.name} registered twice"
+        registry[spec.name] = spec
 
 
 def get_spec(op_type: str) -> OpSpec:

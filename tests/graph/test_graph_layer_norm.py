@@ -9,7 +9,7 @@ from helpers import layer_norm as numpy_layer_norm
 
 import nntile_spmd as nt
 from nntile_spmd import ops
-from nntile_spmd.graph.ops_norm import LAYER_NORM_PARTS
+from nntile_spmd.graph.norms import LAYER_NORM_PARTS
 
 SHAPE = (7, 3, 2)                      # [C, T, B]
 TILES = {"x": [3, 2, 1]}               # C in tiles 3, 3, 1; T in 2, 1; B in 1, 1

@@ -67,7 +67,7 @@ CASES = [
      lambda a: 2.0 * np.broadcast_to(a["x"].sum(axis=(0, 2))[None, :, None], SHAPE)),
     ("sum", {"x": normal}, lambda t: ops.sum(t["x"], "out", alpha=0.5),
      lambda a: np.array(0.5 * a["x"].sum())),
-    # in-place forms, on a copy named "out" (backward_inplace.py)
+    # in-place forms, on a copy named "out" (graph/gradients.py)
     ("scale_inplace", {"x": normal}, lambda t: ops.scale_inplace(ops.copy(t["x"], "out"), -1.5),
      lambda a: -1.5 * a["x"]),
     ("add_inplace", {"x": normal, "y": normal},

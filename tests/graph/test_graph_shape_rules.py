@@ -249,7 +249,7 @@ RULE_CASES = [
      lambda step, grad, param, m, v: (param - grad, m + grad, v + grad ** 2)),
     ("adamw_step", [STEP, X34, X34, X34, X34], lambda t: ops.adamw_step(*t, lr=0.1),
      lambda step, grad, param, m, v: (param - grad, m + grad, v + grad ** 2)),
-    # seed elementwise ops and reductions (graph/rules_math.py)
+    # elementwise ops and reductions along axes (graph/elementwise, graph/reductions)
     ("tanh", [X34], lambda t: ops.tanh(t[0], "y"), np.tanh),
     ("tanh_inplace", [X34], lambda t: ops.tanh_inplace(t[0]), np.tanh),
     ("tanh_backward", [X34] * 3, lambda t: ops.tanh_backward(*t), lambda x, dy, dx: dx + dy),
@@ -292,7 +292,7 @@ RULE_CASES = [
     ("sum_backward", [SCALAR, X345], lambda t: ops.sum_backward(*t), lambda dy, dx: dx + dy),
     ("randn", [X345], lambda t: ops.randn(t[0], 3), lambda x: x),
     ("dropout", [X345], lambda t: ops.dropout(t[0], "y", 0.5, 3), lambda x: x),
-    # data movement (rules_data.py)
+    # data movement (graph/data_movement)
     ("slice", [X345], lambda t: ops.slice(t[0], "y", 1, 1, 3), lambda x: x[:, 1:3]),
     ("slice_backward", [X345, ([3, 9, 5], F32)],
      lambda t: ops.slice_backward(t[0], t[1], 1, 2), lambda dy, dx: dx),

@@ -106,7 +106,7 @@ NORM_CASES = [
     OpCase("layer_norm_axis1", "x:mnb g:n* b:n*", lambda x, g, b: ops.layer_norm(x, g, b, "y", axis=1, eps=0.1), lambda x, g, b: layer_norm(x, g, b, 1, 0.1)),
 ]
 
-# seed elementwise ops and reductions (graph/rules_math.py): reduced axes split too
+# elementwise ops and reductions along axes: reduced axes split too
 MATH_CASES = [
     OpCase("sub_div", "x:mn y:mn", lambda x, y: ops.div(ops.sub(x, y, "d"), ops.sigmoid(y, "s"), "z"), lambda x, y: (x - y) * (1 + np.exp(-y))),
     OpCase("tanh_inplace", "x:mnb*", lambda x: ops.tanh_inplace(x), np.tanh),
