@@ -19,7 +19,7 @@ from collections import deque
 
 from ..plan.instructions import Exec, Free, Recv, Send, key_str
 from .offload_store import offload_handlers
-from .stats import FLOPS, KERNEL_S, RECEIVED, SENT, TASKS, WAIT_S, new_totals
+from .stats import FLOPS, KERNEL_S, RECEIVED, SENT, TASKS, WAIT_S, Event, new_totals
 
 
 class RecvTimeout(RuntimeError):
@@ -38,7 +38,7 @@ class RankExecutor:
         self.rank, self.program, self.meta, self.index = rank, program, meta, index
         # how long a tile version's unfinished sends are polled before it is parked
         self.send_grace_s = SEND_GRACE_SECONDS if send_grace_s is None else send_grace_s
-        self.events = events        # list of (kind, op, kernel, start, end, thread) or None
+        self.events = events        # list of stats.Event, or None when not profiling
         self.store, self.transport, self.kernels = store, transport, index.kernels
         # CUDA-aware transports fence device buffers by the events recorded after each
         # kernel (kernel_fences.py); None elsewhere, and the EXEC handler skips it
@@ -186,8 +186,8 @@ class RankExecutor:
                 end = clock()
                 totals[WAIT_S] += end - start
                 if self.events is not None:
-                    self.events.append(("wait", instruction[4], "recv", start, end, 0,
-                                        thread_clock() - cpu))
+                    self.events.append(Event("wait", instruction.consumer, "recv", start, end,
+                                             0, thread_clock() - cpu))
             before = traffic.received_bytes
             buffer = finish_recv(handle, buffer)
             totals[RECEIVED] += traffic.received_bytes - before
@@ -212,7 +212,7 @@ class RankExecutor:
         def do_send(instruction, operands, blocking):
             slot, op = operands
             before = traffic.sent_bytes
-            handle = post_send(instruction[1], instruction[2], slots[slot])
+            handle = post_send(instruction.peer, instruction.tag, slots[slot])
             op_totals[op][SENT] += traffic.sent_bytes - before
             handles = pending_sends.get(slot)
             if handles is None:
@@ -221,28 +221,42 @@ class RankExecutor:
                 handles.append(handle)
         return do_send
 
-    def make_exec(self):
+    def make_claim_writes(self, before_retire=None):
+        """The function that gives each slot a kernel is about to write a buffer of its
+        own: a new one for a slot without a tile, and, where sends of the current version
+        are still in flight and do not complete (retire_sends parks that buffer), a copy
+        of it, since the op may accumulate into it. `before_retire(slot)` runs first
+        where other users of the slot must be done (the threaded executor's tasks)."""
         slots, take, metas, spares = (self.slots, self.store.take, self.index.metas,
                                       self.slot_spares)
-        pending_sends, retire, get_tile = self.pending_sends, self.retire_sends, slots.__getitem__
-        op_totals, clock, events = self.op_totals, time.perf_counter, self.events
-        thread_clock, fence = time.thread_time, self.fence
+        pending_sends, retire = self.pending_sends, self.retire_sends
 
-        def do_exec(instruction, operands, blocking):
-            kernel, tile_slots, _, write_slots, op = operands
+        def claim_writes(write_slots):
             for slot in write_slots:
                 if pending_sends and slot in pending_sends:
+                    if before_retire is not None:
+                        before_retire(slot)
                     old = slots[slot]   # an in-flight send still reads the old version
                     if not retire(slot):
                         slots[slot] = take(metas[slot], spares[slot])
                         slots[slot][...] = old   # the op may accumulate
                 if slots[slot] is None:
                     slots[slot] = take(metas[slot], spares[slot])
+        return claim_writes
+
+    def make_exec(self):
+        claim_writes, get_tile = self.make_claim_writes(), self.slots.__getitem__
+        op_totals, clock, events = self.op_totals, time.perf_counter, self.events
+        thread_clock, fence = time.thread_time, self.fence
+
+        def do_exec(instruction, operands, blocking):
+            kernel, tile_slots, _, write_slots, op = operands
+            claim_writes(write_slots)
             if events is not None:
                 cpu = thread_clock()
             start = clock()
             try:
-                kernel(*map(get_tile, tile_slots), **instruction[4])
+                kernel(*map(get_tile, tile_slots), **instruction.params)
             except Exception as error:
                 # a note keeps the kernel's own exception type (callers catch it)
                 if hasattr(error, "add_note"):   # Python >= 3.11
@@ -253,12 +267,12 @@ class RankExecutor:
                 fence.after_kernel(list(map(get_tile, tile_slots)),
                                    list(map(get_tile, write_slots)))
             if events is not None:
-                events.append(("task", instruction[6], instruction[0], start, end, 0,
-                               thread_clock() - cpu))
+                events.append(Event("task", instruction.op_name, instruction.kernel, start,
+                                    end, 0, thread_clock() - cpu))
             totals = op_totals[op]
             totals[KERNEL_S] += end - start
             totals[TASKS] += 1
-            totals[FLOPS] += instruction[5]
+            totals[FLOPS] += instruction.flops
         return do_exec
 
     def make_free(self):
@@ -310,9 +324,9 @@ class RankExecutor:
         self.parked[:] = still
 
     def describe_exec(self, instruction) -> str:
-        kernel, keys, _, writes, _, _, op_name = instruction
+        keys, writes = instruction.keys, instruction.writes
         inputs = [key_str(key) for key in keys[:len(keys) - len(writes)]]
-        return (f"in op {op_name} (kernel {kernel}) computing tile "
+        return (f"in op {instruction.op_name} (kernel {instruction.kernel}) computing tile "
                 f"{', '.join(key_str(key) for key in writes)} from "
                 f"{', '.join(inputs) or 'no inputs'} on rank {self.rank}")
 

@@ -32,7 +32,7 @@ import threading
 import time
 
 from .executor import RankExecutor
-from .stats import FLOPS, KERNEL_S, TASKS
+from .stats import FLOPS, KERNEL_S, TASKS, Event
 from .task_pool import task_pool
 from .thread_budget import HEAVY_FLOPS
 
@@ -128,8 +128,8 @@ class ThreadedRankExecutor(RankExecutor):
                 self.cond.wait()
             self.waiting = False
         if self.events is not None:
-            self.events.append(("wait", "tasks", "look-ahead", start, time.perf_counter(), 0,
-                                time.thread_time() - cpu))
+            self.events.append(Event("wait", "tasks", "look-ahead", start, time.perf_counter(),
+                                     0, time.thread_time() - cpu))
 
     def wait_for(self, tasks):
         start, cpu = time.perf_counter(), time.thread_time()
@@ -140,8 +140,8 @@ class ThreadedRankExecutor(RankExecutor):
                     self.cond.wait()
             self.waiting = False
         if self.events is not None:
-            self.events.append(("wait", "tasks", "dependency", start, time.perf_counter(), 0,
-                                time.thread_time() - cpu))
+            self.events.append(Event("wait", "tasks", "dependency", start, time.perf_counter(),
+                                     0, time.thread_time() - cpu))
         self.raise_error()
 
     def wait_writer(self, slot):
@@ -170,7 +170,7 @@ class ThreadedRankExecutor(RankExecutor):
         readers, writer = self.readers, self.writer
 
         def do_threaded_recv(instruction, operands, blocking):
-            slot = operands[0]
+            slot, _ = operands          # the tile's slot, the consumer op's id
             if slot in writer or slot in readers:
                 wait_users(slot)    # the received buffer replaces (releases) the old one
             return do_recv(instruction, operands, blocking)
@@ -180,8 +180,9 @@ class ThreadedRankExecutor(RankExecutor):
         do_send, wait_writer, writer = super().make_send(), self.wait_writer, self.writer
 
         def do_threaded_send(instruction, operands, blocking):
-            if operands[0] in writer:
-                wait_writer(operands[0])
+            slot, _ = operands
+            if slot in writer:
+                wait_writer(slot)
             return do_send(instruction, operands, blocking)
         return do_threaded_send
 
@@ -207,14 +208,13 @@ class ThreadedRankExecutor(RankExecutor):
         return do_threaded_free
 
     def make_exec(self):
-        run_inline = super().make_exec()
-        slots, metas, spares, take = (self.slots, self.index.metas, self.slot_spares,
-                                      self.store.take)
-        pending_sends, retire = self.pending_sends, self.retire_sends
+        run_inline, slots = super().make_exec(), self.slots
+        # retire_sends may park or copy the old buffer: its tasks must be done first
+        claim_writes = self.make_claim_writes(before_retire=self.wait_users)
         writer, readers, cond, put = self.writer, self.readers, self.cond, self.pool.put
 
         def do_threaded_exec(instruction, operands, blocking):
-            if not self.in_flight and instruction[5] < INLINE_FLOPS:
+            if not self.in_flight and instruction.flops < INLINE_FLOPS:
                 # nothing runs on the workers: every task recorded is done (the serial
                 # executor's cost for a program of tiny tasks)
                 if writer:
@@ -240,21 +240,13 @@ class ThreadedRankExecutor(RankExecutor):
                 if task is not None and not task.done:
                     deps.append(task)
                 deps.extend(task for task in readers.get(slot, ()) if not task.done)
-            if not deps and instruction[5] < INLINE_FLOPS:
+            if not deps and instruction.flops < INLINE_FLOPS:
                 for slot in writes:
                     writer.pop(slot, None)
                     readers.pop(slot, None)
                 with cond:              # the totals are shared with the workers
                     return run_inline(instruction, operands, blocking)
-            for slot in writes:
-                if pending_sends and slot in pending_sends:
-                    self.wait_users(slot)     # retire may park or copy the old buffer
-                    old = slots[slot]
-                    if not retire(slot):
-                        slots[slot] = take(metas[slot], spares[slot])
-                        slots[slot][...] = old   # the op may accumulate
-                if slots[slot] is None:
-                    slots[slot] = take(metas[slot], spares[slot])
+            claim_writes(writes)
             if self.in_flight >= self.max_in_flight:
                 self.drain(self.max_in_flight - 1)
                 self.raise_error()
@@ -283,22 +275,22 @@ class ThreadedRankExecutor(RankExecutor):
     # -- worker side -------------------------------------------------------------------
     def run_task(self, task):
         instruction = task.instruction
-        _, _, _, _, params, flops, op_name = instruction
         clock = time.perf_counter
         cpu = time.thread_time()
         start = end = clock()
         if self.error is None:
             try:
-                task.kernel(*task.arrays, **params)
+                task.kernel(*task.arrays, **instruction.params)
             except Exception as error:
                 if hasattr(error, "add_note"):   # Python >= 3.11
                     error.add_note(self.describe_exec(instruction))
                 self.error = self.error or error
             end = clock()
             if self.events is not None:
-                self.events.append(("task", op_name, instruction[0], start, end,
-                                    self.pool.thread_ids.get(threading.get_ident(), 0),
-                                    time.thread_time() - cpu))
+                self.events.append(Event("task", instruction.op_name, instruction.kernel,
+                                         start, end,
+                                         self.pool.thread_ids.get(threading.get_ident(), 0),
+                                         time.thread_time() - cpu))
         ready = []
         with self.cond:
             task.done = True
@@ -308,7 +300,7 @@ class ThreadedRankExecutor(RankExecutor):
             totals = self.op_totals[task.op]
             totals[KERNEL_S] += end - start
             totals[TASKS] += 1
-            totals[FLOPS] += flops
+            totals[FLOPS] += instruction.flops
             for successor in task.successors:
                 successor.pending -= 1
                 if not successor.pending:

@@ -113,7 +113,7 @@ def offload_handlers(executor) -> dict:
     fence = executor.fence      # CUDA-aware MPI: a prefetched buffer is written on the stream
 
     def do_evict(instruction, slot, blocking):
-        key, _, write_back = instruction
+        key, write_back = instruction.key, instruction.write_back
         if slot in writer or slot in readers:
             wait_users(slot)
         if write_back:
@@ -125,7 +125,7 @@ def offload_handlers(executor) -> dict:
 
     def do_prefetch(instruction, slot, blocking):
         buffer = take(metas[slot], spares[slot])
-        offloaded.read_into(instruction[0], buffer)
+        offloaded.read_into(instruction.key, buffer)
         if fence is not None:
             fence.after_write(buffer)
         slots[slot] = buffer

@@ -67,10 +67,9 @@ class Profile:
 
 
 def build_profile(events_by_rank, wall_ms_by_rank, threads, op_types, path) -> Profile:
-    """Aggregate the events of every rank ({rank: [(kind, op, kernel, start, end, thread,
-    cpu seconds)]})."""
+    """Aggregate the events of every rank ({rank: [stats.Event, ...]})."""
     profile = Profile(path)
-    starts = [event[3] for events in events_by_rank.values() for event in events]
+    starts = [event.start for events in events_by_rank.values() for event in events]
     origin = min(starts) if starts else 0.0
     trace_events = []
     for rank, events in sorted(events_by_rank.items()):
@@ -78,7 +77,7 @@ def build_profile(events_by_rank, wall_ms_by_rank, threads, op_types, path) -> P
                                          busy_ms=0.0, recv_wait_ms=0.0, task_wait_ms=0.0)
         trace_events.append(dict(name="process_name", ph="M", pid=rank,
                                  args=dict(name=f"rank {rank}")))
-        for thread in sorted({event[5] for event in events}):
+        for thread in sorted({event.thread for event in events}):
             label = "executor" if thread == 0 else f"task thread {thread}"
             trace_events.append(dict(name="thread_name", ph="M", pid=rank, tid=thread,
                                      args=dict(name=label)))

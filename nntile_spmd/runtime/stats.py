@@ -10,6 +10,7 @@ a real finding (a tile of the wrong size, a leaked buffer, a lost message).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from typing import NamedTuple
 
 
 class Traffic:
@@ -24,6 +25,19 @@ class Traffic:
 
 # Per-op accumulator slots of the executor (a list per op name: cheap to bump).
 TASKS, FLOPS, KERNEL_S, WAIT_S, SENT, RECEIVED = range(6)
+
+
+class Event(NamedTuple):
+    """One timed interval of an executor, recorded when profiling (runtime/profile.py):
+    a kernel ("task"), or a wait ("wait": for a receive, or for worker tasks)."""
+
+    kind: str
+    op: str             # the op's name (a receive: the op that consumes the tile)
+    kernel: str         # a wait: "recv", "look-ahead" or "dependency"
+    start: float        # perf_counter seconds
+    end: float
+    thread: int         # 0: the executor thread; workers count from 1
+    cpu_s: float        # the thread's CPU time over the interval
 
 
 def new_totals() -> list:
@@ -52,7 +66,7 @@ class OpTotals:
 
 @dataclass
 class ExecutionStats:
-    """One rank's measurements of its last execute() (seed 003's ExecutionStats).
+    """One rank's measurements of its last execute() (NNTile 2.0's ExecutionStats).
 
     Bytes, peaks and times are measured; flops_executed is counted: the FLOP counts of
     the tasks this rank ran, added up (no hardware counter), so it differs from the
