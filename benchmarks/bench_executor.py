@@ -11,7 +11,7 @@ Reported:
   * kernel us/task: the same kernels on the same tile arrays, called from a
     minimal pre-bound Python loop (`for f, args, kw in calls: f(*args, **kw)`),
     i.e. what the tasks cost with zero scheduling;
-  * overhead us/task = execute - kernel (issue 13's goal: <= 2 us; Dask ~50 us per task).
+  * overhead us/task = execute - kernel (goal: <= 2 us; Dask ~50 us per task).
 
 `--clock cpu` times both with this process's CPU time (time.process_time, all
 threads) instead of the wall clock: on a machine that other processes keep busy,

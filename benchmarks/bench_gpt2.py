@@ -11,7 +11,7 @@ alternation (--steps each) so that a busy neighbour slows both alike; the table
 shows the median and best ms/step and ours/theirs (> 1: ours is slower). The
 first step's losses are printed side by side: they must agree (same computation).
 
-Default shape: issue 13's (6 layers, n_embd 384, 6 heads, batch 8, seq 256), ~10 s
+Default shape: (6 layers, n_embd 384, 6 heads, batch 8, seq 256), ~10 s
 per step of ours on this 2-core machine. Commands (from the repository root):
 
     PYTHONPATH=. python benchmarks/bench_gpt2.py

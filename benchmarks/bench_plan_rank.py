@@ -11,10 +11,10 @@ script builds the graph (timed apart), then
 program alone. Times are CPU seconds of this process
 (time.process_time: planning is single-threaded Python, and on a shared machine
 wall time would count the neighbours too); "others" is the share of all cores
-other processes used meanwhile. The goal (issue 12): 1,024 ranks in under a
+other processes used meanwhile. The goal: 1,024 ranks in under a
 minute and in at most 2x the 64-rank time.
 
-Per-rank memory and traffic must not grow with the world either (issue 30): each
+Per-rank memory and traffic must not grow with the world either: each
 world also plans ranks 1, 16, N/2 and N-1 alone (--also-ranks), and a second table gives
 every planned rank's peak and bytes sent, the worst of them, and ZeRO-3's figures
 beside them: 16 Psi / N bytes of model state (fp32 parameters, gradients and

@@ -1,6 +1,6 @@
 """MLP train-step time: ours vs PyTorch eager, same shapes, same threads, one run.
 
-MLP 784-1024-1024-10 (GELU), batch 256, cross-entropy, AdamW, fp32 (issue 13). A
+MLP 784-1024-1024-10 (GELU), batch 256, cross-entropy, AdamW, fp32. A
 step is binding the batch, cg.execute() (forward, backward, AdamW) and reading the
 loss for ours; zero_grad, forward, loss, backward, AdamW.step() and loss.item()
 for PyTorch. Both start from the same weights.
@@ -16,7 +16,7 @@ of them alike), best and median of --steps:
   --threads 1`), started as a separate job after the others (not interleaved).
 
 Printed: ms/step, ours/PyTorch time ratios (< 1: ours is faster), and one rank on
-2 task threads vs one rank on 1 thread (issue 13's target: >= 1.7x), and a bound
+2 task threads vs one rank on 1 thread (target: >= 1.7x), and a bound
 for the latter: the 1-thread step's measured task times replayed on 2 workers with
 the threaded executor's dependencies and look-ahead (schedule_bound). PyTorch is
 the optional `bench` extra (pip install -e '.[bench]').

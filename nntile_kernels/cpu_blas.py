@@ -7,8 +7,8 @@ call that writes C in place. fp16 falls back to the NumPy reference. A compute_t
 
 The batch loop runs in numba, calling the same sgemm/dgemm that scipy.linalg.blas
 wraps (scipy.linalg.cython_blas exports their addresses): attention's tiles are
-dozens of 64 x 64 products per task, where f2py's argument parsing (~1 us a call)
-was a seventh of the time. Same routine, same arguments: bitwise the same results.
+dozens of 64 x 64 products per task, where f2py's argument parsing on every call
+was a large share of the time. Same routine, same arguments: bitwise the same results.
 The routine's address is an argument, not a constant of the machine code, so the
 loop is cached on disk like every other kernel (addresses differ between processes).
 """
@@ -87,8 +87,9 @@ def gemm(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1, 
          compute_type=None):
     """c = alpha*op(a)·op(b) + beta*c with NNTile's multi-dim and batch rules."""
     # One product of F-ordered matrices (a linear layer's tile, a K step of a tiled
-    # product) goes straight to the f2py wrapper of the same ?gemm: 0.5 us of call
-    # instead of ~4.5 us through the folds and the numba loop (bench_gemm, 128^3 tiles).
+    # product) goes straight to the f2py wrapper of the same ?gemm: one call costs less
+    # than the folds and the numba loop (docs/benchmarks.md, "Measurements behind code
+    # constants").
     routine = _GEMM.get(c.dtype)
     if (routine is not None and ndim == 1 and batch_ndim == 0 and compute_type is None
             and a.ndim == 2 and b.ndim == 2 and a.dtype is c.dtype and b.dtype is c.dtype

@@ -1,13 +1,12 @@
 """Vectorisable tanh, erf and exp for the numba kernels: one scalar function per name,
 specialised by the argument's type.
 
-Arrays only: never imports nntile_spmd, mpi4py or cupy. numba has no vector math
-library here (no SVML), so `math.tanh` on float32 is one libm call per element
-(16 ns). For float32 the functions below are branch-free arithmetic that LLVM
-vectorises (0.3 ns): Eigen's rational approximations of tanh and erf (within
-5e-7 of the exact value) and exp by Cody-Waite reduction, a degree-6 polynomial
-and 2^n built from its bits. float64 keeps libm's correctly rounded calls, so fp64
-results (the bitwise tests) are unchanged.
+Arrays only: never imports nntile_spmd, mpi4py or cupy. numba has no vector math library
+here (no SVML), so `math.tanh` on float32 is one libm call per element. For float32 the
+functions below are branch-free arithmetic that LLVM vectorises: Eigen's rational
+approximations of tanh and erf (within 5e-7 of the exact value) and exp by Cody-Waite
+reduction, a degree-6 polynomial and 2^n built from its bits. float64 keeps libm's
+correctly rounded calls, so fp64 results (the bitwise tests) are unchanged.
 
 Kernels that call these must be compiled with error_model="numpy": under numba's
 default a division checks for zero and raises, a branch that stops vectorisation.

@@ -1,4 +1,4 @@
-"""Numba kernels of the cpu table for the seed elementwise ops and the reductions along
+"""Numba kernels of the cpu table for the elementwise ops and the reductions along
 one axis (reference bodies in generic_math.py; the fiber ops are cpu_math_fiber.py's).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Elementwise loops run over the

@@ -1,4 +1,4 @@
-"""Numba kernels of the cpu table for the seed fiber ops (scale_fiber, norm_fiber and its
+"""Numba kernels of the cpu table for the fiber ops (scale_fiber, norm_fiber and its
 backward) and sum's backward (reference bodies in generic_math.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. A tile is viewed through

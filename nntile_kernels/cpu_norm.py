@@ -9,7 +9,8 @@ back to the NumPy reference (nntile_kernels.reference).
 PERF: LayerNorm's gamma is the fiber along axis 0, where m is 1: the kernels then loop
 over j innermost (a length-1 loop over i stops vectorization), and sums over i use
 cpu_common.row_dot. pow and pow_backward are NumPy's ufuncs: a numba loop calls
-scalar powf per element and measured 4x slower ([768, 512] fp32: 2.8 ms vs 0.65 ms).
+scalar powf per element and was slower (docs/benchmarks.md, "Measurements behind
+code constants").
 """
 
 import numpy as np

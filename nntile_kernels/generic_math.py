@@ -1,4 +1,5 @@
-"""Seed elementwise and reduction kernels written once against an array module `xp`.
+"""Elementwise and reduction kernels (sub, div, hypot, tanh, sigmoid, max, min, norms)
+written once against an array module `xp`.
 
 Part of generic.table, so the NumPy reference and the CuPy table share these bodies:
 every line is an xp ufunc or reduction both modules spell alike. Arrays only: never imports

@@ -76,7 +76,7 @@ def rule_namespace(xp, special):
     The formula sees no builtins but `__import__`: C code that imports (CuPy compiling a
     ufunc for a dtype it meets first, e.g. float16) looks `__import__` up in the builtins
     of the Python frame that called it, which is this eval (PyImport_Import); with no
-    builtins at all that raised KeyError: '__import__' (issue 24).
+    builtins at all that raised KeyError: '__import__'.
     """
     functions = dict(erf=special.erf, exp=xp.exp, fmax=xp.fmax, sigmoid=special.expit,
                      sqrt=xp.sqrt, tanh=xp.tanh)

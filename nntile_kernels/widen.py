@@ -3,7 +3,7 @@ fp32 kernel, round to the tile's dtype on store; on the CPU and the GPU alike.
 
 Numba has neither bfloat16 nor float16, BLAS has no 16-bit gemm, and CuPy's own
 16-bit math would compute in 16 bits (or, through the array expressions of a rule,
-failed outright: issue 24), so every kernel runs on 16-bit tiles this way: the
+failed outright with a KeyError), so every kernel runs on 16-bit tiles this way: the
 arithmetic, a gemm's accumulation and a reduction's sums are fp32 (or wider, as the
 fp32 kernel carries them), and only the stored results are rounded (nearest, ties to
 even). Arrays only: imports NumPy and ml_dtypes, never nntile_spmd, mpi4py, numba or

@@ -1,7 +1,8 @@
 """nntile_spmd: train neural networks on tiled tensors spread over MPI ranks (SPMD).
 
 Every rank builds the same LogicalGraph, derives the same plan (tiling, owners,
-per-rank programs) and runs only its own program; see DESIGN in docs/.
+per-rank programs) and runs only its own program; docs/design.md is the public API,
+docs/architecture.md the layers.
 """
 
 from .graph import LogicalGraph, OpNode, TensorNode, grad, ops

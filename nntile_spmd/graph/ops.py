@@ -1,5 +1,5 @@
 """Graph layer: the op builders, one import per family, exposed to users as
-`nntile_spmd.ops` (free functions with NNTile's seed signatures).
+`nntile_spmd.ops` (free functions with NNTile's argument names and order).
 
 Each builder creates its output tensors from the op's shape rule and calls
 LogicalGraph.add_op, which validates. An op's builder, registry entry and backward rule

@@ -1,4 +1,4 @@
-"""Models layer: text generation with a key/value cache (DESIGN.md §4.4), for GPT-2 and
+"""Models layer: text generation with a key/value cache (docs/design.md), for GPT-2 and
 Llama. The one module of models/ that runs a graph: it compiles through the runtime
 (as train/ does); the graph it compiles is built by the models' own builders.
 

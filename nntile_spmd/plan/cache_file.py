@@ -74,7 +74,7 @@ def read(path: str, key: str):
         raise BadCacheFile("damaged (the plan's SHA-256 differs from the one written)")
     try:
         # a plan is ~10^5 small tuples: the cyclic collector's passes over them
-        # tripled the load time (0.41 s -> 0.16 s without, GPT-2 6 layers)
+        # would dominate the load time
         with gc_paused():
             return pickle.loads(payload)
     except Exception as error:   # the checksum matched: a plan class changed shape

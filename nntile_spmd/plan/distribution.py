@@ -42,8 +42,8 @@ class TileDistribution:
 
     @classmethod
     def custom(cls, owners) -> TileDistribution:
-        """The owner rank of every tile in column-major tile order (seed 003's
-        `std::vector<int> owners`; REPLICATED = -1 allowed), or a function
+        """The owner rank of every tile in column-major tile order (NNTile
+        2.0's `std::vector<int> owners`; REPLICATED = -1 allowed), or a function
         (tile_coord, grid_shape, nranks) -> rank (or REPLICATED)."""
         if callable(owners):
             return cls("custom", function=owners)

@@ -1,8 +1,8 @@
 """Plan layer: a tile that many ranks read in one op reaches them down a binomial tree.
 
 Without it the owner of a weight tile sends one copy to every rank that runs a group
-reading it, N - 1 sends of the tile per op (FSDP's all-gather from a single source;
-issue 30: 38 GiB sent by rank 0 of 1,024). When the op's output tiles reading an
+reading it, N - 1 sends of the tile per op (FSDP's all-gather from a single source: at
+1,024 ranks rank 0 sent nearly all the traffic). When the op's output tiles reading an
 input tile have more than FAN_LIMIT owners, the tile is broadcast before the op's
 groups: its owner sends it to one member, the root of a binomial tree over the
 members, each forwarding the copy it received, so a rank sends at most log2(N)

@@ -12,12 +12,11 @@ if TYPE_CHECKING:
     from .kernel_params import KernelParams
 
 # new_tuple(Send, (key, peer, tag, nbytes, consumer)) builds an instruction without the
-# NamedTuple constructor's Python frame. It matters where ~10^6 instructions are built:
-# every rank's programs of a 6-layer GPT-2 on 32 ranks (1.3M instructions, the
-# all-ranks builder.py and memory.py's FREEs) plan in 14.0-15.1 s with it and
-# 14.5-16.1 s without (CPU s, 3 interleaved runs, shared machine). One rank's program
-# (rank_builder.py, ~2x10^4 instructions at 64 ranks) gains nothing measurable, so
-# the per-rank builder and offloading use the plain constructors.
+# NamedTuple constructor's Python frame. It matters only where ~10^6 instructions are
+# built (every rank's programs at once: the all-ranks builder.py and memory.py's FREEs;
+# docs/benchmarks.md, "Measurements behind code constants"); one rank's program
+# (rank_builder.py) gains nothing measurable, so the per-rank builder and offloading use
+# the plain constructors.
 new_tuple = tuple.__new__
 
 

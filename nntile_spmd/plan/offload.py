@@ -1,4 +1,4 @@
-"""Plan layer: planned offloading under a memory budget per rank (seed 003's
+"""Plan layer: planned offloading under a memory budget per rank (NNTile 2.0's
 ExecutionPolicy.enable_offloading / offload_threshold).
 
 One rank's finished program (FREEs placed, chains fused) is walked with the
@@ -30,7 +30,7 @@ from .offload_pass import plan_offload, rest_set
 
 @dataclass(frozen=True)
 class ExecutionPolicy:
-    """How a rank may use its memory (seed 003). With enable_offloading, each rank's
+    """How a rank may use its memory (NNTile 2.0's policy). With enable_offloading, each rank's
     planned device bytes stay within offload_threshold x memory_budget."""
 
     enable_offloading: bool = False

@@ -14,7 +14,7 @@ for every row of C), so the owner's cost of a fetch is divided by the number of
 such groups, counted from the output's owner array.
 
 Two rules keep a rank's share of a group bounded whatever the number of ranks
-(issue 30: at 1,024 ranks the owner of a vocabulary tile fetched an input from every
+(at 1,024 ranks, without them, the owner of a vocabulary tile fetched an input from every
 rank, and ran every rank's partial step next to its tile):
 
 - bounded fan-in: when owner computes would fetch from more than FAN_LIMIT ranks, the

@@ -334,10 +334,8 @@ class Plan:
 @contextlib.contextmanager
 def gc_paused():
     """Pause the cyclic garbage collector while planning: a plan allocates ~10^5-10^6
-    acyclic tuples, and the collector's repeated passes over them cost 27 % of the
-    all-ranks planning time of a 6-layer GPT-2 on 16 ranks (0.66-0.68 s with the pause,
-    0.88-0.95 s without) and 8 % of rank 0's program of the 48-layer GPT-2-XL shape on
-    64 ranks (2.8-3.1 s vs 3.2-3.4 s; CPU s, 3 interleaved runs, shared machine)."""
+    acyclic tuples, and the collector's repeated passes over them cost a large share of
+    the planning time (docs/benchmarks.md, "Measurements behind code constants")."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

@@ -1,4 +1,4 @@
-"""Plan layer: derive ONE rank's program (DESIGN.md section 4.3, per-rank planning).
+"""Plan layer: derive ONE rank's program (per-rank planning: docs/design.md).
 
 The walk is ProgramBuilder's, restricted to the task groups this rank takes part in:
 it owns the output tile (runs it, or roots or joins its reduction tree), owns an

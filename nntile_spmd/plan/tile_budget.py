@@ -1,8 +1,8 @@
 """Plan layer: the default auto tiling sized by the number of tasks it makes per rank.
 
 A fixed target tile size suits small graphs but not a large model: 1 MiB tiles of a
-2-layer GPT-2-XL gave one rank of 16 about 1.9 million instructions (96 s to plan,
-issue 30), as a gemm's tasks grow with the product of its three axes' tile counts.
+2-layer GPT-2-XL gave one rank of 16 about 1.9 million instructions, as a gemm's tasks
+grow with the product of its three axes' tile counts.
 A task of a 1 MiB fp32 tile already runs for milliseconds on a CPU, so tasks are big
 enough at that size; what must be bounded is their number. `TilingStrategy.auto()`
 with no explicit target therefore starts at 1 MiB and doubles the target until the

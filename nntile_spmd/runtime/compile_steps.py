@@ -16,7 +16,7 @@ from .world import World
 
 
 def own_rank(world: World):
-    """The rank whose program this process derives alone (DESIGN 4.3): a real MPI rank's
+    """The rank whose program this process derives alone (docs/design.md): a real MPI rank's
     or a PlanningWorld's own; None for a world that runs every rank."""
     return None if world.runs_every_rank else world.rank
 

@@ -19,7 +19,7 @@ FIELDS = ("execute counter", "phases", "data bound with bind_data", "runtime sca
 
 
 def data_hash(array) -> int:
-    """crc32 of the array's values (C order): ~1 GB/s, cheap next to copying them in."""
+    """crc32 of the array's values (C order): one pass, cheap next to copying them in."""
     array = np.asarray(array)
     return zlib.crc32(np.ascontiguousarray(array).view(np.uint8).reshape(-1))
 

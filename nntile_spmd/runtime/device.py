@@ -36,7 +36,7 @@ class Device:
     def to_host(self, array):
         """A host copy in the tile's own (Fortran) order: host staging hands it to MPI as
         raw bytes into the receiver's Fortran buffer (cupy.asnumpy alone gives C order,
-        which arrived transposed: issue 24)."""
+        which arrived transposed on two GPU ranks)."""
         return array if self.xp is np else self.xp.asnumpy(array, order="F")
 
     def synchronize(self):

@@ -339,25 +339,22 @@ class RankExecutor:
 
 # Polling budget before a waiting receive starts to sleep. MPI moves a message only
 # inside calls such as Test (the receiver copies it, e.g. by CMA), and one
-# time.sleep costs at least ~50 us of timer slack, which halved the throughput of
-# 64 KiB tiles (benchmarks/bench_exchange.py). sched_yield hands the core only to a
-# process of the same session: ranks started by mpiexec have one each, and with
+# time.sleep costs the timer's slack, which is long next to a small tile's copy
+# (docs/benchmarks.md, "Measurements behind code constants"). sched_yield hands the
+# core only to a process of the same session: ranks started by mpiexec have one each, and with
 # Linux's autogroups a spinning rank keeps its fair share of a core it shares
 # (benchmarks/bench_shared_core.py, docs/benchmarks.md#the-simulator).
 SPIN_SECONDS = 0.02
 # How long an old tile version waits for its sends before it is parked (see
 # retire_sends): a receiver about to post its receive completes the send in that time
-# and memory stays where the plan puts it; a longer wait only stalls. Measured with
-# benchmarks/bench_simulator.py (small GPT-2, FSDP): 50 ms made a step 180 ms on 3
-# ranks and 330 ms on 4 (the replay predicts ~20 ms); 1 ms, 40 and 34 ms.
+# and memory stays where the plan puts it; a longer wait only stalls a step
+# (docs/benchmarks.md, "Measurements behind code constants").
 SEND_GRACE_SECONDS = 0.001
 # ...unless the node's ranks outnumber its cores (MPIWorld.setup_node): then the
 # receiver often waits for its turn on a core, and the polling sender only takes
-# CPU from the rank it shares its own core with, so the tile is parked at once.
-# Paired rounds, ranks bound to 2 cores (median step, parked at once vs 1 ms):
-# small GPT-2 FSDP 18.95 vs 22.54 ms on 3 ranks and 21.33 vs 25.57 on 4, MLP FSDP
-# 33.68 vs 37.52 on 3; DDP and TP within 2 %, TP on 4 ranks 0.93. The held peak grew
-# by at most 66 KiB of 7 MiB (GPT-2 FSDP, 3 ranks); the in-order peak stays the plan's.
+# CPU from the rank it shares its own core with, so the tile is parked at once: steps
+# are faster and the held peak grows by a few tiles at most, while the in-order peak
+# stays the plan's (docs/benchmarks.md, "Measurements behind code constants").
 CROWDED_SEND_GRACE_SECONDS = 0.0
 
 

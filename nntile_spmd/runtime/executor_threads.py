@@ -36,8 +36,9 @@ from .stats import FLOPS, KERNEL_S, TASKS, Event
 from .task_pool import task_pool
 from .thread_budget import HEAVY_FLOPS
 
-# Below this many FLOPs a ready task runs on the executor thread (a hand-off to a
-# worker costs ~10-20 us; 2**16 elementwise FLOPs take about as long).
+# Below this many FLOPs a ready task runs on the executor thread: a hand-off to a
+# worker costs about as much as such a kernel (docs/benchmarks.md, "Measurements
+# behind code constants").
 INLINE_FLOPS = HEAVY_FLOPS
 # Readers lists are pruned of finished tasks once they grow past this.
 PRUNE_READERS = 32

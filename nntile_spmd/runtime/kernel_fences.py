@@ -19,7 +19,7 @@ array module is passed in (tests use tests/stand_in_device.py).
 
 from __future__ import annotations
 
-# Completed entries are dropped every this many records (an event query costs ~1 us),
+# Completed entries are dropped every this many records (each query of an event is a driver call),
 # so buffers freed for good go back to the pool. A dropped buffer later used for a
 # receive waits for the latest kernel, as unknown memory does: safe, at worst a longer
 # wait than its own last kernel's.

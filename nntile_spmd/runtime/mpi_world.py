@@ -39,7 +39,7 @@ def tile_message(array):
 
     A NumPy tile of ndim >= 1 is passed as it is: mpi4py takes the storage of
     any contiguous (C or Fortran) array as bytes and raises on a non-contiguous
-    one; this saves the ~1 us of byte_view per message. 0-d arrays would be
+    one; this saves a byte_view per message. 0-d arrays would be
     sent as 0 bytes that way, and other array types keep the explicit view.
     """
     if array.ndim and type(array) is np.ndarray:

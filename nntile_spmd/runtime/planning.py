@@ -2,7 +2,7 @@
 
 No MPI, no tiles, no execution: `nt.compile(g, comm=nt.PlanningWorld(1024, 5))`
 derives rank 5's program alone, so its memory, traffic and FLOPs can be read
-before anyone books the 1,024 ranks (DESIGN.md section 4.3).
+before anyone books the 1,024 ranks.
 """
 
 from __future__ import annotations

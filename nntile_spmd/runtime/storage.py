@@ -6,17 +6,16 @@ themselves (`array.nbytes`), never from the plan's tile sizes: `peak` is what
 the rank really held, so comparing it with the plan's memory analysis is a check
 that can fail (a tile of the wrong size shows up here).
 
-Spare buffers: a tile freed during an execute is kept and handed to the next
-allocation of the same shape and dtype, instead of going back to the allocator: a
-fresh multi-MiB buffer costs page faults and zero-filling on first touch, inside
-MPI's copy of a received tile (bench_exchange: half the exchange rate for 4-64 MiB
-tiles), and a small one ~0.3 us of NumPy's array construction per task
-(bench_executor). Spares are held memory and are counted in `held` and `peak`. The
-rule that keeps the peak where the plan puts it: in program order (below), live +
-spare bytes never exceed max(in-order peak so far, `ceiling`, live bytes), where the
-ceiling is the in-order peak of the previous execute of the same program (spares are
-dropped, as few as needed, when an allocation or a late release would break the rule,
-and all of them when another program runs).
+Spare buffers: a tile freed during an execute is kept and handed to the next allocation
+of the same shape and dtype, instead of going back to the allocator: a fresh multi-MiB
+buffer costs page faults and zero-filling on first touch, inside MPI's copy of a
+received tile, and a small one NumPy's array construction per task (docs/benchmarks.md,
+"Measurements behind code constants"). Spares are held memory and are counted in `held`
+and `peak`. The rule that keeps the peak where the plan puts it: in program order
+(below), live + spare bytes never exceed max(in-order peak so far, `ceiling`, live
+bytes), where the ceiling is the in-order peak of the previous execute of the same
+program (spares are dropped, as few as needed, when an allocation or a late release
+would break the rule, and all of them when another program runs).
 
 Frees that take effect late: a tile whose FREE is reached while a task still reads
 it (the threaded executor: `defer`, then `release_deferred`), or while a send of it

@@ -6,7 +6,7 @@
 Marked gpu and mpi. Every rank runs the job on MPI.COMM_WORLD with device="cuda" (all
 on the one GPU: tiles cross ranks through host staging) and, alone, the same job on one
 simulated rank of the GPU; the two must agree to 1e-12 under every preset (and the
-fsdp x tp mesh on 4 ranks). Issue 24: host staging sent C-ordered copies into Fortran
+fsdp x tp mesh on 4 ranks). Once, host staging sent C-ordered copies into Fortran
 buffers, so every 2-D tile arrived transposed; the gemm cases (uneven rectangular
 tiles) and two AdamW steps of a small GPT-2 show such a fault at once. With an MPI
 that reports CUDA support the GPT-2 steps also run CUDA-aware (device buffers fenced

@@ -1,4 +1,4 @@
-"""Offloading and host copies of CuPy tiles (issue 24), on the GPU.
+"""Offloading and host copies of CuPy tiles, on the GPU.
 
 Marked gpu (tests/conftest.py skips it without CuPy or a CUDA device). A persistent
 tile that rests offloaded lives in a host slot: binding data into it was a TypeError

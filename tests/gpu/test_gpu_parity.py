@@ -6,7 +6,7 @@
 Marked gpu and mpi: it runs on MPI.COMM_WORLD with device="cuda", every rank on the one
 GPU of the machine (tiles cross ranks through host staging, or device buffers with
 NNTILE_SPMD_CUDA_AWARE=1). Every rank computes the HF reference itself and checks its
-own view; the ranks agree on one verdict. Issue 24: two ranks on an H100 computed a
+own view; the ranks agree on one verdict. Once, two ranks on an H100 computed a
 wrong gemm that single-process GPU tests and simulated ranks could not see.
 """
 

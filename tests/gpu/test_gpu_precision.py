@@ -1,6 +1,6 @@
 """16-bit tiles on the GPU compute in fp32 and round on store, as on the CPU.
 
-Marked gpu (tests/conftest.py skips it without CuPy or a CUDA device). Issue 24: the
+Marked gpu (tests/conftest.py skips it without CuPy or a CUDA device). Once, the
 fp16 entries of the compiled rules raised KeyError: '__import__' inside CuPy, and bf16
 was refused on the GPU. Here every case of the kernel table runs through the widened
 cuda table (what a GPU rank of a 16-bit graph calls) in bf16 and fp16, against the fp32

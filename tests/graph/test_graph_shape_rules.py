@@ -37,7 +37,7 @@ GEMM_CASES = [  # trans_a, trans_b, ndim, batch_ndim
 
 
 def gemm_layout(trans_a, trans_b, ndim, batch_ndim):
-    """Einsum subscripts and shapes of A, B, C as DESIGN.md section 3 states them."""
+    """Einsum subscripts and shapes of A, B, C as docs/architecture.md states them."""
     m, k, n, b = "mp", "kq"[:ndim], "n", "b"[:batch_ndim]
     sizes = dict(zip("mpkqnb", M_DIMS + K_DIMS + N_DIMS + BATCH_DIMS))
     a_letters = (k + m if trans_a else m + k) + b

@@ -1,7 +1,6 @@
-"""Every op the seeds name has a builder in nt.ops, but for the ones listed as not yet
-(issue 10's "every seed op"). Seed 000 is NNTile's OpType list, seed 003 the NNTile 2.0
-plan's (its CamelCase names in this project's snake_case: Mul is multiply, MatMul and
-BatchedMatMul are gemm)."""
+"""Every op of NNTile's OpType list and of the NNTile 2.0 plan's op list has a builder in
+nt.ops, but for the ones listed as not yet (the plan's CamelCase names in this project's
+snake_case: Mul is multiply, MatMul and BatchedMatMul are gemm)."""
 
 import nntile_spmd as nt
 

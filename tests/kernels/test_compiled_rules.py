@@ -3,7 +3,7 @@
 A stand-in compiler turns each rule into its NumPy array-expression kernel and records
 the dtypes it runs on, so what the GPU table does with each dtype shows here: fp32 and
 fp64 tiles run their own kernel, bf16 and fp16 tiles the fp32 kernel on fp32 copies,
-rounded on store (issue 24: CuPy's fp16 array expressions failed with KeyError).
+rounded on store (CuPy's fp16 array expressions failed with KeyError).
 """
 
 import pickle

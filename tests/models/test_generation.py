@@ -1,4 +1,4 @@
-"""Generator (DESIGN.md §4.4): the key/value-cache decode graph gives transformers'
+"""Generator (docs/design.md): the key/value-cache decode graph gives transformers'
 greedy tokens (fp64, GPT-2 and Llama, single and tp on two simulated ranks); sampling
 is seeded, honours top-k, and ranks agree."""
 

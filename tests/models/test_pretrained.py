@@ -1,4 +1,4 @@
-"""Local Hugging Face model folders in and out (DESIGN.md §4.4): folders written by
+"""Local Hugging Face model folders in and out (docs/design.md): folders written by
 transformers' own save_pretrained (tiny random models, offline) load under every preset
 and give transformers' logits in fp64; our save_pretrained writes a folder transformers
 loads unchanged; the Hub's key names, sharded indexes and bad folders."""

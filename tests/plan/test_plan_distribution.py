@@ -24,7 +24,7 @@ FACTORIES = [
     (TileDistribution.block_along_dim(0), (4,), 3, [0, 0, 1, 2]),
     (TileDistribution.block_along_dim(0), (7, 2), 7, [[r, r] for r in range(7)]),
     (TileDistribution.custom(diagonal_owner), (2, 2), 3, [[0, 1], [1, 2]]),
-    # seed 003's owner vector, in column-major tile order: (0,0) (1,0) (0,1) (1,1) (0,2) (1,2)
+    # NNTile 2.0's owner vector, in column-major tile order: (0,0) (1,0) (0,1) (1,1) (0,2) (1,2)
     (TileDistribution.custom([0, 1, 2, 0, R, 1]), (2, 3), 3, [[0, 2, R], [1, 0, 1]]),
     (TileDistribution.custom(np.array([[0, 2], [1, 0]])), (2, 2), 3, [[0, 2], [1, 0]]),
     (TileDistribution.custom([1]), (), 2, 1),

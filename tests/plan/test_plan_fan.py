@@ -1,4 +1,4 @@
-"""Bounded fan-in and fan-out of a task group (plan/partial.py, issue 30): on more
+"""Bounded fan-in and fan-out of a task group (plan/partial.py): on more
 ranks than FAN_LIMIT, the owner of a weight tile that every batch tile reads neither
 fetches an input from every rank (its gradient is reduced in a tree) nor runs every
 rank's partial step next to its tile; and the per-rank builder still derives exactly

@@ -1,4 +1,4 @@
-"""Per-rank programs: DESIGN.md section 5's worked example, owner-computes vs
+"""Per-rank programs: docs/design.md's worked example, owner-computes vs
 partial sums, and DDP's gradient all-reduce falling out of partial sums.
 
 Plain pytest; the programs run on a SimulatedWorld.
@@ -13,7 +13,7 @@ from helpers import stat_problems
 import nntile_spmd as nt
 from nntile_spmd import REPLICATED, TileDistribution
 
-WORKED_EXAMPLE = {   # DESIGN.md section 5, verbatim
+WORKED_EXAMPLE = {   # docs/design.md, verbatim
     0: "EXEC gemm(A00,B0->C0,beta=0)  RECV B1<-1  EXEC gemm(A01,B1->C0,beta=1)  FREE B1",
     1: "SEND B1->0  EXEC gemm(A10,B0->C1,beta=0)  EXEC gemm(A11,B1->C1,beta=1)",
 }

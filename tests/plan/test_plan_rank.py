@@ -1,4 +1,4 @@
-"""Per-rank planning (DESIGN.md section 4.3): each rank's program derived alone
+"""Per-rank planning (docs/design.md): each rank's program derived alone
 equals that rank's program in the all-ranks plan, for every preset, on every world
 of 1-16 ranks (the GPT-2's on 8 of them: planning it alone on every rank of a
 world costs as the square of the world) and for dp x tp and fsdp x tp meshes on

@@ -1,7 +1,7 @@
-"""The default auto tiling is sized by the tasks it makes per rank (plan/tile_budget.py,
-issue 30): starting from 1 MiB, its target doubles while the estimated tasks per rank
-exceed the budget; an explicit target is kept; the split axis counts per rank, so the
-other axes are cut alike at every world size; dump_plan() says why. Plain pytest."""
+"""The default auto tiling is sized by the tasks it makes per rank (plan/tile_budget.py):
+starting from 1 MiB, its target doubles while the estimated tasks per rank exceed the
+budget; an explicit target is kept; the split axis counts per rank, so the other axes are
+cut alike at every world size; dump_plan() says why. Plain pytest."""
 
 import pytest
 

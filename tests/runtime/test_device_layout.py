@@ -3,7 +3,7 @@
 The stand-in device (tests/stand_in_device.py) runs the runtime's GPU path on NumPy
 arrays and copies to the host as CuPy does (C order unless asked). The simulated world
 moves raw buffer bytes as MPI does, so a host copy in the wrong order arrives
-transposed here as it did on two H100 ranks (issue 24).
+transposed here as it did on two H100 ranks.
 """
 
 from collections import defaultdict, deque

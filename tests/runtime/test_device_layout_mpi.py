@@ -5,7 +5,7 @@
 
 The stand-in device (tests/stand_in_device.py) copies to the host as CuPy does, and
 the host-staged transport hands those copies to MPI as raw bytes: a C-ordered copy
-arrives transposed in the receiver's Fortran buffer (issue 24, seen on two H100 ranks).
+arrives transposed in the receiver's Fortran buffer (seen on two H100 ranks).
 """
 
 import numpy as np

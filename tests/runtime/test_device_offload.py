@@ -1,8 +1,8 @@
 """Offloading on the GPU path, checked on the CPU with the stand-in device.
 
 A GPU tile that rests offloaded between executes lives in a host (NumPy) slot; binding
-data into it must write host memory, where CuPy's array would not go (issue 24: a
-TypeError on the GPU). The stand-in device (tests/stand_in_device.py) logs its
+data into it must write host memory, where CuPy's array would not go (a
+TypeError on the GPU once). The stand-in device (tests/stand_in_device.py) logs its
 host-to-device copies; its EVICT and PREFETCH copy through get/set as CuPy's do.
 """
 

@@ -1,4 +1,4 @@
-"""nt.PlanningWorld (DESIGN.md section 4.3): plan one rank of any world without MPI.
+"""nt.PlanningWorld (docs/design.md): plan one rank of any world without MPI.
 
 Plain pytest. The planned rank's program, memory and traffic equal what a
 SimulatedWorld of the same size plans for that rank; execute() and get_output()

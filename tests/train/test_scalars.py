@@ -171,7 +171,7 @@ def test_scalar_rejected_where_the_plan_reads_the_value():
 
 
 def test_user_scalar_in_a_manual_update():
-    """`add_inplace(-lr, dw, 1.0, w)` with lr a Scalar: the DESIGN's manual update."""
+    """`add_inplace(-lr, dw, 1.0, w)` with lr a Scalar: docs/design.md's manual update."""
     g = nt.LogicalGraph("manual")
     w = g.tensor([5], "w", "fp32", persistent=True)
     dw = g.tensor([5], "dw", "fp32", external=True)

@@ -8,7 +8,7 @@ from ..checks import require_axis, require_same_dtype
 from ..registry import op_error
 
 
-def slice(x, y, axis, start, stop, beta=0.0):  # noqa: A001 - the seed's name
+def slice(x, y, axis, start, stop, beta=0.0):  # noqa: A001 - NNTile's name
     """y = x[start:stop] along `axis` (+ beta*y); y is a new tensor's name or a tensor."""
     return apply("slice", [x], [y], axis=axis, start=start, stop=stop, beta=beta)
 

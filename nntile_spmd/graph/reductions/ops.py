@@ -20,7 +20,7 @@ from ..tensor import TensorNode
 
 
 # -- reductions and fibers -----------------------------------------------------
-def sum(x, y, alpha=1.0, beta=0.0):  # noqa: A001 - seed name
+def sum(x, y, alpha=1.0, beta=0.0):  # noqa: A001 - NNTile's name
     """y (0-d) = alpha*sum(x) + beta*y; y may be a name (then beta must be 0)."""
     return apply("sum", [x], [y], alpha=alpha, beta=beta)
 
@@ -206,13 +206,13 @@ def mean(x, name, axes=0):
     return chain("mean", x, name, axes, one)
 
 
-def max(x, name, axes=0):  # noqa: A001 - seed name
+def max(x, name, axes=0):  # noqa: A001 - NNTile's name
     """y = max of x over `axes` (those dims removed); its gradient goes to the maxima, ties
     sharing it equally."""
     return chain("max", x, name, axes, lambda t, out, axis: apply("max", [t], [out], axis=axis))
 
 
-def min(x, name, axes=0):  # noqa: A001 - seed name
+def min(x, name, axes=0):  # noqa: A001 - NNTile's name
     """y = min of x over `axes` (those dims removed); its gradient goes to the minima, ties
     sharing it equally."""
     return chain("min", x, name, axes, lambda t, out, axis: apply("min", [t], [out], axis=axis))
