@@ -49,9 +49,7 @@ def optimizer_axes(attrs, in_shapes, out_shapes):
 
 OPTIMIZER_OUTPUTS = {"sgd_step": 2, "adam_step": 3, "adamw_step": 3}
 
-
 ADAM_ATTRS = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
-
 
 OPTIMIZER_ATTRS = {
     "sgd_step": {"lr": 1e-2, "momentum": 0.0, "weight_decay": 0.0, "dampening": 0.0,
@@ -59,7 +57,6 @@ OPTIMIZER_ATTRS = {
     "adam_step": ADAM_ATTRS,
     "adamw_step": ADAM_ATTRS | {"weight_decay": 1e-2},
 }
-
 
 for optimizer, outputs in OPTIMIZER_OUTPUTS.items():
     add_spec(OpSpec(name=optimizer, kernel=optimizer, num_inputs=2, num_outputs=outputs,

@@ -26,7 +26,6 @@ from ..registry import op_error
 
 SDPA = "scaled_dot_product_attention"
 
-
 CAUSAL = "causal"
 
 
@@ -130,9 +129,7 @@ def check_attention(q, k, v, mask):
 
 flash_sdpa_fwd_cudnn = scaled_dot_product_attention
 
-
 BWD = "flash_sdpa_bwd_cudnn"
-
 
 BWD_PARTS = ("scores", "lse", "probs", "dprobs", "dot", "dscores")
 

@@ -39,7 +39,6 @@ def conv2d_rule(op, ctx):
 CONV_ATTRS = {"alpha": 1.0, "beta": 0.0, "padding": (0, 0), "stride": (1, 1),
               "dilation": (1, 1)}
 
-
 X_AXES, C_AXES, Y_AXES = ("xw", "xh", "ci", "b"), ("kw", "kh", "ci", "co"), \
     ("yw", "yh", "co", "b")
 
@@ -114,13 +113,11 @@ add_conv("conv2d_inplace", conv2d_infer, (X_AXES, C_AXES, Y_AXES),
                                    for d, a in enumerate("wh")},
               conv_tile_params(0, 1, 2), conv2d_flops, backward=conv2d_rule)
 
-
 # dX = alpha * conv^T(dY, C) + beta * dX: the dY rows that read a dX tile
 add_conv("conv2d_bwd_input_inplace", given_output, (Y_AXES, C_AXES, X_AXES),
               lambda attrs, i, o: {f"y{a}": (f"x{a}", output_window(attrs, i[1], d))
                                    for d, a in enumerate("wh")},
               conv_tile_params(2, 1, 0), bwd_input_flops)
-
 
 # dC = alpha * sum over X and dY + beta * dC: for each X tile, the dY rows that read it
 add_conv("conv2d_bwd_weight_inplace", given_output, (X_AXES, Y_AXES, C_AXES),

@@ -57,7 +57,6 @@ def reshape_rule(op, ctx):
 
 gather_rule = retile_rule(ops.scatter)
 
-
 scatter_rule = retile_rule(ops.gather)
 
 
@@ -150,7 +149,6 @@ add_spec(OpSpec(name="slice", kernel="add_box", num_inputs=1, num_outputs=1,
                 attrs={"axis": REQUIRED, "start": REQUIRED, "stop": REQUIRED, "beta": 0.0},
                 tile_params=slice_boxes, step_needed=boxes_meet(slice_boxes), view="box",
                 kernel_attrs=("beta",), backward=slice_rule, **BETA))
-
 
 add_spec(OpSpec(name="slice_backward", kernel="add_box", num_inputs=1, num_outputs=1,
                 infer=slice_backward_infer, axes=moved_axis_labels,

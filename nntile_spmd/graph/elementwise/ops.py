@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..apply import apply
 
 
-# -- elementwise ---------------------------------------------------------------
+# -- unary ops, with their in-place and backward forms -----------------------------
 def _unary(op_type):
     def forward(x, name):
         return apply(op_type, [x], [name])
@@ -26,21 +26,15 @@ def _unary(op_type):
 
 gelu, gelu_inplace, gelu_backward = _unary("gelu")
 
-
 gelutanh, gelutanh_inplace, gelutanh_backward = _unary("gelutanh")
-
 
 relu, relu_inplace, relu_backward = _unary("relu")
 
-
 silu, silu_inplace, silu_backward = _unary("silu")
-
 
 sqrt, sqrt_inplace, sqrt_backward = _unary("sqrt")
 
-
 tanh, tanh_inplace, tanh_backward = _unary("tanh")
-
 
 sigmoid, sigmoid_inplace, sigmoid_backward = _unary("sigmoid")
 

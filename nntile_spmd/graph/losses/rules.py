@@ -102,7 +102,6 @@ CROSS_ENTROPY_PARAMS = dict(
     tile_params=lambda attrs, offsets: {"class_offset": offsets[0][0]},
     shape_params=lambda attrs, in_shapes, out_shapes: {"num_classes": in_shapes[0][0]})
 
-
 # loss = sum over valid positions p of (lse[p] - logits[label_p, p]) / count (+ beta*loss):
 # class tile 0 adds the lse terms, each class tile subtracts the logits of the labels it
 # holds; the partial results over class and batch tiles are added
@@ -112,7 +111,6 @@ add_spec(OpSpec(name="cross_entropy_lse", kernel="cross_entropy_lse", num_inputs
                 reads_output=lambda attrs: attrs["beta"] != 0,
                 flops=lambda attrs, i, o: 2 * numel(i[2]), backward=cross_entropy_lse_rule,
                 **CROSS_ENTROPY_PARAMS))
-
 
 # dlogits += dloss/count * valid * (exp(logits - lse) - onehot(label)), per class tile
 add_spec(OpSpec(name="cross_entropy_lse_backward", kernel="cross_entropy_lse_backward",
@@ -182,7 +180,6 @@ add_spec(OpSpec(name="mse_loss", kernel="mse", num_inputs=2, num_outputs=1, infe
                 attrs={"alpha": 1.0, "beta": 0.0}, beta_attr="beta",
                 reads_output=lambda attrs: attrs["beta"] != 0,
                 flops=lambda attrs, i, o: 3 * numel(i[0]), backward=mse_rule))
-
 
 add_spec(OpSpec(name="mse_loss_backward", kernel="mse_backward", num_inputs=3, num_outputs=1,
                 infer=lambda op, attrs, inputs: like_first_input(mse_infer, op, attrs, inputs),

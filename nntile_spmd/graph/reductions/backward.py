@@ -199,5 +199,4 @@ def norm_fiber_backward(op, x, y, ctx):
 
 norm_slice_inplace_rule = norm_inplace_rule(norm_slice_backward)
 
-
 norm_fiber_inplace_rule = norm_inplace_rule(norm_fiber_backward)

@@ -47,7 +47,6 @@ add_spec(OpSpec(name="sum", kernel="sum", num_inputs=1, num_outputs=1, infer=sum
                 reads_output=lambda attrs: attrs["beta"] != 0, beta_attr="beta",
                 flops=lambda attrs, i, o: numel(i[0]), backward=sum_rule))
 
-
 FIBER_BETA_ATTRS = {"axis": 0, "batch_ndim": 0, "alpha": 1.0, "beta": 0.0}
 
 
@@ -131,7 +130,6 @@ add_spec(OpSpec(name="softmax_backward", kernel="softmax_backward", num_inputs=2
                 whole=whole_axis, reads_output=lambda attrs: True,
                 flops=lambda attrs, i, o: 4 * numel(i[0]), differentiable=False))
 
-
 # (logsumexp, whose axis may be split, is registered in slice_rules.py); maxsumexp has
 # no gradient
 for axis_op, axis_kind, axis_backward in (("softmax", "same", softmax_rule),
@@ -142,15 +140,12 @@ for axis_op, axis_kind, axis_backward in (("softmax", "same", softmax_rule),
                     flops=lambda attrs, i, o: 4 * numel(i[0]), backward=axis_backward,
                     differentiable=axis_backward is not None))
 
-
 FIBER_ATTRS = {"axis": 0, "batch_ndim": 0, "alpha": 1.0}
-
 
 # z = alpha * f (broadcast) * x;  dx += alpha * f (broadcast) * x  (both checked like add_fiber)
 add_spec(OpSpec(name="multiply_fiber", kernel="multiply_fiber", num_inputs=2, num_outputs=1,
                 infer=add_fiber_infer, axes=add_fiber_axes, attrs=FIBER_ATTRS,
                 flops=lambda attrs, i, o: 2 * numel(o[0]), backward=multiply_fiber_rule))
-
 
 add_spec(OpSpec(name="sumprod_fiber_backward", kernel="sumprod_fiber_backward", num_inputs=2,
                 num_outputs=1, infer=add_fiber_infer, axes=add_fiber_axes, attrs=FIBER_ATTRS,
@@ -214,12 +209,10 @@ add_spec(OpSpec(name="scale_fiber", kernel="scale_fiber", num_inputs=1, num_outp
                 kernel_attrs=("axis", "batch_ndim", "alpha"),
                 flops=lambda attrs, i, o: numel(o[0]), backward=scale_fiber_rule))
 
-
 # y = hypot(alpha * 2-norm of x over every dim but the fiber's, beta*y): the new-output
 # form (beta = 0 unless it merges into a given y) and NNTile's norm_fiber_inplace
 NORM_BETA = dict(beta_attr="beta", reads_output=lambda attrs: attrs["beta"] != 0,
                  combine="hypot", flops=lambda attrs, i, o: 2 * numel(i[0]))
-
 
 for norm_name, beta, norm_backward in (("norm_fiber", 0.0, norm_fiber_rule),
                                        ("norm_fiber_inplace", 1.0, norm_fiber_inplace_rule)):

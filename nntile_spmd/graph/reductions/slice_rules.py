@@ -77,16 +77,13 @@ def add_slice_op(name, pattern, attrs, per_element, kernel=None, nonnegative_bet
 
 BETA = dict(beta_attr="beta", reads_output=lambda attrs: attrs["beta"] != 0)
 
-
 # z = alpha * sum over axis of x*y + beta*z: partial sums over the axis's tiles are added
 add_slice_op("sumprod_slice", "ff->s", {"axis": 0, "alpha": 1.0, "beta": 0.0}, 2,
                   backward=sumprod_slice_rule, **BETA)
 
-
 # dx += alpha * s (broadcast along axis) * x: sumprod_slice's gradient for one factor
 add_slice_op("sumprod_slice_backward", "sf->f", {"axis": 0, "alpha": 1.0}, 3,
                   reads_output=always, differentiable=False)
-
 
 # y = log(exp(logsumexp of x along axis) + beta*exp(y)): the partial results of the
 # axis's tiles are merged by logaddexp (kernel logsumexp_merge), not added
@@ -94,26 +91,21 @@ add_slice_op("logsumexp", "f->s", {"axis": 0, "beta": 0.0}, 4,
                   combine="logsumexp_merge", nonnegative_beta=True, backward=logsumexp_rule,
                   **BETA)
 
-
 # dx += exp(x - y) * dy, y and dy broadcast along axis (y = logsumexp(x))
 add_slice_op("logsumexp_backward", "fss->f", {"axis": 0}, 4, reads_output=always,
                   differentiable=False)
-
 
 # y = exp(x - lse), lse broadcast along axis: softmax of x when lse = logsumexp(x, axis)
 add_slice_op("softmax_from_logsumexp", "sf->f", {"axis": 0}, 2,
                   backward=softmax_from_logsumexp_rule)
 
-
 # dx += y * (dy - d), d broadcast along axis (d = sumprod_slice(y, dy)): softmax's backward
 add_slice_op("softmax_from_logsumexp_backward", "ffs->f", {"axis": 0}, 3,
                   reads_output=always, differentiable=False)
 
-
 # LayerNorm's slice ops. s = alpha * sum over axis of x + beta*s (partial sums are added)
 add_slice_op("sum_slice", "f->s", {"axis": 0, "alpha": 1.0, "beta": 0.0}, 1,
                   backward=sum_slice_rule, **BETA)
-
 
 # z = alpha * s (broadcast along axis) + beta*x, and the same into x itself
 for add_slice_name, add_slice_backward in (("add_slice", add_slice_rule),
@@ -122,45 +114,36 @@ for add_slice_name, add_slice_backward in (("add_slice", add_slice_rule),
                       kernel="add_slice", backward=add_slice_backward,
                       in_place=(1,) if add_slice_name == "add_slice_inplace" else ())
 
-
 # z = alpha * s (broadcast along axis) * x
 add_slice_op("multiply_slice", "sf->f", {"axis": 0, "alpha": 1.0}, 2,
                   backward=multiply_slice_rule)
-
 
 # -- reductions along one axis (the builders chain them over several axes) -------------
 # y = max (min) of x along `axis`, merged with beta*y (the partial of earlier tiles)
 add_slice_op("max", "f->s", {"axis": 0, "beta": 0.0}, 1, kernel="max_slice",
                   combine="maximum", backward=extremum_rule, **BETA)
 
-
 add_slice_op("min", "f->s", {"axis": 0, "beta": 0.0}, 1, kernel="min_slice",
                   combine="minimum", backward=extremum_rule, **BETA)
-
 
 # count = number of x equal to the extremum y along `axis` (+ beta*count): partial counts add
 add_slice_op("extremum_count", "fs->s", {"axis": 0, "beta": 0.0}, 1,
                   differentiable=False, **BETA)
 
-
 # dx += dy / count where x equals y (inputs x, y, count, dy): ties share the gradient
 add_slice_op("extremum_backward", "fsss->f", {"axis": 0}, 2, reads_output=always,
                   differentiable=False)
-
 
 # y = hypot(alpha * 2-norm of x along `axis`, beta*y) (NNTile's norm_slice_inplace); the
 # new-output form norm_slice has beta = 0 unless it accumulates into a given y
 NORM_ATTRS = {"axis": 0, "alpha": 1.0, "beta": 0.0}
 
-
 add_slice_op("norm_slice", "f->s", NORM_ATTRS, 2, combine="hypot",
                   backward=norm_slice_rule, **BETA)
-
 
 add_slice_op("norm_slice_inplace", "f->s", NORM_ATTRS | {"beta": 1.0}, 2,
                   kernel="norm_slice", combine="hypot", backward=norm_slice_inplace_rule,
                   **BETA)
-
 
 # dx += alpha^2 * x / y * dy, y and dy broadcast along `axis`: norm_slice's gradient
 add_slice_op("norm_slice_backward", "fss->f", {"axis": 0, "alpha": 1.0}, 3,

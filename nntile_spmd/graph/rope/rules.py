@@ -75,7 +75,6 @@ def rope_flops(attrs, in_shapes, out_shapes):
 add_spec(OpSpec(name="rope", kernel="rope", num_inputs=3, num_outputs=1, infer=rope_infer,
                 axes=rope_axes, whole=rope_whole, flops=rope_flops, backward=rope_rule))
 
-
 # dx += the inverse rotation of dy: rope is orthogonal, so its transpose is its inverse
 add_spec(OpSpec(name="rope_backward", kernel="rope_backward", num_inputs=3, num_outputs=1,
                 infer=rope_infer, axes=rope_axes, whole=rope_whole, flops=rope_flops,
