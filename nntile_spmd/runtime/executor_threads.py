@@ -210,8 +210,10 @@ class ThreadedRankExecutor(RankExecutor):
 
     def make_exec(self):
         run_inline, slots = super().make_exec(), self.slots
+        metas, spares, take = self.index.metas, self.slot_spares, self.store.take
         # retire_sends may park or copy the old buffer: its tasks must be done first
-        claim_writes = self.make_claim_writes(before_retire=self.wait_users)
+        pending_sends = self.pending_sends
+        keep_for_sends = self.make_keep_for_sends(before_retire=self.wait_users)
         writer, readers, cond, put = self.writer, self.readers, self.cond, self.pool.put
 
         def do_threaded_exec(instruction, operands, blocking):
@@ -247,7 +249,11 @@ class ThreadedRankExecutor(RankExecutor):
                     readers.pop(slot, None)
                 with cond:              # the totals are shared with the workers
                     return run_inline(instruction, operands, blocking)
-            claim_writes(writes)
+            for slot in writes:
+                if pending_sends and slot in pending_sends:
+                    keep_for_sends(slot)
+                if slots[slot] is None:
+                    slots[slot] = take(metas[slot], spares[slot])
             if self.in_flight >= self.max_in_flight:
                 self.drain(self.max_in_flight - 1)
                 self.raise_error()
