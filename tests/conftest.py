@@ -49,3 +49,26 @@ else:
     settings.register_profile("spmd", derandomize=True, max_examples=25, **_COMMON)
     settings.register_profile("random", derandomize=False, max_examples=100, **_COMMON)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "spmd"))
+
+
+CPU_LOG = os.environ.get("NNTILE_SPMD_TEST_CPU_LOG")
+
+
+if CPU_LOG:
+    import resource
+    import time
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        """Append each test's CPU seconds (this process and the child processes it waited
+        for: subprocess jobs, mpiexec and its ranks) to $NNTILE_SPMD_TEST_CPU_LOG: a
+        measure of a test's cost that another job on the machine does not inflate, as
+        it does wall time."""
+        def cpu():
+            children = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return time.process_time(), children.ru_utime + children.ru_stime
+        own, waited = cpu()
+        yield
+        own_after, waited_after = cpu()
+        with open(CPU_LOG, "a") as log:
+            log.write(f"{own_after - own:.3f}\t{waited_after - waited:.3f}\t{item.nodeid}\n")
