@@ -63,7 +63,7 @@ if CPU_LOG:
         """Append each test's CPU seconds (this process and the child processes it waited
         for: subprocess jobs, mpiexec and its ranks) to $NNTILE_SPMD_TEST_CPU_LOG: a
         measure of a test's cost that another job on the machine does not inflate, as
-        it does wall time."""
+        it does wall time. The last column is the rank under mpiexec."""
         def cpu():
             children = resource.getrusage(resource.RUSAGE_CHILDREN)
             return time.process_time(), children.ru_utime + children.ru_stime
@@ -71,4 +71,5 @@ if CPU_LOG:
         yield
         own_after, waited_after = cpu()
         with open(CPU_LOG, "a") as log:
-            log.write(f"{own_after - own:.3f}\t{waited_after - waited:.3f}\t{item.nodeid}\n")
+            log.write(f"{own_after - own:.3f}\t{waited_after - waited:.3f}\t{item.nodeid}"
+                      f"\t{os.environ.get('PMI_RANK', '')}\n")
