@@ -29,6 +29,7 @@ One configuration by hand (what the script runs):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -49,7 +50,11 @@ def worker(args):
     from nntile_spmd.simulate.workloads import WORKLOADS
 
     comm = MPI.COMM_WORLD
+    # ranks beyond the cores are bound to them (main), and the closing collective is
+    # mpi4py's blocking allreduce, which polls throughout
     machine = MachineModel.load(args.machine)
+    if comm.size > machine.cores:
+        machine = dataclasses.replace(machine, core_sharing="bound", poll_s=float("inf"))
     configs = []
     for model in args.models:
         workload = WORKLOADS[model]()
