@@ -66,6 +66,22 @@ def test_budget_that_rules_out_ddp_picks_a_plan_that_fits_and_trains(unbounded):
     assert losses[0] == pytest.approx(losses[1], rel=1e-12)
 
 
+def test_compile_async_auto_plans_the_first_candidate_in_the_background(unbounded):
+    """compile_async(distribution="auto"): the search on the caller's thread, the first
+    candidate's plan in the background; a tiling beside "auto" is refused at once."""
+    graph = mlp().graph
+    pending = nt.compile_async(graph, comm=nt.SimulatedWorld(2), distribution="auto",
+                               machine=MachineModel())
+    first = unbounded[0]
+    expected = nt.build_plan(first.graph, 2, first.tiling, first.distribution)
+    assert pending.result().plan.distributions == expected.distributions
+    assert pending.result().plan.tilings == expected.tilings
+    for compile_function in (nt.compile, nt.compile_async):
+        with pytest.raises(ValueError, match="distribution='auto'.* chooses the tiling"):
+            compile_function(graph, comm=nt.SimulatedWorld(2), distribution="auto",
+                             tiling=nt.TilingStrategy.auto(), machine=MachineModel())
+
+
 def test_a_budget_nothing_fits_names_it():
     with pytest.raises(ValueError, match="no candidate plan .* fits a memory budget of 1000"):
         nt.autoplan(mlp().graph, nt.PlanningWorld(1), memory_budget=1000,
