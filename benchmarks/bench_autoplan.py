@@ -14,8 +14,10 @@ candidate (or the first --limit) is compiled and timed: --rounds rounds, each ru
 every candidate for --steps executes after one warm-up; a candidate's time is the
 median step of its fastest round (a step: the slowest rank's execute). The table
 gives each candidate's prediction, measurement and prediction error at the
-calibration's speed (predicted / measured - 1, no rescaling), and the verdict:
-measured time of the first candidate over the fastest measured.
+calibration's speed (predicted / measured - 1, no rescaling), the replay of the same
+plan as if every rank had cores of its own ("own cores": the model's default, where
+the job's ranks outnumber this machine's cores), and the verdict: measured time of
+the first candidate over the fastest measured.
 
 --scale N plans a GPT-2-XL-shaped graph (n_embd 1600, 25 heads, seq 1024, vocab 50257,
 one sequence per rank, forward + loss + gradients, fp32, as bench_plan_rank.py builds
@@ -27,6 +29,8 @@ minutes) and times the whole search in CPU seconds.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import statistics
 import sys
 import time
@@ -39,7 +43,8 @@ from bench_plan_rank import fixed_tiling, gpt2_xl_model  # noqa: E402
 
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.runtime.compile_steps import make_world  # noqa: E402
-from nntile_spmd.simulate import MachineModel  # noqa: E402
+from nntile_spmd.search.machine import machine_for  # noqa: E402
+from nntile_spmd.simulate import MachineModel, predict  # noqa: E402
 from nntile_spmd.simulate.workloads import WORKLOADS  # noqa: E402
 
 GOAL = 1.10
@@ -63,7 +68,10 @@ def time_candidate(cg, workload, world, steps) -> float:
 def measure(args):
     world = make_world(None, None)
     workload = WORKLOADS[args.model]()
-    machine = MachineModel.load(args.machine) if args.machine else None
+    load = os.getloadavg()[0]
+    started = time.process_time()
+    machine = machine_for(world, MachineModel.load(args.machine) if args.machine else None)
+    calibration_s = time.process_time() - started
     started = time.process_time()
     candidates = nt.autoplan(workload.graph, world, machine=machine)
     search_s = time.process_time() - started
@@ -79,19 +87,27 @@ def measure(args):
             best[id(candidate)] = min(best[id(candidate)], time_candidate(
                 compiled[id(candidate)], workload, world, args.steps))
     if world.rank == 0:
-        report(args, world.size, chosen, best, search_s)
+        # the same plans replayed as if every rank had a core of its own (the model's
+        # default), beside the core sharing detected on this machine
+        own = dataclasses.replace(machine, core_sharing="own")
+        own_cores = {id(c): predict(compiled[id(c)].plan, own).step_s for c in chosen}
+        print(f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; "
+              f"quick calibration {calibration_s:.1f} s of CPU: cores {machine.cores}, "
+              f"core sharing {machine.core_sharing!r}, threads per rank "
+              f"{machine.threads_per_rank(world.size)}")
+        report(args, world.size, chosen, best, search_s, own_cores)
 
 
-def report(args, nranks, candidates, measured, search_s):
+def report(args, nranks, candidates, measured, search_s, own_cores):
     print(f"{args.model} on {nranks} rank(s): {len(candidates)} candidates measured, "
-          f"search {search_s:.1f} s of CPU (quick calibration included unless --machine)")
+          f"search {search_s:.1f} s of CPU")
     print(f"{'#':>3} {'candidate':<26} {'predicted ms':>12} {'measured ms':>12} "
-          f"{'error':>7} {'peak KiB':>10}")
+          f"{'error':>7} {'own cores ms':>12} {'peak KiB':>10}")
     for index, c in enumerate(candidates, 1):
         seconds = measured[id(c)]
         print(f"{index:>3} {c.label:<26} {c.predicted_step_s * 1e3:>12.2f} "
               f"{seconds * 1e3:>12.2f} {c.predicted_step_s / seconds - 1:>+7.0%} "
-              f"{c.peak_bytes_per_rank / 1024:>10.1f}")
+              f"{own_cores[id(c)] * 1e3:>12.2f} {c.peak_bytes_per_rank / 1024:>10.1f}")
     fastest = min(candidates, key=lambda c: measured[id(c)])
     ratio = measured[id(candidates[0])] / measured[id(fastest)]
     errors = [abs(c.predicted_step_s / measured[id(c)] - 1) for c in candidates]

@@ -28,11 +28,10 @@ def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None,
     world = make_world(comm, None)
     started = time.process_time()
     scorer = Scorer(graph, world.size, machine_for(world, machine, log), memory_budget)
-    candidates = price_choices(scorer, choices(
-        world.size, memory_budget is not None, scorer.can_recompute(),
-        large=not scorer.full, tilings=tilings), log)
-    if not scorer.full:
-        candidates = finish_by_bound(scorer, candidates, log)
+    choice_list = choices(world.size, memory_budget is not None, scorer.can_recompute(),
+                          large=not scorer.full, tilings=tilings)
+    candidates = price_choices(scorer, choice_list, log) if scorer.full else \
+        price_large(scorer, choice_list, log)
     if not candidates:
         raise ValueError(f"autoplan: no candidate plan of graph {graph.name!r} fits a "
                          f"memory budget of {memory_budget} bytes per rank on "
@@ -70,27 +69,57 @@ def price_choices(scorer, choice_list, log) -> list:
     return candidates
 
 
-def finish_by_bound(scorer, partial, log) -> list:
-    """A large world's candidates were priced on rank 0 alone, a lower bound of their
-    time (a step is its slowest rank's). Plan the other representative ranks of the
-    most promising first; once the best finished one is faster than a candidate's
-    bound, that candidate and every later one cannot win and are dropped."""
-    finished, best, dropped = [], float("inf"), 0
-    for candidate in sorted(partial, key=lambda c: c.predicted_step_s):
-        if candidate.predicted_step_s >= best:
-            dropped += 1
+def plan_choices(scorer, choice_list, log) -> list:
+    """A large world's choices planned (tilings and owners, no program), each with
+    its OwnerCost; a duplicate plan, a distribution that cannot be planned and one
+    whose kept bytes exceed the budget on some rank are left out."""
+    planned, unplannable = [], set()
+    for choice in choice_list:
+        if repr(choice.distribution) in unplannable:
             continue
         began = time.process_time()
-        result = scorer.complete(candidate)
-        if log:
-            log(f"completed {candidate.label} in {time.process_time() - began:.2f} s")
+        result = scorer.planned(choice)
         if isinstance(result, str):
+            if result.startswith(CANNOT_PLAN):
+                unplannable.add(repr(choice.distribution))
             if log:
-                log(f"discarded {candidate.label}: {result}")
-            continue
-        finished.append(result)
-        best = min(best, result.predicted_step_s)
-    if log and dropped:
-        log(f"{dropped} candidate(s) dropped: rank 0 alone is slower than the best")
-    return finished
+                log(f"discarded {choice.label}: {result}")
+        elif result is not None:
+            planned.append((choice, result))
+            if log:
+                log(f"planned {choice.label} in {time.process_time() - began:.2f} s: "
+                    f"owner estimate {result[2].compute_s * 1e3:.1f} ms")
+    return planned
 
+
+def price_large(scorer, choice_list, log) -> list:
+    """A large world: every choice planned from its owners (plan_choices), then, in
+    order of the owners' estimate, priced on rank 0 (a lower bound: a step is its
+    slowest rank's) and its other representative ranks. A candidate is dropped
+    without a rank program once the best finished one is faster than its estimate,
+    and after rank 0 once the best is faster than rank 0 alone."""
+    planned = sorted(plan_choices(scorer, choice_list, log), key=lambda p: p[1][2].compute_s)
+    finished, fitting, best, dropped = [], set(), float("inf"), []
+    for choice, result in planned:
+        if dominated(choice, fitting):
+            continue
+        if result[2].compute_s >= best:
+            dropped.append(f"{choice.label} (estimate)")
+            continue
+        began = time.process_time()
+        candidate = scorer.score(choice, result)
+        if not isinstance(candidate, str) and candidate.predicted_step_s >= best:
+            dropped.append(f"{choice.label} (rank 0)")
+            continue
+        if not isinstance(candidate, str):
+            candidate = scorer.complete(candidate)
+        if log:
+            log(f"priced {choice.label} in {time.process_time() - began:.2f} s"
+                + (f"; discarded: {candidate}" if isinstance(candidate, str) else ""))
+        if not isinstance(candidate, str):
+            finished.append(candidate)
+            fitting.add(choice.group + (choice.recompute, choice.offload))
+            best = min(best, candidate.predicted_step_s)
+    if log and dropped:
+        log(f"{len(dropped)} candidate(s) dropped, slower than the best: {', '.join(dropped)}")
+    return finished
