@@ -4,13 +4,15 @@ state), a lower bound of its peak, and an estimate of each rank's compute time.
 
 Both come from `tensor_bytes_per_rank` (ranks.py), array sums over the owner arrays:
 planning one rank's program of a 1,024-rank job takes seconds to minutes, these a
-fraction of a second. The owner computes (the plan's rule), so a rank's share of an
-op's work is its share of the op's output bytes (a replicated output: all of it), and
-its time that share of the op's FLOPs (bytes for ops that count none) at the
+fraction of a second. The owner computes (the plan's rule), but a sum over tiles
+(a weight gradient's sum over the batch) may instead run as partial sums next to
+its inputs, so a rank's share of an op's work is the smaller of its share of the
+output's bytes (a replicated output: all of it) and its largest share of an input's;
+its time is that share of the op's FLOPs (bytes for ops that count none) at the
 calibrated rate per unit. The estimate leaves out the per-task cost and messages
-(both only add) and counts a reduction's work at the output's owner (the planner
-may compute partial sums next to the inputs instead), so it is a sort key and a
-cheap first cut, not a bound; the memory figure is a bound.
+(both only add), and a rank holding a replicated input may still compute less than
+its share says, so it is a sort key and a cheap first cut, not a bound; the memory
+figure is a bound.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ def owner_cost(plan, machine, threads) -> OwnerCost:
             continue
         output = op.outputs[0]
         share = per_tensor[output.name] / max(1, output.nbytes)
+        if op.inputs:
+            share = np.minimum(share, np.max([per_tensor[t.name] / max(1, t.nbytes)
+                                              for t in op.inputs], axis=0))
         _, per_unit = machine.rate(op_type_of(op_types, op.name), threads)
         seconds += share * per_unit * (op_flops(op) or sum(t.nbytes for t in op.outputs))
     return OwnerCost(int(kept.max()), int(np.argmax(kept)), float(seconds.max()),
