@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import threadpoolctl
+
 from ..runtime.thread_budget import threads_from_env
 from ..simulate.calibrate import fit_rates, measure_ops
 from ..simulate.machine import MachineModel
@@ -28,8 +30,7 @@ def quick_calibrate(log=None, threads=None, core_sharing="own", cores=None) -> M
     runtime gives each rank of the job; latency, bandwidth and the CPU of messages
     keep MachineModel's defaults (measure_messages measures them where the job has
     two MPI ranks)."""
-    import numba
-    import threadpoolctl
+    import numba     # only a calibration loads it: `import nntile_spmd` loads no numba
     cores = cores or usable_cores()
     threads = threads or cores
     rows, tasks, outside = [], 0, 0.0

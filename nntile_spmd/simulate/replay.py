@@ -3,8 +3,8 @@
 Each rank runs its program in order, as the executor does: a task takes its
 calibrated time, a SEND puts the message on the (sender, receiver) link as soon as
 the rank reaches it and costs the sender its CPU time, a RECV waits until that
-message has arrived and costs the receiver the copy; ranks of one node share its
-cores while they compute or poll (Replay). Every event
+message has arrived and costs the receiver the copy; each rank has cores of its own,
+unless machine.core_sharing says the node's ranks share them (Replay). Every event
 remembers what it waited for, so the critical path can be walked back from the
 rank that finishes last.
 """
