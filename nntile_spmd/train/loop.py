@@ -41,7 +41,7 @@ class Trainer:
     `comm`, `tiling`, `distribution` and `compile_args` go to nt.compile unchanged.
     With distribution="auto" (compile_args may hold `memory_budget` and `machine`),
     the search's first candidate is compiled and `chosen` holds it; evaluation graphs
-    and resume() compile with its distribution and tiling, not a new search.
+    compile with its distribution and tiling, not a new search.
     `lr_schedule(step) -> lr` (0-based optimizer step), if given, sets the optimizer's
     runtime scalar "lr" before every step (no recompiling; see train/schedule.py).
     With `checkpoint_every` N, fit() saves into `checkpoint_dir`/step-NNNNNNNN every N
