@@ -424,4 +424,10 @@ def test_command_line_prints_the_prediction_and_draws_the_timeline(tmp_path, cap
     out = capsys.readouterr().out
     assert "predicted step" in out and "rank 1:" in out and "critical path" in out
     assert png.read_bytes()[:4] == b"\x89PNG"
-    assert np.isfinite(float(out.split("predicted step: ")[1].split(" ms")[0]))
+    shared = float(out.split("predicted step: ")[1].split(" ms")[0])
+    assert np.isfinite(shared)
+    # the file's ranks share cores ("bound"); a core per rank can only be as fast or faster
+    simulate_main(["--model", "mlp", "--ranks", "2", "--strategy", "fsdp",
+                   "--machine", str(machine), "--core-sharing", "own"])
+    own = float(capsys.readouterr().out.split("predicted step: ")[1].split(" ms")[0])
+    assert 0 < own <= shared
