@@ -14,8 +14,12 @@ candidate (or the first --limit) is compiled and timed: --rounds rounds, each ru
 every candidate for --steps executes after one warm-up; a candidate's time is the
 median step of its fastest round (a step: the slowest rank's execute). The table
 gives each candidate's prediction, measurement and prediction error at the
-calibration's speed (predicted / measured - 1, no rescaling), and the verdict:
-measured time of the first candidate over the fastest measured.
+calibration's speed (predicted / measured - 1, no rescaling), the replay of the same
+plan as if every rank had cores of its own ("own cores": the model's default, where
+the job's ranks outnumber this machine's cores), the replay at the speed the kernels
+ran while measured (a profiled execute after each candidate's timed ones,
+simulate/speed.py; the machine's drift from its calibration apart) and its error, and
+the verdict: measured time of the first candidate over the fastest measured.
 
 --scale N plans a GPT-2-XL-shaped graph (n_embd 1600, 25 heads, seq 1024, vocab 50257,
 one sequence per rank, forward + loss + gradients, fp32, as bench_plan_rank.py builds
@@ -27,6 +31,8 @@ minutes) and times the whole search in CPU seconds.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import statistics
 import sys
 import time
@@ -39,36 +45,56 @@ from bench_plan_rank import fixed_tiling, gpt2_xl_model  # noqa: E402
 
 import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.runtime.compile_steps import make_world  # noqa: E402
-from nntile_spmd.simulate import MachineModel  # noqa: E402
+from nntile_spmd.search.machine import machine_for  # noqa: E402
+from nntile_spmd.simulate import MachineModel, predict  # noqa: E402
+from nntile_spmd.simulate.speed import kernel_speed, task_ratios  # noqa: E402
 from nntile_spmd.simulate.workloads import WORKLOADS  # noqa: E402
 
 GOAL = 1.10
+# this rank's CPU seconds over wall seconds in its timed executes, per candidate and
+# round: how much of a core the rank had (1 thread per rank: near 1 on a quiet machine)
+CPU_SHARES = []
 
 
-def time_candidate(cg, workload, world, steps) -> float:
-    """Median step seconds (the slowest rank's) of `steps` executes after a warm-up."""
+def time_candidate(cg, workload, world, steps, machine) -> tuple:
+    """(median step seconds (the slowest rank's) of `steps` executes after a warm-up,
+    the kernels' speed against `machine` in one profiled execute after them)."""
     rng = np.random.default_rng(0)
-    times = []
+    times, cpu, wall = [], 0.0, 0.0
     for step in range(steps + 1):
         workload.bind_batch(cg, rng)
         world.agree(None, "the start of a timed step")      # all ranks start together
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         cg.execute()
-        seconds = max(world.agree(time.perf_counter() - start, "a step's time"))
+        mine = time.perf_counter() - start
+        if step:
+            cpu, wall = cpu + time.process_time() - start_cpu, wall + mine
+        seconds = max(world.agree(mine, "a step's time"))
         if step:
             times.append(seconds)
-    return statistics.median(times)
+    CPU_SHARES.append(cpu / max(wall, 1e-9))
+    cg.profiling = True            # recording costs ~1 us a task: not in a timed step
+    workload.bind_batch(cg, rng)
+    cg.execute()
+    cg.profiling = False
+    ratios = task_ratios(cg.plan, machine, world.rank, cg.events[world.rank],
+                         machine.threads_per_rank(world.size))
+    speed = kernel_speed([r for part in world.agree(ratios, "task ratios") for r in part])
+    return statistics.median(times), speed
 
 
 def measure(args):
     world = make_world(None, None)
     workload = WORKLOADS[args.model]()
-    machine = MachineModel.load(args.machine) if args.machine else None
+    load = os.getloadavg()[0]
+    started = time.process_time()
+    machine = machine_for(world, MachineModel.load(args.machine) if args.machine else None)
+    calibration_s = time.process_time() - started
     started = time.process_time()
     candidates = nt.autoplan(workload.graph, world, machine=machine)
     search_s = time.process_time() - started
     chosen = candidates[: args.limit or len(candidates)]
-    best = {id(c): float("inf") for c in chosen}
+    best = {id(c): (float("inf"), 1.0) for c in chosen}     # (step s, kernel speed)
     compiled = {}
     for candidate in chosen:
         compiled[id(candidate)] = cg = nt.compile(candidate.graph, comm=world,
@@ -77,30 +103,48 @@ def measure(args):
     for _ in range(args.rounds):     # rounds: a neighbour's burst hits one, not all
         for candidate in chosen:
             best[id(candidate)] = min(best[id(candidate)], time_candidate(
-                compiled[id(candidate)], workload, world, args.steps))
+                compiled[id(candidate)], workload, world, args.steps, machine))
     if world.rank == 0:
-        report(args, world.size, chosen, best, search_s)
+        # the same plans replayed as if every rank had a core of its own (the model's
+        # default), beside the core sharing detected on this machine
+        own = dataclasses.replace(machine, core_sharing="own")
+        own_cores = {id(c): predict(compiled[id(c)].plan, own).step_s for c in chosen}
+        # and at the speed the kernels ran while measured (the machine's drift apart)
+        at_speed = {id(c): predict(compiled[id(c)].plan,
+                                   machine.at_speed(best[id(c)][1])).step_s for c in chosen}
+        best = {key: seconds for key, (seconds, _) in best.items()}
+        print(f"median CPU share of rank 0 in its executes: "
+              f"{statistics.median(CPU_SHARES):.2f} of a core")
+        print(f"load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; "
+              f"quick calibration {calibration_s:.1f} s of CPU: cores {machine.cores}, "
+              f"core sharing {machine.core_sharing!r}, threads per rank "
+              f"{machine.threads_per_rank(world.size)}")
+        report(args, world.size, chosen, best, search_s, own_cores, at_speed)
 
 
-def report(args, nranks, candidates, measured, search_s):
+def report(args, nranks, candidates, measured, search_s, own_cores, at_speed):
     print(f"{args.model} on {nranks} rank(s): {len(candidates)} candidates measured, "
-          f"search {search_s:.1f} s of CPU (quick calibration included unless --machine)")
+          f"search {search_s:.1f} s of CPU")
     print(f"{'#':>3} {'candidate':<26} {'predicted ms':>12} {'measured ms':>12} "
-          f"{'error':>7} {'peak KiB':>10}")
+          f"{'error':>7} {'own cores ms':>12} {'at speed ms':>11} {'error':>7} "
+          f"{'peak KiB':>10}")
     for index, c in enumerate(candidates, 1):
         seconds = measured[id(c)]
         print(f"{index:>3} {c.label:<26} {c.predicted_step_s * 1e3:>12.2f} "
               f"{seconds * 1e3:>12.2f} {c.predicted_step_s / seconds - 1:>+7.0%} "
-              f"{c.peak_bytes_per_rank / 1024:>10.1f}")
+              f"{own_cores[id(c)] * 1e3:>12.2f} {at_speed[id(c)] * 1e3:>11.2f} "
+              f"{at_speed[id(c)] / seconds - 1:>+7.0%} {c.peak_bytes_per_rank / 1024:>10.1f}")
     fastest = min(candidates, key=lambda c: measured[id(c)])
     ratio = measured[id(candidates[0])] / measured[id(fastest)]
     errors = [abs(c.predicted_step_s / measured[id(c)] - 1) for c in candidates]
     print(f"chosen {candidates[0].label}: {measured[id(candidates[0])] * 1e3:.2f} ms; "
           f"fastest measured {fastest.label}: {measured[id(fastest)] * 1e3:.2f} ms; "
           f"ratio {ratio:.3f} (goal <= {GOAL}: {'met' if ratio <= GOAL else 'NOT met'})")
+    at_speed_errors = [abs(at_speed[id(c)] / measured[id(c)] - 1) for c in candidates]
     print(f"prediction error at the calibration's speed: chosen "
           f"{candidates[0].predicted_step_s / measured[id(candidates[0])] - 1:+.0%}, "
-          f"median |error| over all {statistics.median(errors):.0%}")
+          f"median |error| over all {statistics.median(errors):.0%}; at the kernels' "
+          f"speed of the run: median |error| {statistics.median(at_speed_errors):.0%}")
 
 
 def scale(args):

@@ -18,7 +18,7 @@ told so (machine cores vs ranks on the node); they are bound to cores (`mpiexec
 where the scheduler puts unbound ranks moved a step by up to 80 % between rounds of
 one run.
 
-    python -m nntile_spmd.calibrate --out machine.json
+    python -m nntile_spmd.calibrate --shared-cores --out machine.json
     python benchmarks/bench_simulator.py --machine machine.json        # launches mpiexec
 
 One configuration by hand (what the script runs):
@@ -29,6 +29,7 @@ One configuration by hand (what the script runs):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -49,7 +50,11 @@ def worker(args):
     from nntile_spmd.simulate.workloads import WORKLOADS
 
     comm = MPI.COMM_WORLD
+    # ranks beyond the cores are bound to them (main), and the closing collective is
+    # mpi4py's blocking allreduce, which polls throughout
     machine = MachineModel.load(args.machine)
+    machine = dataclasses.replace(machine, poll_s=float("inf"), core_sharing=(
+        "bound" if comm.size > machine.cores else "own"))
     configs = []
     for model in args.models:
         workload = WORKLOADS[model]()

@@ -12,8 +12,8 @@ from .plan import (REPLICATED, DevicePerformanceProfile, DimensionTiling, Plan, 
                    PlanError, Preset, TileDistribution, TilingSpec, TilingStrategy, build_plan)
 from .plan.mesh import Mesh
 from .plan.offload import ExecutionPolicy
-from .runtime import CompiledGraph, PendingCompile, PlanningWorld, SimulatedWorld, compile_async
-from .search import autoplan, compile   # compile: with distribution="auto" too
+from .runtime import CompiledGraph, PendingCompile, PlanningWorld, SimulatedWorld
+from .search import autoplan, compile, compile_async   # with distribution="auto" too
 from .runtime.failure import install_abort_on_error
 
 install_abort_on_error()   # only under an MPI launcher with > 1 rank; loads no mpi4py

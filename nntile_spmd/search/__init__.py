@@ -6,112 +6,11 @@ compiles the first. Sits above runtime and simulate; nothing below imports it.
 
 from __future__ import annotations
 
-import time
+from .auto_compile import compile, compile_async, compile_chosen
+from .choose import autoplan
+from .machine import quick_calibrate
+from .score import Candidate
+from .space import MESH_AXES
 
-from ..runtime.compile_steps import make_world
-from ..runtime.compiled import compile as compile_plan
-from .machine import machine_for, quick_calibrate
-from .score import CANNOT_PLAN, Candidate, Scorer
-from .space import MESH_AXES, choices, dominated
-
-__all__ = ["autoplan", "compile", "Candidate", "MESH_AXES", "quick_calibrate"]
-
-
-def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None,
-             tilings=None) -> list:
-    """Candidate plans of `graph` on the ranks of `comm` (a World, an MPI communicator,
-    or None: MPI.COMM_WORLD), fastest predicted first; every one fits `memory_budget`
-    bytes on every planned rank. `machine`: a MachineModel or a machine file (default:
-    a quick calibration on rank 0). `log(line)` hears what was discarded and why.
-    `tilings`: TilingStrategies to try in place of the table's auto tile sizes (a
-    large model's shape may need its own, as benchmarks/bench_plan_rank.py's)."""
-    if memory_budget is not None and (isinstance(memory_budget, bool) or
-                                      not isinstance(memory_budget, int) or
-                                      memory_budget <= 0):
-        raise ValueError(f"autoplan: memory_budget must be a positive number of bytes, "
-                         f"got {memory_budget!r}")
-    world = make_world(comm, None)
-    started = time.process_time()
-    scorer = Scorer(graph, world.size, machine_for(world, machine, log), memory_budget)
-    candidates = price_choices(scorer, choices(
-        world.size, memory_budget is not None, scorer.can_recompute(),
-        large=not scorer.full, tilings=tilings), log)
-    if not scorer.full:
-        candidates = finish_by_bound(scorer, candidates, log)
-    if not candidates:
-        raise ValueError(f"autoplan: no candidate plan of graph {graph.name!r} fits a "
-                         f"memory budget of {memory_budget} bytes per rank on "
-                         f"{world.size} rank(s)")
-    candidates.sort(key=lambda c: (c.predicted_step_s, c.peak_bytes_per_rank, c.label))
-    if log:
-        log(f"autoplan: {len(candidates)} candidates in "
-            f"{time.process_time() - started:.1f} s of CPU")
-    return candidates
-
-
-def price_choices(scorer, choice_list, log) -> list:
-    """Candidates of the choices that plan and fit; a plan equal to one already priced,
-    a distribution that cannot be planned and a memory variant dominated by a lighter
-    one that fits are skipped (space.py)."""
-    candidates, fitting, duplicate, unplannable = [], set(), set(), set()
-    for choice in choice_list:
-        if choice.group in duplicate or repr(choice.distribution) in unplannable or \
-                dominated(choice, fitting):
-            continue
-        began = time.process_time()
-        result = scorer.score(choice)
-        if log and not isinstance(result, str):
-            log(f"priced {choice.label} in {time.process_time() - began:.2f} s")
-        if result is None:
-            duplicate.add(choice.group)
-        elif isinstance(result, str):
-            if result.startswith(CANNOT_PLAN):   # the distribution, whatever the tiles
-                unplannable.add(repr(choice.distribution))
-            if log:
-                log(f"discarded {choice.label}: {result}")
-        else:
-            fitting.add(choice.group + (choice.recompute, choice.offload))
-            candidates.append(result)
-    return candidates
-
-
-def finish_by_bound(scorer, partial, log) -> list:
-    """A large world's candidates were priced on rank 0 alone, a lower bound of their
-    time (a step is its slowest rank's). Plan the other representative ranks of the
-    most promising first; once the best finished one is faster than a candidate's
-    bound, that candidate and every later one cannot win and are dropped."""
-    finished, best, dropped = [], float("inf"), 0
-    for candidate in sorted(partial, key=lambda c: c.predicted_step_s):
-        if candidate.predicted_step_s >= best:
-            dropped += 1
-            continue
-        began = time.process_time()
-        result = scorer.complete(candidate)
-        if log:
-            log(f"completed {candidate.label} in {time.process_time() - began:.2f} s")
-        if isinstance(result, str):
-            if log:
-                log(f"discarded {candidate.label}: {result}")
-            continue
-        finished.append(result)
-        best = min(best, result.predicted_step_s)
-    if log and dropped:
-        log(f"{dropped} candidate(s) dropped: rank 0 alone is slower than the best")
-    return finished
-
-
-def compile(graph, comm=None, tiling=None, distribution="single", *,  # noqa: A001
-            memory_budget=None, machine=None, **options):
-    """nt.compile: with distribution="auto", the first of autoplan's candidates
-    (its distribution, tiling, recomputation and offloading); else as runtime.compile."""
-    if not (isinstance(distribution, str) and distribution == "auto"):
-        return compile_plan(graph, comm, tiling, distribution, memory_budget=memory_budget,
-                            **options)
-    if tiling is not None:
-        raise ValueError("compile(distribution='auto') chooses the tiling too; pass "
-                         "tiling=None or a distribution")
-    if options.get("shape_bindings"):
-        graph = graph.bind(options.pop("shape_bindings"))
-    world = make_world(comm, options.get("recv_timeout"))
-    best = autoplan(graph, world, memory_budget, machine)[0]
-    return compile_plan(best.graph, world, **best.compile_arguments(), **options)
+__all__ = ["autoplan", "compile", "compile_async", "compile_chosen", "Candidate",
+           "MESH_AXES", "quick_calibrate"]

@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import threadpoolctl
+
+from ..runtime.thread_budget import threads_from_env
 from ..simulate.calibrate import fit_rates, measure_ops
 from ..simulate.machine import MachineModel
 from ..simulate.workloads import gpt2_workload, mlp_workload
@@ -21,30 +24,47 @@ QUICK_TILE_BYTES = (1 << 18, 1 << 13)
 QUICK_STEPS = 2
 
 
-def quick_calibrate(log=None) -> MachineModel:
+def quick_calibrate(log=None, threads=None, core_sharing="own", cores=None) -> MachineModel:
     """Kernel rates and the executor's cost per task from one-rank steps of small
-    models; latency, bandwidth and the CPU of messages keep MachineModel's defaults
-    (measure_messages measures them where the job has two MPI ranks)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    models, on `threads` BLAS and numba threads (default: every core), the budget the
+    runtime gives each rank of the job; latency, bandwidth and the CPU of messages
+    keep MachineModel's defaults (measure_messages measures them where the job has
+    two MPI ranks)."""
+    import numba     # only a calibration loads it: `import nntile_spmd` loads no numba
+    cores = cores or usable_cores()
+    threads = threads or cores
     rows, tasks, outside = [], 0, 0.0
-    for make in QUICK_WORKLOADS:
-        workload = make()
-        for tile_bytes in QUICK_TILE_BYTES:
-            measured, count, seconds = measure_ops(workload, tile_bytes, QUICK_STEPS)
-            rows += measured
-            tasks, outside = tasks + count, outside + seconds
-    # rates at the thread count the kernels ran with, used for every thread count
-    op_types = {op_type: {"1": rate} for op_type, rate in fit_rates(rows).items()}
+    numba_threads = numba.get_num_threads()
+    try:
+        with threadpoolctl.threadpool_limits(limits=threads):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            for make in QUICK_WORKLOADS:
+                workload = make()
+                for tile_bytes in QUICK_TILE_BYTES:
+                    measured, count, seconds = measure_ops(workload, tile_bytes, QUICK_STEPS)
+                    rows += measured
+                    tasks, outside = tasks + count, outside + seconds
+    finally:
+        numba.set_num_threads(numba_threads)
+    op_types = {op_type: {str(threads): rate} for op_type, rate in fit_rates(rows).items()}
     model = MachineModel(cores=cores, task_overhead_s=max(0.0, outside / max(1, tasks)),
-                         op_types=op_types, source="nntile_spmd.search quick calibration")
+                         op_types=op_types, core_sharing=core_sharing,
+                         source="nntile_spmd.search quick calibration")
     if log:
-        log(f"quick calibration: {len(op_types)} op types, {tasks} tasks measured")
+        log(f"quick calibration: {len(op_types)} op types, {tasks} tasks measured on "
+            f"{threads} thread(s); cores {core_sharing}")
     return model
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        os.cpu_count()
 
 
 def machine_for(world, machine=None, log=None) -> MachineModel:
     """`machine` as a MachineModel (a path is loaded); None: rank 0 of the job
-    calibrates quickly and every rank takes its model, so all rank the same way."""
+    calibrates quickly, at the threads the runtime gives each rank, and every rank
+    takes its model, so all rank the same way."""
     if isinstance(machine, MachineModel):
         return machine
     if isinstance(machine, (str, Path)):
@@ -52,9 +72,13 @@ def machine_for(world, machine=None, log=None) -> MachineModel:
     if machine is not None:
         raise TypeError(f"autoplan: machine must be a MachineModel or a machine file "
                         f"path, got {type(machine).__name__}")
-    calibrated = quick_calibrate(log) if world.rank == 0 else None
     if world.runs_every_rank or not world.executes:
-        return calibrated   # one process: a simulated or a planning world
+        # one process planning for a job elsewhere: a core (or more) per rank there
+        cores = usable_cores()
+        threads = threads_from_env() or max(1, cores // world.size)
+        return quick_calibrate(log, threads) if world.rank == 0 else None
+    cores, threads, sharing = node_layout(world.comm)
+    calibrated = quick_calibrate(log, threads, sharing, cores) if world.rank == 0 else None
     if world.size > 1:
         messages = measure_messages(world.comm)
         if calibrated is not None:
@@ -63,6 +87,27 @@ def machine_for(world, machine=None, log=None) -> MachineModel:
             if log:
                 log(f"messages between ranks 0 and 1: {messages}")
     return world.agree(calibrated, "the quick calibration of rank 0")[0]
+
+
+def node_layout(comm) -> tuple:
+    """(the node's cores, a rank's threads, core sharing) of this MPI job, as the
+    runtime budgets them (runtime/threads.py): the threads are NNTILE_SPMD_THREADS or
+    the node's cores over its ranks; the ranks share cores where they outnumber them,
+    "bound" where each may run on fewer cores than the node has (collective)."""
+    from mpi4py import MPI      # only an MPI job gets here
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        masks = node.allgather(sorted(os.sched_getaffinity(0))
+                               if hasattr(os, "sched_getaffinity") else
+                               list(range(os.cpu_count())))
+        ranks = node.Get_size()
+    finally:
+        node.Free()
+    cores = len(set().union(*map(set, masks)))
+    threads = threads_from_env() or max(1, cores // ranks)
+    sharing = "own" if ranks <= cores else \
+        "bound" if max(map(len, masks)) < cores else "node"
+    return cores, threads, sharing
 
 
 def measure_messages(comm) -> dict:

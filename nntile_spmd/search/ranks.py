@@ -64,20 +64,6 @@ def ravel(index, shape) -> int:
     return rank
 
 
-def heaviest_ranks(plan) -> set:
-    """The rank that keeps the most bytes across executes (parameters, gradients,
-    optimizer state) and the one that owns the most bytes of all tiles (activations
-    too: where blocks of uneven size land), from the plan's owners alone (array sums
-    per tensor: a large world's tensors have millions of tiles)."""
-    kept, owned = np.zeros(plan.nranks), np.zeros(plan.nranks)
-    for tensor in plan.graph.tensors():
-        per_rank = tensor_bytes_per_rank(plan, tensor)
-        owned += per_rank
-        if tensor.keeps_storage:
-            kept += per_rank
-    return {int(np.argmax(kept)), int(np.argmax(owned))}
-
-
 def tensor_bytes_per_rank(plan, tensor):
     """Bytes of `tensor`'s tiles each rank holds (a group's tiles count on each member)."""
     spec = plan.tilings[tensor.name]

@@ -12,7 +12,8 @@ from ..graph.recompute import recompute
 from ..plan.offload import ExecutionPolicy
 from ..plan.plan import PlanError, build_plan
 from ..simulate.replay import predict
-from .ranks import (FULL_REPLAY_RANKS, SAMPLED_MARGIN, heaviest_ranks, offload_seconds,
+from .owners import owner_cost
+from .ranks import (FULL_REPLAY_RANKS, SAMPLED_MARGIN, offload_seconds,
                     rank_seconds, representative_ranks)
 from .space import recompute_segments
 
@@ -67,23 +68,29 @@ class Scorer:
             self._recomputed = copy
         return self._recomputed
 
+    def threads(self) -> int:
+        """A large world's rank threads: a rank per core (or more cores each), as a
+        large job is launched."""
+        return self.machine.threads_per_rank(min(self.nranks, self.machine.cores))
+
     def plan(self, choice):
-        """The choice's plan (every rank's view in a small world, else a rank's)."""
+        """The choice's plan (every rank's view in a small world, else a rank's), its
+        ranks to price and, in a large world, its OwnerCost (owners.py)."""
         policy = (ExecutionPolicy(True, self.memory_budget, 1.0) if choice.offload
                   else None)
         plan = build_plan(self.graph_for(choice), self.nranks, choice.tiling(),
                           choice.distribution, rank=None if self.full else 0, policy=policy)
         if self.full:
-            return plan, list(range(self.nranks))
+            return plan, list(range(self.nranks)), None
+        cost = owner_cost(plan, self.machine, self.threads())
         return plan, representative_ranks(choice.distribution, self.nranks,
-                                          sorted(heaviest_ranks(plan)))
+                                          cost.heavy), cost
 
-    def score(self, choice):
-        """A Candidate, None when the plan equals one already priced, or the reason it
-        was discarded (a string). In a large world the Candidate is rank 0's alone
-        (`pending` names the ranks complete() adds): its time is then a lower bound."""
+    def planned(self, choice):
+        """(plan, ranks, OwnerCost), None when the plan equals one already priced, or
+        the reason it was discarded (a string)."""
         try:
-            plan, ranks = self.plan(choice)
+            plan, ranks, cost = self.plan(choice)
         except (PlanError, ValueError) as error:
             return f"{CANNOT_PLAN}: {error}"
         key = (repr(sorted((n, repr(t)) for n, t in plan.tilings.items())),
@@ -91,6 +98,21 @@ class Scorer:
         if key in self.seen:
             return None
         self.seen.add(key)
+        if cost is not None and self.memory_budget is not None and \
+                cost.kept_bytes > self.memory_budget:
+            return (f"{OVER_BUDGET}: rank {cost.kept_rank} keeps {cost.kept_bytes} B "
+                    "across steps (from the owners, before any program)")
+        return plan, ranks, cost
+
+    def score(self, choice, planned=None):
+        """A Candidate, None when the plan equals one already priced, or the reason it
+        was discarded (a string). In a large world the Candidate is rank 0's alone
+        (`pending` names the ranks complete() adds): its time is then a lower bound.
+        `planned`: what planned(choice) returned, if it was called."""
+        planned = self.planned(choice) if planned is None else planned
+        if planned is None or isinstance(planned, str):
+            return planned
+        plan, ranks, _ = planned
         first = ranks if self.full else [0]
         candidate = Candidate(choice.distribution, choice.tiling(), choice.recompute,
                               choice.offload, 0.0, 0, 0, choice.label, {},
@@ -130,6 +152,4 @@ class Scorer:
             copies = max(offload_seconds(plan, rank, self.machine) for rank in ranks) \
                 if plan.policy is not None else 0.0
             return prediction.step_s + copies
-        # a rank per core (or more cores each), as a large job is launched
-        threads = self.machine.threads_per_rank(min(self.nranks, self.machine.cores))
-        return max(rank_seconds(plan, rank, self.machine, threads) for rank in ranks)
+        return max(rank_seconds(plan, rank, self.machine, self.threads()) for rank in ranks)

@@ -129,8 +129,9 @@ def choices(nranks, with_budget: bool, can_recompute: bool, large=False,
             tilings=None) -> list:
     """Every Choice, memory variants last-to-try within each (distribution, tiling);
     `tilings`: TilingStrategies to try instead of the table's tile sizes."""
+    # without a budget no lighter variant exceeds one: the plain variant only
     variants = [(r, o) for r, o in MEMORY_VARIANTS
-                if (can_recompute or not r) and (with_budget or not o)]
+                if (can_recompute or not r) and (with_budget or not (r or o))]
     targets = list(tilings) if tilings else \
         LARGE_WORLD_TILE_TARGETS if large else TILE_TARGETS
     return [Choice(dist, tiles, recompute, offload)

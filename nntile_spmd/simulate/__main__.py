@@ -2,12 +2,14 @@
 path and peak memory of a training step of one of the workloads, and a timeline PNG."""
 
 import argparse
+import dataclasses
 import os
 import sys
 
 from ..plan.device_profile import PROFILES
 from ..plan.tiling import TilingStrategy
 from . import MachineModel, simulate
+from .machine import CORE_SHARING
 from .timeline import draw_timeline
 from .workloads import WORKLOADS
 
@@ -19,6 +21,10 @@ def parse_args(argv):
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--ranks-per-node", type=int, default=None,
                         help="ranks sharing one machine's cores (default: all)")
+    parser.add_argument("--core-sharing", choices=CORE_SHARING, default=None,
+                        help="how ranks use the cores: own (a core or more per rank, "
+                             "the default), node (more ranks than cores, unbound), "
+                             "bound (more ranks than cores, bound to a core each)")
     parser.add_argument("--strategy", default="single", help="single|ddp|fsdp|tp")
     parser.add_argument("--tile-bytes", type=int, default=None,
                         help="target tile bytes (default: 1 MiB; on a GPU device tiles "
@@ -49,6 +55,8 @@ def main(argv=None):
         print(f"{args.machine} not found: using uncalibrated defaults "
               "(run python -m nntile_spmd.calibrate first)", file=sys.stderr)
         machine = MachineModel()
+    if args.core_sharing:
+        machine = dataclasses.replace(machine, core_sharing=args.core_sharing)
     workload = WORKLOADS[args.model]()
     prediction = simulate(workload.graph, args.ranks, machine,
                           cli_tiling(args.tile_bytes, args.device),

@@ -10,10 +10,11 @@ weighted equally) gives the per-task cost a and the per-unit cost b. The
 executor's own cost per task is what its clock saw outside the kernels. Latency
 and bandwidth come from a ping-pong between two MPI ranks on this machine, and
 the CPU time of a SEND and a RECV from the runtime's transport posting and
-completing tiles of several sizes. The scheduler's turn on a shared core comes
-from two busy processes bound to one core, and what a core switch costs from the
-GPT-2 step on two ranks sharing a core against two ranks on a core each
-(shared_core.py).
+completing tiles of several sizes. Only with --shared-cores (a machine that will run
+more ranks than it has cores, bound to them: MachineModel.core_sharing "bound"): the
+scheduler's turn on a shared core from two busy processes bound to one core, and
+what a core switch costs from the GPT-2 step on two ranks sharing a core against two
+ranks on a core each (shared_core.py).
 """
 
 from __future__ import annotations
@@ -153,17 +154,20 @@ def ping_pong(repeats=200) -> dict:
 
 
 def calibrate(workload_names=("mlp", "gpt2"), threads_list=None, steps=8,
-              with_mpi=True, log=print) -> MachineModel:
+              with_mpi=True, log=print, shared_cores=False) -> MachineModel:
+    """This machine's MachineModel; `shared_cores`: also the constants of ranks bound
+    to shared cores, and core_sharing "bound"."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     threads_list = threads_list or sorted({1, cores})
     workloads = [WORKLOADS[name]() for name in workload_names]
     log(f"calibrating kernels on {cores} core(s): {', '.join(workload_names)}")
     op_types, overhead = measure_kernels(workloads, threads_list, steps, log)
     model = MachineModel(cores=cores, task_overhead_s=max(0.0, overhead), op_types=op_types,
-                         core_turn_s=measure_turn(),
                          source=f"nntile_spmd.calibrate on {os.uname().nodename}")
-    log(f"  two processes computing on one core take turns of "
-        f"{model.core_turn_s * 1e3:.2f} ms")
+    if shared_cores:
+        model.core_sharing, model.core_turn_s = "bound", measure_turn()
+        log(f"  two processes computing on one core take turns of "
+            f"{model.core_turn_s * 1e3:.2f} ms")
     if with_mpi:
         for name, value in ping_pong().items():
             setattr(model, name, value)
@@ -172,6 +176,7 @@ def calibrate(workload_names=("mlp", "gpt2"), threads_list=None, steps=8,
             f"{model.send_cpu[0] * 1e6:.1f} us + {model.send_cpu[1] * 2**20 * 1e6:.0f} "
             f"us/MiB of CPU, a RECV {model.recv_cpu[0] * 1e6:.1f} us + "
             f"{model.recv_cpu[1] * 2**20 * 1e6:.0f} us/MiB")
+    if with_mpi and shared_cores:
         log(f"  a rank waiting on a shared core spins {model.spin_share:.2f} of its "
             "core-mate's lead in CPU time")
         model.switch_penalty_s = switch_penalty(model)
@@ -189,8 +194,13 @@ def main(argv=None):
                         help="executes per configuration; the fastest is kept")
     parser.add_argument("--no-mpi", action="store_true", help="keep the default latency "
                         "and bandwidth instead of measuring them with two MPI ranks")
+    parser.add_argument("--shared-cores", action="store_true", help="also measure how "
+                        "ranks bound to shared cores take turns (a machine that will run "
+                        "more ranks than cores, e.g. a small test VM); the file then "
+                        "replays them so (core_sharing 'bound')")
     args = parser.parse_args(argv)
-    model = calibrate(args.workloads, steps=args.steps, with_mpi=not args.no_mpi)
+    model = calibrate(args.workloads, steps=args.steps, with_mpi=not args.no_mpi,
+                      shared_cores=args.shared_cores)
     model.save(args.out)
     print(f"wrote {args.out}: {len(model.op_types)} op types, task overhead "
           f"{model.task_overhead_s * 1e6:.2f} us")

@@ -23,6 +23,15 @@ from dataclasses import asdict, dataclass, field, replace
 
 from ..plan.device_profile import PROFILES, DeviceProfile, device_profile
 from ..plan.instructions import Exec
+from ..runtime.executor import SPIN_SECONDS
+
+# How the ranks of a node use its cores (MachineModel.core_sharing), the one switch of
+# the shared-core model (replay.Replay): "own" is how jobs are launched, a rank per
+# core or GPU (or cores // ranks each); the other two are a machine with more ranks
+# than cores, such as a test VM: "node" unbound ranks, which the scheduler spreads
+# over the node's cores, "bound" ranks bound to a core each (`mpiexec -bind-to core`:
+# rank r on core r mod cores), taking turns there (turns.py) when core_turn_s is set.
+CORE_SHARING = ("own", "node", "bound")
 
 # Used for op types the calibration never saw: 1 GFLOP/s or 1 GB/s, 5 us a call.
 # Deliberately pessimistic, and reported as "uncalibrated" by the replay.
@@ -41,6 +50,13 @@ class MachineModel:
     # part and per byte (pingpong.message_costs); 0 in files that predate them
     send_cpu: tuple = (0.0, 0.0)
     recv_cpu: tuple = (0.0, 0.0)
+    # "own" | "node" | "bound" (CORE_SHARING): whether ranks share cores at all. The
+    # fields after it up to switch_penalty_s are read only when they do
+    core_sharing: str = "own"
+    # How long a waiting rank polls before it sleeps: the runtime's receives and
+    # collectives spin this long (runtime/executor.wait_with_deadline), then back off
+    # to sleeps; a blocking mpi4py collective polls throughout (float("inf"))
+    poll_s: float = SPIN_SECONDS
     # How long the scheduler lets one of two computing processes run on a shared
     # core before the other (turns.measure_turn); 0: they share it evenly
     core_turn_s: float = 0.0
@@ -58,8 +74,8 @@ class MachineModel:
     op_types: dict = field(default_factory=dict)
     source: str = "defaults"               # what produced these numbers
     # A rank that has finished its program waits for the others in the step's closing
-    # collective (a loss or statistics allreduce), which MPI busy-polls: it keeps
-    # asking for a core until the last rank of the step is done.
+    # collective (a loss or statistics allreduce), polling for poll_s like any wait
+    # (with core sharing on); False: it leaves its core at once.
     finished_ranks_poll: bool = True
     # the fields of a DeviceProfile whose roofline prices the op types op_types lacks;
     # None: the CPU model above (FALLBACK_RATE for those)
@@ -85,6 +101,11 @@ class MachineModel:
             return self.task_seconds(op_type, task_work(instruction, meta), threads)
         nbytes = sum(meta[key].nbytes for key in instruction.keys)
         return self.task_overhead_s + profile.task_seconds(instruction.flops, nbytes)
+
+    def __post_init__(self):
+        if self.core_sharing not in CORE_SHARING:
+            raise ValueError(f"MachineModel: core_sharing must be one of {CORE_SHARING}, "
+                             f"got {self.core_sharing!r}")
 
     def calibrated(self, op_type: str) -> bool:
         """Is `op_type` priced by a measurement or a device profile (not FALLBACK_RATE)?"""

@@ -3,8 +3,8 @@
 Each rank runs its program in order, as the executor does: a task takes its
 calibrated time, a SEND puts the message on the (sender, receiver) link as soon as
 the rank reaches it and costs the sender its CPU time, a RECV waits until that
-message has arrived and costs the receiver the copy; ranks of one node share its
-cores while they compute or poll (Replay). Every event
+message has arrived and costs the receiver the copy; each rank has cores of its own,
+unless machine.core_sharing says the node's ranks share them (Replay). Every event
 remembers what it waited for, so the critical path can be walked back from the
 rank that finishes last.
 """
@@ -91,29 +91,33 @@ class Replay:
     """The discrete-event state of one replay: a global clock, each rank's position
     and what it is doing, the messages in flight.
 
-    Ranks share cores as the processor does: while the ranks of a group ask for
-    more threads than it has cores, each running one runs that much slower. A
-    rank in a task, a SEND or a RECV asks for its threads, and a rank that is done
-    for one while it waits in the step's closing collective, whose MPI polling keeps
-    the core (machine.finished_ranks_poll). A rank waiting for a tile asks for none.
+    How ranks use cores is machine.core_sharing. "own" (the default): every rank has
+    `cores // ranks` of its node's cores, at least one of its own, and runs its tasks
+    at the calibrated speed. Otherwise (a node with more ranks than cores) the ranks
+    share them as the processor does: while the ranks of a group ask for more
+    threads than it has cores, each running one runs that much slower. A rank in a
+    task asks for its threads, in a SEND or a RECV for one, and a rank that waits
+    (for a tile, for its sends to be received, or done with its program in the
+    step's closing collective) for one while it polls: for machine.poll_s from the
+    start of the wait, as the runtime spins before it sleeps.
 
-    The group is the node while its ranks are no more than its cores (each rank
-    then has `cores // ranks` threads). With more ranks than cores each rank has
-    one thread and the group is its core: rank r on core r mod cores, the placement
-    of `mpiexec -bind-to core`; the ranks of a core then share it as the scheduler
-    runs them (turns.py: the least CPU time runs, a computing rank keeps its turn,
-    a waiting or finished rank spins off its core-mate's lead) when the machine
-    file has the scheduler's turn, else evenly as above. How unbound ranks share
-    the cores is up to the scheduler: it moved a step by up to 80 % between rounds
-    of one run (docs/simulation.md).
+    "node": unbound ranks, the group is the node. "bound": each rank has one thread
+    and the group is its core, rank r on core r mod cores (`mpiexec -bind-to core`);
+    the ranks of a core then share it as the scheduler runs them (turns.py: the
+    least CPU time runs, a computing rank keeps its turn, a polling rank spins off
+    its core-mate's lead) when the machine file has the scheduler's turn, else
+    evenly as above. How unbound ranks share the cores is up to the scheduler: it
+    moved a step by up to 80 % between rounds of one run (docs/simulation.md).
     """
 
     def __init__(self, plan, machine, phases, ranks_per_node):
         nranks = plan.nranks
         self.per_node = min(nranks, ranks_per_node or nranks)
         self.threads = machine.threads_per_rank(self.per_node)
+        self.shared = machine.core_sharing != "own"
         # the cores each rank shares: its node's, or one core of it (see above)
-        self.one_core_each = self.per_node > machine.cores
+        self.one_core_each = machine.core_sharing == "bound" and \
+            self.per_node > machine.cores
         self.group_cores = 1 if self.one_core_each else machine.cores
         self.turns = CoreScheduler(machine.core_turn_s, machine.spin_share) \
             if self.one_core_each and machine.core_turn_s > 0 else None
@@ -125,7 +129,7 @@ class Replay:
         self.positions, self.last = [0] * nranks, [-1] * nranks
         self.busy = [0.0] * nranks
         self.unfinished = set(range(nranks))
-        self.finished = set()  # ranks at the end of their program, all sends received
+        self.finished = {}     # rank at the end of its program, all sends received -> since
         self.draining = {}     # rank at the end of its program -> since when
         self.unreceived = Counter()   # rank -> its messages not yet received
         # rank -> [seconds left at full speed, start, op type or instruction, kind]
@@ -159,7 +163,7 @@ class Replay:
             self.draining[rank] = self.now
             return
         self.unfinished.discard(rank)
-        self.finished.add(rank)
+        self.finished[rank] = self.now
 
     def received_from(self, sender, receiver):
         self.unreceived[sender] -= 1
@@ -228,15 +232,29 @@ class Replay:
         node, local = divmod(rank, self.per_node)
         return (node, local % self.machine.cores) if self.one_core_each else node
 
+    def polling(self) -> dict:
+        """Waiting ranks still polling (within poll_s of their wait's start) -> when
+        they stop and sleep."""
+        machine = self.machine
+        since = {rank: began for rank, (began, _) in self.waiting.items()}
+        since.update(self.draining)
+        if machine.finished_ranks_poll:
+            since.update(self.finished)
+        return {rank: began + machine.poll_s for rank, began in since.items()
+                if began + machine.poll_s > self.now}
+
     def speeds(self) -> dict:
-        """Each running rank's speed: its group's cores over the threads asked there,
-        or, where ranks take turns on a core, 1 for the rank whose turn it is."""
-        pollers = self.finished if self.machine.finished_ranks_poll else ()
+        """Each running rank's speed: 1 on cores of its own; else its group's cores
+        over the threads asked there, or, where ranks take turns on a core, 1 for the
+        rank whose turn it is."""
+        if not self.shared:
+            return dict.fromkeys(self.running, 1.0)
+        pollers = self.polling()
         if self.turns is not None:
             ready, spinning = defaultdict(list), defaultdict(list)
             for rank in sorted(self.running):
                 ready[self.group(rank)].append(rank)
-            for rank in sorted([*self.waiting, *self.draining, *pollers]):
+            for rank in sorted(pollers):
                 spinning[self.group(rank)].append(rank)
             self.turns.update(self.now, ready, spinning)
             # a rank back on its core after another's work reloads its caches
@@ -262,7 +280,11 @@ class Replay:
         arrivals = [self.in_flight[channel][0][0] for _, channel in self.waiting.values()
                     if self.in_flight[channel]]
         turns = self.turns.next_change() if self.turns is not None else []
-        upcoming = [end for end in ends.values() if end != float("inf")] + arrivals + turns
+        # a poller that stops polling frees its share of the cores
+        stop_polling = [end for end in self.polling().values() if end != float("inf")] \
+            if self.shared and self.running else []
+        upcoming = [end for end in ends.values() if end != float("inf")] + arrivals + turns \
+            + stop_polling
         if not upcoming:
             return False
         then = max(self.now, min(upcoming))

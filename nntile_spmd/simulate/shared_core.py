@@ -68,7 +68,8 @@ def replayed_switches(machine) -> float:
     from .replay import Replay
     plan = compile_graph(gpt2_workload().graph, comm=SimulatedWorld(2), distribution=PRESET,
                          task_threads=1).plan
-    one_core = dataclasses.replace(machine, cores=1, switch_penalty_s=0.0)
+    one_core = dataclasses.replace(machine, cores=1, switch_penalty_s=0.0,
+                                   core_sharing="bound", poll_s=float("inf"))
     replay = Replay(plan, one_core, None, None)
     replay.run()
     if replay.turns is None:                # no scheduler turn measured: no switches

@@ -2,7 +2,8 @@
 
 One optimizer step = k micro-batches of execute(phases=forward+backward), whose
 gradients add up in the persistent gradient tensors, then execute(phases=optimizer)
-(k = 1 runs everything in one execute). Imports graph, runtime public API; no mpi4py.
+(k = 1 runs everything in one execute). Imports graph, runtime public API and the
+search (distribution="auto"); no mpi4py.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import numpy as np
 from tqdm import tqdm
 
 from ..graph.dtypes import storage_dtype
+# a module, its functions looked up when the Trainer compiles: the search's quick
+# calibration builds models, which import train.losses, while the search is loading
+from .. import search
 from ..graph.scalars import DROPOUT_ON, DROPOUT_STEP
 from ..runtime import compile as compile_graph
 from ..runtime.consistency import check_same_on_all_ranks
@@ -35,6 +39,9 @@ class Trainer:
     `model` needs .graph, .params, .grads, .loss, .inputs, .batch, .micro_batch,
     .accumulation and, for evaluate(), .forward_model(batch) and .logits (models.MLP).
     `comm`, `tiling`, `distribution` and `compile_args` go to nt.compile unchanged.
+    With distribution="auto" (compile_args may hold `memory_budget` and `machine`),
+    the search's first candidate is compiled and `chosen` holds it; evaluation graphs
+    compile with its distribution and tiling, not a new search.
     `lr_schedule(step) -> lr` (0-based optimizer step), if given, sets the optimizer's
     runtime scalar "lr" before every step (no recompiling; see train/schedule.py).
     With `checkpoint_every` N, fit() saves into `checkpoint_dir`/step-NNNNNNNN every N
@@ -58,14 +65,27 @@ class Trainer:
         self.checkpoints = CheckpointPolicy(checkpoint_dir, checkpoint_every, keep_last)
         self.optimizer = add_optimizer(model.graph, model.params, model.grads, optimizer,
                                        **hyper)
-        self.cg = compile_graph(model.graph, comm=comm, tiling=tiling,
-                                distribution=distribution, **self.compile_args)
+        self.chosen = None             # autoplan's candidate, with distribution="auto"
+        self.cg = self.compile_training(model.graph)
         self.world = self.cg.world
         self.rank = self.world.rank
         self.step = 0                  # optimizer steps done
         self.history = []              # one record per step: step, loss, step_time_ms
         self.log_file = open(log_path, "a") if log_path and self.rank == 0 else None
         self._eval = {}                # eval batch size -> (forward-only model, its graph)
+
+    def compile_training(self, graph):
+        if not search.auto_compile.is_auto(self.distribution):
+            return compile_graph(graph, comm=self.comm, tiling=self.tiling,
+                                 distribution=self.distribution, **self.compile_args)
+        cg, self.chosen = search.compile_chosen(graph, self.comm, tiling=self.tiling,
+                                                **self.compile_args)
+        self.distribution, self.tiling = self.chosen.distribution, self.chosen.tiling
+        self.compile_args = {**{name: value for name, value in self.compile_args.items()
+                                if name not in ("machine", "memory_budget")},
+                             **({"memory_budget": self.chosen.memory_budget}
+                                if self.chosen.offload else {})}
+        return cg
 
     # -- parameters ----------------------------------------------------------------
     def bind_params(self, params: dict):

@@ -153,3 +153,43 @@ def test_simulated_cp_is_bitwise_one_rank(distribution, seq_tile):
 
     for ours, single in zip(run(3, distribution), run(1, "single")):
         assert np.array_equal(ours, single)
+
+
+class TinyGPT2:
+    """GPT-2 of 2 layers (pp needs a layer per stage), fp64, two sequences of 4 in
+    tiles of 2, and one rank's loss, logits and gradients (computed once)."""
+
+    def __init__(self):
+        config = gpt2.GPT2Config(vocab_size=8, n_positions=4, n_embd=4, n_layer=2, n_head=1)
+        self.model = gpt2.build_gpt2(config, batch=2, seq=4, dtype="fp64")
+        rng = np.random.default_rng(0)
+        ids = rng.integers(0, 8, (4, 2)).astype(np.int64)
+        self.data = {**self.model.init_params(rng), "input_ids": ids,
+                     "targets": np.roll(ids, -1, axis=0)}
+        self.names = ["loss", "logits"] + self.model.param_names
+        self.single = self.run(1, "single")
+
+    def run(self, ranks, distribution):
+        cg = nt.compile(self.model.graph, comm=nt.SimulatedWorld(ranks),
+                        distribution=distribution,
+                        tiling=nt.TilingStrategy.manual({"h_in": [4, 2, 1]}))
+        for name, value in self.data.items():
+            cg.bind_data(name, value)
+        cg.execute()
+        return [cg.get_output(name) for name in self.names]
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2():
+    return TinyGPT2()
+
+
+@pytest.mark.parametrize("axis", ["dp", pytest.param("tp", marks=pytest.mark.slow),
+                                  pytest.param("pp", marks=pytest.mark.slow)])
+def test_cp_meshes_with_dp_tp_and_pp_equal_one_rank(tiny_gpt2, axis):
+    """{axis: 2, "cp": 2} on 4 simulated ranks: loss, logits and gradients equal one
+    rank's."""
+    for name, ours, reference in zip(tiny_gpt2.names, tiny_gpt2.run(4, {axis: 2, "cp": 2}),
+                                     tiny_gpt2.single):
+        np.testing.assert_allclose(ours, reference, rtol=1e-12, atol=1e-14,
+                                   err_msg=f"{name} under {axis} x cp")

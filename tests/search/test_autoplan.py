@@ -4,13 +4,16 @@ that rules out ddp still gives a plan that trains as one rank does; the represen
 ranks of a large world hold its worst peak (checked where every rank can be planned).
 A fixed machine model (the defaults) keeps these tests free of calibration."""
 
+import re
+
 import numpy as np
 import pytest
 
 import nntile_spmd as nt
 from nntile_spmd.models import build_mlp
 from nntile_spmd.search import MESH_AXES
-from nntile_spmd.search.ranks import SAMPLED_MARGIN, heaviest_ranks, representative_ranks
+from nntile_spmd.search.owners import owner_cost
+from nntile_spmd.search.ranks import SAMPLED_MARGIN, representative_ranks
 from nntile_spmd.search.space import distributions
 from nntile_spmd.simulate import MachineModel
 from nntile_spmd.train.optim import add_optimizer
@@ -66,6 +69,22 @@ def test_budget_that_rules_out_ddp_picks_a_plan_that_fits_and_trains(unbounded):
     assert losses[0] == pytest.approx(losses[1], rel=1e-12)
 
 
+def test_compile_async_auto_plans_the_first_candidate_in_the_background(unbounded):
+    """compile_async(distribution="auto"): the search on the caller's thread, the first
+    candidate's plan in the background; a tiling beside "auto" is refused at once."""
+    graph = mlp().graph
+    pending = nt.compile_async(graph, comm=nt.SimulatedWorld(2), distribution="auto",
+                               machine=MachineModel())
+    first = unbounded[0]
+    expected = nt.build_plan(first.graph, 2, first.tiling, first.distribution)
+    assert pending.result().plan.distributions == expected.distributions
+    assert pending.result().plan.tilings == expected.tilings
+    for compile_function in (nt.compile, nt.compile_async):
+        with pytest.raises(ValueError, match="distribution='auto'.* chooses the tiling"):
+            compile_function(graph, comm=nt.SimulatedWorld(2), distribution="auto",
+                             tiling=nt.TilingStrategy.auto(), machine=MachineModel())
+
+
 def test_a_budget_nothing_fits_names_it():
     with pytest.raises(ValueError, match="no candidate plan .* fits a memory budget of 1000"):
         nt.autoplan(mlp().graph, nt.PlanningWorld(1), memory_budget=1000,
@@ -85,7 +104,8 @@ def test_representative_ranks_hold_the_worst_peak(distribution):
     plan = nt.build_plan(model.graph, nranks, nt.TilingStrategy.auto(256), distribution)
     peaks = [plan.peak_bytes(r) for r in range(nranks)]
     sent = [plan.bytes_sent(r) for r in range(nranks)]
-    chosen = representative_ranks(distribution, nranks, sorted(heaviest_ranks(plan)))
+    chosen = representative_ranks(distribution, nranks,
+                                  owner_cost(plan, MachineModel(), 1).heavy)
     assert len(chosen) <= 8 < nranks
     assert max(peaks[r] for r in chosen) * (1 + SAMPLED_MARGIN) >= max(peaks)
     assert max(sent[r] for r in chosen) * (1 + SAMPLED_MARGIN) >= max(sent)
@@ -116,6 +136,20 @@ def test_a_large_world_is_planned_on_a_few_ranks():
     assert all(0 in c.peaks and len(c.peaks) <= 8 and not c.pending for c in candidates)
     assert all(c.peak_bytes_per_rank * 1.1 <= budget for c in candidates)
     assert "single" not in [c.distribution for c in candidates]
+
+
+def test_a_large_world_discards_by_kept_bytes_before_any_program():
+    """A budget below what ddp keeps on a rank (parameters, gradients, Adam's moments:
+    about 9.4 KB) discards every ddp candidate from its owners, no rank program
+    planned; each candidate priced was first planned and estimated from its owners."""
+    lines = []
+    candidates = nt.autoplan(mlp().graph, nt.PlanningWorld(9), memory_budget=9_000,
+                             machine=MachineModel(), log=lines.append)
+    assert any(re.match(r"discarded ddp/auto: over the memory budget: rank \d+ keeps "
+                        r"9\d\d\d B across steps \(from the owners", line) for line in lines)
+    assert "ddp" not in [c.distribution for c in candidates] and candidates
+    estimated = {line.split()[1] for line in lines if "owner estimate" in line}
+    assert {c.label for c in candidates} <= estimated
 
 
 def test_bytes_per_rank_from_owners_equal_the_plan():

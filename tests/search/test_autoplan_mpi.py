@@ -1,12 +1,13 @@
 """The in-job calibration of messages (search/machine.measure_messages) on real MPI
 ranks: rank 0 gets positive latency and bandwidth and non-negative SEND/RECV costs,
-the other ranks nothing; every rank returns (no rank left waiting):
+the other ranks nothing; every rank returns (no rank left waiting); the node layout
+the quick calibration prices on is the runtime's thread budget:
     mpiexec -n 2 python -m pytest --with-mpi -p no:cacheprovider tests/search"""
 
 import pytest
 from helpers import collective_ok
 
-from nntile_spmd.search.machine import measure_messages
+from nntile_spmd.search.machine import measure_messages, node_layout
 
 mpi4py = pytest.importorskip("mpi4py")
 from mpi4py import MPI  # noqa: E402
@@ -21,4 +22,16 @@ def test_messages_are_measured_between_ranks_0_and_1():
               and min(*measured["send_cpu"], *measured["recv_cpu"]) >= 0)
     else:
         ok = measured == {}
+    assert collective_ok(comm, ok)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_the_node_layout_is_the_runtimes_thread_budget():
+    from nntile_spmd.runtime.threads import (default_blas_threads, ranks_outnumber_cores,
+                                             threads_from_env)
+    comm = MPI.COMM_WORLD
+    cores, threads, sharing = node_layout(comm)
+    crowded = ranks_outnumber_cores(comm)
+    ok = (threads == (threads_from_env() or default_blas_threads(comm)) and cores >= 1
+          and (sharing == "own") == (not crowded))
     assert collective_ok(comm, ok)

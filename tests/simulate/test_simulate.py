@@ -22,8 +22,10 @@ from nntile_spmd.simulate.turns import CoreScheduler, measure_turn
 from nntile_spmd.simulate.workloads import gpt2_workload, mlp_workload
 
 GELU_A, GELU_B = 1e-3, 1e-6        # seconds per task, per FLOP
+# ranks beyond the cores share them, bound to one each; a waiting rank polls as long
+# as it waits (the tests' tasks take seconds: the runtime's poll_s is milliseconds)
 MACHINE = MachineModel(cores=2, task_overhead_s=0.0, latency_s=0.5,
-                       bandwidth_bytes_per_s=8.0,
+                       bandwidth_bytes_per_s=8.0, core_sharing="bound", poll_s=float("inf"),
                        op_types={"gelu": {"1": [GELU_A, GELU_B], "2": [GELU_A, GELU_B]}})
 
 
@@ -103,19 +105,41 @@ def test_ranks_beyond_the_cores_share_them_only_while_both_compute():
     assert apart.step_s == pytest.approx(task_s)
     assert together.step_s == pytest.approx(2 * task_s)
     assert together.busy_s == pytest.approx([2 * task_s, 2 * task_s])
-    # one rank computes while the other only sends: the idle rank then polls in the
-    # step's closing collective and halves the busy one's speed, unless told that
-    # finished ranks ask for no core
+    # one rank computes while the other only sends: the idle rank polls beside it (for
+    # its send to be received, then in the step's closing collective) and halves the
+    # busy one's speed, unless finished ranks ask for no core
     lonely = one_message_plan()
     first, second = [GELU_A + GELU_B * t.flops for t in lonely.program(0)
                      if type(t).__name__ == "Exec"]
     assert predict(lonely, one_core, ranks_per_node=1).busy_s[0] == \
         pytest.approx(first + second)
-    # the first task runs while rank 1 waits for its send to be received (yielding
-    # the core), the second while rank 1 polls in the closing collective
-    assert predict(lonely, one_core).busy_s[0] == pytest.approx(first + 2 * second)
+    assert predict(lonely, one_core).busy_s[0] == pytest.approx(2 * first + 2 * second)
     quiet = MachineModel(**{**one_core.__dict__, "finished_ranks_poll": False})
-    assert predict(lonely, quiet).busy_s[0] == pytest.approx(first + second)
+    assert predict(lonely, quiet).busy_s[0] == pytest.approx(2 * first + second)
+
+
+def test_a_waiting_rank_polls_for_poll_s_then_sleeps_and_own_cores_share_nothing():
+    """The rank computing alone (rank 1 only sends) on one core: rank 1 waits twice,
+    for its send to be received (during rank 0's first task) and in the closing
+    collective (its second), and polls for the first poll_s of each wait, at half
+    speed for rank 0; unbound ranks ("node") as bound ones. With a core per rank (the
+    default) nothing is shared."""
+    lonely = one_message_plan()
+    first, second = [GELU_A + GELU_B * t.flops for t in lonely.program(0)
+                     if type(t).__name__ == "Exec"]
+    poll_s = first / 2
+    for sharing in ("bound", "node"):
+        machine = MachineModel(**{**MACHINE.__dict__, "cores": 1, "poll_s": poll_s,
+                                  "core_sharing": sharing})
+        # each poll_s at half speed does poll_s / 2 of the work, the rest runs at full
+        assert predict(lonely, machine).busy_s[0] == pytest.approx(first + second + poll_s)
+    own = MachineModel(**{**MACHINE.__dict__, "cores": 1, "core_sharing": "own"})
+    assert MachineModel().core_sharing == "own"
+    assert predict(lonely, own).busy_s[0] == pytest.approx(first + second)
+    assert predict(two_busy_ranks_plan(), own).busy_s == \
+        pytest.approx(predict(two_busy_ranks_plan(), own, ranks_per_node=1).busy_s)
+    with pytest.raises(ValueError, match="core_sharing must be one of"):
+        MachineModel(core_sharing="shared")
 
 
 def chain_on_one_core():
@@ -129,18 +153,18 @@ def chain_on_one_core():
                        "z": TileDistribution.on_rank(1)})
 
 
-def test_a_rank_waiting_for_a_tile_leaves_the_core_to_the_one_computing_it():
+def test_a_rank_waiting_for_a_tile_polls_beside_the_one_computing_it():
     """The chain with both ranks on one core shared evenly (a machine file without
-    the scheduler's turn): rank 1 waits while rank 0 computes y at full speed; rank 0
-    is done once rank 1 has received y, and then polls in the closing collective
-    while rank 1 computes z, at half speed."""
+    the scheduler's turn): rank 1 polls for y while rank 0 computes it, at half
+    speed; rank 0 polls until rank 1 has received y and then in the closing
+    collective, while rank 1 computes z, at half speed too."""
     plan = chain_on_one_core()
     one_core = MachineModel(**{**MACHINE.__dict__, "cores": 1})
     task_s = GELU_A + GELU_B * plan.program(0)[0].flops
     message_s = 0.5                              # one node: the latency
     prediction = predict(plan, one_core)
-    assert prediction.finish_s[0] == pytest.approx(task_s + message_s)
-    assert prediction.finish_s[1] == pytest.approx(task_s + message_s + 2 * task_s)
+    assert prediction.finish_s[0] == pytest.approx(2 * task_s + message_s)
+    assert prediction.finish_s[1] == pytest.approx(2 * task_s + message_s + 2 * task_s)
     path = [prediction.events[i] for i in prediction.critical_path]
     assert [event.kind for event in path] == ["exec", "send", "wait", "exec"]
 
@@ -400,4 +424,10 @@ def test_command_line_prints_the_prediction_and_draws_the_timeline(tmp_path, cap
     out = capsys.readouterr().out
     assert "predicted step" in out and "rank 1:" in out and "critical path" in out
     assert png.read_bytes()[:4] == b"\x89PNG"
-    assert np.isfinite(float(out.split("predicted step: ")[1].split(" ms")[0]))
+    shared = float(out.split("predicted step: ")[1].split(" ms")[0])
+    assert np.isfinite(shared)
+    # the file's ranks share cores ("bound"); a core per rank can only be as fast or faster
+    simulate_main(["--model", "mlp", "--ranks", "2", "--strategy", "fsdp",
+                   "--machine", str(machine), "--core-sharing", "own"])
+    own = float(capsys.readouterr().out.split("predicted step: ")[1].split(" ms")[0])
+    assert 0 < own <= shared

@@ -1,4 +1,5 @@
-"""Trainer: accumulation, presets agreeing, PyTorch reference, data sharding, logs, eval."""
+"""Trainer: accumulation, presets agreeing, PyTorch reference, data sharding, logs, eval,
+distribution="auto"."""
 
 import json
 
@@ -6,7 +7,10 @@ import numpy as np
 import pytest
 from train_helpers import SIZES, WORLDS, init_params, make_trainer
 
-from nntile_spmd.train import BatchView, batch_indices, bind_local
+from nntile_spmd import SimulatedWorld
+from nntile_spmd.models import build_mlp
+from nntile_spmd.simulate import MachineModel
+from nntile_spmd.train import BatchView, Trainer, batch_indices, bind_local
 from nntile_spmd.train.losses import cross_entropy_numpy
 
 STEPS = 4
@@ -177,3 +181,19 @@ def test_a_step_with_a_nonfinite_loss_is_skipped(data):
     assert all(np.array_equal(before[name], after[name]) for name in before)
     assert [first, skipping.train_step([batches[1]])] == expected
     assert skipping.skipped == [2]
+
+
+def test_distribution_auto_trains_with_the_searched_plan_as_one_rank_does(data):
+    """Trainer(distribution="auto") on 2 simulated ranks: the search's first candidate
+    (a fixed machine model, no calibration), the losses of `single`, and evaluation
+    graphs compiled with the chosen distribution and tiling."""
+    model = build_mlp(SIZES, 12, dtype="fp64")
+    trainer = Trainer(model, "adam", comm=SimulatedWorld(2), distribution="auto",
+                      progress=False, compile_args={"machine": MachineModel()}, lr=1e-2)
+    trainer.bind_params(init_params())
+    assert trainer.chosen is not None and trainer.distribution == trainer.chosen.distribution
+    _, reference = curve(1, "single", data)
+    np.testing.assert_allclose(trainer.fit(data, STEPS), reference, rtol=1e-10)
+    result = trainer.evaluate(data["x"][:, :12], data["y"][:12])
+    logits = trainer.model.reference_forward(trainer.get_params(), data["x"][:, :12])
+    np.testing.assert_allclose(result["logits"], logits, rtol=1e-10, atol=1e-12)

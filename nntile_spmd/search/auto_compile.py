@@ -1,0 +1,61 @@
+"""Search layer: nt.compile and nt.compile_async with distribution="auto": the first
+of autoplan's candidates, compiled (its distribution, tiling, recomputed graph and
+offloading); any other distribution goes to the runtime's compile unchanged.
+"""
+
+from __future__ import annotations
+
+from ..runtime.compile_steps import make_world
+from ..runtime.compiled import compile as compile_plan
+from ..runtime.compiled import compile_async as compile_plan_async
+from .choose import autoplan
+
+
+def is_auto(distribution) -> bool:
+    return isinstance(distribution, str) and distribution == "auto"
+
+
+def choose(graph, comm, tiling, memory_budget, machine, options, caller):
+    """(the first candidate, the world, the compile options left) for an "auto"
+    compile. The search is collective (rank 0 calibrates, every rank takes its model),
+    so it runs on the caller's thread, even for compile_async."""
+    if tiling is not None:
+        raise ValueError(f"{caller}(distribution='auto') chooses the tiling too; pass "
+                         "tiling=None or a distribution")
+    if options.get("shape_bindings"):
+        graph = graph.bind(options.pop("shape_bindings"))
+    options.pop("shape_bindings", None)
+    world = make_world(comm, options.get("recv_timeout"))
+    return autoplan(graph, world, memory_budget, machine)[0], world, options
+
+
+def compile(graph, comm=None, tiling=None, distribution="single", *,  # noqa: A001
+            memory_budget=None, machine=None, **options):
+    """nt.compile: with distribution="auto", the first of autoplan's candidates;
+    else as runtime.compile."""
+    if not is_auto(distribution):
+        return compile_plan(graph, comm, tiling, distribution, memory_budget=memory_budget,
+                            **options)
+    return compile_chosen(graph, comm, memory_budget=memory_budget, machine=machine,
+                          tiling=tiling, **options)[0]
+
+
+def compile_chosen(graph, comm=None, *, memory_budget=None, machine=None, tiling=None,
+                   **options) -> tuple:
+    """(CompiledGraph, Candidate): autoplan's first candidate compiled, and what it is
+    (a Trainer compiles its evaluation graphs with the same choice)."""
+    best, world, options = choose(graph, comm, tiling, memory_budget, machine, options,
+                                  "compile")
+    return compile_plan(best.graph, world, **best.compile_arguments(), **options), best
+
+
+def compile_async(graph, comm=None, tiling=None, distribution="single", *,
+                  memory_budget=None, machine=None, **options):
+    """nt.compile_async: with distribution="auto" the search runs now (collective),
+    the chosen candidate's planning in the background; else as the runtime's."""
+    if not is_auto(distribution):
+        return compile_plan_async(graph, comm, tiling, distribution,
+                                  memory_budget=memory_budget, **options)
+    best, world, options = choose(graph, comm, tiling, memory_budget, machine, options,
+                                  "compile_async")
+    return compile_plan_async(best.graph, world, **best.compile_arguments(), **options)
