@@ -210,7 +210,8 @@ def train_here(strategy, ranks, steps, *options):
     """The summary of train_mlp.py on `ranks` simulated ranks in this process: the same
     plans, kernels and checkpoint files as on MPI ranks, without starting a job (real
     ranks reading each other's shards: tests/train/test_mpi.py)."""
-    sys.path.insert(0, str(EXAMPLES))
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
     import train_mlp
     return train_mlp.run(train_mlp.parse_args([*TRAIN, "--strategy", strategy, "--simulate",
                                                str(ranks), "--steps", str(steps), *options]))
