@@ -184,7 +184,7 @@ def test_mismatched_replicated_data_raises(tmp_path):
     assert "rank 1 bound different data than rank 0 for ['x']" in output, output
 
 
-# -- checkpoints: a killed 2-rank run resumes on 3 ranks under another preset ---------------
+# -- checkpoints: a killed 2-rank run resumes on 3 simulated ranks under another preset -----
 EXAMPLES = REPO / "examples"
 TRAIN = ["--dtype", "fp64", "--target", "0", "--hidden", "32", "--tile-bytes", "4096"]
 NEVER_ENDS = ["--steps", "100000"]     # a job the test stops or kills, never one that finishes
