@@ -14,7 +14,9 @@ from test_launch import clean_env, needs_mpiexec
 SCRIPT = """
 import os, sys, time
 from pathlib import Path
-Path(sys.argv[1], f"rank{os.environ['PMI_RANK']}.pid").write_text(str(os.getpid()))
+pid_file = Path(sys.argv[1], f"rank{os.environ['PMI_RANK']}.pid")
+Path(f"{pid_file}.part").write_text(str(os.getpid()))
+os.replace(f"{pid_file}.part", pid_file)     # the test never reads a half-written file
 time.sleep(120)
 """
 
@@ -43,7 +45,6 @@ def start_job(tmp_path):
     while len(list(tmp_path.glob("rank*.pid"))) < 2:
         assert time.monotonic() < deadline, "the ranks did not start"
         time.sleep(0.05)
-    time.sleep(0.2)   # the pid files exist: both ranks sleep now
     ranks = [int(path.read_text()) for path in tmp_path.glob("rank*.pid")]
     return launcher, children(launcher.pid), ranks
 

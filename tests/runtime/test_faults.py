@@ -7,7 +7,6 @@ lowered to 2 s through $NNTILE_SPMD_RECV_TIMEOUT, so a stopped rank must end
 the job within the deadline plus the diagnosis' grace period.
 """
 
-import json
 import os
 import shutil
 import signal
@@ -185,44 +184,59 @@ def test_mismatched_replicated_data_raises(tmp_path):
     assert "rank 1 bound different data than rank 0 for ['x']" in output, output
 
 
-# -- checkpoints: a killed 2-rank run resumes on 3 ranks under another preset ---------------
-TRAIN = [str(REPO / "examples" / "train_mlp.py"), "--dtype", "fp64", "--target", "0",
-         "--steps", "300", "--hidden", "32", "--tile-bytes", "4096"]
+# -- checkpoints: a killed 2-rank run resumes on 3 simulated ranks under another preset -----
+EXAMPLES = REPO / "examples"
+TRAIN = ["--dtype", "fp64", "--target", "0", "--hidden", "32", "--tile-bytes", "4096"]
+NEVER_ENDS = ["--steps", "100000"]     # a job the test stops or kills, never one that finishes
 
 
 def train(ranks, *options, cwd):
-    return subprocess.Popen([MPIEXEC, "-n", str(ranks), sys.executable, *TRAIN, *options],
+    return subprocess.Popen([MPIEXEC, "-n", str(ranks), sys.executable,
+                             str(EXAMPLES / "train_mlp.py"), *TRAIN, *options],
                             env=clean_env(), cwd=cwd, text=True, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-def summary(job):
-    code, output, _ = finish(job, limit=240)
-    assert code == 0, output
-    return json.loads(output.strip().splitlines()[-1])
+def wait_for_checkpoint(job, root, step):
+    """Wait until the job's checkpoint of `step` is complete (the event the test acts on)."""
+    deadline = time.monotonic() + 60
+    while not (root / f"step-{step:08d}" / "manifest.json").exists():
+        assert job.poll() is None, job.communicate()[0]
+        assert time.monotonic() < deadline, f"no checkpoint of step {step} appeared"
+        time.sleep(0.01)
+
+
+def train_here(strategy, ranks, steps, *options):
+    """The summary of train_mlp.py on `ranks` simulated ranks in this process: the same
+    plans, kernels and checkpoint files as on MPI ranks, without starting a job (real
+    ranks reading each other's shards: tests/train/test_mpi.py)."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    import train_mlp
+    return train_mlp.run(train_mlp.parse_args([*TRAIN, "--strategy", strategy, "--simulate",
+                                               str(ranks), "--steps", str(steps), *options]))
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(300)
 def test_killed_run_resumes_on_more_ranks_with_the_uninterrupted_loss(tmp_path):
+    from nntile_spmd.train import complete_checkpoints
     root = tmp_path / "ckpt"
-    job = train(2, "--strategy", "fsdp", "--checkpoint-dir", str(root), "--checkpoint-every",
-                "20", "--keep-last", "2", cwd=tmp_path)
-    deadline = time.monotonic() + 120
-    while not (root / "step-00000040" / "manifest.json").exists():
-        assert job.poll() is None, job.communicate()[0]
-        assert time.monotonic() < deadline, "no checkpoint of step 40 appeared"
-        time.sleep(0.01)
+    job = train(2, "--strategy", "fsdp", *NEVER_ENDS, "--checkpoint-dir", str(root),
+                "--checkpoint-every", "5", "--keep-last", "2", cwd=tmp_path)
+    wait_for_checkpoint(job, root, 10)
     os.killpg(job.pid, signal.SIGKILL)       # mpiexec and both ranks, mid-training
     job.communicate()
+    assert job.returncode == -signal.SIGKILL
     saved = sorted(path.name for path in root.iterdir())
-    assert "step-00000300" not in saved and len(saved) <= 3, saved   # killed, pruned
-    resumed = summary(train(3, "--strategy", "tp", "--checkpoint-dir", str(root), "--resume",
-                            cwd=tmp_path))
-    assert resumed["resumed_from_step"] >= 40 and resumed["ranks"] == 3, resumed
-    uninterrupted = summary(train(3, "--strategy", "tp", cwd=tmp_path))
+    assert len(saved) <= 3, saved            # pruned to 2 (and a save in progress)
+    # on for 5 steps past the newest complete checkpoint, however far the job got
+    latest = complete_checkpoints(root)[-1][0]
+    resumed = train_here("tp", 3, latest + 5, "--checkpoint-dir", str(root), "--resume")
+    assert resumed["resumed_from_step"] == latest >= 10 and resumed["ranks"] == 3, resumed
     # fp64: only the rounding of the first steps' presets differs
-    assert resumed["final_loss"] == pytest.approx(uninterrupted["final_loss"], rel=1e-9)
+    assert resumed["final_loss"] == pytest.approx(
+        train_here("tp", 3, latest + 5)["final_loss"], rel=1e-9)
 
 
 def descendants(pid: int) -> list:
@@ -254,13 +268,9 @@ def rank_pid(job_pid: int, rank: int) -> int:
 @pytest.mark.timeout(120)
 def test_stopped_rank_in_training_is_named_with_the_step(tmp_path):
     root = tmp_path / "ckpt"
-    job = train(2, "--strategy", "ddp", "--steps", "100000", "--checkpoint-dir", str(root),
-                "--checkpoint-every", "20", "--keep-last", "1", cwd=tmp_path)
-    deadline = time.monotonic() + 60
-    while not (root / "step-00000020" / "manifest.json").exists():
-        assert job.poll() is None, job.communicate()[0]
-        assert time.monotonic() < deadline, "training did not get going"
-        time.sleep(0.01)
+    job = train(2, "--strategy", "ddp", *NEVER_ENDS, "--checkpoint-dir", str(root),
+                "--checkpoint-every", "5", "--keep-last", "1", cwd=tmp_path)
+    wait_for_checkpoint(job, root, 5)
     stopped = rank_pid(job.pid, 1)
     os.kill(stopped, signal.SIGSTOP)
     try:

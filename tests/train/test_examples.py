@@ -1,8 +1,14 @@
-"""The examples run as documented and print what they promise (subprocess smoke tests)."""
+"""The examples run as documented and print what they promise.
+
+Each example's `main(argv)` runs in this process on simulated ranks (`--simulate N`),
+or on this process's one-rank MPI world; one real `mpiexec` job per distinct launch
+path: a script on MPI ranks (train_mlp.py) and torch.distributed set up beside MPI
+(compare_strategies.py --torch).
+"""
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,107 +20,17 @@ ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"strategy", "ranks", "final_loss", "test_accuracy", "step_time_ms",
         "peak_bytes_per_rank", "bytes_sent_per_step"}
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
+needs_mpiexec = pytest.mark.skipif(not MPIEXEC.exists(), reason="needs the venv's mpiexec "
+                                   "(the mpich wheel of the test extra)")
 
 
 def run(command, timeout=300):
+    """stdout of a job started from the repository root; fails on a non-zero exit."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=timeout)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return result.stdout
-
-
-def last_json(stdout):
-    summary = json.loads(stdout.strip().splitlines()[-1])
-    assert KEYS <= set(summary), summary
-    return summary
-
-
-@pytest.mark.parametrize("strategy", ["single", "ddp", "fsdp", "tp"])
-def test_train_mlp_short_run_prints_json(strategy, tmp_path):
-    log = tmp_path / "log.jsonl"
-    stdout = run([sys.executable, "examples/train_mlp.py", "--strategy", strategy,
-                  "--simulate", "3", "--steps", "20", "--target", "0", "--log", str(log),
-                  "--checkpoint", str(tmp_path / "ckpt")])
-    summary = last_json(stdout)
-    assert summary["strategy"] == strategy and summary["ranks"] == 3
-    assert len(summary["peak_bytes_per_rank"]) == 3
-    assert (summary["bytes_sent_per_step"] > 0) == (strategy != "single")
-    assert len(log.read_text().splitlines()) == 20
-    assert (tmp_path / "ckpt" / "manifest.json").exists()
-
-
-@pytest.mark.slow
-def test_train_mlp_default_run_reaches_target():
-    summary = last_json(run([sys.executable, "examples/train_mlp.py", "--strategy", "fsdp",
-                             "--simulate", "2"]))
-    assert summary["test_accuracy"] >= 0.95
-
-
-def test_train_mlp_fails_loudly_below_target():
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    result = subprocess.run([sys.executable, "examples/train_mlp.py", "--steps", "2"], cwd=ROOT,
-                            env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 1 and "FAILED: test accuracy" in result.stderr
-
-
-@pytest.mark.skipif(not MPIEXEC.exists(),
-                    reason="needs the venv's mpiexec")
-def test_train_mlp_under_mpiexec():
-    stdout = run([str(MPIEXEC), "-n", "2", sys.executable, "examples/train_mlp.py",
-                  "--strategy", "ddp", "--steps", "30", "--target", "0",
-                  "--accumulation", "2"])
-    summary = last_json(stdout)
-    assert summary["ranks"] == 2 and stdout.count('"strategy"') == 1   # rank 0 prints
-
-
-@pytest.mark.slow
-def test_compare_strategies_adds_meshes_on_four_ranks(tmp_path):
-    plot = tmp_path / "compare.png"
-    stdout = run([sys.executable, "examples/compare_strategies.py", "--simulate", "4",
-                  "--steps", "3", "--plot", str(plot)])
-    assert "loss curves of all presets agree" in stdout and "ZeRO" in stdout
-    assert "dp2xtp2    dp ours" in stdout and "fsdp2xtp2  fsdp ours" in stdout
-    assert "yes, for every preset" in stdout
-    assert plot.stat().st_size > 1000
-
-
-@pytest.mark.slow
-def test_compare_strategies_auto_prints_the_ranked_candidates(tmp_path):
-    from nntile_spmd.simulate import MachineModel
-    MachineModel().save(tmp_path / "machine.json")     # no calibration in the test
-    stdout = run([sys.executable, "examples/compare_strategies.py", "--simulate", "2",
-                  "--auto", "--memory-budget", "400000", "--machine",
-                  str(tmp_path / "machine.json")])
-    assert "nt.autoplan on 2 rank(s), memory budget 400000" in stdout
-    assert "predicted ms/step" in stdout and "\n1 " in stdout
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not MPIEXEC.exists(), reason="needs the venv's mpiexec (the mpich wheel of the "
-                    "test extra)")
-def test_compare_strategies_torch_side_by_side(tmp_path):
-    stdout = run([str(MPIEXEC), "-n", "2", sys.executable, "examples/compare_strategies.py",
-                  "--model", "gpt2", "--torch", "--steps", "2"])
-    rows = {line.split()[0] + " " + line.split()[1]: line.split() for line in
-            stdout.splitlines() if line.startswith(("ours ", "torch "))}
-    assert set(rows) == {"ours ddp", "ours fsdp", "torch ddp", "torch fsdp2"}
-    assert len({row[-1] for row in rows.values()}) == 1      # the same final loss
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not MPIEXEC.exists(), reason="needs the venv's mpiexec (the mpich wheel of the "
-                    "test extra)")
-def test_finetune_on_two_ranks_saves_a_folder_transformers_loads(tmp_path):
-    from tests.models.test_pretrained import hf_folder, hf_logits
-    hf_folder("gpt2", tmp_path / "tiny", vocab_size=256, n_positions=32)
-    (tmp_path / "text.txt").write_text((ROOT / "docs" / "pretrained.md").read_text())
-    stdout = run([str(MPIEXEC), "-n", "2", sys.executable, "examples/finetune.py",
-                  str(tmp_path / "tiny"), str(tmp_path / "text.txt"), "--out",
-                  str(tmp_path / "out"), "--steps", "3", "--seq", "16", "--sample", "4"])
-    assert stdout.count("gpt2 fsdp on 2 rank(s)") == 1 and "--- sample ---" in stdout
-    ids = np.arange(12).reshape(6, 2) % 256
-    assert np.isfinite(hf_logits(tmp_path / "out", "gpt2", ids)).all()
 
 
 def load_example(name):
@@ -124,6 +40,101 @@ def load_example(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def run_main(name, argv, capsys):
+    """What example `name`'s main(argv) prints, run in this process."""
+    load_example(name).main([str(arg) for arg in argv])
+    return capsys.readouterr().out
+
+
+def last_json(stdout):
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert KEYS <= set(summary), summary
+    return summary
+
+
+@pytest.mark.parametrize("strategy", ["single", "ddp", "fsdp", "tp"])
+def test_train_mlp_short_run_prints_json(strategy, tmp_path, capsys):
+    log = tmp_path / "log.jsonl"
+    summary = last_json(run_main("train_mlp", [
+        "--strategy", strategy, "--simulate", 3, "--steps", 3, "--hidden", 32, "--target", 0,
+        "--log", log, "--checkpoint", tmp_path / "ckpt"], capsys))
+    assert summary["strategy"] == strategy and summary["ranks"] == 3
+    assert len(summary["peak_bytes_per_rank"]) == 3
+    assert (summary["bytes_sent_per_step"] > 0) == (strategy != "single")
+    assert len(log.read_text().splitlines()) == 3
+    assert (tmp_path / "ckpt" / "manifest.json").exists()
+
+
+@pytest.mark.slow
+def test_train_mlp_default_run_reaches_target(capsys):
+    summary = last_json(run_main("train_mlp", ["--strategy", "fsdp", "--simulate", 2], capsys))
+    assert summary["test_accuracy"] >= 0.95
+
+
+def test_train_mlp_fails_loudly_below_target(capsys):
+    """Without --simulate the script runs on this process's MPI world (one rank)."""
+    with pytest.raises(SystemExit) as failed:
+        run_main("train_mlp", ["--steps", 2, "--hidden", 16], capsys)
+    assert str(failed.value.code).startswith("FAILED: test accuracy"), failed.value.code
+    assert '"ranks": 1' in capsys.readouterr().out
+
+
+@needs_mpiexec
+def test_train_mlp_under_mpiexec():
+    stdout = run([str(MPIEXEC), "-n", "2", sys.executable, "examples/train_mlp.py",
+                  "--strategy", "ddp", "--steps", "3", "--hidden", "32", "--target", "0",
+                  "--accumulation", "2"])
+    summary = last_json(stdout)
+    assert summary["ranks"] == 2 and stdout.count('"strategy"') == 1   # rank 0 prints
+
+
+@pytest.mark.slow
+def test_compare_strategies_adds_meshes_on_four_ranks(tmp_path, capsys):
+    plot = tmp_path / "compare.png"
+    stdout = run_main("compare_strategies", ["--simulate", 4, "--steps", 2, "--hidden", 32,
+                                             "--plot", plot], capsys)
+    assert "loss curves of all presets agree" in stdout and "ZeRO" in stdout
+    assert "dp2xtp2    dp ours" in stdout and "fsdp2xtp2  fsdp ours" in stdout
+    assert "yes, for every preset" in stdout
+    assert plot.stat().st_size > 1000
+
+
+def test_compare_strategies_auto_prints_the_ranked_candidates(tmp_path, capsys):
+    from nntile_spmd.simulate import MachineModel
+    MachineModel().save(tmp_path / "machine.json")     # no calibration in the test
+    stdout = run_main("compare_strategies", [
+        "--simulate", 2, "--auto", "--hidden", 32, "--memory-budget", 400000, "--machine",
+        tmp_path / "machine.json"], capsys)
+    assert "nt.autoplan on 2 rank(s), memory budget 400000" in stdout
+    assert "predicted ms/step" in stdout and "\n1 " in stdout
+
+
+@pytest.mark.slow
+@needs_mpiexec
+def test_compare_strategies_torch_side_by_side():
+    """Its cost is importing torch and transformers on both ranks: the model is tiny."""
+    stdout = run([str(MPIEXEC), "-n", "2", sys.executable, "examples/compare_strategies.py",
+                  "--model", "gpt2", "--torch", "--steps", "2", "--gpt2", "1,32,2,16",
+                  "--batch", "4"])
+    rows = {line.split()[0] + " " + line.split()[1]: line.split() for line in
+            stdout.splitlines() if line.startswith(("ours ", "torch "))}
+    assert set(rows) == {"ours ddp", "ours fsdp", "torch ddp", "torch fsdp2"}
+    assert len({row[-1] for row in rows.values()}) == 1      # the same final loss
+
+
+@pytest.mark.slow
+def test_finetune_saves_a_folder_transformers_loads(tmp_path, capsys):
+    from tests.models.test_pretrained import hf_folder, hf_logits
+    hf_folder("gpt2", tmp_path / "tiny", vocab_size=256, n_positions=32)
+    (tmp_path / "text.txt").write_text((ROOT / "docs" / "pretrained.md").read_text())
+    stdout = run_main("finetune", [tmp_path / "tiny", tmp_path / "text.txt", "--out",
+                                   tmp_path / "out", "--steps", 3, "--seq", 16, "--sample", 4,
+                                   "--simulate", 2], capsys)
+    assert stdout.count("gpt2 fsdp on 2 rank(s)") == 1 and "--- sample ---" in stdout
+    ids = np.arange(12).reshape(6, 2) % 256
+    assert np.isfinite(hf_logits(tmp_path / "out", "gpt2", ids)).all()
 
 
 # every script of examples/ (a module the scripts import, such as torch_side, has no main)

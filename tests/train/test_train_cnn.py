@@ -1,9 +1,9 @@
 """examples/train_cnn.py reaches 95 % held-out accuracy on the digits (80 steps, 8 and
 16 channels, 2 simulated ranks), and under every preset it trains as one rank does:
-the same losses and test accuracy (fp64, 8 steps). Under tp the images and feature
-maps are also cut into 4x4 spatial tiles (windowed lowering of every conv op in
-training; the presets split no spatial axis over ranks, so halo tiles stay on their
-rank here: tests/runtime/test_runtime_conv.py moves them between ranks)."""
+the same losses and test accuracy (fp64, 3 steps of 20 samples). Under tp the images
+and feature maps are also cut into 4x4 spatial tiles (windowed lowering of every conv
+op in training; the presets split no spatial axis over ranks, so halo tiles stay on
+their rank here: tests/runtime/test_runtime_conv.py moves them between ranks)."""
 
 import sys
 from pathlib import Path
@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 import train_cnn  # noqa: E402
 
 SMALL = ["--channels", "8", "16"]
+SHORT = ["--steps", "3", "--batch", "20", "--dtype", "fp64"]   # enough to compare presets
 
 
 def summary(strategy, *options, ranks=2):
@@ -34,12 +35,12 @@ def test_train_cnn_reaches_the_target():
 
 @pytest.fixture(scope="module")
 def one_rank():
-    return summary("single", "--steps", "8", "--dtype", "fp64", ranks=1)
+    return summary("single", *SHORT, ranks=1)
 
 
 @pytest.mark.parametrize("strategy", ["single", "ddp", "fsdp", "tp"])
 def test_every_preset_trains_as_one_rank(strategy, one_rank):
-    result = summary(strategy, "--steps", "8", "--dtype", "fp64")
+    result = summary(strategy, *SHORT)
     for key in ("first_loss", "final_loss", "test_loss", "test_accuracy"):
         np.testing.assert_allclose(result[key], one_rank[key], rtol=1e-9, err_msg=key)
     assert (result["bytes_sent_per_step"] > 0) == (strategy != "single")
