@@ -28,7 +28,6 @@ from collections import defaultdict
 
 import numpy as np
 import threadpoolctl
-from scipy.optimize import nnls
 
 from ..plan.instructions import Exec
 from ..plan.tiling import TilingStrategy
@@ -105,6 +104,9 @@ def fit_rates(rows) -> dict:
             rates[op_type] = [0.0, total_s / total_work] if total_work else \
                 [total_s / sum(t for t, _, _ in points), 0.0]
             continue
+        # imported here: scipy.optimize is the heaviest import of `import nntile_spmd`,
+        # which every rank of every job pays, and only a calibration fits rates
+        from scipy.optimize import nnls
         (a, b), _ = nnls(matrix, rhs)
         rates[op_type] = [float(a), float(b)]
     return rates
