@@ -1,6 +1,6 @@
 """Simulator: what a core switch costs a rank, measured on two ranks of GPT-2.
 
-    mpiexec -bind-to core -n 2 python -m nntile_spmd.simulate.shared_core OUT
+    mpiexec -bind-to core -n 2 python -m nntile_spmd.simulate.shared_core OUT [PAIRS]
 
 Both ranks run the calibration's GPT-2 step under DDP with profiling on, every
 other execute with both bound to rank 0's core (pingpong.on_one_core), and OUT gets
@@ -77,29 +77,29 @@ def replayed_switches(machine) -> float:
     return sum(replay.turns.switches.values()) / plan.nranks
 
 
-def extra_cpu_seconds() -> float:
-    """One launch: rank 0's tasks' CPU time per execute on a shared core less on its
-    own."""
+def extra_cpu_seconds(pairs=PAIRS) -> float:
+    """One launch of `pairs` alternate executes: rank 0's tasks' CPU time per execute
+    on a shared core less on its own."""
     from .calibrate import run_on_two_ranks
-    own, shared = run_on_two_ranks("nntile_spmd.simulate.shared_core",
+    own, shared = run_on_two_ranks("nntile_spmd.simulate.shared_core", pairs,
                                    binding=("-bind-to", "core"))
     return shared - own
 
 
-def switch_penalty(machine, launches=LAUNCHES) -> float:
+def switch_penalty(machine, launches=LAUNCHES, pairs=PAIRS) -> float:
     """CPU seconds a rank loses when it gets a shared core back after the other
-    rank's work, the median of `launches` (0.0 where two ranks cannot have a core
-    each, or be bound to one)."""
+    rank's work, the median of `launches` of `pairs` alternate executes each (0.0
+    where two ranks cannot have a core each, or be bound to one)."""
     if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
         return 0.0
-    extra = statistics.median(extra_cpu_seconds() for _ in range(launches))
+    extra = statistics.median(extra_cpu_seconds(pairs) for _ in range(launches))
     switches = replayed_switches(machine)
     return max(0.0, extra / switches) if switches else 0.0
 
 
 def main():
     from mpi4py import MPI
-    own, shared = kernel_cpu_seconds()
+    own, shared = kernel_cpu_seconds(int(sys.argv[2]) if len(sys.argv) > 2 else PAIRS)
     if MPI.COMM_WORLD.rank == 0:
         with open(sys.argv[1], "w") as out:
             out.write(f"{own} {shared}\n")

@@ -321,7 +321,8 @@ def test_the_switch_penalty_is_measured_on_two_ranks_of_this_machine():
     if not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2:
         assert switch_penalty(machine) == 0.0      # one core: nothing to compare
         return
-    assert 0.0 <= switch_penalty(machine, launches=1) < 1e-3    # here: 20-40 us
+    # a few pairs of executes: the bound holds for any median; calibrate takes 30
+    assert 0.0 <= switch_penalty(machine, launches=1, pairs=4) < 1e-3
 
 
 def test_the_mpi_calibration_measures_messages_and_the_shared_core():
