@@ -42,6 +42,7 @@ shard, two more keep the rows' share flat at a fixed tp width:
 
 from __future__ import annotations
 
+import itertools
 import zlib
 
 import numpy as np
@@ -49,6 +50,7 @@ import numpy as np
 from .axes import op_axes
 from .distribution import REPLICATED
 from .instructions import key_str
+from .lowering import ViewReadingOp
 
 FAN_LIMIT = 8   # most ranks one rank exchanges a group's tiles with before a tree takes over
 
@@ -91,14 +93,20 @@ class PartialSums:
         out_key = group.outputs[0]
         owner = owner_of[out_key]
         n_inputs = len(op.inputs)
-        input_positions = range(n_inputs)
-        positions = {}
-        for step in group.steps:
-            for key, position in zip(step.keys, input_positions):
-                if key not in positions:
-                    positions[key] = position
+        names = {tensor.name: position for position, tensor in enumerate(op.inputs)}
+        if len(names) == n_inputs and not isinstance(op, ViewReadingOp):
+            # PERF: a key's position is its tensor's (a view's keys name other tensors)
+            first_met = dict.fromkeys(itertools.chain.from_iterable(
+                [step.keys[:n_inputs] for step in group.steps]))
+            positions = [(key, names[key[0]]) for key in first_met]
+        else:
+            positions = {}
+            for step in group.steps:
+                for position, key in enumerate(step.keys[:n_inputs]):
+                    positions.setdefault(key, position)
+            positions = positions.items()
         owner_cost, sources, shares = 0.0, set(), {}
-        for key, position in positions.items():
+        for key, position in positions:
             code = owner_of[key]
             missing = outside(owner, code)
             if missing:
