@@ -50,6 +50,7 @@ class ProgramBuilder(TreeGathers, PartialSums):
         self.add_params = {}
         self.rank_sets, self.sharing_memo, self.op_labels = {}, {}, {}
         self.shard_memo = {}                # (column code, output owner) -> ranks
+        self.outside_memo, self.best_memo = {}, {}   # PartialSums' memos by owner codes
         for key, holders in permanent_holders.items():
             self.version[key] = 0
             for rank in holders:

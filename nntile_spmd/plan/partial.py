@@ -42,6 +42,7 @@ shard, two more keep the rows' share flat at a fixed tp width:
 
 from __future__ import annotations
 
+import itertools
 import zlib
 
 import numpy as np
@@ -49,6 +50,7 @@ import numpy as np
 from .axes import op_axes
 from .distribution import REPLICATED
 from .instructions import key_str
+from .lowering import ViewReadingOp
 
 FAN_LIMIT = 8   # most ranks one rank exchanges a group's tiles with before a tree takes over
 
@@ -69,39 +71,58 @@ class PartialSums:
         """How many ranks of `exec_owner` are not ranks of `key_owner` (must fetch)."""
         if key_owner == REPLICATED or exec_owner == key_owner:
             return 0
-        holders = self.rank_set(key_owner)
-        if exec_owner >= 0:
-            return int(exec_owner not in holders)
-        runners = self.rank_set(exec_owner)
-        return len(runners) - len(runners & holders)
+        if exec_owner >= 0 and key_owner >= 0:
+            return 1
+        found = self.outside_memo.get((exec_owner, key_owner))
+        if found is None:   # PERF: a mesh group's set operations, once per pair of codes
+            holders = self.rank_set(key_owner)
+            if exec_owner >= 0:
+                found = int(exec_owner not in holders)
+            else:
+                runners = self.rank_set(exec_owner)
+                found = len(runners) - len(runners & holders)
+            self.outside_memo[(exec_owner, key_owner)] = found
+        return found
 
     def partial_choice(self, group):
         """(step ranks, tree order) when partial sums cost fewer bytes, else None."""
         op = group.op
         if self.deterministic or len(group.steps) < 2 or op.spec.combine is None:
             return None   # owner sums in tile order / nothing to choose / steps overwrite
-        owner_of, meta = self.owner, self.meta
+        owner_of, meta, outside = self.owner, self.meta, self.outside
         out_key = group.outputs[0]
         owner = owner_of[out_key]
         n_inputs = len(op.inputs)
-        positions = {}
-        for step in group.steps:
-            for position, key in enumerate(step.keys[:n_inputs]):
-                positions.setdefault(key, position)
-        owner_cost, sources = 0.0, set()
-        for key, position in positions.items():
-            missing = self.outside(owner, owner_of[key])
+        names = {tensor.name: position for position, tensor in enumerate(op.inputs)}
+        if len(names) == n_inputs and not isinstance(op, ViewReadingOp):
+            # PERF: a key's position is its tensor's (a view's keys name other tensors)
+            first_met = dict.fromkeys(itertools.chain.from_iterable(
+                [step.keys[:n_inputs] for step in group.steps]))
+            positions = [(key, names[key[0]]) for key in first_met]
+        else:
+            positions = {}
+            for step in group.steps:
+                for position, key in enumerate(step.keys[:n_inputs]):
+                    positions.setdefault(key, position)
+            positions = positions.items()
+        owner_cost, sources, shares = 0.0, set(), {}
+        for key, position in positions:
+            code = owner_of[key]
+            missing = outside(owner, code)
             if missing:
-                owner_cost += missing * meta[key].nbytes / self.sharing(
-                    op, position, group.coord, owner)
-                sources.add(self.ranks_of(key)[0])
+                sharing = shares.get(position)   # the same for every key of a position
+                if sharing is None:
+                    sharing = shares[position] = self.sharing(op, position, group.coord,
+                                                              owner)
+                owner_cost += missing * meta[key].nbytes / sharing
+                sources.add(self.ranks_of_owner(code)[0])
         if owner_cost == 0:
             return None
         step_ranks, order, messages = self.partial_plan(group, owner)
         if len(sources) > FAN_LIMIT:
             return step_ranks, order
         fetched = {(rank, key) for step, rank in zip(group.steps, step_ranks)
-                   for key in step.keys[:n_inputs] if self.outside(rank, owner_of[key])}
+                   for key in step.keys[:n_inputs] if outside(rank, owner_of[key])}
         partial_cost = sum(meta[key].nbytes for _, key in fetched) + \
             messages * meta[out_key].nbytes
         return (step_ranks, order) if partial_cost < owner_cost else None
@@ -211,6 +232,25 @@ class PartialSums:
             self.broadcast(key, root, op_name, members)
 
     def best_rank(self, keys, preferred, wide, out_key=None):
+        """scored_rank of `keys`, memoized by what it reads of them: each key's owner
+        code, bytes, wideness and column (PERF: a key owned by a mesh group scores on
+        every rank of it, and a long group's steps repeat a few such signatures)."""
+        if len(set(keys)) < len(keys):   # a key read twice counts once: not by signature
+            return self.scored_rank(keys, preferred, wide, out_key)
+        owner_of, meta, columns = self.owner, self.meta, self.columns
+        signature = (preferred, wide,
+                     self.column_of(out_key) if out_key is not None and out_key[0] in columns
+                     else None,
+                     tuple([(owner_of[key], meta[key].nbytes,
+                             self.column_of(key) if key[0] in columns else None)
+                            for key in keys]))
+        found = self.best_memo.get(signature)
+        if found is None:
+            found = self.best_memo[signature] = self.scored_rank(keys, preferred, wide,
+                                                                 out_key)
+        return found
+
+    def scored_rank(self, keys, preferred, wide, out_key=None):
         """The rank owning most bytes of `keys` (a replicated tile counts alike on every
         rank, so it decides nothing, and so does a widely read one unless all are);
         a mesh's fsdp shard counts on its shard_ranks, where it is gathered to, if

@@ -53,6 +53,10 @@ class RankProgramBuilder(TableSteps, ProgramBuilder):
         self.ready = self.ready_at[rank]          # key -> position of its current version
         self.written = set()                      # tensors some op of the walk wrote
         self.size_arrays = {}                     # tensor name -> tile sizes per dim
+        self.id_memo = {}                         # (op, input position) -> summed_part
+        # the owner codes naming this rank (PERF: one set lookup for rank_set(code))
+        self.my_codes = frozenset([rank, REPLICATED] + [-2 - index for index, members
+                                                        in enumerate(groups) if rank in members])
 
     def add_op(self, groups):
         for group in groups:
@@ -68,8 +72,8 @@ class RankProgramBuilder(TableSteps, ProgramBuilder):
 
     def takes_part(self, group) -> bool:
         """Does this rank run, send, reduce or hold a copy of anything in `group`?"""
-        rank, owner = self.rank, self.owner
-        if rank in self.rank_set(owner[group.outputs[0]]):
+        owner, codes = self.owner, self.my_codes
+        if owner[group.outputs[0]] in codes:
             return True
         mine = self.mine
         if any(key in mine for key in group.outputs):
@@ -78,7 +82,7 @@ class RankProgramBuilder(TableSteps, ProgramBuilder):
         for step in group.steps:
             for key in step.keys[:n_inputs]:
                 code = owner[key]
-                if code == rank or (code < REPLICATED and rank in self.rank_set(code)):
+                if code in codes and code != REPLICATED:
                     return True
         return False
 
@@ -105,8 +109,13 @@ class RankProgramBuilder(TableSteps, ProgramBuilder):
     def follows_step(self, rank, keys) -> bool:
         """A partial step concerns this rank if it runs it or may send one of its keys:
         an input, or the output that a tree's root outside the output's owners reads."""
-        me, owner, rank_set = self.rank, self.owner, self.rank_set
-        return rank == me or any(me in rank_set(owner[key]) for key in keys)
+        if rank == self.rank:
+            return True
+        owner, mine = self.owner, self.my_codes
+        for key in keys:
+            if owner[key] in mine:
+                return True
+        return False
 
     def follows_pair(self, source, target) -> bool:
         return self.rank in (source, target)

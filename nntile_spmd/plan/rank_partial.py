@@ -32,6 +32,7 @@ class StepArrays(NamedTuple):
     tiles: tuple         # tiles in each input tensor's grid
     scored: np.ndarray   # the rank each input counts on in best_ranks (a shard: its
     forced: np.ndarray   # shard_ranks, then forced True), else its owner code
+    firsts: tuple        # per input, the step first reading each of its tiles, by id
 
 
 class TableSteps:
@@ -43,22 +44,15 @@ class TableSteps:
         table, inputs = group.steps, group.op.inputs
         columns, shards = [], []
         for position, tensor in enumerate(inputs):
-            coords = table.coords(position)
+            ids, nbytes, firsts = self.input_ids(group.op, position, table)
             owners = self.owners[tensor.name]
-            index = tuple(coords.T)
-            codes = np.broadcast_to(owners[index], len(table))
+            codes = owners.reshape(-1)[ids]
             if codes.min() < REPLICATED:
                 return None
-            nbytes = np.full(len(table), ITEMSIZE[self.meta.dtypes[tensor.name]], np.int64)
-            for dim, sizes in enumerate(self.dim_sizes(tensor.name)):
-                nbytes *= sizes[coords[:, dim]]
-            ids = np.ravel_multi_index(index, owners.shape) if owners.ndim else \
-                np.zeros(len(table), np.int64)
-            columns.append((codes, nbytes, ids, owners.size))
+            columns.append((codes, nbytes, ids, owners.size, firsts))
             if tensor.name in self.columns:
-                shards.append((position, np.broadcast_to(self.columns[tensor.name][index],
-                                                         len(table))))
-        codes, nbytes, ids, tiles = zip(*columns)
+                shards.append((position, self.columns[tensor.name].reshape(-1)[ids]))
+        codes, nbytes, ids, tiles, firsts = zip(*columns)
         codes = np.stack(codes, 1)
         scored, forced = codes, np.zeros(codes.shape, bool)
         if shards:
@@ -73,7 +67,46 @@ class TableSteps:
                         scored[chosen, position] = ranks[0]
                         forced[chosen, position] = True
         return StepArrays(codes, np.stack(nbytes, 1), np.stack(ids, 1), tiles, scored,
-                          forced)
+                          forced, firsts)
+
+    def input_ids(self, op, position, table):
+        """(flat tile index, bytes) of input `position`'s tile at every step, and the
+        first step reading each distinct tile (in order of the index). The flat
+        index is linear and the bytes a product in the tile coordinates, so the summed
+        labels' part is computed once per op (every group shares its combos) and
+        each group adds its output coordinate's offset and factor."""
+        memo_key = (op.name, position)
+        found = self.id_memo.get(memo_key)
+        if found is None or found[0] is not table.combo_array:
+            found = self.id_memo[memo_key] = (table.combo_array,) + \
+                self.summed_part(op.inputs[position].name, table, position)
+        _, summed_ids, summed_bytes, out_dims, firsts = found
+        offset, factor = 0, 1
+        for stride, sizes, column in out_dims:
+            coord = table.out_coord[column]
+            offset += stride * coord
+            factor *= int(sizes[coord])
+        return summed_ids + offset, summed_bytes * factor, firsts
+
+    def summed_part(self, name, table, position):
+        """(ids, bytes) of the summed labels' coordinates of every step, (stride,
+        sizes, vector position) of the dims given by the output coordinate, and the
+        first step of each distinct id (an offset added to all keeps them)."""
+        combos, n_out = table.combo_array, len(table.out_coord)
+        grid = self.owners[name].shape
+        strides = np.cumprod((1,) + grid[:0:-1])[::-1] if grid else ()
+        ids = np.zeros(len(combos), np.int64)
+        nbytes = np.full(len(combos), ITEMSIZE[self.meta.dtypes[name]], np.int64)
+        out_dims = []
+        for dim, (column, sizes) in enumerate(zip(table.columns[position],
+                                                  self.dim_sizes(name))):
+            if column < n_out:
+                out_dims.append((int(strides[dim]), sizes, column))
+                continue
+            coords = combos[:, column - n_out]
+            ids += int(strides[dim]) * coords
+            nbytes *= sizes[coords]
+        return ids, nbytes, tuple(out_dims), np.unique(ids, return_index=True)[1]
 
     def dim_sizes(self, name):
         found = self.size_arrays.get(name)
@@ -112,7 +145,7 @@ class TableSteps:
             return None
         terms, firsts, positions, sources = [], [], [], []
         for position in range(arrays.codes.shape[1]):
-            _, first = np.unique(arrays.ids[:, position], return_index=True)
+            first = arrays.firsts[position]
             missing = self.missing(owner, arrays.codes[first, position])
             kept = missing != 0
             if kept.any():
