@@ -9,12 +9,11 @@ shared one: rank 0 stays on its core, so the difference is not one core running
 faster than the other. On the shared core the same tasks take more CPU time: after
 the other rank computed there, a rank's tiles are no longer in the core's caches.
 Executes alternate, because the machine's own speed drifts by more than the effect
-between launches. Here: 0.2-1.5 ms more of 16 ms per execute, with about 40
-switches per rank (the MLP, whose 1 MiB tiles stream from memory anyway, lost
-0.0-0.5 of 32 ms with 20, measured in separate launches). `switch_penalty` divides
-the median difference of a few launches by the turns the replay of the same step
-on one core begins after the other rank's work (turns.CoreScheduler.switches):
-MachineModel.switch_penalty_s, 26.7-28.1 us in three calibrations here.
+between launches (docs/benchmarks.md, "Measurements behind code constants"). The
+GPT-2, not the MLP: its small tiles stay in a core's caches, the MLP's stream from
+memory anyway. `switch_penalty` divides the median difference of a few launches by the
+turns the replay of the same step on one core begins after the other rank's work
+(turns.CoreScheduler.switches): MachineModel.switch_penalty_s.
 """
 
 from __future__ import annotations
