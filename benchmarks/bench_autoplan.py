@@ -73,7 +73,7 @@ def time_candidate(cg, workload, world, steps, machine) -> tuple:
         if step:
             times.append(seconds)
     CPU_SHARES.append(cpu / max(wall, 1e-9))
-    cg.profiling = True            # recording costs ~1 us a task: not in a timed step
+    cg.profiling = True            # recording events costs time per task: not in a timed step
     workload.bind_batch(cg, rng)
     cg.execute()
     cg.profiling = False

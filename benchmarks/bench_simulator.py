@@ -68,8 +68,8 @@ def worker(args):
 
     def measure_round(cg, workload, rng):
         """(median step s of the slowest rank, kernel speed): each timed execute is
-        followed by a profiled one (recording costs ~1 us a task, kept out of the
-        timed ones), whose tasks give how much slower than calibrated the kernels
+        followed by a profiled one (recording events costs time per task, kept out of
+        the timed ones), whose tasks give how much slower than calibrated the kernels
         ran meanwhile."""
         steps, ratios = [], []
         workload.bind_batch(cg, rng)
