@@ -22,9 +22,9 @@ def choose(graph, comm, tiling, memory_budget, machine, options, caller):
     if tiling is not None:
         raise ValueError(f"{caller}(distribution='auto') chooses the tiling too; pass "
                          "tiling=None or a distribution")
-    if options.get("shape_bindings"):
-        graph = graph.bind(options.pop("shape_bindings"))
-    options.pop("shape_bindings", None)
+    bindings = options.pop("shape_bindings", None)
+    if bindings:
+        graph = graph.bind(bindings)
     world = make_world(comm, options.get("recv_timeout"))
     return autoplan(graph, world, memory_budget, machine)[0], world, options
 
