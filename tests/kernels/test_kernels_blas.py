@@ -85,7 +85,7 @@ from nntile_kernels import cpu_blas
 rates = {}
 with threadpool_limits(limits=1, user_api="blas"):
     # the small ones first: one large product would bring them back to speed
-    for size, calls in ((256, 32), (256, 32), (1024, 2)):
+    for size, calls in ((256, 32), (256, 32), (256, 32), (1024, 2), (1024, 2)):
         a = np.asfortranarray(np.random.default_rng(0).standard_normal((size, size),
                                                                       dtype=np.float32))
         c = np.zeros((size, size), np.float32, order="F")
@@ -105,4 +105,6 @@ def test_small_products_run_at_speed_under_a_one_thread_limit():
     result = subprocess.run([sys.executable, "-c", SMALL_PRODUCTS_RATE], capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert float(result.stdout) > 0.5, f"256^3 at {float(result.stdout):.2f} of 1024^3's rate"
+    # the slow start runs the small products at about a quarter of the large ones' rate;
+    # 0.4 sits between that and a healthy process's rate, with room for a noisy clock
+    assert float(result.stdout) > 0.4, f"256^3 at {float(result.stdout):.2f} of 1024^3's rate"
