@@ -8,10 +8,12 @@ into the verdict of all ranks, so a failing rank never leaves the others waiting
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 from scipy.special import erf
 
 import nntile_spmd as nt
@@ -178,9 +180,19 @@ def stat_problems(cg, phases=None):
     return problems
 
 
+def arrive_asleep(comm):
+    """Return once every rank of `comm` is here, sleeping between checks: MPICH's
+    blocking collectives spin on a core, which a rank still at work needs where ranks
+    outnumber cores (the 3- and 4-rank tiers on 2 cores)."""
+    arrived = comm.Ibarrier()
+    while not arrived.Test():
+        time.sleep(0.001)
+
+
 def collective_ok(comm, ok) -> bool:
     """True on every rank iff `ok` is true on every rank of `comm` (MPI.MIN)."""
     from mpi4py import MPI
+    arrive_asleep(comm)
     return comm.allreduce(int(bool(ok)), op=MPI.MIN) == 1
 
 
@@ -192,8 +204,33 @@ def guarded(run, *args, **kwargs):
         return [f"{type(error).__name__}: {error}"]
 
 
+def on_rank_zero(comm, compute):
+    """compute() on rank 0 only, its result sent to every rank of `comm`.
+
+    For a one-process reference such as transformers in fp64: the other ranks neither
+    import torch nor repeat the reference, and they wait asleep (`arrive_asleep`). A
+    skip or failure on rank 0 skips or fails every rank alike, so none waits for a
+    result that never comes."""
+    outcome = None
+    if comm.rank == 0:
+        try:
+            outcome = ("value", compute())
+        except pytest.skip.Exception as error:
+            outcome = ("skip", str(error))
+        except BaseException as error:   # noqa: BLE001 - re-raised on every rank below
+            outcome = ("fail", f"on rank 0: {type(error).__name__}: {error}")
+    arrive_asleep(comm)
+    kind, payload = comm.bcast(outcome, root=0)
+    if kind == "skip":
+        pytest.skip(payload)
+    if kind == "fail":
+        pytest.fail(payload)
+    return payload
+
+
 def assert_no_rank_has_problems(comm, problems):
     """The collective verdict: every rank gets every rank's problems and fails alike."""
+    arrive_asleep(comm)
     failures = [f"rank {rank}: {p}" for rank, ps in enumerate(comm.allgather(problems))
                 for p in ps]
     assert not failures, "; ".join(failures[:10])

@@ -14,7 +14,7 @@ import gpt2_helpers
 import llama_helpers
 import numpy as np
 import pytest
-from helpers import assert_no_rank_has_problems, guarded
+from helpers import assert_no_rank_has_problems, guarded, on_rank_zero
 
 import nntile_spmd as nt
 
@@ -27,7 +27,7 @@ FAMILIES = {"gpt2": gpt2_helpers, "llama": llama_helpers}
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def family(request):
     helpers = FAMILIES[request.param]
-    return helpers, helpers.hf_reference()
+    return helpers, on_rank_zero(MPI.COMM_WORLD, helpers.hf_reference)
 
 
 def results(model, cg) -> dict:

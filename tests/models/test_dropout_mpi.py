@@ -9,7 +9,7 @@ import pytest
 from dropout_helpers import train
 
 import nntile_spmd as nt
-from tests.helpers import guarded
+from tests.helpers import assert_no_rank_has_problems, guarded
 
 mpi4py = pytest.importorskip("mpi4py")
 from mpi4py import MPI  # noqa: E402
@@ -32,6 +32,4 @@ def problems(reference, distribution):
 def test_dropout_on_ranks_equals_one_process(reference, distribution):
     comm = MPI.COMM_WORLD
     found = guarded(problems, reference, distribution)
-    failures = [f"rank {rank}: {p}" for rank, ps in enumerate(comm.allgather(found))
-                for p in ps]
-    assert not failures, "; ".join(failures[:10])
+    assert_no_rank_has_problems(comm, found)

@@ -1,10 +1,12 @@
 """GPT-2 parity with transformers on real MPI ranks (every preset, both tilings):
     mpiexec -n 3 python -m pytest --with-mpi -m mpi -p no:cacheprovider tests/models
-Every rank computes the HF reference itself (same seed) and checks its own view;
-the ranks then agree on one verdict, so a failing rank never leaves others waiting."""
+Rank 0 computes the HF reference and sends it to every rank (the others never
+import torch); each rank checks its own view, and the ranks then agree on one
+verdict, so a failing rank never leaves others waiting."""
 
 import pytest
 from gpt2_helpers import SMALL_TILES, hf_reference, parity_problems, run_ours
+from helpers import assert_no_rank_has_problems, on_rank_zero
 
 pytestmark = pytest.mark.four_ranks
 
@@ -14,7 +16,7 @@ from mpi4py import MPI  # noqa: E402
 
 @pytest.fixture(scope="module")
 def reference():
-    return hf_reference()
+    return on_rank_zero(MPI.COMM_WORLD, hf_reference)
 
 
 @pytest.mark.mpi(min_size=2)
@@ -28,6 +30,4 @@ def test_mpi_parity_with_transformers(reference, distribution, tiles):
         problems = parity_problems(model, cg, results)
     except Exception as error:   # reported collectively below
         problems = [f"{type(error).__name__}: {error}"]
-    failures = [f"rank {rank}: {p}" for rank, ps in enumerate(comm.allgather(problems))
-                for p in ps]
-    assert not failures, "; ".join(failures[:10])
+    assert_no_rank_has_problems(comm, problems)

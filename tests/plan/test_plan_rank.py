@@ -92,12 +92,6 @@ def tables(monkeypatch):
     monkeypatch.setattr(lowering, "TABLE_MIN_STEPS", 2)
 
 
-@pytest.fixture
-def tuples(monkeypatch):
-    """Every group comes as a tuple of steps (the step-by-step walk)."""
-    monkeypatch.setattr(lowering, "TABLE_MIN_STEPS", 10**9)
-
-
 def messages(programs):
     """{(source, target): sorted [(tag, tile, bytes), ...]} of the SENDs and of the RECVs.
 
@@ -132,39 +126,39 @@ def rank_plans(graph, nranks, tiling, preset, ranks=None):
     return programs
 
 
+# The worlds whose ranks are derived step by step as well (every group a tuple of steps):
+# that walk is the same for any world, so even and uneven shares of the batch and
+# sequence (1-3 ranks) and, for the small graphs, 7 and 16 ranks.
+STEP_BY_STEP_WORLDS = {"gpt2": (1, 2, 3), "mlp": (1, 2, 3, 7, 16), "data_ops": (1, 2, 3, 7, 16)}
+
+
 @pytest.mark.parametrize("preset", PRESET_NAMES)
 @pytest.mark.parametrize("graph_name,nranks", graph_worlds(WORLDS, GPT2_WORLDS))
-def test_union_of_rank_programs_is_the_all_ranks_plan(graph_name, nranks, preset, tables):
-    check_union(graph_name, preset, nranks)
+def test_union_of_rank_programs_is_the_all_ranks_plan(graph_name, nranks, preset, monkeypatch):
+    """Each rank derived alone with StepTables from 2 steps (and in STEP_BY_STEP_WORLDS
+    also step by step) equals the all-ranks plan, built once for both walks."""
+    graph, tiling = GRAPHS[graph_name]()
+    ranks = sampled_ranks(nranks) if graph_name == "gpt2" else None
+    oracle = nt.build_plan(graph, nranks, tiling, preset).programs()
+    for min_steps in (2, 10**9) if nranks in STEP_BY_STEP_WORLDS[graph_name] else (2,):
+        monkeypatch.setattr(lowering, "TABLE_MIN_STEPS", min_steps)
+        sends = derived_equal_the_oracle(graph, nranks, tiling, preset, ranks, oracle)
+        if nranks > 1 and preset != "single":
+            assert sends, "no message at all: the comparison would prove little"
 
 
-@pytest.mark.parametrize("preset", PRESET_NAMES)
-# the GPT-2 on 1-3 ranks: even and uneven shares of its batch and sequence (the
-# step-by-step walk is the same for any world; its 7-rank case added 46 s of CPU)
-@pytest.mark.parametrize("graph_name,nranks", graph_worlds((1, 2, 3, 7, 16), (1, 2, 3)))
-def test_step_by_step_too(graph_name, nranks, preset, tuples):
-    check_union(graph_name, preset, nranks)
-
-
-def derived_equal_the_oracle(graph, nranks, tiling, distribution, ranks=None):
+def derived_equal_the_oracle(graph, nranks, tiling, distribution, ranks=None, oracle=None):
     """Each rank's program derived alone (every rank, or those given) equals the
-    all-ranks plan's, and every SEND meets its RECV; returns the SENDs by (source,
-    target)."""
-    oracle = nt.build_plan(graph, nranks, tiling, distribution).programs()
+    all-ranks plan's (`oracle`: its programs, built here when not given), and every
+    SEND meets its RECV; returns the SENDs by (source, target)."""
+    if oracle is None:
+        oracle = nt.build_plan(graph, nranks, tiling, distribution).programs()
     derived = rank_plans(graph, nranks, tiling, distribution, ranks)
     for rank, program in derived.items():
         assert program == oracle[rank], f"rank {rank} of {distribution} differs"
     sends, recvs = messages([oracle[rank] for rank in range(nranks)])
     assert sends == recvs
     return sends
-
-
-def check_union(graph_name, preset, nranks):
-    graph, tiling = GRAPHS[graph_name]()
-    ranks = sampled_ranks(nranks) if graph_name == "gpt2" else None
-    sends = derived_equal_the_oracle(graph, nranks, tiling, preset, ranks)
-    if nranks > 1 and preset != "single":
-        assert sends, "no message at all: the comparison would prove little"
 
 
 MESH_WORLDS = [({"dp": 2, "tp": 2}, 4), ({"fsdp": 2, "tp": 2}, 4), ({"tp": 2, "dp": 2}, 4),

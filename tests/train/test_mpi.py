@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import arrive_asleep
 from train_helpers import make_trainer
 
 mpi4py = pytest.importorskip("mpi4py")
@@ -24,6 +25,7 @@ def collective_verdict(comm, check):
         failure = None
     except Exception as exc:   # reported collectively
         failure = f"rank {comm.rank}: {exc!r}"
+    arrive_asleep(comm)
     failures = [f for f in comm.allgather(failure) if f]
     assert not failures, "; ".join(failures)
 

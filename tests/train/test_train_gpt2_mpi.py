@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import arrive_asleep
 
 mpi4py = pytest.importorskip("mpi4py")
 from mpi4py import MPI  # noqa: E402
@@ -32,6 +33,7 @@ def collective_verdict(comm, check):
         failure = None
     except Exception as exc:   # reported collectively
         failure = f"rank {comm.rank}: {exc!r}"
+    arrive_asleep(comm)
     failures = [f for f in comm.allgather(failure) if f]
     assert not failures, "; ".join(failures)
 
