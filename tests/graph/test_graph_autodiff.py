@@ -216,7 +216,7 @@ def check_against_finite_differences(case_id, case_inputs, make_output, nranks, 
             plus[index] += eps
             minus[index] -= eps
             numeric[index] = (loss_at({name: plus}) - loss_at({name: minus})) / (2 * eps)
-            loss_at({name: values[name]})
+        loss_at({name: values[name]})   # the next input is perturbed from these values
         np.testing.assert_allclose(analytic[name], numeric, rtol=1e-6, atol=1e-7,
                                    err_msg=f"{case_id}: d loss / d {name}")
 
