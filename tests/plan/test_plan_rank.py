@@ -163,6 +163,10 @@ def derived_equal_the_oracle(graph, nranks, tiling, distribution, ranks=None, or
 
 MESH_WORLDS = [({"dp": 2, "tp": 2}, 4), ({"fsdp": 2, "tp": 2}, 4), ({"tp": 2, "dp": 2}, 4),
                ({"dp": 3, "tp": 2}, 6), ({"fsdp": 2, "tp": 3}, 6), ({"fsdp": 4, "tp": 2}, 8)]
+# the axes in the other order (tp outer) change only which rank sits where, which the
+# MLP and the data ops check; the GPT-2 plans it once, in the first order
+MESH_CASES = [(name, mesh, nranks) for name in sorted(GRAPHS) for mesh, nranks in MESH_WORLDS
+              if not (name == "gpt2" and next(iter(mesh)) == "tp")]
 
 
 def test_hsdp_too(tables):
@@ -172,8 +176,7 @@ def test_hsdp_too(tables):
     assert derived_equal_the_oracle(graph, 6, tiling, {"dp": 2, "fsdp": 3})
 
 
-@pytest.mark.parametrize("mesh,nranks", MESH_WORLDS, ids=lambda v: str(v))
-@pytest.mark.parametrize("graph_name", sorted(GRAPHS))
+@pytest.mark.parametrize("graph_name,mesh,nranks", MESH_CASES, ids=str)
 def test_meshes_too(graph_name, mesh, nranks, tables):
     """Mesh group owners (a tile held by a tp column or a dp row) plan alike alone."""
     graph, tiling = GRAPHS[graph_name]()
