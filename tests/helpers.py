@@ -189,6 +189,14 @@ def arrive_asleep(comm):
         time.sleep(0.001)
 
 
+def worlds_and_presets(worlds, presets=("single", "ddp", "fsdp", "tp")) -> list:
+    """(world size, preset) pairs: every preset on each world but one rank, where every
+    preset plans the program `single` plans (tests/models/test_one_rank_presets.py
+    checks it for the graphs that use this), so a one-rank world runs `single` alone."""
+    return [(nranks, preset) for nranks in worlds for preset in presets
+            if nranks > 1 or preset == "single"]
+
+
 def collective_ok(comm, ok) -> bool:
     """True on every rank iff `ok` is true on every rank of `comm` (MPI.MIN)."""
     from mpi4py import MPI

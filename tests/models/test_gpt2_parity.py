@@ -1,5 +1,6 @@
 """GPT-2 against transformers' GPT2LMHeadModel in fp64: logits, loss and every
-parameter gradient, under every preset on 1, 2 and 3 simulated ranks, with the
+parameter gradient, under every preset on 2 and 3 simulated ranks and on one (where
+every preset plans what `single` does: test_one_rank_presets.py), with the
 planner's tiles and with tiles smaller than a head, the vocabulary and the sequence.
 The same checks run on real MPI ranks in test_gpt2_mpi.py."""
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 from gpt2_helpers import (BATCH, SEQ, SMALL_TILES, TINY, hf_reference, parity_problems,
                           require_hf, run_ours)
+from helpers import worlds_and_presets
 
 import nntile_spmd as nt
 from nntile_spmd.models import gpt2
@@ -18,8 +20,7 @@ def reference():
 
 
 @pytest.mark.parametrize("tiles", [None, SMALL_TILES], ids=["auto", "small"])
-@pytest.mark.parametrize("distribution", ["single", "ddp", "fsdp", "tp"])
-@pytest.mark.parametrize("ranks", [1, 2, 3])
+@pytest.mark.parametrize("ranks, distribution", worlds_and_presets((1, 2, 3)))
 def test_parity_with_transformers(reference, ranks, distribution, tiles):
     config, state, ids, targets, results = reference
     model, cg = run_ours(config, state, ids, targets, nt.SimulatedWorld(ranks),

@@ -8,6 +8,7 @@ run on real MPI ranks in test_llama_mpi.py."""
 import numpy as np
 import pytest
 from gpt2_helpers import parity_problems, require_hf
+from helpers import worlds_and_presets
 from llama_helpers import BATCH, SEQ, SMALL_TILES, TINY, hf_reference, run_ours
 
 import nntile_spmd as nt
@@ -20,8 +21,7 @@ def reference():
 
 
 @pytest.mark.parametrize("tiles", [None, SMALL_TILES], ids=["auto", "small"])
-@pytest.mark.parametrize("distribution", ["single", "ddp", "fsdp", "tp"])
-@pytest.mark.parametrize("ranks", [1, 2, 3])
+@pytest.mark.parametrize("ranks, distribution", worlds_and_presets((1, 2, 3)))
 def test_parity_with_transformers(reference, ranks, distribution, tiles):
     config, state, ids, targets, results = reference
     model, cg = run_ours(config, state, ids, targets, nt.SimulatedWorld(ranks),

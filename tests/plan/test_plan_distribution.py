@@ -211,3 +211,5 @@ def test_tp_splits_each_blocks_inner_axis_megatron_style():
         # the residual stream stays whole on every rank (one all-reduce per block)
         assert plan.distributions[f"x{block + 1}"] == TileDistribution.replicated()
     assert plan.tilings["h0"].grid[0] >= 2
+
+

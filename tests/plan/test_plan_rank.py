@@ -26,6 +26,7 @@ from nntile_spmd.plan import lowering, rank_partial
 from nntile_spmd.plan.instructions import Recv, Send
 from nntile_spmd.plan.presets import PRESET_NAMES
 from nntile_spmd.train.optim import add_optimizer
+from helpers import worlds_and_presets
 
 pytestmark = pytest.mark.mpi_skip   # single-process tier: nothing here runs on MPI
 WORLDS = tuple(range(1, 17))
@@ -80,10 +81,14 @@ GRAPHS = {"mlp": mlp_graph, "gpt2": gpt2_graph, "data_ops": data_ops_graph}
 
 
 def graph_worlds(worlds, gpt2_worlds):
-    """(graph name, world size) pairs: every world for the MLP and the data ops, the
-    GPT-2's own for it (slow from 7 ranks on: each costs seconds)."""
-    return [pytest.param(name, nranks, marks=[pytest.mark.slow] * (name == "gpt2" and nranks >= 7))
-            for name in sorted(GRAPHS) for nranks in (gpt2_worlds if name == "gpt2" else worlds)]
+    """(graph name, world size, preset): every world for the MLP and the data ops, the
+    GPT-2's own for it (slow from 7 ranks on: each costs seconds), under every preset
+    but on one rank, where every preset plans what `single` does (worlds_and_presets)."""
+    return [pytest.param(name, nranks, preset,
+                         marks=[pytest.mark.slow] * (name == "gpt2" and nranks >= 7))
+            for name in sorted(GRAPHS)
+            for nranks, preset in worlds_and_presets(gpt2_worlds if name == "gpt2" else worlds,
+                                                     PRESET_NAMES)]
 
 
 @pytest.fixture
@@ -132,8 +137,7 @@ def rank_plans(graph, nranks, tiling, preset, ranks=None):
 STEP_BY_STEP_WORLDS = {"gpt2": (1, 2, 3), "mlp": (1, 2, 3, 7, 16), "data_ops": (1, 2, 3, 7, 16)}
 
 
-@pytest.mark.parametrize("preset", PRESET_NAMES)
-@pytest.mark.parametrize("graph_name,nranks", graph_worlds(WORLDS, GPT2_WORLDS))
+@pytest.mark.parametrize("graph_name,nranks,preset", graph_worlds(WORLDS, GPT2_WORLDS))
 def test_union_of_rank_programs_is_the_all_ranks_plan(graph_name, nranks, preset, monkeypatch):
     """Each rank derived alone with StepTables from 2 steps (and in STEP_BY_STEP_WORLDS
     also step by step) equals the all-ranks plan, built once for both walks."""
