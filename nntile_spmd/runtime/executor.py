@@ -13,6 +13,7 @@ first_pending = RECVs done), so programs without RECVs pay nothing for the windo
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections import deque
@@ -26,6 +27,16 @@ class RecvTimeout(RuntimeError):
     """A receive waited longer than the configured limit."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ExecutorOptions:
+    """How a rank's executor runs its program, beyond the program and its tiles."""
+
+    window: int                      # RECVs posted ahead (the plan's)
+    task_threads: int = 1            # tile tasks side by side (> 1: executor_threads.py)
+    send_grace_s: float | None = None   # see retire_sends; None: SEND_GRACE_SECONDS
+    profiling: bool = False          # record an Event per task and per wait
+
+
 class RankExecutor:
     """Runs `program` on `store`; with blocking=False (simulation) it returns when a
     receive has not arrived yet and resumes from there on the next call.
@@ -33,17 +44,17 @@ class RankExecutor:
 
     uses_spares = True              # freed tiles serve later allocations (storage.py)
 
-    def __init__(self, rank, program, meta, store, transport, index, window, events=None,
-                 send_grace_s=None):
-        self.rank, self.program, self.meta, self.index = rank, program, meta, index
+    def __init__(self, rank, program, store, transport, index, options: ExecutorOptions):
+        self.rank, self.program, self.index = rank, program, index
         # how long a tile version's unfinished sends are polled before it is parked
-        self.send_grace_s = SEND_GRACE_SECONDS if send_grace_s is None else send_grace_s
-        self.events = events        # list of stats.Event, or None when not profiling
+        self.send_grace_s = SEND_GRACE_SECONDS if options.send_grace_s is None else \
+            options.send_grace_s
+        self.events = [] if options.profiling else None   # stats.Event list when profiling
         self.store, self.transport, self.kernels = store, transport, index.kernels
         # CUDA-aware transports fence device buffers by the events recorded after each
         # kernel (kernel_fences.py); None elsewhere, and the EXEC handler skips it
         self.fence = getattr(transport, "fence", None)
-        self.window = window
+        self.window = options.window
         store.use_spares = self.uses_spares
         store.begin(program)
         self.slot_spares = store.slot_spares(index)          # slot -> its spare list
@@ -221,49 +232,46 @@ class RankExecutor:
                 handles.append(handle)
         return do_send
 
-    def make_keep_for_sends(self, before_retire=None):
-        """The function called before a kernel writes `slot` while sends of the tile's
-        current version are in flight: it completes them (retire_sends), or, where a
-        receiver has not posted yet and the buffer is parked, gives the slot a copy of
-        it, since the op may accumulate into it. `before_retire(slot)` runs first where
-        other users of the slot must be done (the threaded executor's tasks)."""
+    def make_prepare_writes(self, before_retire=None):
+        """The function that readies the slots an EXEC writes: a tile whose sends are in
+        flight is kept for them (retire_sends completes them or, where a receiver has not
+        posted yet and the buffer is parked, the slot gets a copy, since the op may
+        accumulate into it), and a slot with no tile gets a buffer.
+        `before_retire(slot)` runs first where other users of the slot must be done (the
+        threaded executor's tasks)."""
         slots, take, metas, spares = (self.slots, self.store.take, self.index.metas,
                                       self.slot_spares)
-        retire = self.retire_sends
+        pending_sends, retire = self.pending_sends, self.retire_sends
 
-        def keep_for_sends(slot):
-            if before_retire is not None:
-                before_retire(slot)
-            old = slots[slot]           # an in-flight send still reads the old version
-            if not retire(slot):
-                slots[slot] = take(metas[slot], spares[slot])
-                slots[slot][...] = old   # the op may accumulate
-        return keep_for_sends
+        def prepare_writes(write_slots):
+            for slot in write_slots:
+                if pending_sends and slot in pending_sends:
+                    if before_retire is not None:
+                        before_retire(slot)
+                    old = slots[slot]           # an in-flight send reads the old version
+                    if not retire(slot):
+                        slots[slot] = take(metas[slot], spares[slot])
+                        slots[slot][...] = old   # the op may accumulate
+                if slots[slot] is None:
+                    slots[slot] = take(metas[slot], spares[slot])
+        return prepare_writes
 
     def make_exec(self):
-        slots, take, metas, spares = (self.slots, self.store.take, self.index.metas,
-                                      self.slot_spares)
-        pending_sends, keep_for_sends = self.pending_sends, self.make_keep_for_sends()
+        slots, prepare_writes = self.slots, self.make_prepare_writes()
         op_totals, clock, events, get_tile = (self.op_totals, time.perf_counter, self.events,
                                               slots.__getitem__)
         thread_clock, fence = time.thread_time, self.fence
 
         def do_exec(instruction, operands, blocking):
             kernel, tile_slots, _, write_slots, op = operands
-            for slot in write_slots:    # inline: a call per task shows in the per-task cost
-                if pending_sends and slot in pending_sends:
-                    keep_for_sends(slot)
-                if slots[slot] is None:
-                    slots[slot] = take(metas[slot], spares[slot])
+            prepare_writes(write_slots)
             if events is not None:
                 cpu = thread_clock()
             start = clock()
             try:
                 kernel(*map(get_tile, tile_slots), **instruction.params)
             except Exception as error:
-                # a note keeps the kernel's own exception type (callers catch it)
-                if hasattr(error, "add_note"):   # Python >= 3.11
-                    error.add_note(self.describe_exec(instruction))
+                self.note_failure(error, instruction)
                 raise
             end = clock()
             if fence is not None:
@@ -325,6 +333,12 @@ class RankExecutor:
             else:
                 self.store.unpark(buffer, self.slot_spares[slot])
         self.parked[:] = still
+
+    def note_failure(self, error, instruction):
+        """Name the task in a kernel's exception; a note keeps its own type (callers
+        catch it)."""
+        if hasattr(error, "add_note"):   # Python >= 3.11
+            error.add_note(self.describe_exec(instruction))
 
     def describe_exec(self, instruction) -> str:
         keys, writes = instruction.keys, instruction.writes
