@@ -232,39 +232,58 @@ class RankExecutor:
                 handles.append(handle)
         return do_send
 
-    def make_prepare_writes(self, before_retire=None):
-        """The function that readies the slots an EXEC writes: a tile whose sends are in
-        flight is kept for them (retire_sends completes them or, where a receiver has not
-        posted yet and the buffer is parked, the slot gets a copy, since the op may
-        accumulate into it), and a slot with no tile gets a buffer.
-        `before_retire(slot)` runs first where other users of the slot must be done (the
-        threaded executor's tasks)."""
+    def make_keep_for_sends(self, before_retire=None):
+        """The function called before a kernel writes `slot` while sends of the tile's
+        current version are in flight: it completes them (retire_sends), or, where a
+        receiver has not posted yet and the buffer is parked, gives the slot a copy of
+        it, since the op may accumulate into it. `before_retire(slot)` runs first where
+        other users of the slot must be done (the threaded executor's tasks)."""
         slots, take, metas, spares = (self.slots, self.store.take, self.index.metas,
                                       self.slot_spares)
-        pending_sends, retire = self.pending_sends, self.retire_sends
+        retire = self.retire_sends
+
+        def keep_for_sends(slot):
+            if before_retire is not None:
+                before_retire(slot)
+            old = slots[slot]           # an in-flight send still reads the old version
+            if not retire(slot):
+                slots[slot] = take(metas[slot], spares[slot])
+                slots[slot][...] = old   # the op may accumulate
+        return keep_for_sends
+
+    def make_prepare_writes(self, before_retire=None):
+        """The function that readies the slots an EXEC writes: a tile whose sends are in
+        flight is kept for them (make_keep_for_sends), a slot with no tile gets a buffer.
+        The serial EXEC handler runs the same loop inline: one more call per task
+        measured above noise in the per-task cost (docs/benchmarks.md)."""
+        slots, take, metas, spares = (self.slots, self.store.take, self.index.metas,
+                                      self.slot_spares)
+        pending_sends, keep_for_sends = self.pending_sends, self.make_keep_for_sends(
+            before_retire)
 
         def prepare_writes(write_slots):
             for slot in write_slots:
                 if pending_sends and slot in pending_sends:
-                    if before_retire is not None:
-                        before_retire(slot)
-                    old = slots[slot]           # an in-flight send reads the old version
-                    if not retire(slot):
-                        slots[slot] = take(metas[slot], spares[slot])
-                        slots[slot][...] = old   # the op may accumulate
+                    keep_for_sends(slot)
                 if slots[slot] is None:
                     slots[slot] = take(metas[slot], spares[slot])
         return prepare_writes
 
     def make_exec(self):
-        slots, prepare_writes = self.slots, self.make_prepare_writes()
+        slots, take, metas, spares = (self.slots, self.store.take, self.index.metas,
+                                      self.slot_spares)
+        pending_sends, keep_for_sends = self.pending_sends, self.make_keep_for_sends()
         op_totals, clock, events, get_tile = (self.op_totals, time.perf_counter, self.events,
                                               slots.__getitem__)
         thread_clock, fence = time.thread_time, self.fence
 
         def do_exec(instruction, operands, blocking):
             kernel, tile_slots, _, write_slots, op = operands
-            prepare_writes(write_slots)
+            for slot in write_slots:    # make_prepare_writes' loop, inline (see there)
+                if pending_sends and slot in pending_sends:
+                    keep_for_sends(slot)
+                if slots[slot] is None:
+                    slots[slot] = take(metas[slot], spares[slot])
             if events is not None:
                 cpu = thread_clock()
             start = clock()
