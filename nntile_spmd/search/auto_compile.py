@@ -22,9 +22,9 @@ def is_auto(distribution) -> bool:
 
 def choose(graph, comm, tiling, memory_budget, machine, arguments, caller):
     """(the first candidate, the world, the CompileOptions that compile it) for an
-    "auto" compile. The arguments are checked before the search, which is collective
-    (rank 0 calibrates, every rank takes its model), so it runs on the caller's thread,
-    even for compile_async."""
+    "auto" compile. `arguments`, compile's other keywords, are checked before the
+    search, which is collective (rank 0 calibrates, every rank takes its model), so it
+    runs on the caller's thread, even for compile_async."""
     if tiling is not None:
         raise ValueError(f"{caller}(distribution='auto') chooses the tiling too; pass "
                          "tiling=None or a distribution")
@@ -53,21 +53,21 @@ def compile(graph, comm=None, tiling=None, distribution="single", *,  # noqa: A0
 
 
 def compile_chosen(graph, comm=None, *, memory_budget=None, machine=None, tiling=None,
-                   **arguments) -> tuple:
+                   **options) -> tuple:
     """(CompiledGraph, Candidate): autoplan's first candidate compiled, and what it is
     (a Trainer compiles its evaluation graphs with the same choice)."""
-    best, world, options = choose(graph, comm, tiling, memory_budget, machine, arguments,
-                                  "compile")
-    return compile_with(best.graph, world, options), best
+    best, world, chosen = choose(graph, comm, tiling, memory_budget, machine, options,
+                                 "compile")
+    return compile_with(best.graph, world, chosen), best
 
 
 def compile_async(graph, comm=None, tiling=None, distribution="single", *,
-                  memory_budget=None, machine=None, **arguments):
+                  memory_budget=None, machine=None, **options):
     """nt.compile_async: with distribution="auto" the search runs now (collective),
     the chosen candidate's planning in the background; else as the runtime's."""
     if not is_auto(distribution):
         return compile_plan_async(graph, comm, tiling, distribution,
-                                  memory_budget=memory_budget, **arguments)
-    best, world, options = choose(graph, comm, tiling, memory_budget, machine, arguments,
-                                  "compile_async")
-    return compile_async_with(best.graph, world, options)
+                                  memory_budget=memory_budget, **options)
+    best, world, chosen = choose(graph, comm, tiling, memory_budget, machine, options,
+                                 "compile_async")
+    return compile_async_with(best.graph, world, chosen)
