@@ -36,7 +36,7 @@ class PlanOptions:
 @dataclasses.dataclass(frozen=True)
 class PlanRequest:
     """Everything a plan is a pure function of beyond the graph: what the plan cache
-    keys on (plan/cache.py) and what plan_graph plans."""
+    keys on (plan/cache.py) and what plan.plan_for plans."""
 
     nranks: int
     tiling: object = None            # a TilingStrategy; None: TilingStrategy.auto()

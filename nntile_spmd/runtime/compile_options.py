@@ -20,8 +20,8 @@ from .fused_kernels import resolve_fuse
 class CompileOptions:
     """What nt.compile / compile_async were asked (their docstring says what each means),
     with `fuse` resolved ($NNTILE_SPMD_FUSE for None) and `memory_budget` folded into
-    `policy`. Planning reads the fields up to `cache` (and the device, for its tiles),
-    the world and the ranks' set-up the rest."""
+    `policy`. Planning reads the first six fields (and the device, for its tiles) and
+    looks the plan up in `cache`; the world and the ranks' set-up read the rest."""
 
     tiling: object = None
     distribution: object = "single"
@@ -37,14 +37,14 @@ class CompileOptions:
 
     @classmethod
     def checked(cls, caller, graph, *, fuse=None, policy=None, memory_budget=None,
-                deterministic=False, window=DEFAULT_WINDOW, device="auto", **running):
+                deterministic=False, window=DEFAULT_WINDOW, device="auto", **others):
         """The options of a call of `caller` ("compile", "compile_async"), or the
         TypeError/ValueError naming the first bad argument."""
         check_device_name(device)
         check_arguments(caller, graph=graph, window=window, deterministic=deterministic,
                         fuse=fuse)
         return cls(window=window, deterministic=bool(deterministic), fuse=resolve_fuse(fuse),
-                   policy=as_policy(policy, memory_budget), device=device, **running)
+                   policy=as_policy(policy, memory_budget), device=device, **others)
 
     def plan_request(self, world) -> PlanRequest:
         """What the plan of these options on `world` is a function of (the cache's key);
