@@ -23,9 +23,8 @@ def listing(plan):
     return [[str(i) for i in program] for program in plan.programs()]
 
 
-def request(nranks=2, tiling=None, distribution="fsdp", window=8, deterministic=False):
-    return PlanRequest(nranks, tiling, distribution,
-                       PlanOptions(window=window, deterministic=deterministic))
+def request(nranks=2, tiling=None, distribution="fsdp", **options):
+    return PlanRequest(nranks, tiling, distribution, PlanOptions(**options))
 
 
 def key_of(graph, **arguments):
@@ -46,7 +45,7 @@ def test_the_second_plan_of_the_same_graph_comes_from_memory():
 
 
 @pytest.mark.parametrize("change", ["nranks", "tiling", "min_tile", "distribution", "window",
-                                    "deterministic", "graph"])
+                                    "deterministic", "fuse", "own_rank", "graph"])
 def test_anything_that_changes_the_plan_changes_the_key(change):
     base = dict(nranks=2, tiling=nt.TilingStrategy.auto(1 << 10),
                 distribution="fsdp", window=8, deterministic=False)
@@ -57,6 +56,8 @@ def test_anything_that_changes_the_plan_changes_the_key(change):
                     "distribution": {"distribution": "ddp"},
                     "window": {"window": 4},
                     "deterministic": {"deterministic": True},
+                    "fuse": {"fuse": True},
+                    "own_rank": {"own_rank": 1},
                     "graph": {}}[change])
     other_graph = mlp_graph(hidden=7) if change == "graph" else mlp_graph()
     assert key_of(mlp_graph(), **base) == key_of(mlp_graph(), **base)
