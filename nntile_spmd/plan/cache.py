@@ -2,11 +2,11 @@
 same graph (or a restarted job) skips planning.
 
 The key is a hash of everything a plan is a pure function of: the graph (its JSON
-export), the tiling strategy, the distribution, the world size, the window, the
-deterministic flag, the rank whose program alone is derived (None: every rank's), the
-fusion flag, the offloading policy and the library version. Arguments without a stable description
-(an owner *function* for a custom distribution, an attribute JSON cannot hold) make a
-plan uncacheable:
+export), every field of its PlanRequest (plan/plan_options.py: the world size, the
+tiling strategy, the distribution, the window, the deterministic flag, the rank whose
+program alone is derived (None: every rank's), the fusion flag, the offloading policy)
+and the library version. Arguments without a stable description (an owner *function*
+for a custom distribution, an attribute JSON cannot hold) make a plan uncacheable:
 it is planned as usual and counted as such, never looked up under a wrong key.
 The disk files (plan/cache_file.py) carry a header with a checksum, the key and the
 library's fingerprint: a file that fails a check is refused with a warning and the
@@ -61,20 +61,24 @@ def stable_text(value) -> str:
     return f"{type(value).__qualname__}{stable_text(fields)}"
 
 
-def plan_key(graph, nranks, tiling, distribution, window, deterministic=False,
-             rank=None, fuse=False, policy=None) -> str:
-    """The cache key of a plan (raises Uncacheable)."""
+def plan_key(graph, request) -> str:
+    """The cache key of the plan of `graph` that a PlanRequest asks for (raises
+    Uncacheable). The text hashed is the one of the earlier positional arguments, field
+    by field, so a key names the same plan as before (files on disk are refused anyway
+    when the library's source changed: cache_file.py)."""
     from .. import __version__
     from ..graph.export import to_json
     try:
         graph_text = json.dumps(to_json(graph), sort_keys=True)
     except TypeError as error:
         raise Uncacheable(str(error)) from None
+    distribution, options = request.distribution, request.options
     if isinstance(distribution, dict) and any(isinstance(v, int) for v in distribution.values()):
         distribution = ("mesh", tuple(distribution.items()))   # a mesh's axis order counts
-    text = "\n".join([__version__, graph_text, stable_text(tiling), stable_text(distribution),
-                      str(nranks), str(window), str(bool(deterministic)), str(rank),
-                      str(bool(fuse)), stable_text(policy)])
+    text = "\n".join([__version__, graph_text, stable_text(request.tiling),
+                      stable_text(distribution), str(request.nranks), str(options.window),
+                      str(bool(options.deterministic)), str(options.own_rank),
+                      str(bool(options.fuse)), stable_text(options.policy)])
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -101,13 +105,11 @@ class PlanCache:
         if self.directory:
             os.makedirs(self.directory, exist_ok=True)
 
-    def plan(self, graph, nranks, tiling, distribution, window, build, deterministic=False,
-             rank=None, fuse=False, policy=None):
-        """The plan of these arguments: from memory, from disk, or `build()` (which
-        must return the plan with its programs derived)."""
+    def plan(self, graph, request, build):
+        """The plan of `graph` that a PlanRequest asks for: from memory, from disk, or
+        `build()` (which must return the plan with its programs derived)."""
         try:
-            key = plan_key(graph, nranks, tiling, distribution, window, deterministic, rank,
-                           fuse, policy)
+            key = plan_key(graph, request)
         except Uncacheable:
             with self.lock:
                 self.stats.uncacheable += 1

@@ -29,10 +29,10 @@ from .rank_builder import RankProgramBuilder, permanent_holders
 from .rank_tiles import RankTiles
 from .tile_tables import TileMetas
 from .presets import as_preset
-from .plan_options import PlanOptions, check_arguments, pipeline_order
+from .plan_options import (DEFAULT_WINDOW, PlanOptions, PlanRequest, check_arguments,
+                           pipeline_order)
 from .tiling import TilingRequest, TilingSpec, TilingStrategy
 
-DEFAULT_WINDOW = 8
 HASHED_PARTS = ("graph", "tiling", "distribution")   # fingerprint parts sent as hashes
 
 
@@ -52,35 +52,45 @@ def build_plan(graph, nranks: int, tiling=None, distribution="single",
     """
     check_arguments("build_plan", graph=graph, window=window, deterministic=deterministic,
                     fuse=fuse)
+    options = PlanOptions(window=window, deterministic=bool(deterministic), fuse=bool(fuse),
+                          own_rank=rank, policy=offload.as_policy(policy))
+    return plan_for(graph, PlanRequest(nranks, tiling, distribution, options))
+
+
+def plan_for(graph, request: PlanRequest) -> Plan:
+    """The plan that `request` asks for (its options checked already, as build_plan and
+    compile do)."""
     if graph.symbols():
         raise PlanError(f"graph {graph.name!r} has unbound symbolic dims "
                         f"{sorted(graph.symbols())}; pass shape_bindings or call g.bind()")
-    if nranks < 1 or window < 1:
-        raise ValueError(f"need nranks >= 1 and window >= 1, got {nranks} and {window}")
+    nranks, rank = request.nranks, request.options.own_rank
+    if nranks < 1 or request.options.window < 1:
+        raise ValueError(f"need nranks >= 1 and window >= 1, got {nranks} and "
+                         f"{request.options.window}")
     if rank is not None and not 0 <= rank < nranks:
         raise ValueError(f"rank {rank} is not in a world of {nranks} rank(s)")
     with gc_paused():
-        return plan_graph(graph, nranks, tiling, distribution, window,
-                          PlanOptions(bool(deterministic), bool(fuse), rank,
-                                      offload.as_policy(policy)))
+        return plan_graph(graph, request)
 
 
-def plan_graph(graph, nranks, tiling, distribution, window, options=None) -> Plan:
+def plan_graph(graph, request: PlanRequest) -> Plan:
+    nranks = request.nranks
     classes, class_of = axis_classes(graph)
-    preset = as_preset(distribution)
-    request = TilingRequest(tuple(classes), class_of, graph, nranks,
-                            preset.split_classes(graph, class_of, classes),
-                            preset.split_tiles(graph, class_of, classes),
-                            preset.split_ranks(graph, class_of, classes))
-    class_tilings, tiling_notes = (tiling or TilingStrategy.auto()).resolve_explained(request)
+    preset = as_preset(request.distribution)
+    tiling_request = TilingRequest(tuple(classes), class_of, graph, nranks,
+                                   preset.split_classes(graph, class_of, classes),
+                                   preset.split_tiles(graph, class_of, classes),
+                                   preset.split_ranks(graph, class_of, classes))
+    class_tilings, tiling_notes = (request.tiling or TilingStrategy.auto()).resolve_explained(
+        tiling_request)
     preset.check_tilings(graph, class_of, classes, class_tilings, nranks)
     tilings = {t.name: TilingSpec(tuple(class_tilings[class_of[(t.name, d)]]
                                         for d in range(t.ndim))) for t in graph.tensors()}
     distributions = preset.assign(graph, class_of, classes, nranks)
     owners = {name: tensor_owners(name, distributions[name], spec.grid, nranks)
               for name, spec in tilings.items()}
-    return Plan(graph, nranks, window, classes, class_of, tilings, distributions, owners,
-                preset.rank_groups(nranks), options,
+    return Plan(graph, nranks, classes, class_of, tilings, distributions, owners,
+                preset.rank_groups(nranks), request.options,
                 pipeline_order(graph, class_of, classes, preset), tuple(tiling_notes))
 
 
@@ -97,15 +107,16 @@ class Plan:
     complete once constructed. Later calls only fill the memo caches (`_programs`,
     `_rank_programs`, `_rest_sets` and the cached properties)."""
 
-    def __init__(self, graph, nranks, window, classes, class_of, tilings, distributions,
-                 owners, groups=(), options=None, pipeline=None, tiling_notes=()):
-        self.graph, self.nranks, self.window = graph, nranks, window
+    def __init__(self, graph, nranks, classes, class_of, tilings, distributions,
+                 owners, groups, options, pipeline=None, tiling_notes=()):
+        self.graph, self.nranks = graph, nranks
         self.groups = groups   # rank sets of a mesh; owner code -2 - g names groups[g]
         self.classes, self.class_of = classes, class_of
         self.tilings, self.distributions, self.owners = tilings, distributions, owners
         self.meta = TileMetas(tilings, {t.name: t.dtype for t in graph.tensors()})
-        self.options = options or PlanOptions()
-        self.deterministic, self.fuse, self.own_rank, self.policy = self.options
+        self.options = options
+        self.window, self.deterministic = options.window, options.deterministic
+        self.fuse, self.own_rank, self.policy = options.fuse, options.own_rank, options.policy
         self.pipeline = pipeline   # a PipelineOrder, or None: the program's op order
         self.tiling_notes = tiling_notes   # why each axis is cut so (dump_plan)
         self._programs = {}        # phases -> every rank's program

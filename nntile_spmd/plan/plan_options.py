@@ -1,10 +1,12 @@
-"""Plan layer: what a plan is a function of beyond the graph, the tiling and the
-distribution, as values given to the Plan constructor (plan/plan.py): the options
-build_plan was asked for, and the task order of a pipelined preset.
+"""Plan layer: what a plan is a function of beyond the graph, as values: the options
+build_plan was asked for (PlanOptions, given to the Plan constructor), those with the
+world size, the tiling and the distribution (PlanRequest: the whole question, which the
+plan cache keys on), and the task order of a pipelined preset.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from typing import NamedTuple
 
@@ -16,13 +18,30 @@ from .pipeline import batch_dims
 from .presets import default_batch_class
 
 
-class PlanOptions(NamedTuple):
-    """What build_plan was asked beyond the graph, the tiling and the distribution."""
+DEFAULT_WINDOW = 8     # tiles received ahead
 
-    deterministic: bool = False
-    fuse: bool = False
-    own_rank: int | None = None   # plan this rank's program only (None: every rank's)
+
+@dataclasses.dataclass(frozen=True)
+class PlanOptions:
+    """What build_plan was asked beyond the graph, the world size, the tiling and the
+    distribution (checked by build_plan or compile before one is made)."""
+
+    window: int = DEFAULT_WINDOW   # RECVs posted ahead of the first unfinished one
+    deterministic: bool = False    # sums over tiles in tile order on the output's owner
+    fuse: bool = False             # elementwise chains on one tile as one task
+    own_rank: int | None = None    # plan this rank's program only (None: every rank's)
     policy: ExecutionPolicy | None = None   # offloading; None: none
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanRequest:
+    """Everything a plan is a pure function of beyond the graph: what the plan cache
+    keys on (plan/cache.py) and what plan.plan_for plans."""
+
+    nranks: int
+    tiling: object = None            # a TilingStrategy; None: TilingStrategy.auto()
+    distribution: object = "single"  # a preset name, a mesh dict or {tensor: distribution}
+    options: PlanOptions = PlanOptions()
 
 
 def is_int(value) -> bool:

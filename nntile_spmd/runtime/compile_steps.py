@@ -9,7 +9,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from ..plan.cache import ENV_DIRECTORY, shared_cache
-from ..plan.plan import HASHED_PARTS, build_plan
+from ..plan.plan import HASHED_PARTS, plan_for
+from ..plan.plan_options import PlanRequest
 from .failure import install_abort_on_error
 from .timeouts import resolve_timeout
 from .world import World
@@ -21,15 +22,15 @@ def own_rank(world: World):
     return None if world.runs_every_rank else world.rank
 
 
-def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic, cache,
-                      rank=None, fuse=False, policy=None):
+def plan_graph_cached(graph, request: PlanRequest, cache=None):
     """The plan with its programs derived (so a graph that cannot be planned, e.g.
     a tensor read before anything writes it, raises PlanError from compile on every
     rank rather than from the first execute), through `cache` when there is one.
-    With `rank`, only that rank's program is derived."""
+    With `request.options.own_rank`, only that rank's program is derived."""
+    rank = request.options.own_rank
+
     def build():
-        plan = build_plan(graph, nranks, tiling, distribution, window, deterministic, rank,
-                          fuse, policy)
+        plan = plan_for(graph, request)
         if rank is None:
             plan.programs()
         else:
@@ -40,8 +41,7 @@ def plan_graph_cached(graph, nranks, tiling, distribution, window, deterministic
     if cache is None or cache is False:
         return build()
     cache = shared_cache() if cache is True else cache
-    return cache.plan(graph, nranks, tiling, distribution, window, build, deterministic, rank,
-                      fuse, policy)
+    return cache.plan(graph, request, build)
 
 
 class PendingCompile:
@@ -65,9 +65,9 @@ class PendingCompile:
 _PLANNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nntile-planner")
 
 
-def plan_in_background(*args):
-    """A future of plan_graph_cached(*args), planned in the one planner thread."""
-    return _PLANNER.submit(plan_graph_cached, *args)
+def plan_in_background(graph, request: PlanRequest, cache=None):
+    """A future of plan_graph_cached's plan, planned in the one planner thread."""
+    return _PLANNER.submit(plan_graph_cached, graph, request, cache)
 
 
 def make_world(comm, recv_timeout):

@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import time
 
-from ..plan.offload import as_policy, resident_at_rest
+from ..plan.offload import resident_at_rest
 from ..plan.plan import normalize_phases
-from ..plan.plan_options import check_arguments
 from .binding import BindingMixin
-from .compile_steps import (PendingCompile, check_same_plan, make_world, own_rank,
-                            plan_graph_cached, plan_in_background)
+from .compile_options import CompileOptions
+from .compile_steps import (PendingCompile, check_same_plan, make_world, plan_graph_cached,
+                            plan_in_background)
 from .consistency import RankAgreement
 from .device import for_graph
-from .device_choice import check_device_name
-from .device_tiling import tiling_for_device
+from .executor import ExecutorOptions
 from .executor_threads import make_executor
 from .finite_check import check_finite_from_env
-from .fused_kernels import resolve_fuse
 from .limits import check_fits_in_memory
 from .offload_store import OffloadStore
 from .profile import ProfileMixin, profile_from_env
@@ -40,19 +38,38 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", shape_bi
     while the current execute's kernels (BLAS, numba) release the interpreter lock.
     The MPI part waits for result(), called on the caller's thread: no collective
     ever runs off the main thread."""
-    check_device_name(device)
-    check_arguments("compile_async", graph=graph, window=window, deterministic=deterministic,
-                    fuse=fuse)
+    options = CompileOptions.checked(
+        "compile_async", graph, tiling=tiling, distribution=distribution, device=device,
+        window=window, recv_timeout=recv_timeout, threads=threads,
+        deterministic=deterministic, cache=cache, fuse=fuse, task_threads=task_threads,
+        policy=policy, memory_budget=memory_budget)
+    return compile_async_with(graph, comm, options, shape_bindings)
+
+
+def compile_async_with(graph, comm, options: CompileOptions,
+                       shape_bindings=None) -> PendingCompile:
+    """compile_async of checked options (the search's distribution="auto" comes here)."""
+    graph, world = bound_graph_and_world(graph, comm, shape_bindings, options.recv_timeout)
+    future = plan_in_background(graph, options.plan_request(world), options.cache)
+    return PendingCompile(future, lambda plan: CompiledGraph.from_plan(
+        graph, world, plan, options))
+
+
+def compile_with(graph, comm, options: CompileOptions, shape_bindings=None) -> CompiledGraph:
+    """compile of checked options (the search's distribution="auto" comes here)."""
+    graph, world = bound_graph_and_world(graph, comm, shape_bindings, options.recv_timeout)
+    plan = plan_graph_cached(graph, options.plan_request(world), options.cache)
+    return CompiledGraph.from_plan(graph, world, plan, options)
+
+
+def bound_graph_and_world(graph, comm, shape_bindings, recv_timeout):
+    """(`graph` with its symbolic dims bound, the world `comm` names), once the graph
+    is known to fit the node's memory."""
     if shape_bindings:
         graph = graph.bind(shape_bindings)
     world = make_world(comm, recv_timeout)
     check_fits_in_memory(graph, world.size, len(world.local_ranks()))
-    policy = as_policy(policy, memory_budget)
-    future = plan_in_background(graph, world.size, tiling_for_device(tiling, device, policy),
-                                distribution, window, deterministic, cache, own_rank(world),
-                                resolve_fuse(fuse), policy)
-    return PendingCompile(future, lambda plan: CompiledGraph.from_plan(
-        graph, world, plan, device, threads, task_threads))
+    return graph, world
 
 
 class CompiledGraph(BindingMixin, ProfileMixin):
@@ -118,25 +135,19 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         After compile, `cg.check_finite = True` (default $NNTILE_SPMD_CHECK_FINITE) makes
         the first task writing a NaN or +Inf raise, naming op, tile and rank.
         """
-        check_device_name(device)
-        check_arguments("compile", graph=graph, window=window, deterministic=deterministic,
-                        fuse=fuse)
-        if shape_bindings:
-            graph = graph.bind(shape_bindings)
-        world = make_world(comm, recv_timeout)
-        check_fits_in_memory(graph, world.size, len(world.local_ranks()))
-        policy = as_policy(policy, memory_budget)
-        plan = plan_graph_cached(graph, world.size, tiling_for_device(tiling, device, policy),
-                                 distribution, window, deterministic, cache, own_rank(world),
-                                 resolve_fuse(fuse), policy)
-        return cls.from_plan(graph, world, plan, device, threads, task_threads)
+        options = CompileOptions.checked(
+            "compile", graph, tiling=tiling, distribution=distribution, device=device,
+            window=window, recv_timeout=recv_timeout, threads=threads,
+            deterministic=deterministic, cache=cache, fuse=fuse, task_threads=task_threads,
+            policy=policy, memory_budget=memory_budget)
+        return compile_with(graph, comm, options, shape_bindings)
 
     @classmethod
-    def from_plan(cls, graph, world, plan, device="auto", threads=None,
-                  task_threads=None) -> CompiledGraph:
+    def from_plan(cls, graph, world, plan, options: CompileOptions) -> CompiledGraph:
         """The collective half of compile: ranks agree on the plan, pick a device."""
         check_same_plan(world, plan)
-        selected, threading = world.setup_node(device, threads, task_threads)
+        selected, threading = world.setup_node(options.device, options.threads,
+                                               options.task_threads)
         if selected.name != "cpu":
             threading = TaskThreads(1)   # a GPU rank's kernels are launches on one stream
         compiled = cls(graph, world, plan, for_graph(selected, graph), threading)
@@ -163,10 +174,11 @@ class CompiledGraph(BindingMixin, ProfileMixin):
             index = program_index(self.indexes, (phases_key, rank, self.check_finite),
                                   self.device, program, self.fused_kernels, self.plan.meta,
                                   self.check_finite)
-            task_threads = self.threading.for_program((phases_key, rank), program)
-            executors[rank] = make_executor(
-                rank, program, self.plan.meta, store, transport, index, self.plan.window,
-                task_threads, [] if self.profiling else None, self.world.send_grace_s)
+            options = ExecutorOptions(
+                window=self.plan.window, send_grace_s=self.world.send_grace_s,
+                task_threads=self.threading.for_program((phases_key, rank), program),
+                profiling=self.profiling)
+            executors[rank] = make_executor(rank, program, store, transport, index, options)
         try:
             self.world.run(executors)
         except BaseException:

@@ -13,6 +13,7 @@ first_pending = RECVs done), so programs without RECVs pay nothing for the windo
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections import deque
@@ -26,6 +27,16 @@ class RecvTimeout(RuntimeError):
     """A receive waited longer than the configured limit."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ExecutorOptions:
+    """How a rank's executor runs its program, beyond the program and its tiles."""
+
+    window: int                      # RECVs posted ahead (the plan's)
+    task_threads: int = 1            # tile tasks side by side (> 1: executor_threads.py)
+    send_grace_s: float | None = None   # see retire_sends; None: SEND_GRACE_SECONDS
+    profiling: bool = False          # record an Event per task and per wait
+
+
 class RankExecutor:
     """Runs `program` on `store`; with blocking=False (simulation) it returns when a
     receive has not arrived yet and resumes from there on the next call.
@@ -33,17 +44,17 @@ class RankExecutor:
 
     uses_spares = True              # freed tiles serve later allocations (storage.py)
 
-    def __init__(self, rank, program, meta, store, transport, index, window, events=None,
-                 send_grace_s=None):
-        self.rank, self.program, self.meta, self.index = rank, program, meta, index
+    def __init__(self, rank, program, store, transport, index, options: ExecutorOptions):
+        self.rank, self.program, self.index = rank, program, index
         # how long a tile version's unfinished sends are polled before it is parked
-        self.send_grace_s = SEND_GRACE_SECONDS if send_grace_s is None else send_grace_s
-        self.events = events        # list of stats.Event, or None when not profiling
+        self.send_grace_s = SEND_GRACE_SECONDS if options.send_grace_s is None else \
+            options.send_grace_s
+        self.events = [] if options.profiling else None   # stats.Event list when profiling
         self.store, self.transport, self.kernels = store, transport, index.kernels
         # CUDA-aware transports fence device buffers by the events recorded after each
         # kernel (kernel_fences.py); None elsewhere, and the EXEC handler skips it
         self.fence = getattr(transport, "fence", None)
-        self.window = window
+        self.window = options.window
         store.use_spares = self.uses_spares
         store.begin(program)
         self.slot_spares = store.slot_spares(index)          # slot -> its spare list
@@ -240,6 +251,24 @@ class RankExecutor:
                 slots[slot][...] = old   # the op may accumulate
         return keep_for_sends
 
+    def make_prepare_writes(self, before_retire=None):
+        """The function that readies the slots an EXEC writes: a tile whose sends are in
+        flight is kept for them (make_keep_for_sends), a slot with no tile gets a buffer.
+        The serial EXEC handler runs the same loop inline: one more call per task
+        measured above noise in the per-task cost (docs/benchmarks.md)."""
+        slots, take, metas, spares = (self.slots, self.store.take, self.index.metas,
+                                      self.slot_spares)
+        pending_sends, keep_for_sends = self.pending_sends, self.make_keep_for_sends(
+            before_retire)
+
+        def prepare_writes(write_slots):
+            for slot in write_slots:
+                if pending_sends and slot in pending_sends:
+                    keep_for_sends(slot)
+                if slots[slot] is None:
+                    slots[slot] = take(metas[slot], spares[slot])
+        return prepare_writes
+
     def make_exec(self):
         slots, take, metas, spares = (self.slots, self.store.take, self.index.metas,
                                       self.slot_spares)
@@ -250,7 +279,7 @@ class RankExecutor:
 
         def do_exec(instruction, operands, blocking):
             kernel, tile_slots, _, write_slots, op = operands
-            for slot in write_slots:    # inline: a call per task shows in the per-task cost
+            for slot in write_slots:    # make_prepare_writes' loop, inline (see there)
                 if pending_sends and slot in pending_sends:
                     keep_for_sends(slot)
                 if slots[slot] is None:
@@ -261,9 +290,7 @@ class RankExecutor:
             try:
                 kernel(*map(get_tile, tile_slots), **instruction.params)
             except Exception as error:
-                # a note keeps the kernel's own exception type (callers catch it)
-                if hasattr(error, "add_note"):   # Python >= 3.11
-                    error.add_note(self.describe_exec(instruction))
+                self.note_failure(error, instruction)
                 raise
             end = clock()
             if fence is not None:
@@ -325,6 +352,12 @@ class RankExecutor:
             else:
                 self.store.unpark(buffer, self.slot_spares[slot])
         self.parked[:] = still
+
+    def note_failure(self, error, instruction):
+        """Name the task in a kernel's exception; a note keeps its own type (callers
+        catch it)."""
+        if hasattr(error, "add_note"):   # Python >= 3.11
+            error.add_note(self.describe_exec(instruction))
 
     def describe_exec(self, instruction) -> str:
         keys, writes = instruction.keys, instruction.writes

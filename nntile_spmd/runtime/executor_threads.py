@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 import time
 
-from .executor import RankExecutor
+from .executor import ExecutorOptions, RankExecutor
 from .stats import FLOPS, KERNEL_S, TASKS, Event
 from .task_pool import task_pool
 from .thread_budget import HEAVY_FLOPS
@@ -69,12 +69,11 @@ class ThreadedRankExecutor(RankExecutor):
 
     uses_spares = False             # see storage.py: frees may be deferred
 
-    def __init__(self, rank, program, meta, store, transport, index, window, events=None,
-                 threads=2, send_grace_s=None):
+    def __init__(self, rank, program, store, transport, index, options: ExecutorOptions):
         # its EXEC handler records no kernel fences; GPU ranks run one task thread
         assert getattr(transport, "fence", None) is None, "a fenced transport runs serially"
-        self.pool = task_pool(threads)
-        self.max_in_flight = MAX_IN_FLIGHT_PER_THREAD * threads
+        self.pool = task_pool(options.task_threads)
+        self.max_in_flight = MAX_IN_FLIGHT_PER_THREAD * options.task_threads
         self.deferred = []      # (tasks, buffer, slot) of FREEs waiting for their users
         self.completed = 0      # tasks finished (the workers count)
         self.checked = 0        # `completed` when the deferred frees were last checked
@@ -84,8 +83,7 @@ class ThreadedRankExecutor(RankExecutor):
         self.in_flight = 0      # issued tasks not finished yet
         self.waiting = False    # the executor thread sleeps on cond
         self.error = None       # the first exception a worker's kernel raised
-        super().__init__(rank, program, meta, store, transport, index, window, events,
-                         send_grace_s)
+        super().__init__(rank, program, store, transport, index, options)
 
     def run(self, blocking=True) -> bool:
         try:
@@ -210,10 +208,8 @@ class ThreadedRankExecutor(RankExecutor):
 
     def make_exec(self):
         run_inline, slots = super().make_exec(), self.slots
-        metas, spares, take = self.index.metas, self.slot_spares, self.store.take
         # retire_sends may park or copy the old buffer: its tasks must be done first
-        pending_sends = self.pending_sends
-        keep_for_sends = self.make_keep_for_sends(before_retire=self.wait_users)
+        prepare_writes = self.make_prepare_writes(before_retire=self.wait_users)
         writer, readers, cond, put = self.writer, self.readers, self.cond, self.pool.put
 
         def do_threaded_exec(instruction, operands, blocking):
@@ -249,11 +245,7 @@ class ThreadedRankExecutor(RankExecutor):
                     readers.pop(slot, None)
                 with cond:              # the totals are shared with the workers
                     return run_inline(instruction, operands, blocking)
-            for slot in writes:
-                if pending_sends and slot in pending_sends:
-                    keep_for_sends(slot)
-                if slots[slot] is None:
-                    slots[slot] = take(metas[slot], spares[slot])
+            prepare_writes(writes)
             if self.in_flight >= self.max_in_flight:
                 self.drain(self.max_in_flight - 1)
                 self.raise_error()
@@ -289,8 +281,7 @@ class ThreadedRankExecutor(RankExecutor):
             try:
                 task.kernel(*task.arrays, **instruction.params)
             except Exception as error:
-                if hasattr(error, "add_note"):   # Python >= 3.11
-                    error.add_note(self.describe_exec(instruction))
+                self.note_failure(error, instruction)
                 self.error = self.error or error
             end = clock()
             if self.events is not None:
@@ -319,12 +310,8 @@ class ThreadedRankExecutor(RankExecutor):
             self.pool.put(successor)
 
 
-def make_executor(rank, program, meta, store, transport, index, window, task_threads,
-                  events=None, send_grace_s=None):
+def make_executor(rank, program, store, transport, index, options: ExecutorOptions):
     """The serial executor, or the threaded one when tile tasks may run side by side
     (`index`: the program's ProgramIndex)."""
-    if task_threads > 1:
-        return ThreadedRankExecutor(rank, program, meta, store, transport, index, window,
-                                    events, task_threads, send_grace_s)
-    return RankExecutor(rank, program, meta, store, transport, index, window, events,
-                        send_grace_s)
+    executor = ThreadedRankExecutor if options.task_threads > 1 else RankExecutor
+    return executor(rank, program, store, transport, index, options)

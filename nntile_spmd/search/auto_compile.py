@@ -5,9 +5,14 @@ offloading); any other distribution goes to the runtime's compile unchanged.
 
 from __future__ import annotations
 
+import dataclasses
+
+from ..plan.offload import as_policy
+from ..runtime.compile_options import CompileOptions
 from ..runtime.compile_steps import make_world
 from ..runtime.compiled import compile as compile_plan
 from ..runtime.compiled import compile_async as compile_plan_async
+from ..runtime.compiled import compile_async_with, compile_with
 from .choose import autoplan
 
 
@@ -15,18 +20,25 @@ def is_auto(distribution) -> bool:
     return isinstance(distribution, str) and distribution == "auto"
 
 
-def choose(graph, comm, tiling, memory_budget, machine, options, caller):
-    """(the first candidate, the world, the compile options left) for an "auto"
-    compile. The search is collective (rank 0 calibrates, every rank takes its model),
-    so it runs on the caller's thread, even for compile_async."""
+def choose(graph, comm, tiling, memory_budget, machine, arguments, caller):
+    """(the first candidate, the world, the CompileOptions that compile it) for an
+    "auto" compile. `arguments`, compile's other keywords, are checked before the
+    search, which is collective (rank 0 calibrates, every rank takes its model), so it
+    runs on the caller's thread, even for compile_async."""
     if tiling is not None:
         raise ValueError(f"{caller}(distribution='auto') chooses the tiling too; pass "
                          "tiling=None or a distribution")
-    bindings = options.pop("shape_bindings", None)
+    bindings = arguments.pop("shape_bindings", None)
+    options = CompileOptions.checked(caller, graph, **arguments)
     if bindings:
         graph = graph.bind(bindings)
-    world = make_world(comm, options.get("recv_timeout"))
-    return autoplan(graph, world, memory_budget, machine)[0], world, options
+    world = make_world(comm, options.recv_timeout)
+    best = autoplan(graph, world, memory_budget, machine)[0]
+    chosen = best.compile_arguments()
+    options = dataclasses.replace(
+        options, tiling=chosen["tiling"], distribution=chosen["distribution"],
+        policy=as_policy(options.policy, chosen["memory_budget"]))
+    return best, world, options
 
 
 def compile(graph, comm=None, tiling=None, distribution="single", *,  # noqa: A001
@@ -44,9 +56,9 @@ def compile_chosen(graph, comm=None, *, memory_budget=None, machine=None, tiling
                    **options) -> tuple:
     """(CompiledGraph, Candidate): autoplan's first candidate compiled, and what it is
     (a Trainer compiles its evaluation graphs with the same choice)."""
-    best, world, options = choose(graph, comm, tiling, memory_budget, machine, options,
-                                  "compile")
-    return compile_plan(best.graph, world, **best.compile_arguments(), **options), best
+    best, world, chosen = choose(graph, comm, tiling, memory_budget, machine, options,
+                                 "compile")
+    return compile_with(best.graph, world, chosen), best
 
 
 def compile_async(graph, comm=None, tiling=None, distribution="single", *,
@@ -56,6 +68,6 @@ def compile_async(graph, comm=None, tiling=None, distribution="single", *,
     if not is_auto(distribution):
         return compile_plan_async(graph, comm, tiling, distribution,
                                   memory_budget=memory_budget, **options)
-    best, world, options = choose(graph, comm, tiling, memory_budget, machine, options,
-                                  "compile_async")
-    return compile_plan_async(best.graph, world, **best.compile_arguments(), **options)
+    best, world, chosen = choose(graph, comm, tiling, memory_budget, machine, options,
+                                 "compile_async")
+    return compile_async_with(best.graph, world, chosen)

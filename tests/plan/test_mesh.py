@@ -184,8 +184,9 @@ def test_checkpoint_of_a_mesh_resumes_under_single(tmp_path, mesh):
 
 def test_plan_cache_tells_axis_orders_apart():
     from nntile_spmd.plan.cache import plan_key
+    from nntile_spmd.plan.plan_options import PlanRequest
     graph = build_mlp(SIZES, BATCH, dtype="fp64").graph
-    keys = {plan_key(graph, 4, None, mesh, 8) for mesh in MESHES}
+    keys = {plan_key(graph, PlanRequest(4, None, mesh)) for mesh in MESHES}
     assert len(keys) == 3
-    assert plan_key(graph, 4, None, {"dp": 2, "tp": 2}, 8) == plan_key(
-        graph, 4, None, {"dp": 2, "tp": 2}, 8)
+    assert plan_key(graph, PlanRequest(4, None, {"dp": 2, "tp": 2})) == plan_key(
+        graph, PlanRequest(4, None, {"dp": 2, "tp": 2}))

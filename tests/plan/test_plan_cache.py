@@ -10,6 +10,7 @@ from nntile_spmd.plan import cache_file
 from nntile_spmd.plan.cache import Uncacheable, plan_key, shared_cache
 from nntile_spmd.plan.distribution import TileDistribution
 from nntile_spmd.plan.plan import build_plan
+from nntile_spmd.plan.plan_options import PlanOptions, PlanRequest
 from nntile_spmd.runtime.compiled import plan_graph_cached
 
 
@@ -22,8 +23,16 @@ def listing(plan):
     return [[str(i) for i in program] for program in plan.programs()]
 
 
-def planned(cache, graph, nranks=2, tiling=None, distribution="fsdp", window=8):
-    return plan_graph_cached(graph, nranks, tiling, distribution, window, False, cache)
+def request(nranks=2, tiling=None, distribution="fsdp", **options):
+    return PlanRequest(nranks, tiling, distribution, PlanOptions(**options))
+
+
+def key_of(graph, **arguments):
+    return plan_key(graph, request(**arguments))
+
+
+def planned(cache, graph, **arguments):
+    return plan_graph_cached(graph, request(**arguments), cache)
 
 
 def test_the_second_plan_of_the_same_graph_comes_from_memory():
@@ -36,9 +45,9 @@ def test_the_second_plan_of_the_same_graph_comes_from_memory():
 
 
 @pytest.mark.parametrize("change", ["nranks", "tiling", "min_tile", "distribution", "window",
-                                    "deterministic", "graph"])
+                                    "deterministic", "fuse", "own_rank", "graph"])
 def test_anything_that_changes_the_plan_changes_the_key(change):
-    base = dict(graph=mlp_graph(), nranks=2, tiling=nt.TilingStrategy.auto(1 << 10),
+    base = dict(nranks=2, tiling=nt.TilingStrategy.auto(1 << 10),
                 distribution="fsdp", window=8, deterministic=False)
     changed = dict(base)
     changed.update({"nranks": {"nranks": 3},
@@ -47,9 +56,12 @@ def test_anything_that_changes_the_plan_changes_the_key(change):
                     "distribution": {"distribution": "ddp"},
                     "window": {"window": 4},
                     "deterministic": {"deterministic": True},
-                    "graph": {"graph": mlp_graph(hidden=7)}}[change])
-    assert plan_key(**base) == plan_key(**dict(base, graph=mlp_graph()))
-    assert plan_key(**base) != plan_key(**changed)
+                    "fuse": {"fuse": True},
+                    "own_rank": {"own_rank": 1},
+                    "graph": {}}[change])
+    other_graph = mlp_graph(hidden=7) if change == "graph" else mlp_graph()
+    assert key_of(mlp_graph(), **base) == key_of(mlp_graph(), **base)
+    assert key_of(mlp_graph(), **base) != key_of(other_graph, **changed)
 
 
 def test_a_restarted_job_reads_the_plan_from_disk(tmp_path):
@@ -73,7 +85,7 @@ def test_a_damaged_cache_file_is_planned_again_and_replaced(tmp_path):
         plan = planned(cache, mlp_graph())
     assert (cache.stats.disk_hits, cache.stats.misses) == (0, 1)
     assert listing(plan) == listing(build_plan(mlp_graph(), 2, None, "fsdp"))
-    assert nt.PlanCache(tmp_path).load(plan_key(mlp_graph(), 2, None, "fsdp", 8),
+    assert nt.PlanCache(tmp_path).load(key_of(mlp_graph()),
                                        mlp_graph()) is not None
 
 
@@ -108,20 +120,20 @@ def test_a_flipped_bit_is_refused_with_a_warning_and_planned_again(tmp_path, whe
 
 
 def cache_key():
-    return plan_key(mlp_graph(), 2, None, "fsdp", 8)
+    return key_of(mlp_graph())
 
 
 def test_a_file_under_another_key_or_from_another_library_is_refused(tmp_path, monkeypatch):
     planned(nt.PlanCache(tmp_path), mlp_graph())
     (path,) = tmp_path.glob("plan-*.pkl")
     other = mlp_graph(hidden=7)
-    other_path = nt.PlanCache(tmp_path).path(plan_key(other, 2, None, "fsdp", 8))
+    other_path = nt.PlanCache(tmp_path).path(key_of(other))
     path.rename(other_path)                      # a file copied under another name
     with pytest.warns(RuntimeWarning, match="written for another graph"):
         assert planned(nt.PlanCache(tmp_path), other).graph is other
     monkeypatch.setattr(cache_file, "library_fingerprint", lambda: "0.0.0+edited")
     with pytest.warns(RuntimeWarning, match="written by another build of nntile_spmd"):
-        assert nt.PlanCache(tmp_path).load(plan_key(other, 2, None, "fsdp", 8), other) is None
+        assert nt.PlanCache(tmp_path).load(key_of(other), other) is None
 
 
 def test_an_owner_function_is_never_cached():
@@ -129,7 +141,7 @@ def test_an_owner_function_is_never_cached():
         return 0
     distribution = {"w1": TileDistribution.custom(owners)}
     with pytest.raises(Uncacheable):
-        plan_key(mlp_graph(), 2, None, distribution, 8)
+        key_of(mlp_graph(), distribution=distribution)
     cache = nt.PlanCache()
     planned(cache, mlp_graph(), distribution=distribution)
     planned(cache, mlp_graph(), distribution=distribution)

@@ -1,5 +1,5 @@
 """A plan is a value: everything it is a function of is given to its constructor
-(PlanOptions: deterministic, fuse, own rank, offloading policy; the pipeline's order),
+(PlanOptions: window, deterministic, fuse, own rank, offloading policy; the pipeline's order),
 and using it (programs, memory, report, fingerprint) only fills its memo caches. The
 plan cache keys an offloading plan by its policy."""
 
@@ -12,6 +12,7 @@ from nntile_spmd.models import build_mlp
 from nntile_spmd.plan.cache import plan_key
 from nntile_spmd.plan.offload import ExecutionPolicy, offload_slot_bytes, resident_at_rest
 from nntile_spmd.plan.plan import Plan
+from nntile_spmd.plan.plan_options import PlanOptions, PlanRequest
 from nntile_spmd.plan.report import dump_plan
 from nntile_spmd.runtime.compiled import plan_graph_cached
 from nntile_spmd.train.optim import add_optimizer
@@ -97,14 +98,17 @@ def test_a_disabled_policy_plans_as_no_policy():
     assert plan.policy is None
 
 
+def fsdp_request(tiling, policy):
+    return PlanRequest(3, tiling, "fsdp", PlanOptions(policy=policy))
+
+
 def test_offloading_plans_are_cached_under_their_policy():
     graph, tiling = training_graph(), nt.TilingStrategy.manual(TILES)
     tight, loose = (policy_for(graph, "fsdp", fraction) for fraction in (0.6, 0.8))
     cache = nt.PlanCache()
 
     def planned(policy):
-        return plan_graph_cached(graph, 3, tiling, "fsdp", 8, False, cache, None, False,
-                                 policy)
+        return plan_graph_cached(graph, fsdp_request(tiling, policy), cache)
 
     first = planned(tight)
     assert planned(tight) is first
@@ -112,7 +116,7 @@ def test_offloading_plans_are_cached_under_their_policy():
     assert other is not first and other.policy == loose
     assert planned(None).policy is None
     assert (cache.stats.misses, cache.stats.hits) == (3, 1)
-    keys = {plan_key(graph, 3, tiling, "fsdp", 8, policy=policy)
+    keys = {plan_key(graph, fsdp_request(tiling, policy))
             for policy in (tight, loose, None)}
     assert len(keys) == 3
     assert len({first.fingerprint(), other.fingerprint(), planned(None).fingerprint()}) == 3
@@ -121,11 +125,9 @@ def test_offloading_plans_are_cached_under_their_policy():
 def test_an_offloading_plan_read_from_disk_runs_the_same_programs(tmp_path):
     graph, tiling = training_graph(), nt.TilingStrategy.manual(TILES)
     policy = policy_for(graph, "fsdp", 0.6)
-    stored = plan_graph_cached(graph, 3, tiling, "fsdp", 8, False, nt.PlanCache(tmp_path),
-                               None, False, policy)
+    stored = plan_graph_cached(graph, fsdp_request(tiling, policy), nt.PlanCache(tmp_path))
     restarted = nt.PlanCache(tmp_path)
-    loaded = plan_graph_cached(graph, 3, tiling, "fsdp", 8, False, restarted, None, False,
-                               policy)
+    loaded = plan_graph_cached(graph, fsdp_request(tiling, policy), restarted)
     assert restarted.stats.disk_hits == 1 and loaded is not stored
     assert [[str(i) for i in p] for p in loaded.programs()] == \
         [[str(i) for i in p] for p in stored.programs()]

@@ -126,6 +126,16 @@ BAD_CALLS = {
 }
 
 
+@pytest.mark.parametrize("caller", ["compile", "compile_async"])
+def test_distribution_auto_checks_the_arguments_before_its_search(caller, monkeypatch):
+    from nntile_spmd.search import auto_compile
+    monkeypatch.setattr(auto_compile, "autoplan",
+                        lambda *args: pytest.fail("searched with a bad argument"))
+    with pytest.raises(TypeError, match=f"{caller}: window must be an int"):
+        getattr(nt, caller)(relu_graph(8), nt.SimulatedWorld(1), distribution="auto",
+                            window=2.5)
+
+
 @pytest.mark.parametrize("case", sorted(BAD_CALLS))
 def test_a_bad_argument_raises_at_once_naming_it(case):
     call, error, fragment = BAD_CALLS[case]

@@ -1,0 +1,55 @@
+"""Runtime layer: compile's arguments beyond the graph, the communicator and the shape
+bindings, checked and resolved once into one frozen CompileOptions. Planning takes its
+PlanRequest (plan/plan_options.py), the device set-up and the executors the rest by
+name, so no step receives a long positional list that must stay in step with another.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..plan.offload import ExecutionPolicy, as_policy
+from ..plan.plan_options import DEFAULT_WINDOW, PlanOptions, PlanRequest, check_arguments
+from .compile_steps import own_rank
+from .device_choice import check_device_name
+from .device_tiling import tiling_for_device
+from .fused_kernels import resolve_fuse
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileOptions:
+    """What nt.compile / compile_async were asked (their docstring says what each means),
+    with `fuse` resolved ($NNTILE_SPMD_FUSE for None) and `memory_budget` folded into
+    `policy`. Planning reads the first six fields (and the device, for its tiles) and
+    looks the plan up in `cache`; the world and the ranks' set-up read the rest."""
+
+    tiling: object = None
+    distribution: object = "single"
+    window: int = DEFAULT_WINDOW
+    deterministic: bool = False
+    fuse: bool = False
+    policy: ExecutionPolicy | None = None
+    cache: object = None               # where plans are looked up (not part of one)
+    device: str = "auto"
+    threads: int | None = None         # this rank's threads
+    task_threads: int | None = None    # of which run tile tasks side by side
+    recv_timeout: float | None = None  # seconds a wait may last (runtime/timeouts.py)
+
+    @classmethod
+    def checked(cls, caller, graph, *, fuse=None, policy=None, memory_budget=None,
+                deterministic=False, window=DEFAULT_WINDOW, device="auto", **others):
+        """The options of a call of `caller` ("compile", "compile_async"), or the
+        TypeError/ValueError naming the first bad argument."""
+        check_device_name(device)
+        check_arguments(caller, graph=graph, window=window, deterministic=deterministic,
+                        fuse=fuse)
+        return cls(window=window, deterministic=bool(deterministic), fuse=resolve_fuse(fuse),
+                   policy=as_policy(policy, memory_budget), device=device, **others)
+
+    def plan_request(self, world) -> PlanRequest:
+        """What the plan of these options on `world` is a function of (the cache's key);
+        with no tiling given, a GPU's tiles are as large as the distribution allows."""
+        options = PlanOptions(window=self.window, deterministic=self.deterministic,
+                              fuse=self.fuse, own_rank=own_rank(world), policy=self.policy)
+        return PlanRequest(world.size, tiling_for_device(self.tiling, self.device, self.policy),
+                           self.distribution, options)
