@@ -10,6 +10,7 @@ import pytest
 import nntile_spmd as nt
 from nntile_spmd.models import gpt2, llama
 from tests.plan import test_plan_rank
+from tests.runtime import test_threaded_executor
 
 
 def graphs():
@@ -24,11 +25,14 @@ def graphs():
                 seq=llama_helpers.SEQ, dtype="fp64"))):
         found[f"{name} auto"] = (model.graph, None)
         found[f"{name} small"] = (model.graph, nt.TilingStrategy.manual(helpers.SMALL_TILES))
+    found["threaded gpt2"] = (test_threaded_executor.gpt2_adamw().graph,
+                              nt.TilingStrategy.manual(test_threaded_executor.GPT2_TILES))
     return found
 
 
 @pytest.mark.parametrize("name", ["plan_rank mlp", "plan_rank gpt2", "plan_rank data_ops",
-                                  "gpt2 auto", "gpt2 small", "llama auto", "llama small"])
+                                  "gpt2 auto", "gpt2 small", "llama auto", "llama small",
+                                  "threaded gpt2"])
 def test_on_one_rank_every_preset_plans_what_single_plans(name):
     graph, tiling = graphs()[name]
     single = nt.build_plan(graph, 1, tiling, "single").programs()[0]

@@ -5,6 +5,7 @@ FLOPs and the in-order peak equal the plan; a kernel error in a worker names its
 
 import numpy as np
 import pytest
+from helpers import worlds_and_presets
 
 import nntile_spmd as nt
 from nntile_spmd.models import gpt2, mlp
@@ -53,10 +54,14 @@ def mlp_step(ranks, preset, task_threads, steps=2):
     return cg, {name: cg.get_output(name) for name in names}, losses, (model, params)
 
 
-def gpt2_step(ranks, preset, task_threads):
-    config = gpt2.GPT2Config(**GPT2_CONFIG)
-    model = gpt2.build_gpt2(config, batch=2, seq=7, dtype="fp64")
+def gpt2_adamw():
+    model = gpt2.build_gpt2(gpt2.GPT2Config(**GPT2_CONFIG), batch=2, seq=7, dtype="fp64")
     add_optimizer(model.graph, model.params, model.grads, "adamw", lr=1e-2)
+    return model
+
+
+def gpt2_step(ranks, preset, task_threads):
+    model, config = gpt2_adamw(), gpt2.GPT2Config(**GPT2_CONFIG)
     cg = nt.compile(model.graph, comm=nt.SimulatedWorld(ranks), distribution=preset,
                     tiling=nt.TilingStrategy.manual(GPT2_TILES), task_threads=task_threads)
     rng = np.random.default_rng(5)
@@ -124,8 +129,7 @@ def test_mlp_threaded_matches_numpy_reference():
     assert float(losses[0]) == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize("preset", PRESETS)
-@pytest.mark.parametrize("ranks", [1, 3])
+@pytest.mark.parametrize("ranks, preset", worlds_and_presets((1, 3), PRESETS))
 def test_gpt2_step_bitwise_equal_to_serial(ranks, preset):
     serial = gpt2_step(ranks, preset, 1)
     threaded = gpt2_step(ranks, preset, 2)
