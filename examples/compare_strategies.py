@@ -142,6 +142,8 @@ def run_preset(preset, args, comm, data) -> dict:
             "planned_sent": sum(p for p, _ in both("bytes_transferred")),
             "measured_sent": sum(m for _, m in both("bytes_transferred")),
             "measured_received": sum(m for _, m in both("bytes_received")),
+            "planned_sent_per_rank": [p for p, _ in both("bytes_transferred")],
+            "measured_sent_per_rank": [m for _, m in both("bytes_transferred")],
             "planned_flops": sum(p for p, _ in both("flops_executed")),
             "measured_flops": sum(m for _, m in both("flops_executed")),
             "phase_ms": phase_times(stats),
@@ -181,12 +183,13 @@ def print_table(results, ranks):
           "plan's analysis, measured = buffers handed to MPI, the tile store's allocator, "
           "the executor's clock")
     headers = ["preset", "peak/rank plan", "peak/rank measured", "model state/rank",
-               "sent plan", "sent measured", "recv measured", "MFLOP plan", "MFLOP counted",
-               "ms/step", "final loss"]
+               "sent/rank plan", "sent/rank measured", "recv measured", "MFLOP plan",
+               "MFLOP counted", "ms/step", "final loss"]
     rows = [[r["preset"], "/".join(kib(b) for b in r["planned_peak"]),
              "/".join(kib(b) for b in r["measured_peak"]),
-             "/".join(kib(b) for b in r["model_state"]), kib(r["planned_sent"]),
-             kib(r["measured_sent"]), kib(r["measured_received"]),
+             "/".join(kib(b) for b in r["model_state"]),
+             "/".join(kib(b) for b in r["planned_sent_per_rank"]),
+             "/".join(kib(b) for b in r["measured_sent_per_rank"]), kib(r["measured_received"]),
              f"{r['planned_flops'] / 1e6:.2f}", f"{r['measured_flops'] / 1e6:.2f}",
              f"{r['step_ms']:.2f}", f"{r['losses'][-1]:.8f}"] for r in results]
     print(aligned(headers, rows))
