@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
+
 from .builder import TAG_LIMIT, ProgramBuilder
 from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send
@@ -57,16 +59,16 @@ class RankProgramBuilder(TableSteps, ProgramBuilder):
         # the owner codes naming this rank (PERF: one set lookup for rank_set(code))
         self.my_codes = frozenset([rank, REPLICATED] + [-2 - index for index, members
                                                         in enumerate(groups) if rank in members])
+        self.my_code_array = np.array(sorted(self.my_codes), np.int64)   # for np.isin
+        self.my_holder_codes = self.my_code_array[self.my_code_array != REPLICATED]
 
     def add_op(self, groups):
         for group in groups:
             if isinstance(group.steps, StepTable):
                 arrays = self.step_arrays(group)
-                if arrays is not None:
-                    if self.table_takes_part(group, arrays):
-                        self.add_table_group(group, arrays)
-                    continue
-                group = group._replace(steps=tuple(group.steps))
+                if self.table_takes_part(group, arrays):
+                    self.add_table_group(group, arrays)
+                continue
             if self.takes_part(group):
                 self.add_group(group)
 
