@@ -219,14 +219,23 @@ class TableSteps:
         return (step_ranks, tree) if partial_cost < owner_cost else None
 
     def signature_ranks(self, group, arrays, preferred, wide, out_key):
-        """PartialSums.best_rank of every step, called for one step of each distinct
-        signature (its memo's: owner codes, bytes and column codes of the inputs)."""
+        """PartialSums.best_rank of every step, by its memo's signature (owner codes,
+        bytes and column codes of the inputs), read here from the arrays: a step is
+        built only for a signature never seen (PERF: every row's groups repeat them)."""
         rows = np.concatenate([arrays.codes, arrays.nbytes, arrays.columns], 1)
-        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-        n_inputs, steps = arrays.codes.shape[1], group.steps
-        ranks = np.array([self.best_rank(steps[index].keys[:n_inputs], preferred, wide,
-                                         out_key) for index in first.tolist()], np.int64)
-        return ranks[inverse.reshape(-1)]
+        unique, first, inverse = np.unique(rows, axis=0, return_index=True,
+                                           return_inverse=True)
+        out_column = self.column_of(out_key) if out_key[0] in self.columns else None
+        n_inputs, steps, memo = arrays.codes.shape[1], group.steps, self.signature_memo
+        ranks = []
+        for index, row in zip(first.tolist(), unique.tolist()):
+            signature = (preferred, wide, out_column, tuple(row))
+            found = memo.get(signature)
+            if found is None:
+                found = memo[signature] = self.best_rank(steps[index].keys[:n_inputs],
+                                                         preferred, wide, out_key)
+            ranks.append(found)
+        return np.array(ranks, np.int64)[inverse.reshape(-1)]
 
     def best_ranks(self, group, arrays, preferred, wide, out_key=None):
         """PartialSums.best_rank of every step (its keys are distinct: distinct tensors)."""
