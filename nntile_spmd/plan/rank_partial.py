@@ -50,7 +50,7 @@ class TableSteps:
     def step_arrays(self, group):
         """StepArrays of a StepTable group."""
         table, inputs = group.steps, group.op.inputs
-        columns, shards = [], []
+        per_input, shards = [], []
         for position, tensor in enumerate(inputs):
             ids, nbytes, firsts = self.input_ids(group.op, position, table)
             owners = self.owners[tensor.name]
@@ -58,8 +58,9 @@ class TableSteps:
             if tensor.name in self.columns:
                 column = self.columns[tensor.name].reshape(-1)[ids]
                 shards.append((position, column))
-            columns.append((owners.reshape(-1)[ids], nbytes, ids, owners.size, firsts, column))
-        codes, nbytes, ids, tiles, firsts, column = zip(*columns)
+            per_input.append((owners.reshape(-1)[ids], nbytes, ids, owners.size, firsts,
+                              column))
+        codes, nbytes, ids, tiles, firsts, column = zip(*per_input)
         codes = np.stack(codes, 1)
         scored, forced = codes, np.zeros(codes.shape, bool)
         by_signature = bool(codes.min() < REPLICATED)
