@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import numpy as np
-
 from .builder import TAG_LIMIT, ProgramBuilder
 from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send
@@ -60,8 +58,6 @@ class RankProgramBuilder(TableSteps, ProgramBuilder):
         # the owner codes naming this rank (PERF: one set lookup for rank_set(code))
         self.my_codes = frozenset([rank, REPLICATED] + [-2 - index for index, members
                                                         in enumerate(groups) if rank in members])
-        self.my_code_array = np.array(sorted(self.my_codes), np.int64)   # for np.isin
-        self.my_holder_codes = self.my_code_array[self.my_code_array != REPLICATED]
 
     def add_op(self, groups):
         for group in groups:

@@ -126,7 +126,7 @@ class TableSteps:
     def table_takes_part(self, group, arrays) -> bool:
         return self.rank in self.rank_set(self.owner[group.outputs[0]]) or \
             any(key in self.mine for key in group.outputs) or \
-            bool(np.isin(arrays.codes, self.my_holder_codes).any())
+            bool((self.holds(self.rank, arrays.codes) & (arrays.codes != REPLICATED)).any())
 
     def add_table_group(self, group, arrays):
         self.check_outputs(group)
@@ -154,11 +154,13 @@ class TableSteps:
         return found
 
     def holds(self, ranks, codes):
-        """Is each of `ranks` among the ranks its owner code names (elementwise)?"""
+        """Is each of `ranks` (an array, or one rank) among the ranks its owner code
+        names (elementwise)?"""
         found = (codes == ranks) | (codes == REPLICATED)
         grouped = codes < REPLICATED
         if grouped.any():
-            found[grouped] = self.membership[-2 - codes[grouped], ranks[grouped]]
+            found[grouped] = self.membership[-2 - codes[grouped],
+                                             np.broadcast_to(ranks, codes.shape)[grouped]]
         return found
 
     def first_holders(self, codes):
@@ -223,20 +225,18 @@ class TableSteps:
         """PartialSums.best_rank of every step, by its memo's signature (owner codes,
         bytes and column codes of the inputs), read here from the arrays: a step is
         built only for a signature never seen (PERF: every row's groups repeat them)."""
-        rows = np.concatenate([arrays.codes, arrays.nbytes, arrays.columns], 1)
-        unique, first, inverse = np.unique(rows, axis=0, return_index=True,
-                                           return_inverse=True)
+        rows = np.concatenate([arrays.codes, arrays.nbytes, arrays.columns], 1).tolist()
         out_column = self.column_of(out_key) if out_key[0] in self.columns else None
         n_inputs, steps, memo = arrays.codes.shape[1], group.steps, self.signature_memo
         ranks = []
-        for index, row in zip(first.tolist(), unique.tolist()):
+        for index, row in enumerate(rows):
             signature = (preferred, wide, out_column, tuple(row))
             found = memo.get(signature)
             if found is None:
                 found = memo[signature] = self.best_rank(steps[index].keys[:n_inputs],
                                                          preferred, wide, out_key)
             ranks.append(found)
-        return np.array(ranks, np.int64)[inverse.reshape(-1)]
+        return np.array(ranks, np.int64)
 
     def best_ranks(self, group, arrays, preferred, wide, out_key=None):
         """PartialSums.best_rank of every step (its keys are distinct: distinct tensors)."""
@@ -322,7 +322,7 @@ class TableSteps:
         starts = np.searchsorted(sorted_ranks, sorted_ranks)
         runs[by_rank] = np.arange(len(steps)) - starts
         # follows_step: this rank runs the step or an input's owner code names it
-        concerned = (step_ranks == me) | np.isin(arrays.codes, self.my_code_array).any(1)
+        concerned = (step_ranks == me) | self.holds(me, arrays.codes).any(1)
         if me in self.rank_set(owner):   # the root's steps read the output (follows_step)
             concerned |= step_ranks == root
         for index in np.flatnonzero(concerned).tolist():
