@@ -10,9 +10,9 @@ from its position in the tree, O(log n) in place of every pair.
 
 A tile owned by a mesh group (a tp row's activation, a dp column's weight) names
 several ranks: who holds it is a look-up in a (group, rank) membership table, and
-each step's best rank is PartialSums.best_rank's, taken once per distinct
-signature of the step (what it reads: its tiles' owner codes, bytes and columns),
-as a long group's steps repeat a few of them (one per batch row of the mesh).
+each step's best rank is PartialSums.best_rank's, memoized by the step's signature
+(what it reads: its tiles' owner codes, bytes and columns), as the steps of a
+long group and of the op's other groups repeat a few of them (one per batch row).
 """
 
 from __future__ import annotations
