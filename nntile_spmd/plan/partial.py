@@ -130,11 +130,11 @@ class PartialSums:
     def sharing(self, op, position, coord, owner) -> int:
         """Groups of `op` with the same owner whose output tiles meet input `position`'s
         tile in every output axis it has (they read that tile too)."""
-        memo_key = (op.name, position, coord, owner)
+        index = self.reader_index(op, position, coord)
+        memo_key = (op.name, position, index_key(index), owner)
         count = self.sharing_memo.get(memo_key)
         if count is None:
             owners = self.owners[op.outputs[0].name]
-            index = self.reader_index(op, position, coord)
             count = self.sharing_memo[memo_key] = max(
                 1, int(np.count_nonzero(owners[index] == owner)))
         return count
@@ -142,10 +142,11 @@ class PartialSums:
     def widely_read(self, op, position, coord) -> bool:
         """Do the op's output tiles reading input `position`'s tile (the one group
         `coord` reads) have more than FAN_LIMIT owners?"""
-        memo_key = (op.name, position, coord, "wide")
+        index = self.reader_index(op, position, coord)
+        memo_key = (op.name, position, index_key(index), "wide")
         wide = self.sharing_memo.get(memo_key)
         if wide is None:
-            owners = self.owners[op.outputs[0].name][self.reader_index(op, position, coord)]
+            owners = self.owners[op.outputs[0].name][index]
             # owner codes, not ranks: one replicated group runs its steps once
             wide = self.sharing_memo[memo_key] = len(np.unique(owners)) > FAN_LIMIT
         return wide
@@ -289,6 +290,12 @@ class PartialSums:
                 if rank in best:
                     return rank
         return min(best)
+
+
+def index_key(index) -> tuple:
+    """A reader_index as a memo key (PERF: the groups reading one input tile share
+    it, where a key by the group's own coordinate was computed once per group)."""
+    return tuple([None if isinstance(part, slice) else part for part in index])
 
 
 def rotated(ranks, text) -> list:

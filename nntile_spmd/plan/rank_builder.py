@@ -54,6 +54,7 @@ class RankProgramBuilder(TableSteps, ProgramBuilder):
         self.written = set()                      # tensors some op of the walk wrote
         self.size_arrays = {}                     # tensor name -> tile sizes per dim
         self.id_memo = {}                         # (op, input position) -> summed_part
+        self.signature_memo = {}                  # a step's signature -> its best rank
         # the owner codes naming this rank (PERF: one set lookup for rank_set(code))
         self.my_codes = frozenset([rank, REPLICATED] + [-2 - index for index, members
                                                         in enumerate(groups) if rank in members])
@@ -62,11 +63,9 @@ class RankProgramBuilder(TableSteps, ProgramBuilder):
         for group in groups:
             if isinstance(group.steps, StepTable):
                 arrays = self.step_arrays(group)
-                if arrays is not None:
-                    if self.table_takes_part(group, arrays):
-                        self.add_table_group(group, arrays)
-                    continue
-                group = group._replace(steps=tuple(group.steps))
+                if self.table_takes_part(group, arrays):
+                    self.add_table_group(group, arrays)
+                continue
             if self.takes_part(group):
                 self.add_group(group)
 

@@ -6,13 +6,19 @@ instead of step by step: the choice between owner computes and partial sums (the
 owner's cost summed in the same order, so the floats agree bit for bit), each
 step's rank, and which steps concern this rank. Only those steps are built and
 walked; this rank's merges of the reduction tree and hops of a broadcast are found
-from its position in the tree, O(log n) in place of every pair. Groups reading a
-tile owned by a mesh group take the step-by-step path (`arrays` gives None).
+from its position in the tree, O(log n) in place of every pair.
+
+A tile owned by a mesh group (a tp row's activation, a dp column's weight) names
+several ranks: who holds it is a look-up in a (group, rank) membership table, and
+each step's best rank is PartialSums.best_rank's, memoized by the step's signature
+(what it reads: its tiles' owner codes, bytes and columns), as the steps of a
+long group and of the op's other groups repeat a few of them (one per batch row).
 """
 
 from __future__ import annotations
 
 import zlib
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -33,41 +39,43 @@ class StepArrays(NamedTuple):
     scored: np.ndarray   # the rank each input counts on in best_ranks (a shard: its
     forced: np.ndarray   # shard_ranks, then forced True), else its owner code
     firsts: tuple        # per input, the step first reading each of its tiles, by id
+    columns: np.ndarray  # column code of each input tile of a mesh's fsdp shard, else NO_RANK
+    by_signature: bool   # best ranks by step signature: a mesh group owns an input
+                         # tile, or a shard's gathered copy is on several ranks
 
 
 class TableSteps:
     """Mixin of RankProgramBuilder: needs its walk state and PartialSums."""
 
     def step_arrays(self, group):
-        """StepArrays of a StepTable group, None when an input tile has a mesh owner
-        or the group reads or writes a mesh's fsdp shard (its column decides)."""
+        """StepArrays of a StepTable group."""
         table, inputs = group.steps, group.op.inputs
-        columns, shards = [], []
+        per_input, shards = [], []
         for position, tensor in enumerate(inputs):
             ids, nbytes, firsts = self.input_ids(group.op, position, table)
             owners = self.owners[tensor.name]
-            codes = owners.reshape(-1)[ids]
-            if codes.min() < REPLICATED:
-                return None
-            columns.append((codes, nbytes, ids, owners.size, firsts))
+            column = np.full(len(ids), NO_RANK)
             if tensor.name in self.columns:
-                shards.append((position, self.columns[tensor.name].reshape(-1)[ids]))
-        codes, nbytes, ids, tiles, firsts = zip(*columns)
+                column = self.columns[tensor.name].reshape(-1)[ids]
+                shards.append((position, column))
+            per_input.append((owners.reshape(-1)[ids], nbytes, ids, owners.size, firsts,
+                              column))
+        codes, nbytes, ids, tiles, firsts, column = zip(*per_input)
         codes = np.stack(codes, 1)
         scored, forced = codes, np.zeros(codes.shape, bool)
-        if shards:
+        by_signature = bool(codes.min() < REPLICATED)
+        if shards and not by_signature:
             scored, out_owner = codes.copy(), self.owner[group.outputs[0]]
-            for position, column in shards:
-                for code in np.unique(column).tolist():
+            for position, column_codes in shards:
+                for code in np.unique(column_codes).tolist():
                     ranks = self.column_ranks(code, out_owner)
-                    if len(ranks) > 1:
-                        return None   # several ranks may use the gathered copy
-                    if ranks:
-                        chosen = column == code
+                    by_signature |= len(ranks) > 1   # several ranks may use the copy
+                    if len(ranks) == 1:
+                        chosen = column_codes == code
                         scored[chosen, position] = ranks[0]
                         forced[chosen, position] = True
         return StepArrays(codes, np.stack(nbytes, 1), np.stack(ids, 1), tiles, scored,
-                          forced, firsts)
+                          forced, firsts, np.stack(column, 1), by_signature)
 
     def input_ids(self, op, position, table):
         """(flat tile index, bytes) of input `position`'s tile at every step, and the
@@ -118,7 +126,7 @@ class TableSteps:
     def table_takes_part(self, group, arrays) -> bool:
         return self.rank in self.rank_set(self.owner[group.outputs[0]]) or \
             any(key in self.mine for key in group.outputs) or \
-            bool((arrays.codes == self.rank).any())
+            bool((self.holds(self.rank, arrays.codes) & (arrays.codes != REPLICATED)).any())
 
     def add_table_group(self, group, arrays):
         self.check_outputs(group)
@@ -129,14 +137,52 @@ class TableSteps:
         return self.table_partial(group, owner, arrays, *choice)
 
     def missing(self, exec_owner, codes):
-        """outside(exec_owner, code) for an array of rank / REPLICATED codes."""
+        """outside(exec_owner, code) for an array of owner codes."""
         single = codes >= 0
         if exec_owner >= 0:
-            return (single & (codes != exec_owner)).astype(np.int64)
-        if exec_owner == REPLICATED:
-            return single * np.int64(self.nranks - 1)
-        members = self.groups[-2 - exec_owner]
-        return single * (len(members) - np.isin(codes, members))
+            found = (single & (codes != exec_owner)).astype(np.int64)
+        elif exec_owner == REPLICATED:
+            found = single * np.int64(self.nranks - 1)
+        else:
+            members = self.groups[-2 - exec_owner]
+            found = single * (len(members) - np.isin(codes, members))
+        grouped = codes < REPLICATED
+        if grouped.any():   # a few distinct mesh groups: outside's memo by pair of codes
+            unique, inverse = np.unique(codes[grouped], return_inverse=True)
+            found[grouped] = np.array([self.outside(exec_owner, code)
+                                       for code in unique.tolist()], np.int64)[inverse]
+        return found
+
+    def holds(self, ranks, codes):
+        """Is each of `ranks` (an array, or one rank) among the ranks its owner code
+        names (elementwise)?"""
+        found = (codes == ranks) | (codes == REPLICATED)
+        grouped = codes < REPLICATED
+        if grouped.any():
+            found[grouped] = self.membership[-2 - codes[grouped],
+                                             np.broadcast_to(ranks, codes.shape)[grouped]]
+        return found
+
+    def first_holders(self, codes):
+        """ranks_of_owner(code)[0] of an array of owner codes (a tile's sender)."""
+        found = np.where(codes == REPLICATED, 0, codes)
+        grouped = codes < REPLICATED
+        if grouped.any():
+            found[grouped] = self.group_firsts[-2 - codes[grouped]]
+        return found
+
+    @cached_property
+    def membership(self):
+        """(mesh group, rank) -> is the rank in the group."""
+        table = np.zeros((len(self.groups), self.nranks), bool)
+        for index, members in enumerate(self.groups):
+            table[index, list(members)] = True
+        return table
+
+    @cached_property
+    def group_firsts(self):
+        """The first rank of each mesh group."""
+        return np.array([members[0] for members in self.groups], np.int64)
 
     def table_choice(self, group, arrays, owner):
         """PartialSums.partial_choice over the arrays: (step ranks, tree order) or None."""
@@ -159,23 +205,40 @@ class TableSteps:
         # the keys in the order the step-by-step walk first meets them, summed in turn
         order = np.lexsort((np.concatenate(positions), np.concatenate(firsts)))
         owner_cost = float(np.cumsum(np.concatenate(terms)[order])[-1])
-        step_ranks = self.best_ranks(arrays, owner, self.wide_positions(group),
-                                     group.outputs[0])
+        best_ranks = self.signature_ranks if arrays.by_signature else self.best_ranks
+        step_ranks = best_ranks(group, arrays, owner, self.wide_positions(group),
+                                group.outputs[0])
         tree, messages = self.tree_order(step_ranks, owner,
                                          tree_text(op.name, group.outputs[0]))
-        if len(np.unique(np.concatenate(sources))) > FAN_LIMIT:
+        if len(np.unique(self.first_holders(np.concatenate(sources)))) > FAN_LIMIT:
             return step_ranks, tree
         fetched = 0
         for position, tiles in enumerate(arrays.tiles):
-            codes = arrays.codes[:, position]
-            away = (codes >= 0) & (codes != step_ranks)
+            away = ~self.holds(step_ranks, arrays.codes[:, position])
             pairs = step_ranks[away] * tiles + arrays.ids[away, position]
             _, first = np.unique(pairs, return_index=True)
             fetched += int(arrays.nbytes[away, position][first].sum())
         partial_cost = fetched + messages * self.meta[group.outputs[0]].nbytes
         return (step_ranks, tree) if partial_cost < owner_cost else None
 
-    def best_ranks(self, arrays, preferred, wide, out_key=None):
+    def signature_ranks(self, group, arrays, preferred, wide, out_key):
+        """PartialSums.best_rank of every step, by its memo's signature (owner codes,
+        bytes and column codes of the inputs), read here from the arrays: a step is
+        built only for a signature never seen (PERF: every row's groups repeat them)."""
+        rows = np.concatenate([arrays.codes, arrays.nbytes, arrays.columns], 1).tolist()
+        out_column = self.column_of(out_key) if out_key[0] in self.columns else None
+        n_inputs, steps, memo = arrays.codes.shape[1], group.steps, self.signature_memo
+        ranks = []
+        for index, row in enumerate(rows):
+            signature = (preferred, wide, out_column, tuple(row))
+            found = memo.get(signature)
+            if found is None:
+                found = memo[signature] = self.best_rank(steps[index].keys[:n_inputs],
+                                                         preferred, wide, out_key)
+            ranks.append(found)
+        return np.array(ranks, np.int64)
+
+    def best_ranks(self, group, arrays, preferred, wide, out_key=None):
         """PartialSums.best_rank of every step (its keys are distinct: distinct tensors)."""
         codes, nbytes = arrays.scored, arrays.nbytes
         single = arrays.codes >= 0
@@ -234,7 +297,7 @@ class TableSteps:
             for index, step in enumerate(steps):
                 self.run_step(ranks, group, step, index, step.keys)
             return
-        first_ranks = np.where(arrays.codes >= 0, arrays.codes, 0)   # REPLICATED: rank 0
+        first_ranks = self.first_holders(arrays.codes)
         done = 0
         for index in np.flatnonzero((first_ranks == me).any(1)).tolist():
             self.advance(group.outputs, index - done)
@@ -258,8 +321,8 @@ class TableSteps:
         sorted_ranks = step_ranks[by_rank]
         starts = np.searchsorted(sorted_ranks, sorted_ranks)
         runs[by_rank] = np.arange(len(steps)) - starts
-        concerned = (step_ranks == me) | ((arrays.codes == me) |
-                                          (arrays.codes == REPLICATED)).any(1)
+        # follows_step: this rank runs the step or an input's owner code names it
+        concerned = (step_ranks == me) | self.holds(me, arrays.codes).any(1)
         if me in self.rank_set(owner):   # the root's steps read the output (follows_step)
             concerned |= step_ranks == root
         for index in np.flatnonzero(concerned).tolist():

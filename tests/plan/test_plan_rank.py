@@ -267,14 +267,16 @@ def test_a_rank_lowers_only_its_share_of_the_groups(monkeypatch):
 def test_tables_take_both_ways(tables, monkeypatch):
     """The oracle worlds do walk StepTable groups: as partial sums (this rank's tree
     merges found by position) and as owner computes, and decide mesh-owned inputs
-    step by step."""
+    by step signature."""
     walked = Counter()
     for name in ("table_partial", "table_owner_computes", "my_merges", "step_arrays"):
         real = getattr(rank_partial.TableSteps, name)
 
         def counting(self, *args, _real=real, _name=name):
             result = _real(self, *args)
-            walked[_name if result is not None or _name != "step_arrays" else "mesh"] += 1
+            walked[_name] += 1
+            if _name == "step_arrays" and result.by_signature:
+                walked["mesh"] += 1
             return result
         monkeypatch.setattr(rank_partial.TableSteps, name, counting)
     graph, tiling = gpt2_graph()
