@@ -83,12 +83,15 @@ GRAPHS = {"mlp": mlp_graph, "gpt2": gpt2_graph, "data_ops": data_ops_graph}
 def graph_worlds(worlds, gpt2_worlds):
     """(graph name, world size, preset): every world for the MLP and the data ops, the
     GPT-2's own for it (slow from 7 ranks on: each costs seconds), under every preset
-    but on one rank, where every preset plans what `single` does (worlds_and_presets)."""
+    but on one rank, where every preset plans what `single` does (worlds_and_presets).
+    The GPT-2 runs `single` (all on rank 0, nothing elsewhere) on 1 and 2 ranks only:
+    a larger world adds more empty programs, which the small graphs check."""
     return [pytest.param(name, nranks, preset,
                          marks=[pytest.mark.slow] * (name == "gpt2" and nranks >= 7))
             for name in sorted(GRAPHS)
             for nranks, preset in worlds_and_presets(gpt2_worlds if name == "gpt2" else worlds,
-                                                     PRESET_NAMES)]
+                                                     PRESET_NAMES)
+            if not (name == "gpt2" and preset == "single" and nranks > 2)]
 
 
 @pytest.fixture
@@ -180,11 +183,22 @@ def test_hsdp_too(tables):
     assert derived_equal_the_oracle(graph, 6, tiling, {"dp": 2, "fsdp": 3})
 
 
+def mesh_sampled_ranks(mesh, nranks):
+    """The ranks compared in a GPT-2 mesh of more than 4 ranks (each planned alone costs
+    about 1.5 s of CPU there): the first row along the last, innermost axis (every
+    position on it) and the last rank (the last position on every axis). Every rank is
+    compared in the 2 x 2 meshes and for the small graphs."""
+    if nranks <= 4:
+        return None
+    return sorted(set(range(list(mesh.values())[-1])) | {nranks - 1})
+
+
 @pytest.mark.parametrize("graph_name,mesh,nranks", MESH_CASES, ids=str)
 def test_meshes_too(graph_name, mesh, nranks, tables):
     """Mesh group owners (a tile held by a tp column or a dp row) plan alike alone."""
     graph, tiling = GRAPHS[graph_name]()
-    assert derived_equal_the_oracle(graph, nranks, tiling, mesh)
+    ranks = mesh_sampled_ranks(mesh, nranks) if graph_name == "gpt2" else None
+    assert derived_equal_the_oracle(graph, nranks, tiling, mesh, ranks)
 
 
 def test_every_preset_is_covered():
