@@ -30,23 +30,11 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip the gpu-marked tests, saying what is missing, where CUDA is not usable; run
-    the modules that hold `slow` tests first."""
+    """Skip the gpu-marked tests, saying what is missing, where CUDA is not usable."""
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     reason = cuda_unavailable_reason() if gpu_items else None
     for item in gpu_items if reason else ():
         item.add_marker(pytest.mark.skip(reason=reason))
-    long_first(items)
-
-
-def long_first(items):
-    """The modules holding `slow` tests (jobs, training runs, large plans) first, every
-    module's tests together and in their order: pytest-xdist's workers start on the
-    long tests and the run ends on short ones, which the idle worker takes from the
-    other, instead of one worker waiting while the other finishes a long job. The
-    order is a pure function of the collection, the same on every rank and worker."""
-    slow = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow)   # stable
 
 try:
     from hypothesis import HealthCheck, settings
