@@ -184,10 +184,10 @@ def test_hsdp_too(tables):
 
 
 def mesh_sampled_ranks(mesh, nranks):
-    """The ranks compared in a GPT-2 mesh of more than 4 ranks (each planned alone costs
-    about 1.5 s of CPU there): the first row along the last, innermost axis (every
-    position on it) and the last rank (the last position on every axis). Every rank is
-    compared in the 2 x 2 meshes and for the small graphs."""
+    """The ranks compared in a GPT-2 mesh of more than 4 ranks (planning each alone is
+    this test's cost): the first row along the last, innermost axis (every position on
+    it) and the last rank (the last position on every axis). Every rank is compared in
+    the 2 x 2 meshes and for the small graphs."""
     if nranks <= 4:
         return None
     return sorted(set(range(list(mesh.values())[-1])) | {nranks - 1})
