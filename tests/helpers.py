@@ -8,7 +8,6 @@ into the verdict of all ranks, so a failing rank never leaves the others waiting
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,7 +16,9 @@ import pytest
 from scipy.special import erf
 
 import nntile_spmd as nt
+from nntile_spmd.runtime.executor import wait_with_deadline
 from nntile_spmd.runtime.stats import mismatches
+from nntile_spmd.runtime.timeouts import resolve_timeout
 
 # -- NumPy references of the kernels (float64) ---------------------------------------
 
@@ -181,12 +182,12 @@ def stat_problems(cg, phases=None):
 
 
 def arrive_asleep(comm):
-    """Return once every rank of `comm` is here, sleeping between checks: MPICH's
+    """Return once every rank of `comm` is here, waiting as the runtime waits for a tile
+    (a short spin, then asleep; RecvTimeout past $NNTILE_SPMD_RECV_TIMEOUT): MPICH's
     blocking collectives spin on a core, which a rank still at work needs where ranks
     outnumber cores (the 3- and 4-rank tiers on 2 cores)."""
-    arrived = comm.Ibarrier()
-    while not arrived.Test():
-        time.sleep(0.001)
+    wait_with_deadline(comm.Ibarrier().Test, resolve_timeout(),
+                       lambda: f"rank {comm.rank}: the other ranks at a test's verdict")
 
 
 def worlds_and_presets(worlds, presets=("single", "ddp", "fsdp", "tp")) -> list:
