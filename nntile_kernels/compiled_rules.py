@@ -4,11 +4,13 @@ the fp32 kernel.
 fp32 and fp64 tiles run the rule's kernel compiled for their dtype. bf16 and fp16 tiles
 run the fp32 kernel on fp32 copies, rounded to the tile's dtype on store (widen.py), the
 numerics of the CPU: CuPy has no 16-bit math of its own that would compute in fp32.
-Tiles of mixed dtypes take the rule's array expressions (`fallback`). Arrays only, and
+Tiles of mixed dtypes take the rule's array expressions (`fallback`). A kernel sees
+Fortran-ordered tiles as their C-ordered transposes (layout.c_order_views). Arrays only, and
 no CuPy: cuda.py passes its compiler and array module, so the dispatch is tested on
 the CPU (tests/kernels/test_compiled_rules.py).
 """
 
+from .layout import c_order_views
 from .rules import C_TYPES, rule_signature
 from .widen import HALF, widened
 
@@ -30,4 +32,7 @@ class CompiledRule:
         dtype = arrays[0].dtype
         same = all(array.dtype == dtype for array in arrays)
         kernel = self.by_dtype.get(dtype.name) if same else None
-        (self.fallback if kernel is None else kernel)(*arrays)  # the output written in place
+        if kernel is None:
+            self.fallback(*arrays)
+        else:                                       # the output written in place
+            kernel(*c_order_views(arrays))

@@ -1,6 +1,8 @@
-"""The cuda kernel table: the generic kernels (generic*.py) bound to CuPy, and the
-elementwise rules (rules.py) compiled into CuPy ElementwiseKernels (compiled_rules.py:
-fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one).
+"""The cuda kernel table: the generic kernels (generic*.py) bound to CuPy, gemm through
+cuBLAS on the tiles in place where it can (cuda_blas.py), one launch where array
+expressions would make several (cuda_fused.py: the output store, Adam/AdamW, zeroing),
+and the elementwise rules (rules.py) compiled into CuPy ElementwiseKernels
+(compiled_rules.py: fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one).
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
 here synchronizes the stream but the embedding id and cross-entropy label checks
@@ -18,7 +20,8 @@ except ImportError as error:  # only this backend needs CuPy
         "use nntile_kernels.get_kernels('cpu') on machines without an NVIDIA GPU"
     ) from error
 
-from . import generic
+from . import cuda_blas, cuda_fused, generic
+from .generic_common import FUSED_STORES
 from .compiled_rules import CompiledRule
 from .rules import CUDA_PREAMBLE, ELEMENTWISE, cuda_source
 
@@ -31,6 +34,20 @@ def elementwise_compiler(name):
                                                     preamble=CUDA_PREAMBLE)
 
 
+def gemm(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1,
+         batch_ndim=0, compute_type=None):
+    """c = alpha*op(a)·op(b) + beta*c: one cuBLAS call on the tiles where it takes them."""
+    if cuda_blas.takes_as_is(a, b, c, alpha, beta, compute_type):
+        cuda_blas.gemm(a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b,
+                       ndim=ndim, batch_ndim=batch_ndim)
+    else:
+        generic.gemm(cp, a, b, c, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b,
+                     ndim=ndim, batch_ndim=batch_ndim, compute_type=compute_type)
+
+
 KERNELS = generic.table(cp, cupyx.scipy.special)
+KERNELS.update(gemm=gemm, adam_step=cuda_fused.adam_step, adamw_step=cuda_fused.adamw_step,
+               clear=cuda_fused.clear)
+FUSED_STORES[cp.ndarray] = cuda_fused.store
 KERNELS.update({name: CompiledRule(name, rule, KERNELS[name], elementwise_compiler(name), cp)
                 for name, rule in ELEMENTWISE.items()})

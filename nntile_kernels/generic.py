@@ -36,7 +36,7 @@ def gemm(xp, a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim
     product = xp.matmul(_batch_first(a, a3, trans_a).astype(carried, copy=False),
                         _batch_first(b, b3, trans_b).astype(carried, copy=False))
     product = product.transpose(1, 2, 0).reshape(c.shape, order="F")  # (m, n, batch)
-    store(c, alpha * product, beta, c)
+    store(c, product, beta, c, alpha)
 
 
 def transpose(xp, x, y, *, alpha=1.0, ndim):
@@ -51,7 +51,7 @@ def transpose(xp, x, y, *, alpha=1.0, ndim):
 
 def add(xp, x, y, z, *, alpha, beta):
     """z = alpha*x + beta*y (y is not read when beta == 0)."""
-    store(z, alpha * x, beta, y)
+    store(z, x, beta, y, alpha)
 
 
 def multiply(xp, x, y, z, *, alpha=1.0):
@@ -104,19 +104,19 @@ def pow_backward(xp, x, dy, dx, *, alpha=1.0, exp=1.0):
 
 def sum(xp, x, y, *, alpha=1.0, beta=0.0):  # noqa: A001 - the kernel's name in every table
     """y (0-d) = alpha*sum(x) + beta*y."""
-    store(y, alpha * x.sum(dtype=xp.float64), beta, y)
+    store(y, x.sum(dtype=xp.float64), beta, y, alpha)
 
 
 def sum_fiber(xp, x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     """y[j, batch] = alpha*sum of x over all dims but `axis` and the batch dims + beta*y."""
     total = x.sum(axis=fiber_axes(x.ndim, axis, batch_ndim), dtype=xp.float64)
-    store(y, alpha * total, beta, y)
+    store(y, total, beta, y, alpha)
 
 
 def add_fiber(xp, x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     """z = alpha*x (broadcast along all dims but `axis` and the batch dims) + beta*y."""
     expanded = xp.expand_dims(x, fiber_axes(y.ndim, axis, batch_ndim))
-    store(z, alpha * expanded, beta, y)
+    store(z, expanded, beta, y, alpha)
 
 
 def multiply_fiber(xp, f, x, z, *, axis, batch_ndim=0, alpha=1.0):
@@ -128,7 +128,7 @@ def sumprod_fiber(xp, x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     """f = alpha * sum of x*y over all dims but `axis` and the batch dims + beta*f."""
     product = x.astype(wide(xp, x.dtype), copy=False) * y  # fp16 products in fp32
     total = product.sum(axis=fiber_axes(x.ndim, axis, batch_ndim), dtype=xp.float64)
-    store(f, alpha * total, beta, f)
+    store(f, total, beta, f, alpha)
 
 
 def sumprod_fiber_backward(xp, f, x, dx, *, axis, batch_ndim=0, alpha=1.0):

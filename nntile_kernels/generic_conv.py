@@ -52,7 +52,7 @@ def conv2d_inplace(xp, x, c, y, *, alpha=1.0, beta=0.0, padding, stride, dilatio
                                x_start, c_start, y_start):
         # [i, j, C_in, N] . [C_in, C_out] -> [i, j, N, C_out]
         total[out] += xp.tensordot(x[inp], c[p, q], axes=([2], [0])).transpose(0, 1, 3, 2)
-    store(y, alpha * total, beta, y)
+    store(y, total, beta, y, alpha)
 
 
 def conv2d_bwd_input_inplace(xp, dy, c, dx, *, alpha=1.0, beta=0.0, padding, stride,
@@ -63,7 +63,7 @@ def conv2d_bwd_input_inplace(xp, dy, c, dx, *, alpha=1.0, beta=0.0, padding, str
                                x_start, c_start, y_start):
         # [i, j, C_out, N] . [C_in, C_out]^T -> [i, j, N, C_in]
         total[inp] += xp.tensordot(dy[out], c[p, q], axes=([2], [1])).transpose(0, 1, 3, 2)
-    store(dx, alpha * total, beta, dx)
+    store(dx, total, beta, dx, alpha)
 
 
 def conv2d_bwd_weight_inplace(xp, x, dy, dc, *, alpha=1.0, beta=0.0, padding, stride,
@@ -74,7 +74,7 @@ def conv2d_bwd_weight_inplace(xp, x, dy, dc, *, alpha=1.0, beta=0.0, padding, st
                                x_start, c_start, y_start):
         # [i, j, C_in, N] . [i, j, C_out, N] -> [C_in, C_out]
         total[p, q] = xp.tensordot(x[inp], dy[out], axes=([0, 1, 3], [0, 1, 3]))
-    store(dc, alpha * total, beta, dc)
+    store(dc, total, beta, dc, alpha)
 
 
 def intersection(src_shape, src_start, dst_shape, dst_start):

@@ -28,7 +28,7 @@ def cross_entropy(xp, logits, labels, loss, *, alpha=1.0, beta=0.0):
     top = carried.max(axis=0)
     lse = top + xp.log(xp.exp(carried - top).sum(axis=0))
     picked = xp.take_along_axis(carried, labels[None], axis=0)[0]
-    store(loss, alpha * (lse - picked).sum(), beta, loss)
+    store(loss, (lse - picked).sum(), beta, loss, alpha)
 
 
 def cross_entropy_backward(xp, logits, labels, dloss, dlogits, *, alpha=1.0):
@@ -88,7 +88,7 @@ def cross_entropy_lse_backward(xp, logits, lse, labels, count, dloss, dlogits, *
 def mse(xp, x, y, loss, *, alpha=1.0, beta=0.0):
     """loss (0-d) = alpha*sum((x - y)^2) + beta*loss."""
     diff = x.astype(xp.float64) - y
-    store(loss, alpha * (diff * diff).sum(), beta, loss)
+    store(loss, (diff * diff).sum(), beta, loss, alpha)
 
 
 def mse_backward(xp, x, y, dloss, dx, *, alpha=1.0):

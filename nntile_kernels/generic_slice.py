@@ -13,7 +13,7 @@ from .generic_common import store, wide
 def sumprod_slice(xp, x, y, z, *, axis, alpha=1.0, beta=0.0):
     """z = alpha * sum over `axis` of x*y (that axis removed) + beta*z; sums in float64."""
     total = (x.astype(wide(xp, x.dtype), copy=False) * y).sum(axis=axis, dtype=xp.float64)
-    store(z, alpha * total, beta, z)
+    store(z, total, beta, z, alpha)
 
 
 def sumprod_slice_backward(xp, s, x, dx, *, axis, alpha=1.0):
@@ -23,12 +23,12 @@ def sumprod_slice_backward(xp, s, x, dx, *, axis, alpha=1.0):
 
 def sum_slice(xp, x, s, *, axis, alpha=1.0, beta=0.0):
     """s = alpha * sum over `axis` of x (that axis removed) + beta*s; sums in float64."""
-    store(s, alpha * x.sum(axis=axis, dtype=xp.float64), beta, s)
+    store(s, x.sum(axis=axis, dtype=xp.float64), beta, s, alpha)
 
 
 def add_slice(xp, s, x, z, *, axis, alpha=1.0, beta=1.0):
     """z = alpha * s (broadcast along `axis`) + beta*x (x is not read when beta == 0)."""
-    store(z, alpha * xp.expand_dims(s, axis), beta, x)
+    store(z, xp.expand_dims(s, axis), beta, x, alpha)
 
 
 def multiply_slice(xp, s, x, z, *, axis, alpha=1.0):

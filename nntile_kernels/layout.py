@@ -33,3 +33,19 @@ def fiber_folds(shape, axis, batch_ndim):
     """(m, n, k, batch) of a tensor seen as [before axis, axis, after axis, batch dims]."""
     return fold(shape, (axis, axis + 1, len(shape) - batch_ndim))
 
+
+
+def c_order_views(arrays):
+    """The arrays transposed (a Fortran-ordered tile's transpose is a C-ordered view of
+    the same memory) when the last one, the output, is Fortran-ordered and every array
+    has its ndim or none; else the arrays as they are.
+
+    CuPy's elementwise kernels walk the index space in C order, so on Fortran-ordered
+    tiles neighbouring threads touch distant memory. Transposing every operand keeps
+    the elementwise result (broadcasting aligns trailing dims, hence the same ndim)."""
+    out = arrays[-1]
+    if out.ndim < 2 or out.flags.c_contiguous or not out.flags.f_contiguous:
+        return arrays
+    if any(array.ndim not in (0, out.ndim) for array in arrays):
+        return arrays
+    return tuple(array.T for array in arrays)

@@ -15,6 +15,7 @@ import scipy.special
 
 from nntile_kernels import reference
 from nntile_kernels.compiled_rules import CompiledRule
+from nntile_kernels.layout import c_order_views
 from nntile_kernels.rules import ELEMENTWISE, ArrayRule, rule_namespace
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -25,13 +26,14 @@ class RecordingCompiler:
     """rule, dtype -> a NumPy kernel that records the dtypes of the arrays it gets."""
 
     def __init__(self):
-        self.calls = []
+        self.calls, self.layouts = [], []
 
     def __call__(self, rule, dtype):
         kernel = ArrayRule(f"compiled_{dtype}", rule, NAMESPACE)
 
         def run(*arrays):
             self.calls.append((dtype, {array.dtype.name for array in arrays}))
+            self.layouts.append([array.flags.c_contiguous for array in arrays])
             kernel(*arrays)
         return run
 
@@ -81,6 +83,30 @@ def test_16_bit_tiles_run_the_fp32_kernel_rounded_on_store(name, dtype):
         reference.KERNELS[name](expected[0], expected[0])
         rule(inputs[0], inputs[0])
     np.testing.assert_array_equal(inputs[-1], expected[-1].astype(dtype))
+
+
+def test_fortran_tiles_reach_the_kernel_as_c_ordered_transposes():
+    """CuPy walks an elementwise kernel's index space in C order: the Fortran-ordered tiles
+    go in transposed (the same memory), strided views and 1-d tiles as they are."""
+    compiler = RecordingCompiler()
+    rule = CompiledRule("gelu", ELEMENTWISE["gelu"], None, compiler, np)
+    for arrays, c_ordered in (
+            (rule_arrays("gelu", "float64", shape=(7, 5, 3)), [True, True]),
+            ([a[::2] for a in rule_arrays("gelu", "float64", shape=(8, 5))], [False, False]),
+            (rule_arrays("gelu", "float64", shape=(6,)), [True, True])):
+        expected = [a.copy(order="F") for a in arrays]
+        reference.KERNELS["gelu"](*expected)
+        rule(*arrays)
+        assert compiler.layouts.pop() == c_ordered
+        np.testing.assert_array_equal(arrays[-1], expected[-1])
+
+
+def test_c_order_views_keep_broadcasting_or_leave_the_arrays():
+    tile = np.asfortranarray(np.ones((4, 3)))
+    row, scalar, vector = tile[:1], np.array(2.0), np.ones(3)
+    assert [a.shape for a in c_order_views((row, scalar, tile))] == [(3, 1), (), (3, 4)]
+    arrays = (vector, tile)                     # a 1-d operand: trailing alignment differs
+    assert c_order_views(arrays) is arrays
 
 
 def test_mixed_dtypes_take_the_fallback():
