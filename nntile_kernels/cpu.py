@@ -7,9 +7,10 @@ semantics as nntile_kernels.reference.
 import functools
 
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_elementwise, cpu_loss, cpu_norm,  # noqa: I001
-               cpu_optim, cpu_reduce, cpu_rope, cpu_slice, reference)
+               cpu_optim, cpu_reduce, cpu_rope, cpu_rules, cpu_slice, reference)
 from .cpu_math import KERNELS as MATH_KERNELS
 from .cpu_math_fiber import KERNELS as MATH_FIBER_KERNELS
+from .rules import ELEMENTWISE
 
 KERNELS = {
     **MATH_KERNELS,   # seed elementwise and reduction kernels (cpu_math.py)
@@ -28,16 +29,8 @@ KERNELS = {
     # box copies are NumPy slice assignments (memcpy runs)
     "add_box": reference.add_box,
     "reshape_box": cpu_data.reshape_box,
-    "gelu": cpu_elementwise.gelu,
-    "gelutanh": cpu_elementwise.gelutanh,
-    "relu": cpu_elementwise.relu,
-    "silu": cpu_elementwise.silu,
-    "sqrt": cpu_elementwise.sqrt,
-    "gelu_backward": cpu_elementwise.gelu_backward,
-    "gelutanh_backward": cpu_elementwise.gelutanh_backward,
-    "relu_backward": cpu_elementwise.relu_backward,
-    "silu_backward": cpu_elementwise.silu_backward,
-    "sqrt_backward": cpu_elementwise.sqrt_backward,
+    # the activations and their backwards: loops generated from rules.py's formulas
+    **{name: getattr(cpu_rules, name) for name in ELEMENTWISE},
     "sum": cpu_reduce.sum,
     "sum_fiber": cpu_reduce.sum_fiber,
     "add_fiber": cpu_reduce.add_fiber,

@@ -1,5 +1,6 @@
 """Vectorisable tanh, erf and exp for the numba kernels: one scalar function per name,
-specialised by the argument's type.
+specialised by the argument's type; and the other functions the portable formulas of
+rules.py call (maximum, where), for the numba loops generated from them.
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. numba has no vector math library
 here (no SVML), so `math.tanh` on float32 is one libm call per element. For float32 the
@@ -119,3 +120,21 @@ def _by_type(fast32):
 overload(fast_tanh)(_by_type(_tanh32)(math.tanh))
 overload(fast_erf)(_by_type(_erf32)(math.erf))
 overload(fast_exp)(_by_type(_exp32)(math.exp))
+
+
+# The other functions of the portable formulas (rules.py), as their C++ in CUDA_PREAMBLE.
+@register_jitable(inline="always")
+def maximum(a, b):
+    """The larger of a and b, NaN if either is NaN (NumPy's maximum)."""
+    return a if (a != a or a > b) else b
+
+
+@register_jitable(inline="always")
+def where(condition, a, b):
+    """a where condition holds, else b."""
+    return a if condition else b
+
+
+# the names numba formulas call (rules.NUMBA_FUNCTIONS), for source run by exec
+FORMULA_NAMESPACE = {"math": math, "fast_erf": fast_erf, "fast_exp": fast_exp,
+                     "fast_tanh": fast_tanh, "maximum": maximum, "where": where}

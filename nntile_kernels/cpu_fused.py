@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .cpu_fastmath import fast_erf, fast_exp, fast_tanh
+from .cpu_fastmath import FORMULA_NAMESPACE
 from .fused_rules import CONSTANTS, ELEMENT_RULES, parse_chain
 
 
@@ -58,7 +58,7 @@ def fused_kernel(name: str):
         key = (name, len(tiles), names)
         function = _COMPILED.get(key)
         if function is None:
-            namespace = {"fast_erf": fast_erf, "fast_exp": fast_exp, "fast_tanh": fast_tanh}
+            namespace = dict(FORMULA_NAMESPACE)
             exec(kernel_source(steps, len(tiles), names), namespace)   # noqa: S102 - our text
             function = _COMPILED[key] = njit(error_model="numpy", nogil=True)(namespace["fused"])
         function(*[tile.ravel("K") for tile in tiles], *[float(params[n]) for n in names])

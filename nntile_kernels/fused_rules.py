@@ -8,17 +8,19 @@ a tile. Parameters arrive as ``s<step>_<name>`` keywords. The plan
 (nntile_spmd/plan/fusion.py) reads this table to choose chains without loading
 numba; cpu_fused.py compiles them.
 
-Every formula is the expression of the same-named kernel in cpu_elementwise.py (and
-reference.clear), with its constants cast to the tile dtype the same way, so a fused
+The activations' formulas come from rules.py in the spelling of the generated
+cpu_rules.py; clear, add, multiply and scale are the expressions of cpu_elementwise.py
+(and reference.clear). Constants are cast to the tile dtype the same way, so a fused
 chain computes bitwise what the kernels compute one after another
 (tests/plan/test_fusion.py checks it in fp64 on the MLP and GPT-2 steps).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from typing import NamedTuple
+
+from .rules import ELEMENTWISE, numba_constants, numba_expression
 
 
 class ElementRule(NamedTuple):
@@ -43,32 +45,30 @@ ELEMENT_RULES = {
                            "{p_alpha} * {i0} + {p_beta} * {i1}",), ("alpha", "beta")),
     "multiply": ElementRule(2, ("{o0} = {p_alpha} * {i0} * {i1}",), ("alpha",)),
     "scale": ElementRule(1, ("{o0} = {p_alpha} * {i0}",), ("alpha",)),
-    "gelu": ElementRule(1, ("{o0} = half * {i0} * (one + fast_erf({i0} * rsqrt2))",)),
-    "gelutanh": ElementRule(1, ("{o0} = half * {i0} * (one + fast_tanh(k_tanh * "
-                                "({i0} + c_cubic * {i0} * {i0} * {i0})))",)),
-    "relu": ElementRule(1, ("{o0} = max({i0}, zero)",)),
-    "silu": ElementRule(1, ("{o0} = {i0} / (one + fast_exp(-{i0}))",)),
-    "gelu_backward": ElementRule(2, (
-        "{u}cdf = half * (one + fast_erf({i0} * rsqrt2))",
-        "{u}pdf = fast_exp(-half * {i0} * {i0}) * rsqrt_2pi",
-        "{o0} += ({u}cdf + {i0} * {u}pdf) * {i1}"), reads_output=True),
-    "gelutanh_backward": ElementRule(2, (
-        "{u}th = fast_tanh(k_tanh * ({i0} + c_cubic * {i0} * {i0} * {i0}))",
-        "{u}inner = k_tanh * (one + three_c * {i0} * {i0})",
-        "{o0} += (half * (one + {u}th) + half * {i0} * (one - {u}th * {u}th) * {u}inner) * {i1}"),
-        reads_output=True),
-    "relu_backward": ElementRule(2, ("{o0} = {o0} + {i1} if {i0} > zero else {o0}",),
-                                 reads_output=True),
-    "silu_backward": ElementRule(2, (
-        "{u}s = one / (one + fast_exp(-{i0}))",
-        "{o0} += {u}s * (one + {i0} * (one - {u}s)) * {i1}"), reads_output=True),
+    # the activations and their backwards: from rules.py's formulas (below)
 }
 
-# The constants of cpu_elementwise, cast to the tile dtype at the top of the kernel.
-CONSTANTS = {"zero": 0.0, "one": 1.0, "half": 0.5, "rsqrt2": 1.0 / math.sqrt(2.0),
-             "rsqrt_2pi": 1.0 / math.sqrt(2.0 * math.pi),
-             "k_tanh": math.sqrt(2.0 / math.pi), "c_cubic": 0.044715,
-             "three_c": 3.0 * 0.044715}
+
+def _from_formula(rule):
+    """The element rule of an activation (or its backward) of rules.py: its formula in
+    the numba spelling that cpu_rules.py's loops use, so a chain computes bitwise what
+    those kernels compute one after another."""
+    slots = {name: f"{{i{k}}}" for k, name in enumerate(rule.inputs)}
+    slots.update({temp: "{u}" + temp for temp, _ in rule.let})
+
+    def spelled(text):
+        return _NAME.sub(lambda match: slots.get(match.group(0), match.group(0)),
+                         numba_expression(text))
+    lines = [f"{{u}}{temp} = {spelled(text)}" for temp, text in rule.let]
+    lines.append(f"{{o0}} {'+=' if rule.accumulate else '='} {spelled(rule.value)}")
+    return ElementRule(len(rule.inputs), tuple(lines), reads_output=rule.accumulate)
+
+
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+ELEMENT_RULES.update({name: _from_formula(rule) for name, rule in ELEMENTWISE.items()})
+
+# The constants the rules use, cast to the tile dtype at the top of the kernel.
+CONSTANTS = {"zero": 0.0, **numba_constants()}
 
 _STEP = re.compile(r"(\w+)\(([^>]*)>([^)]*)\)")
 

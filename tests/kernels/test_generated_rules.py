@@ -1,0 +1,35 @@
+"""The numba loops of the activations are generated from rules.py's formulas
+(nntile_kernels/generate_cpu_rules.py writes nntile_kernels/cpu_rules.py); this fails
+when a rule changed and the module was not written again, and checks what the formulas
+promise at the edges on every CPU backend."""
+
+import numpy as np
+import pytest
+
+from nntile_kernels import cpu, generate_cpu_rules, reference
+from nntile_kernels.fused_rules import ELEMENT_RULES
+from nntile_kernels.rules import ELEMENTWISE
+
+
+def test_cpu_rules_is_what_the_generator_writes():
+    assert generate_cpu_rules.TARGET.read_text() == generate_cpu_rules.module_source(), (
+        "nntile_kernels/cpu_rules.py is stale: run python -m nntile_kernels.generate_cpu_rules")
+
+
+def test_every_rule_has_its_loop_and_its_fused_element_rule():
+    for name in ELEMENTWISE:
+        assert cpu.KERNELS[name].__module__ == "nntile_kernels.cpu_rules", name
+        assert name in ELEMENT_RULES, name
+
+
+@pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_keeps_nan_and_its_backward_ignores_a_masked_nan(table, dtype):
+    x = np.array([np.nan, -np.inf, -1.0, 0.0, 2.0], dtype)
+    y = np.empty_like(x)
+    table["relu"](x, y)
+    np.testing.assert_array_equal(y, np.array([np.nan, 0.0, 0.0, 0.0, 2.0], dtype))
+    dy = np.array([1.0, np.nan, np.inf, np.nan, 3.0], dtype)
+    dx = np.ones_like(x)
+    table["relu_backward"](x, dy, dx)       # relu'(x) = 0 where x <= 0, whatever dy
+    np.testing.assert_array_equal(dx, np.array([1.0, 1.0, 1.0, 1.0, 4.0], dtype))
