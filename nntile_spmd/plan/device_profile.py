@@ -61,14 +61,16 @@ class DeviceProfile:
 
 GiB = 1 << 30
 
-# GPU rows: datasheet peaks (SXM parts, fp32 without tensor cores) and the host cost
-# of one kernel launch from Python, an assumption until a GPU run calibrates it. The
-# "cpu" row is the uncalibrated default (simulate/machine.py's MachineModel defaults);
-# a calibration file gives this machine's numbers (cpu_profile).
+# GPU rows, measured where a GPU run measured them (docs/benchmarks.md, "GPU: measured
+# on an NVIDIA H200"): the launch is the host time per task of a GPT-2 124M step under
+# CuPy (the same Python and CuPy drive either GPU), the peak one cupy.matmul's fp32
+# FLOP/s on that GPU (no tensor cores); the bandwidths are datasheet values (SXM parts).
+# The "cpu" row is the uncalibrated default (simulate/machine.py's MachineModel
+# defaults); a calibration file gives this machine's numbers (cpu_profile).
 PROFILES = {
     "cpu": DeviceProfile("cpu", "cpu", 3e-6, 10e9, 50e9, 16 * GiB),
-    "h100": DeviceProfile("h100", "gpu", 10e-6, 3.35e12, 67e12, 80 * GiB),
-    "h200": DeviceProfile("h200", "gpu", 10e-6, 4.8e12, 67e12, 141 * GiB),
+    "h100": DeviceProfile("h100", "gpu", 33e-6, 3.35e12, 50.7e12, 80 * GiB),
+    "h200": DeviceProfile("h200", "gpu", 33e-6, 4.8e12, 51.0e12, 141 * GiB),
 }
 # compile's device names -> the profile they plan for ($NNTILE_SPMD_GPU_PROFILE names
 # another GPU row: runtime/device_tiling.py)

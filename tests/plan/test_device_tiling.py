@@ -85,8 +85,8 @@ def test_profiles_refuse_bad_values_and_price_by_roofline():
         DeviceProfile("x", "fpga", 1e-6, 1e12, 1e12, 1 << 30)
     h100 = device_profile("cuda")
     assert h100.task_seconds(0, 0) == h100.launch_s
-    assert h100.task_seconds(2 * 67e12, 0) == pytest.approx(2 + h100.launch_s)
-    assert h100.task_seconds(1, 3.35e12) == pytest.approx(1 + h100.launch_s)
+    assert h100.task_seconds(2 * h100.peak_flops, 0) == pytest.approx(2 + h100.launch_s)
+    assert h100.task_seconds(1, h100.bandwidth_bytes_per_s) == pytest.approx(1 + h100.launch_s)
     assert repr(nt.TilingStrategy.auto(device="h100")).endswith("device=h100)")
 
 
