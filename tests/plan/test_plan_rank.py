@@ -43,12 +43,14 @@ GPT2_WORLDS = (1, 3, 16)
 
 def sampled_ranks(nranks):
     """The ranks whose programs are compared in a world of more than 8 ranks (each rank
-    planned alone costs about a second of CPU for the GPT-2): the first two, the last
-    holder of a batch row and the first rank without one (the GPT-2's batch is 5), the
-    middle and the last two. Every rank is compared in the smaller worlds."""
+    planned alone costs about a second of CPU for the GPT-2): the first, the last holder
+    of a batch row and the first rank without one (the GPT-2's batch is 5), and the last.
+    The ranks 1, 8 and 14 that were compared too reached no line or branch of nntile_spmd
+    that these and the module's other tests do not (docs/testing.md). Every rank is
+    compared in the smaller worlds."""
     if nranks <= 8:
         return range(nranks)
-    return sorted({0, 1, 4, 5, nranks // 2, nranks - 2, nranks - 1})
+    return sorted({0, 4, 5, nranks - 1})
 
 
 def mlp_graph():
@@ -283,9 +285,9 @@ def test_a_rank_lowers_only_its_share_of_the_groups(monkeypatch):
 
 
 def test_tables_take_both_ways(tables, monkeypatch):
-    """The oracle worlds do walk StepTable groups: as partial sums (this rank's tree
-    merges found by position) and as owner computes, and decide mesh-owned inputs
-    by step signature."""
+    """The oracle worlds do walk StepTable groups: each as partial sums (this rank's tree
+    merges found by position) and as owner computes, and a mesh decides mesh-owned
+    inputs by step signature (rank 0 of each world walks them all)."""
     walked = Counter()
     for name in ("table_partial", "table_owner_computes", "my_merges", "step_arrays"):
         real = getattr(rank_partial.TableSteps, name)
@@ -299,9 +301,11 @@ def test_tables_take_both_ways(tables, monkeypatch):
         monkeypatch.setattr(rank_partial.TableSteps, name, counting)
     graph, tiling = gpt2_graph()
     for distribution, nranks in (("fsdp", 4), ("ddp", 3), ({"dp": 2, "tp": 2}, 4)):
-        rank_plans(graph, nranks, tiling, distribution, ranks=(0, nranks - 1))
-    assert all(walked[name] for name in ("table_partial", "table_owner_computes",
-                                         "my_merges", "step_arrays", "mesh")), walked
+        walked.clear()
+        rank_plans(graph, nranks, tiling, distribution, ranks=(0,))
+        kinds = ("table_partial", "table_owner_computes", "my_merges", "step_arrays") + (
+            ("mesh",) if isinstance(distribution, dict) else ())
+        assert all(walked[name] for name in kinds), (distribution, walked)
 
 
 def test_a_tile_everyone_holds_is_not_lowered_again(monkeypatch):
