@@ -1,12 +1,14 @@
 """What a set of tests reaches that no other test does: the branches (arcs) of a coverage
 database recorded with a context per test (NNTILE_SPMD_TEST_COVERAGE_CONTEXTS=1 under
-`coverage run --branch`, tests/conftest.py). docs/testing.md uses it to show that tests
-left out of the suite reached nothing the kept ones do not.
+`coverage run --branch`, tests/conftest.py) or per run (`coverage run --context=LABEL`,
+then `coverage combine`: one label per MPI tier or selection). docs/testing.md uses it to
+show that tests left out of the suite reached nothing the kept ones do not.
 
     python tests/coverage_arcs.py DATABASE DROPPED [KEPT]
 
-DROPPED and KEPT are regular expressions over test node ids; KEPT defaults to every test
-DROPPED does not match. Exits 1 when the dropped tests reach an arc the kept ones do not.
+DROPPED and KEPT are regular expressions over the contexts (test node ids or labels);
+KEPT defaults to every context DROPPED does not match. Exits 1 when the dropped tests
+reach an arc the kept ones do not.
 """
 
 import re
