@@ -27,6 +27,8 @@ def pytest_configure(config):
     the choice to them, and a caller's NNTILE_SPMD_DEVICE stands."""
     if "gpu" not in config.option.markexpr.replace("not gpu", ""):
         os.environ.setdefault("NNTILE_SPMD_DEVICE", "cpu")
+    if os.environ.get("NNTILE_SPMD_TEST_COVERAGE_CONTEXTS"):
+        config.pluginmanager.register(CoverageContextPerTest())
 
 
 def pytest_collection_modifyitems(config, items):
@@ -73,3 +75,21 @@ if CPU_LOG:
         with open(CPU_LOG, "a") as log:
             log.write(f"{own_after - own:.3f}\t{waited_after - waited:.3f}\t{item.nodeid}"
                       f"\t{os.environ.get('PMI_RANK', '')}\n")
+
+
+
+class CoverageContextPerTest:
+    """Under `coverage run`, each test's lines and branches recorded under its node id
+    (pytest-cov's --cov-context=test, without pytest-cov), so that tests/coverage_arcs.py
+    can say what a set of tests reaches that the others do not. A plugin object, as this
+    module's own pytest_runtest_protocol may already be the CPU log's."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        import coverage
+        running = coverage.Coverage.current()
+        if running is not None:
+            running.switch_context(item.nodeid)
+        yield
+        if running is not None:
+            running.switch_context("")

@@ -53,6 +53,9 @@ NOT_RUN = {
                         "# the single-process tier less the slow tests"),
     ("docs/testing.md", "for i in $(seq 20); do python -m pytest -q -p no:cacheprovider "
                         "tests/runtime/test_faults.py \\"),
+    ("docs/testing.md", "export NNTILE_SPMD_TEST_COVERAGE_CONTEXTS=1 COVERAGE_FILE=/tmp/rank.cov"),
+    ("docs/testing.md", "NNTILE_SPMD_TEST_CPU_LOG=/tmp/rank.tsv python -m pytest -q "
+                        "-p no:cacheprovider tests/plan/test_plan_rank.py"),
     ("docs/training.md", "for step in range(steps):"),
     ("docs/training.md", "python -m pytest tests/train tests/models"),
 }

@@ -9,7 +9,10 @@ from gpt2_helpers import parity_problems
 from llama_helpers import SMALL_TILES, hf_reference, run_ours
 from helpers import assert_no_rank_has_problems, on_rank_zero
 
-pytestmark = pytest.mark.four_ranks
+# Not four_ranks: on 4 ranks these reached no line or branch of nntile_spmd that the
+# 3-rank tier and the 4-rank tier's other tests do not (docs/testing.md); 4 ranks check
+# parity on 2 x 2 meshes, dp x pp and fsdp x cp (test_gpt2_mesh_mpi.py,
+# test_gpt2_pipeline_mpi.py, test_cp_mpi.py).
 
 mpi4py = pytest.importorskip("mpi4py")
 from mpi4py import MPI  # noqa: E402

@@ -32,6 +32,11 @@ def uneven_sizes(case):
     return dict.fromkeys(case.letters(), 5) | dict.fromkeys(case.letters()[1::2], 3)
 
 
+# On 2 ranks only: a third real rank reaches no line or branch of nntile_spmd that the
+# 2-rank sweep and the 3-rank tier's other tests do not (docs/testing.md), and the
+# single-process tier runs every case uneven on 4 simulated ranks under every preset and
+# on worlds of 1-8 that hypothesis draws (test_runtime_ops.py).
+@pytest.mark.two_ranks
 @pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.parametrize("case", OP_CASES, ids=str)
 def test_op_case_on_mpi_ranks(case, preset):
