@@ -31,11 +31,12 @@ from collections import defaultdict
 from .builder import TAG_LIMIT, ProgramBuilder
 from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send
+from .rank_groups import ShortGroups
 from .rank_partial import TableSteps
 from .step_table import StepTable
 
 
-class RankProgramBuilder(TableSteps, ProgramBuilder):
+class RankProgramBuilder(ShortGroups, TableSteps, ProgramBuilder):
     """ProgramBuilder that visits the groups `rank` takes part in and builds its program."""
 
     def __init__(self, rank, nranks, meta, owners, permanent_holders, deterministic=False,
@@ -60,14 +61,16 @@ class RankProgramBuilder(TableSteps, ProgramBuilder):
                                                         in enumerate(groups) if rank in members])
 
     def add_op(self, groups):
+        short = []
         for group in groups:
             if isinstance(group.steps, StepTable):
                 arrays = self.step_arrays(group)
                 if self.table_takes_part(group, arrays):
                     self.add_table_group(group, arrays)
-                continue
-            if self.takes_part(group):
-                self.add_group(group)
+            else:
+                short.append(group)
+        if short:   # an op's groups are all StepTables or all short
+            self.add_short_groups(short)
 
     def takes_part(self, group) -> bool:
         """Does this rank run, send, reduce or hold a copy of anything in `group`?"""
