@@ -56,6 +56,7 @@ class RankProgramBuilder(ShortGroups, TableSteps, ProgramBuilder):
         self.size_arrays = {}                     # tensor name -> tile sizes per dim
         self.id_memo = {}                         # (op, input position) -> summed_part
         self.signature_memo = {}                  # a step's signature -> its best rank
+        self.wide_memo = {}                       # (op, input position) -> widely_read
         # the owner codes naming this rank (PERF: one set lookup for rank_set(code))
         self.my_codes = frozenset([rank, REPLICATED] + [-2 - index for index, members
                                                         in enumerate(groups) if rank in members])

@@ -14,22 +14,36 @@ for each group). Looking tiles up one by one cost as much as deciding.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ..graph.dtypes import ITEMSIZE
 from .axes import op_axes
 from .distribution import REPLICATED
 from .lowering import ViewReadingOp
-from .partial import tree_text
+from .partial import FAN_LIMIT, tree_text
 from .rank_partial import NO_RANK
 
 
-class GroupFacts:
-    """Per group of an op (rows): its class, and per step whether an input's owner
-    code names this rank (follows_step) or an input is sent by it (first holder)."""
+class GroupFacts(NamedTuple):
+    """Per group of an op (rows): its class (-1: this rank takes no part), and per
+    step whether an input's owner code names this rank (follows_step) and whether
+    this rank sends an input (the first rank of its owner code)."""
+    classes: np.ndarray
+    named: np.ndarray
+    sent: np.ndarray
 
-    def __init__(self, classes, named, sent):
-        self.classes, self.named, self.sent = classes, named, sent
+
+class OpArrays(NamedTuple):
+    """Owner codes, bytes and column codes (NO_RANK: none) of the output tile of
+    each group (G,) and of each input tile of each step (G, inputs, steps)."""
+    out_codes: np.ndarray
+    out_bytes: np.ndarray
+    out_columns: np.ndarray
+    codes: np.ndarray
+    nbytes: np.ndarray
+    columns: np.ndarray
 
 
 class ShortGroups:
@@ -38,16 +52,15 @@ class ShortGroups:
     def add_short_groups(self, groups):
         """The groups this rank takes part in, decided by class where their facts
         can be read as arrays (every group with the same steps), else one by one."""
-        facts = self.group_facts(groups) if len(groups) > 1 else None
-        if facts is None:
+        arrays = self.op_arrays(groups) if self.regular(groups) else None
+        if arrays is None:
             for group in groups:
                 if self.takes_part(group):
                     self.add_group(group)
             return
-        decided = {}
-        for index, group in enumerate(groups):
-            if facts.classes[index] >= 0:
-                self.add_classed_group(group, index, facts, decided)
+        facts, decided = self.group_facts(groups, arrays), {}
+        for index in np.flatnonzero(facts.classes >= 0).tolist():
+            self.add_classed_group(groups[index], index, facts, decided)
 
     def add_classed_group(self, group, index, facts, decided):
         """ProgramBuilder.add_group with its class's choice."""
@@ -75,20 +88,24 @@ class ShortGroups:
             done = step_index + 1
         self.advance(group.outputs, len(steps) - done)
 
-    def group_facts(self, groups):
-        """GroupFacts of an op's groups (class -1: this rank takes no part), or None
-        where their steps differ in number, a step reads a tile twice, or views are
-        read (their keys name other tensors)."""
+    def regular(self, groups) -> bool:
+        """Can the groups' facts be read as arrays? Several groups of the same number
+        of steps (2 or more) that may be split into partial sums, of an op reading
+        distinct tensors of at least one dim, none of which it writes (so no group
+        changes what another reads), without views (their keys name other tensors)."""
         op = groups[0].op
-        n_inputs, n_steps = len(op.inputs), len(groups[0].steps)
-        if isinstance(op, ViewReadingOp) or n_steps < 2 or op.spec.combine is None or \
-                self.deterministic or len({t.name for t in op.inputs}) < n_inputs or \
-                {t.name for t in op.inputs} & {t.name for t in op.outputs} or \
-                any(t.ndim == 0 for t in op.inputs + op.outputs) or \
-                any(len(group.steps) != n_steps for group in groups):
-            return None
-        out_codes, out_bytes, out_columns = (part[:, 0] for part in self.tile_facts(
-            op.outputs[0].name, [group.outputs[0][1] for group in groups]))
+        names = {tensor.name for tensor in op.inputs}
+        n_steps = len(groups[0].steps)
+        return len(groups) > 1 and n_steps > 1 and not isinstance(op, ViewReadingOp) and \
+            op.spec.combine is not None and not self.deterministic and \
+            len(names) == len(op.inputs) and not names & {t.name for t in op.outputs} and \
+            all(tensor.ndim for tensor in op.inputs + op.outputs) and \
+            all(len(group.steps) == n_steps for group in groups)
+
+    def op_arrays(self, groups):
+        """OpArrays of an op's groups, or None if a group reads one tile twice."""
+        op, n_steps = groups[0].op, len(groups[0].steps)
+        outputs = self.tile_facts(op.outputs[0].name, [group.outputs[0][1] for group in groups])
         per_input = []
         for position, tensor in enumerate(op.inputs):
             coords = [step.keys[position][1] for group in groups for step in group.steps]
@@ -96,69 +113,116 @@ class ShortGroups:
             if facts is None:
                 return None
             per_input.append(facts)
-        codes, nbytes, columns = (np.concatenate([facts[part] for facts in per_input], 1)
-                                  for part in range(3))
+        return OpArrays(*(part[:, 0] for part in outputs),
+                        *(np.stack([facts[part] for facts in per_input], 1)
+                          for part in range(3)))
+
+    def group_facts(self, groups, arrays):
+        """GroupFacts of an op's groups: those this rank takes part in (as takes_part)
+        and is not idle in (idle_in), classed by the facts partial_choice reads."""
+        codes, out_codes = arrays.codes, arrays.out_codes
         my_codes = np.array(sorted(self.my_codes), np.int64)
-        shape = (len(groups), n_inputs, n_steps)
-        named = np.isin(codes, my_codes).reshape(shape).any(1)
-        sent_keys = ((self.first_holders(codes) == self.rank) &
-                     (codes != REPLICATED)).reshape(shape)
-        held = np.isin(codes, my_codes[my_codes != REPLICATED]).reshape(shape).any(1)
+        held = np.isin(codes, my_codes[my_codes != REPLICATED]).any(1)
+        sent_keys = (self.first_holders(codes) == self.rank) & (codes != REPLICATED)
         taking = np.isin(out_codes, my_codes) | held.any(1)
-        mine = self.mine
         for index, group in enumerate(groups):
-            if any(key in mine for key in group.outputs):
+            if any(key in self.mine for key in group.outputs):
                 taking[index] = True
-            elif taking[index] and out_codes[index] not in self.my_codes and self.idle_in(
-                    group, int(out_codes[index]), np.flatnonzero(held[index]).tolist(),
-                    sent_keys[index]):
-                self.check_outputs(group)
-                taking[index] = False
+        maybe = np.flatnonzero(taking & ~np.isin(out_codes, my_codes))
+        if len(maybe):
+            op = groups[0].op
+            coords = np.array([groups[index].coord for index in maybe.tolist()], np.int64)
+            wide = np.stack([self.wide_readers(op, position, coords)
+                             for position in range(len(op.inputs))], 1).tolist()
+            for index, *facts in zip(maybe.tolist(), wide, held[maybe].tolist(),
+                                     sent_keys[maybe].transpose(0, 2, 1).tolist(),
+                                     *(part[maybe].transpose(0, 2, 1).tolist() for part in
+                                       (codes, arrays.nbytes, arrays.columns))):
+                if not any(key in self.mine for key in groups[index].outputs) and \
+                        self.idle_in(groups[index], int(out_codes[index]),
+                                     int(arrays.out_columns[index]), *facts):
+                    self.check_outputs(groups[index])
+                    taking[index] = False
         classes = np.full(len(groups), -1, np.int64)
         if taking.any():
             chosen = np.flatnonzero(taking)
-            table = np.column_stack([out_codes[chosen], out_bytes[chosen],
-                                     out_columns[chosen],
-                                     self.sharing_and_wide(groups, chosen, out_codes[chosen]),
-                                     codes[chosen], nbytes[chosen], columns[chosen]])
+            table = np.column_stack(
+                [out_codes[chosen], arrays.out_bytes[chosen], arrays.out_columns[chosen],
+                 self.reader_values(groups, chosen, out_codes[chosen])] +
+                [part[chosen].reshape(len(chosen), -1)
+                 for part in (codes, arrays.nbytes, arrays.columns)])
             classes[chosen] = np.unique(table, axis=0, return_inverse=True)[1].reshape(-1)
-        return GroupFacts(classes, named, sent_keys.any(1))
+        return GroupFacts(classes, np.isin(codes, my_codes).any(1), sent_keys.any(1))
 
-    def idle_in(self, group, owner, held_steps, sent_keys) -> bool:
+    def idle_in(self, group, owner, out_column, wide, held_steps, sent_keys, codes, nbytes,
+                columns) -> bool:
         """Is this rank's part of a group it does not own only the versions its steps
         bump, whichever way the group is decided? It runs none of the steps reading
         a tile of its owner codes (`held_steps`; it holds none of the others' tiles, so
         best_rank never picks it there), and each tile it would send (`sent_keys`:
-        positions by steps) is current on that step's rank and on every owner of the
-        output (its partial-sum and its owner-computes runners): a weight gathered down
-        a tree before the op. Such a group's versions matter to no later step here:
-        this rank holds no copy of its outputs and sends none of them.
-        The answer holds for the op's later groups too (nothing they write is read by
-        the op, group_facts; this rank's sends only make more copies current)."""
-        me, n_inputs = self.rank, len(group.op.inputs)
-        out_ranks, wide = self.ranks_of_owner(owner), self.wide_positions(group)
-        for step_index in held_steps:
-            keys = group.steps[step_index].keys[:n_inputs]
-            runner = self.best_rank(keys, owner, wide, group.outputs[0])
+        steps by inputs, as `codes`, `nbytes`, `columns`) is current on that step's
+        rank and on every owner of the output (its partial-sum and its owner-computes
+        runners): a weight gathered down a tree before the op. Such a group's versions
+        matter to no later step here: this rank holds no copy of its outputs and sends
+        none of them. The answer holds for the op's later groups too (nothing they
+        write is read by the op: regular; this rank's sends only make more copies
+        current)."""
+        me, out_key, wide = self.rank, group.outputs[0], tuple(wide)
+        out_column = out_column if out_key[0] in self.columns else None
+        out_ranks = None
+        for step_index, held in enumerate(held_steps):
+            if not held:
+                continue
+            signature = (owner, wide, out_column, tuple([
+                (code, size, None if column == NO_RANK else column) for code, size, column
+                in zip(codes[step_index], nbytes[step_index], columns[step_index])]))
+            runner = self.best_memo.get(signature)   # PartialSums.best_rank's memo
+            if runner is None:
+                runner = self.best_rank(group.steps[step_index].keys[:len(wide)], owner,
+                                        wide, out_key)
             if runner == me:
                 return False
-            for position in np.flatnonzero(sent_keys[:, step_index]).tolist():
-                key = keys[position]
-                holders = self.rank_set(self.owner[key])
+            for position, sent in enumerate(sent_keys[step_index]):
+                if not sent:
+                    continue
+                key, holders = group.steps[step_index].keys[position], \
+                    self.rank_set(codes[step_index][position])
+                if out_ranks is None:
+                    out_ranks = self.ranks_of_owner(owner)
                 for rank in (runner, *out_ranks):
                     if rank not in holders and not self.is_current(rank, key):
                         return False
         return True
 
-    def sharing_and_wide(self, groups, chosen, owners):
-        """PartialSums.sharing and widely_read (0 or 1) of each input position of the
-        groups `chosen` (whose output owner codes are `owners`), a column each: they
-        read the output coordinate only along the input's labels, so each is computed
-        once per distinct (those coordinates, owner)."""
+    def wide_readers(self, op, position, coords) -> np.ndarray:
+        """PartialSums.widely_read of input `position` for groups at output tile
+        `coords` (rows): whether the output tiles sharing a group's coordinates along
+        the input's labels have more than FAN_LIMIT owner codes, counted for the whole
+        output grid once per op and position."""
+        memo_key = (op.name, position)
+        found = self.wide_memo.get(memo_key)
+        if found is None:
+            axes, n_inputs = op_axes(op), len(op.inputs)
+            dims = [dim for dim, label in enumerate(axes[n_inputs]) if label in axes[position]]
+            owners = self.owners[op.outputs[0].name]
+            kept = [owners.shape[dim] for dim in dims]
+            rows = np.sort(np.transpose(owners, dims + [dim for dim in range(owners.ndim)
+                                                        if dim not in dims]).reshape(
+                int(np.prod(kept)), -1), 1)
+            distinct = 1 + np.count_nonzero(np.diff(rows, axis=1), axis=1)
+            found = self.wide_memo[memo_key] = (dims, (distinct > FAN_LIMIT).reshape(kept))
+        dims, table = found
+        return np.broadcast_to(table[tuple(coords[:, dims].T)], (len(coords),))
+
+    def reader_values(self, groups, chosen, owners):
+        """PartialSums.sharing (given the output owner codes `owners`; None: none) and
+        widely_read (0 or 1) of each input position of the groups `chosen`, a column
+        each: they read the output coordinate only along the input's labels, so each
+        is computed once per distinct (those coordinates, owner)."""
         op = groups[0].op
-        axes = op_axes(op)
-        n_inputs = len(op.inputs)
+        axes, n_inputs = op_axes(op), len(op.inputs)
         coords = np.array([groups[index].coord for index in chosen.tolist()], np.int64)
+        owners = np.zeros(len(chosen), np.int64) if owners is None else owners
         sharing, wide = [], []
         for position in range(n_inputs):
             dims = [dim for dim, label in enumerate(axes[n_inputs]) if label in axes[position]]
