@@ -21,7 +21,8 @@ the all-ranks plan (tests/plan/test_plan_rank.py checks it instruction for
 instruction). Steps, tree merges and broadcast hops between two other ranks are
 skipped; long groups (a weight gradient summed over 1,024 batch tiles) come as
 StepTables and are decided with numpy and walked at this rank's steps only
-(plan/rank_partial.py).
+(plan/rank_partial.py); an op's short groups are decided once per class of alike
+groups, and left out where this rank's part is only versions (plan/rank_groups.py).
 """
 
 from __future__ import annotations
