@@ -210,10 +210,21 @@ STEP_BY_STEP_MESHES = [("gpt2", {"dp": 2, "tp": 2}, 4), ("mlp", {"fsdp": 2, "tp"
 @pytest.mark.parametrize("graph_name,mesh,nranks", STEP_BY_STEP_MESHES, ids=str)
 def test_meshes_step_by_step(graph_name, mesh, nranks, monkeypatch):
     """Short groups on a mesh, decided once per class of alike groups of an op, plan
-    alike alone; some classes hold several groups (the decision is reused)."""
+    alike alone; some classes hold several groups, and each group's own partial_choice
+    is its class's decision."""
     monkeypatch.setattr(lowering, "TABLE_MIN_STEPS", 10**9)
     classed = Counter()
     real = rank_groups.ShortGroups.group_facts
+    real_add = rank_groups.ShortGroups.add_classed_group
+
+    def checking(self, group, index, facts, decided):
+        known = decided.get(facts.classes[index], ())
+        if known != ():
+            choice = self.partial_choice(group)
+            assert known == (None if choice is None else tuple(choice[0])), group.outputs
+            classed["checked"] += 1
+        return real_add(self, group, index, facts, decided)
+    monkeypatch.setattr(rank_groups.ShortGroups, "add_classed_group", checking)
 
     def counting(self, groups, arrays):
         facts = real(self, groups, arrays)
@@ -224,7 +235,7 @@ def test_meshes_step_by_step(graph_name, mesh, nranks, monkeypatch):
     monkeypatch.setattr(rank_groups.ShortGroups, "group_facts", counting)
     graph, tiling = GRAPHS[graph_name]()
     assert derived_equal_the_oracle(graph, nranks, tiling, mesh)
-    assert classed["groups"] > classed["classes"] > 0, classed
+    assert classed["groups"] > classed["classes"] > 0 and classed["checked"], classed
 
 
 def test_every_preset_is_covered():
