@@ -215,14 +215,13 @@ class ShortGroups:
         return np.broadcast_to(table[tuple(coords[:, dims].T)], (len(coords),))
 
     def reader_values(self, groups, chosen, owners):
-        """PartialSums.sharing (given the output owner codes `owners`; None: none) and
+        """PartialSums.sharing (given the output owner codes `owners`) and
         widely_read (0 or 1) of each input position of the groups `chosen`, a column
         each: they read the output coordinate only along the input's labels, so each
         is computed once per distinct (those coordinates, owner)."""
         op = groups[0].op
         axes, n_inputs = op_axes(op), len(op.inputs)
         coords = np.array([groups[index].coord for index in chosen.tolist()], np.int64)
-        owners = np.zeros(len(chosen), np.int64) if owners is None else owners
         sharing, wide = [], []
         for position in range(n_inputs):
             dims = [dim for dim, label in enumerate(axes[n_inputs]) if label in axes[position]]
