@@ -172,20 +172,26 @@ class PartialSums:
         out_key = group.outputs[0]
         step_ranks = [self.best_rank(step.keys[:n_inputs], owner, wide, out_key)
                       for step in group.steps]
+        order, messages = self.tree_plan(step_ranks, owner,
+                                         tree_text(group.op.name, group.outputs[0]))
+        return step_ranks, order, messages
+
+    def tree_plan(self, step_ranks, owner, text):
+        """The reduction tree's order over the step ranks (root first) and its
+        message count, the broadcast to a replicated or mesh-group owner included."""
         spread = self.spread_order
-        text = tree_text(group.op.name, group.outputs[0])
         if owner == REPLICATED:
             order = spread(sorted(set(step_ranks)), text)
             messages = len(order) - 1 + self.nranks - 1
         elif owner < 0:   # a mesh group: reduce to a member if one computes, broadcast there
-            members = set(self.groups[-2 - owner])
+            members = self.rank_set(owner)
             order = rotated(sorted(set(step_ranks) & members), text) + \
                 sorted(set(step_ranks) - members)
             messages = len(order) - 1 + len(members) - (order[0] in members)
         else:
             order = [owner] + spread(sorted(set(step_ranks) - {owner}), text)
             messages = len(order) - 1
-        return step_ranks, order, messages
+        return order, messages
 
     def spread_order(self, ranks, text):
         """`ranks` (sorted) in tree order: as they are up to FAN_LIMIT, else rotated to

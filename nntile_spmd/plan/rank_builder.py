@@ -21,7 +21,8 @@ the all-ranks plan (tests/plan/test_plan_rank.py checks it instruction for
 instruction). Steps, tree merges and broadcast hops between two other ranks are
 skipped; long groups (a weight gradient summed over 1,024 batch tiles) come as
 StepTables and are decided with numpy and walked at this rank's steps only
-(plan/rank_partial.py).
+(plan/rank_partial.py); an op's short groups are decided once per class of alike
+groups, and left out where this rank's part is only versions (plan/rank_groups.py).
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ from collections import defaultdict
 from .builder import TAG_LIMIT, ProgramBuilder
 from .distribution import REPLICATED
 from .instructions import Exec, Recv, Send
+from .rank_groups import ShortGroups
 from .rank_partial import TableSteps
 from .step_table import StepTable
 
 
-class RankProgramBuilder(TableSteps, ProgramBuilder):
+class RankProgramBuilder(ShortGroups, TableSteps, ProgramBuilder):
     """ProgramBuilder that visits the groups `rank` takes part in and builds its program."""
 
     def __init__(self, rank, nranks, meta, owners, permanent_holders, deterministic=False,
@@ -55,19 +57,22 @@ class RankProgramBuilder(TableSteps, ProgramBuilder):
         self.size_arrays = {}                     # tensor name -> tile sizes per dim
         self.id_memo = {}                         # (op, input position) -> summed_part
         self.signature_memo = {}                  # a step's signature -> its best rank
+        self.wide_memo = {}                       # (op, input position) -> widely_read
         # the owner codes naming this rank (PERF: one set lookup for rank_set(code))
         self.my_codes = frozenset([rank, REPLICATED] + [-2 - index for index, members
                                                         in enumerate(groups) if rank in members])
 
     def add_op(self, groups):
+        short = []
         for group in groups:
             if isinstance(group.steps, StepTable):
                 arrays = self.step_arrays(group)
                 if self.table_takes_part(group, arrays):
                     self.add_table_group(group, arrays)
-                continue
-            if self.takes_part(group):
-                self.add_group(group)
+            else:
+                short.append(group)
+        if short:   # an op's groups are all StepTables or all short
+            self.add_short_groups(short)
 
     def takes_part(self, group) -> bool:
         """Does this rank run, send, reduce or hold a copy of anything in `group`?"""

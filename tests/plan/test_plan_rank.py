@@ -22,7 +22,7 @@ import pytest
 import nntile_spmd as nt
 from nntile_spmd import ops
 from nntile_spmd.models import build_mlp, gpt2
-from nntile_spmd.plan import lowering, rank_partial
+from nntile_spmd.plan import lowering, rank_groups, rank_partial
 from nntile_spmd.plan.instructions import Recv, Send
 from nntile_spmd.plan.presets import PRESET_NAMES
 from nntile_spmd.train.optim import add_optimizer
@@ -205,6 +205,43 @@ def test_meshes_too(graph_name, mesh, nranks, tables):
     graph, tiling = GRAPHS[graph_name]()
     ranks = mesh_sampled_ranks(mesh, nranks) if graph_name == "gpt2" else None
     assert derived_equal_the_oracle(graph, nranks, tiling, mesh, ranks)
+
+
+# meshes whose ranks are derived step by step too (every group a tuple of steps): the
+# short groups a mesh rank decides by class of alike groups (plan/rank_groups.py)
+STEP_BY_STEP_MESHES = [("gpt2", {"dp": 2, "tp": 2}, 4), ("mlp", {"fsdp": 2, "tp": 3}, 6),
+                       ("data_ops", {"dp": 3, "tp": 2}, 6)]
+
+
+@pytest.mark.parametrize("graph_name,mesh,nranks", STEP_BY_STEP_MESHES, ids=str)
+def test_meshes_step_by_step(graph_name, mesh, nranks, monkeypatch):
+    """Short groups on a mesh, decided once per class of alike groups of an op, plan
+    alike alone; some classes hold several groups, and each group's own partial_choice
+    is its class's decision."""
+    monkeypatch.setattr(lowering, "TABLE_MIN_STEPS", 10**9)
+    classed = Counter()
+    real = rank_groups.ShortGroups.group_facts
+    real_add = rank_groups.ShortGroups.add_classed_group
+
+    def checking(self, group, index, facts, decided):
+        known = decided.get(facts.classes[index], ())
+        if known != ():
+            choice = self.partial_choice(group)
+            assert known == (None if choice is None else tuple(choice[0])), group.outputs
+            classed["checked"] += 1
+        return real_add(self, group, index, facts, decided)
+    monkeypatch.setattr(rank_groups.ShortGroups, "add_classed_group", checking)
+
+    def counting(self, groups, arrays):
+        facts = real(self, groups, arrays)
+        taking = facts.classes[facts.classes >= 0]
+        classed["groups"] += len(taking)
+        classed["classes"] += len(set(taking.tolist()))
+        return facts
+    monkeypatch.setattr(rank_groups.ShortGroups, "group_facts", counting)
+    graph, tiling = GRAPHS[graph_name]()
+    assert derived_equal_the_oracle(graph, nranks, tiling, mesh)
+    assert classed["groups"] > classed["classes"] > 0 and classed["checked"], classed
 
 
 def test_every_preset_is_covered():
