@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .distribution import REPLICATED
+from .distribution import REPLICATED, group_of
 from .instructions import Exec, Recv, Send, key_str, new_tuple
 from .kernel_params import KernelParams
 from .gather import TreeGathers
@@ -34,7 +34,7 @@ class ProgramBuilder(TreeGathers, PartialSums):
                  groups=(), columns=None):
         self.nranks = nranks
         self.columns = columns or {}        # tensor name -> column codes (Plan.columns)
-        self.groups = groups                # mesh rank sets: owner code -2 - g
+        self.groups = groups                # mesh rank sets: owner code group_code(g)
         self.deterministic = deterministic   # no partial sums: tile order, not rank order
         self.meta = meta                    # key -> TileMeta
         self.owner = OwnerTable(owners)     # key -> owner code, partial-sum tiles too
@@ -64,7 +64,7 @@ class ProgramBuilder(TreeGathers, PartialSums):
     def ranks_of_owner(self, owner):
         if owner >= 0:
             return (owner,)
-        return range(self.nranks) if owner == REPLICATED else self.groups[-2 - owner]
+        return range(self.nranks) if owner == REPLICATED else self.groups[group_of(owner)]
 
     def ranks_of(self, key):
         return self.ranks_of_owner(self.owner[key])

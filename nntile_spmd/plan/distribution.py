@@ -12,6 +12,17 @@ import numpy as np
 REPLICATED = -1
 
 
+def group_code(index):
+    """The owner code of mesh group `index`: codes below REPLICATED name groups (an int
+    or a NumPy array of them)."""
+    return -2 - index
+
+
+def group_of(code):
+    """The index of the mesh group that owner code `code` (below REPLICATED) names."""
+    return -2 - code
+
+
 @dataclass(frozen=True)
 class TileDistribution:
     """Tile -> owner rank formula. Build with the factory classmethods."""

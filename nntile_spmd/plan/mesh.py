@@ -12,8 +12,8 @@ the query dim of attention's [key, query] tensors). A tile no rule places along 
 axis is held by every rank along that axis: a parameter shard of dp x tp lives on one tp column
 (its replicas across dp), an activation of one dp row on the whole row (replicated
 across tp). Such a rank set is a *group*; owners name it by a code below REPLICATED
-(group g is -2 - g), listed in `mesh_groups(shape)`, so every rank derives the same
-owners and the same groups alone.
+(group g is `distribution.group_code(g)`, -2 - g), listed in `mesh_groups(shape)`, so
+every rank derives the same owners and the same groups alone.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from functools import lru_cache
 
 import numpy as np
 
+from .distribution import group_code
+
 MESH_AXES = ("dp", "fsdp", "tp", "pp", "cp")
 BATCH_AXES = ("dp", "fsdp")
 SCHEDULES = ("gpipe", "1f1b")
-FIRST_GROUP_CODE = -2
 CP_RULES = {"contiguous": "block", "zigzag": "fold"}   # cp_layout -> the axis rule
 
 
@@ -222,7 +223,7 @@ class Mesh:
 def mesh_groups(shape) -> tuple:
     """Every rank set of `shape` that is a proper sub-grid: per choice of replicated
     axes (neither none nor all, in order of their bit masks), one group per index of
-    the other axes (outer to inner). Group g has owner code -2 - g."""
+    the other axes (outer to inner). Group g has owner code group_code(g)."""
     groups = []
     for mask in range(1, (1 << len(shape)) - 1):
         replicated = [axis for axis in range(len(shape)) if mask >> axis & 1]
@@ -276,7 +277,7 @@ def mesh_owners(spec, linear, grid, nranks):
     fixed = [axis for axis in range(len(shape)) if axis not in replicated]
     within = np.ravel_multi_index(tuple(np.broadcast_to(index[a], linear.shape)
                                         for a in fixed), tuple(shape[a] for a in fixed))
-    return FIRST_GROUP_CODE - (first_group + within)
+    return group_code(first_group + within)
 
 
 def axis_index(rule, size, coords, linear, grid):

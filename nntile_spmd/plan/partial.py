@@ -48,7 +48,7 @@ import zlib
 import numpy as np
 
 from .axes import op_axes
-from .distribution import REPLICATED
+from .distribution import REPLICATED, group_of
 from .instructions import key_str
 from .lowering import ViewReadingOp
 
@@ -64,7 +64,7 @@ class PartialSums:
         if found is None:
             found = self.rank_sets[owner] = frozenset(
                 (owner,) if owner >= 0 else
-                range(self.nranks) if owner == REPLICATED else self.groups[-2 - owner])
+                range(self.nranks) if owner == REPLICATED else self.groups[group_of(owner)])
         return found
 
     def outside(self, exec_owner, key_owner) -> int:

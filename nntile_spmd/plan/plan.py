@@ -16,7 +16,7 @@ from ..graph.logical_graph import PHASES
 from ..graph.recompute import recomputed_ops
 from .axes import axis_classes
 from .builder import PlanError, ProgramBuilder
-from .distribution import REPLICATED
+from .distribution import REPLICATED, group_of
 from . import offload
 from .fusion import fuse_program
 from .instructions import Exec, Recv, Send
@@ -110,7 +110,7 @@ class Plan:
     def __init__(self, graph, nranks, classes, class_of, tilings, distributions,
                  owners, groups, options, pipeline=None, tiling_notes=()):
         self.graph, self.nranks = graph, nranks
-        self.groups = groups   # rank sets of a mesh; owner code -2 - g names groups[g]
+        self.groups = groups   # rank sets of a mesh; owner code group_code(g) names groups[g]
         self.classes, self.class_of = classes, class_of
         self.tilings, self.distributions, self.owners = tilings, distributions, owners
         self.meta = TileMetas(tilings, {t.name: t.dtype for t in graph.tensors()})
@@ -133,13 +133,13 @@ class Plan:
         """The ranks an owner value names: one rank, every rank, or a mesh group."""
         if owner >= 0:
             return (owner,)
-        return range(self.nranks) if owner == REPLICATED else self.groups[-2 - owner]
+        return range(self.nranks) if owner == REPLICATED else self.groups[group_of(owner)]
 
     def first_holder(self, key) -> int:
         """The owner of a tile held by one rank; REPLICATED for every rank; the
         lowest rank of a mesh group (who writes it to a checkpoint, say)."""
         owner = self.owner_of(key)
-        return owner if owner >= REPLICATED else self.groups[-2 - owner][0]
+        return owner if owner >= REPLICATED else self.groups[group_of(owner)][0]
 
     @cached_property
     def columns(self) -> dict:

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .builder import TAG_LIMIT, ProgramBuilder
-from .distribution import REPLICATED
+from .distribution import REPLICATED, group_code
 from .instructions import Exec, Recv, Send
 from .rank_groups import ShortGroups
 from .rank_partial import TableSteps
@@ -59,7 +59,7 @@ class RankProgramBuilder(ShortGroups, TableSteps, ProgramBuilder):
         self.signature_memo = {}                  # a step's signature -> its best rank
         self.wide_memo = {}                       # (op, input position) -> widely_read
         # the owner codes naming this rank (PERF: one set lookup for rank_set(code))
-        self.my_codes = frozenset([rank, REPLICATED] + [-2 - index for index, members
+        self.my_codes = frozenset([rank, REPLICATED] + [group_code(index) for index, members
                                                         in enumerate(groups) if rank in members])
 
     def add_op(self, groups):

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..graph.dtypes import ITEMSIZE
-from .distribution import REPLICATED
+from .distribution import REPLICATED, group_of
 from .partial import FAN_LIMIT, rotated, tree_text
 
 NO_RANK = np.iinfo(np.int64).max
@@ -144,7 +144,7 @@ class TableSteps:
         elif exec_owner == REPLICATED:
             found = single * np.int64(self.nranks - 1)
         else:
-            members = self.groups[-2 - exec_owner]
+            members = self.groups[group_of(exec_owner)]
             found = single * (len(members) - np.isin(codes, members))
         grouped = codes < REPLICATED
         if grouped.any():   # a few distinct mesh groups: outside's memo by pair of codes
@@ -159,7 +159,7 @@ class TableSteps:
         found = (codes == ranks) | (codes == REPLICATED)
         grouped = codes < REPLICATED
         if grouped.any():
-            found[grouped] = self.membership[-2 - codes[grouped],
+            found[grouped] = self.membership[group_of(codes[grouped]),
                                              np.broadcast_to(ranks, codes.shape)[grouped]]
         return found
 
@@ -168,7 +168,7 @@ class TableSteps:
         found = np.where(codes == REPLICATED, 0, codes)
         grouped = codes < REPLICATED
         if grouped.any():
-            found[grouped] = self.group_firsts[-2 - codes[grouped]]
+            found[grouped] = self.group_firsts[group_of(codes[grouped])]
         return found
 
     @cached_property
@@ -250,7 +250,7 @@ class TableSteps:
         lowest = np.where(best, codes, NO_RANK).min(1)
         if out_key is not None and out_key[0] in self.columns:
             # then the output's column (its first member among the best), then the lowest
-            members = self.groups[-2 - self.column_of(out_key)]
+            members = self.groups[group_of(self.column_of(out_key))]
             inside = np.where(best & np.isin(codes, members), codes, NO_RANK).min(1)
             lowest = np.where(inside < NO_RANK, inside, lowest)
         if preferred >= 0:
@@ -258,7 +258,7 @@ class TableSteps:
         elif preferred == REPLICATED:
             chosen = lowest
         else:   # the first member of the preferred mesh group among the best
-            members = np.array(self.groups[-2 - preferred], np.int64)
+            members = np.array(self.groups[group_of(preferred)], np.int64)
             place = np.full(self.nranks, NO_RANK)
             place[members] = np.arange(len(members))
             first = np.where(best, place[np.where(valid, codes, 0)], NO_RANK).min(1)
@@ -273,7 +273,7 @@ class TableSteps:
             ranks = self.spread_array(ranks, text)
             return ranks, len(ranks) - 1 + self.nranks - 1
         if owner < 0:
-            members = self.groups[-2 - owner]
+            members = self.groups[group_of(owner)]
             inside = np.isin(ranks, members)
             order = np.concatenate([np.array(rotated(ranks[inside].tolist(), text), np.int64),
                                     ranks[~inside]])

@@ -14,14 +14,14 @@ from __future__ import annotations
 import numpy as np
 
 from .axes import op_axes
-from .distribution import REPLICATED
+from .distribution import REPLICATED, group_code, group_of
 
 
 class RankTiles:
     """Output tiles of each op that concern `rank` (its codes: itself, its mesh groups)."""
 
     def __init__(self, rank, groups, owners, tilings, views):
-        self.codes = np.array([rank] + [-2 - index for index, members in enumerate(groups)
+        self.codes = np.array([rank] + [group_code(index) for index, members in enumerate(groups)
                                         if rank in members])
         self.owners, self.tilings, self.views = owners, tilings, views
         self.groups = groups
@@ -91,7 +91,7 @@ class RankTiles:
         """The first rank of each owner code (REPLICATED: none, it is not sent)."""
         first = np.where(owners >= 0, owners, -1)
         for code in np.unique(owners[owners < REPLICATED]).tolist():
-            first[owners == code] = self.groups[-2 - code][0]
+            first[owners == code] = self.groups[group_of(code)][0]
         return first
 
     @staticmethod

@@ -40,7 +40,7 @@ class TileMetas(dict):
 
 
 class OwnerTable(dict):
-    """key -> owner code of a tensor tile (a rank, REPLICATED, or -2 - mesh group);
+    """key -> owner code of a tensor tile (a rank, REPLICATED, or a mesh group's group_code);
     a builder adds its partial-sum tiles with the rank computing them."""
 
     def __init__(self, owners):
