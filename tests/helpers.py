@@ -230,8 +230,8 @@ def on_rank_zero(comm, compute):
             outcome = ("fail", f"on rank 0: {type(error).__name__}: {error}")
     arrive_asleep(comm)
     kind, payload = comm.bcast(outcome, root=0)
-    if kind == "skip":
-        pytest.skip(payload)
+    if kind == "skip":   # rank 0 computes the reference: its reason holds for every rank
+        pytest.skip(f"the reference on rank 0 skipped: {payload}")
     if kind == "fail":
         pytest.fail(payload)
     return payload
