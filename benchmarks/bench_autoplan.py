@@ -90,9 +90,10 @@ def measure(args):
     started = time.process_time()
     machine = machine_for(world, MachineModel.load(args.machine) if args.machine else None)
     calibration_s = time.process_time() - started
-    started = time.process_time()
-    candidates = nt.autoplan(workload.graph, world, machine=machine)
-    search_s = time.process_time() - started
+    started, started_wall = time.process_time(), time.perf_counter()
+    candidates = nt.autoplan(workload.graph, world, machine=machine,
+                             trials=0 if args.no_trials else None)
+    search_s = (time.process_time() - started, time.perf_counter() - started_wall)
     chosen = candidates[: args.limit or len(candidates)]
     best = {id(c): (float("inf"), 1.0) for c in chosen}     # (step s, kernel speed)
     compiled = {}
@@ -123,19 +124,27 @@ def measure(args):
 
 
 def report(args, nranks, candidates, measured, search_s, own_cores, at_speed):
+    trialled = [c for c in candidates if c.trial_step_s is not None]
     print(f"{args.model} on {nranks} rank(s): {len(candidates)} candidates measured, "
-          f"search {search_s:.1f} s of CPU")
-    print(f"{'#':>3} {'candidate':<26} {'predicted ms':>12} {'measured ms':>12} "
-          f"{'error':>7} {'own cores ms':>12} {'at speed ms':>11} {'error':>7} "
-          f"{'peak KiB':>10}")
+          f"search {search_s[0]:.1f} s of CPU, {search_s[1]:.1f} s of wall time "
+          f"({len(trialled)} trials)")
+    print(f"{'#':>3} {'candidate':<26} {'predicted ms':>12} {'trial ms':>9} "
+          f"{'measured ms':>12} {'error':>7} {'own cores ms':>12} {'at speed ms':>11} "
+          f"{'error':>7} {'peak KiB':>10}")
     for index, c in enumerate(candidates, 1):
         seconds = measured[id(c)]
-        print(f"{index:>3} {c.label:<26} {c.predicted_step_s * 1e3:>12.2f} "
+        trial = "-" if c.trial_step_s is None else f"{c.trial_step_s * 1e3:.2f}"
+        print(f"{index:>3} {c.label:<26} {c.predicted_step_s * 1e3:>12.2f} {trial:>9} "
               f"{seconds * 1e3:>12.2f} {c.predicted_step_s / seconds - 1:>+7.0%} "
               f"{own_cores[id(c)] * 1e3:>12.2f} {at_speed[id(c)] * 1e3:>11.2f} "
               f"{at_speed[id(c)] / seconds - 1:>+7.0%} {c.peak_bytes_per_rank / 1024:>10.1f}")
     fastest = min(candidates, key=lambda c: measured[id(c)])
     ratio = measured[id(candidates[0])] / measured[id(fastest)]
+    predicted_first = min(candidates, key=lambda c: (c.predicted_step_s,
+                                                     c.peak_bytes_per_rank, c.label))
+    print(f"first by prediction alone {predicted_first.label}: "
+          f"{measured[id(predicted_first)] * 1e3:.2f} ms, ratio "
+          f"{measured[id(predicted_first)] / measured[id(fastest)]:.3f}")
     errors = [abs(c.predicted_step_s / measured[id(c)] - 1) for c in candidates]
     print(f"chosen {candidates[0].label}: {measured[id(candidates[0])] * 1e3:.2f} ms; "
           f"fastest measured {fastest.label}: {measured[id(fastest)] * 1e3:.2f} ms; "
@@ -172,6 +181,8 @@ def main():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--limit", type=int, default=0, help="measure the first N only")
+    parser.add_argument("--no-trials", action="store_true",
+                        help="autoplan(trials=0): the order is the prediction's")
     parser.add_argument("--scale", type=int, default=0, metavar="N",
                         help="time the search alone for a GPT-2-XL shape on N ranks")
     parser.add_argument("--layers", type=int, default=4, help="with --scale")

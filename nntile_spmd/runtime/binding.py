@@ -158,11 +158,15 @@ class BindingMixin:
 
     def check_inputs_bound(self):
         missing = [t.name for t in self.graph.tensors()
-                   if (t.is_input or t.external or t.role == "parameter")
-                   and not set(self.stores) <= self.bound.get(t.name, set())]
+                   if needs_binding(t) and not set(self.stores) <= self.bound.get(t.name, set())]
         if missing:
             raise RuntimeError(f"execute: bind_data() these tensors first: {missing} "
                                "(inputs, constants and parameters have no default value)")
+
+
+def needs_binding(tensor) -> bool:
+    """Must `tensor` be bound before an execute (it has no default value)?"""
+    return tensor.is_input or tensor.external or tensor.role == "parameter"
 
 
 class HostView:

@@ -1,6 +1,7 @@
 """Search layer: choose the plan. `autoplan` walks the candidate space (space.py),
 plans each candidate (score.py), drops those over the memory budget on any planned
-rank and ranks the rest by predicted step time; `compile(distribution="auto")`
+rank and ranks the rest by predicted step time, then, in an MPI job, runs the first
+few for some steps (trials.py); `compile(distribution="auto")`
 compiles the first. Sits above runtime and simulate; nothing below imports it.
 """
 

@@ -10,21 +10,27 @@ from ..runtime.compile_steps import make_world
 from .machine import machine_for
 from .score import CANNOT_PLAN, Scorer
 from .space import choices, dominated
+from .trials import check_trials, run_trials
 
 
 def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None,
-             tilings=None) -> list:
+             tilings=None, trials=None) -> list:
     """Candidate plans of `graph` on the ranks of `comm` (a World, an MPI communicator,
-    or None: MPI.COMM_WORLD), fastest predicted first; every one fits `memory_budget`
+    or None: MPI.COMM_WORLD), fastest first (by their trial steps where timed, else by
+    the prediction); every one fits `memory_budget`
     bytes on every planned rank. `machine`: a MachineModel or a machine file (default:
     a quick calibration on rank 0). `log(line)` hears what was discarded and why.
     `tilings`: TilingStrategies to try in place of the table's auto tile sizes (a
-    large model's shape may need its own, as benchmarks/bench_plan_rank.py's)."""
+    large model's shape may need its own, as benchmarks/bench_plan_rank.py's).
+    `trials`: in an MPI job, how many of the first candidates to run for a few steps
+    and order by their measured step (trials.py); None: those predicted within
+    TRIAL_BAND of the first; 0: none, the order is the prediction's."""
     if memory_budget is not None and (isinstance(memory_budget, bool) or
                                       not isinstance(memory_budget, int) or
                                       memory_budget <= 0):
         raise ValueError(f"autoplan: memory_budget must be a positive number of bytes, "
                          f"got {memory_budget!r}")
+    check_trials(trials)
     world = make_world(comm, None)
     started = time.process_time()
     scorer = Scorer(graph, world.size, machine_for(world, machine, log), memory_budget)
@@ -37,6 +43,7 @@ def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None,
                          f"memory budget of {memory_budget} bytes per rank on "
                          f"{world.size} rank(s)")
     candidates.sort(key=lambda c: (c.predicted_step_s, c.peak_bytes_per_rank, c.label))
+    candidates = run_trials(candidates, world, scorer.machine, trials, log)
     if log:
         log(f"autoplan: {len(candidates)} candidates in "
             f"{time.process_time() - started:.1f} s of CPU")

@@ -38,6 +38,9 @@ class Candidate:
     memory_budget: int | None = field(repr=False, default=None)
     plan: object = field(repr=False, default=None)    # while ranks are pending
     pending: list = field(repr=False, default_factory=list)   # ranks still to plan
+    # the slowest rank's median step when autoplan timed it on the job's ranks
+    # (trials.py), else None
+    trial_step_s: float | None = None
 
     def compile_arguments(self) -> dict:
         """The keyword arguments of nt.compile that plan this candidate."""

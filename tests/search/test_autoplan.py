@@ -161,3 +161,53 @@ def test_bytes_per_rank_from_owners_equal_the_plan():
         plan = nt.build_plan(graph, nranks, nt.TilingStrategy.auto(256), distribution)
         kept = sum(tensor_bytes_per_rank(plan, t) for t in graph.tensors() if t.keeps_storage)
         assert list(kept) == [plan.persistent_bytes(r) for r in range(nranks)]
+
+
+class Measurable:
+    """A world whose ranks each run in a process of their own (as MPIWorld)."""
+    executes, runs_every_rank = True, False
+
+    def __init__(self, size):
+        self.size = size
+
+
+def ranked(*rows):
+    """Candidates (label, predicted ms, bytes sent) in predicted order."""
+    from nntile_spmd.search.score import Candidate
+    return [Candidate(label, None, False, False, ms * 1e-3, 0, sent, label)
+            for label, ms, sent in rows]
+
+
+def test_trials_time_the_candidates_the_model_cannot_tell_apart():
+    from nntile_spmd.search.trials import trial_candidates
+    rows = ranked(("cp", 33.0, 900), ("fsdp", 36.0, 500), ("ddp", 42.0, 700),
+                  ("single/auto", 80.0, 0), ("single/16KiB", 120.0, 0))
+    labels = lambda picked: [c.label for c in picked]   # noqa: E731
+    own, node = MachineModel(core_sharing="own"), MachineModel(core_sharing="node")
+    # a core per rank: within 10 % of the first's prediction
+    assert labels(trial_candidates(rows, Measurable(3), own, None)) == ["cp", "fsdp"]
+    # ranks sharing cores: within 2x, and the plan sending the fewest bytes
+    assert labels(trial_candidates(rows, Measurable(3), node, None)) == \
+        ["cp", "fsdp", "ddp", "single/auto"]
+    assert labels(trial_candidates(rows, Measurable(3), own, 3)) == ["cp", "fsdp", "ddp"]
+    assert trial_candidates(rows, Measurable(3), node, 0) == []
+    # nothing to time where one process runs every rank, or plans only, or is alone
+    for world in (nt.SimulatedWorld(3), nt.PlanningWorld(3), Measurable(1)):
+        assert trial_candidates(rows, world, node, None) == []
+
+
+def test_timed_candidates_come_first_by_their_measured_step(monkeypatch):
+    from nntile_spmd.search import trials
+    rows = ranked(("cp", 33.0, 900), ("fsdp", 36.0, 500), ("ddp", 42.0, 700),
+                  ("single", 80.0, 0), ("tp/16KiB", 120.0, 300))
+    measured = {"cp": 0.062, "fsdp": 0.055, "ddp": 0.063, "single": 0.041}
+    monkeypatch.setattr(trials, "time_steps", lambda c, world: measured[c.label])
+    order = trials.run_trials(rows, Measurable(3), MachineModel(core_sharing="node"))
+    assert [c.label for c in order] == ["single", "fsdp", "cp", "ddp", "tp/16KiB"]
+    assert [c.trial_step_s for c in order] == [0.041, 0.055, 0.062, 0.063, None]
+
+
+@pytest.mark.parametrize("trials", [-1, 1.5, True, "all"])
+def test_bad_trials_are_refused_before_the_search(trials):
+    with pytest.raises(ValueError, match="trials must be a number of candidates"):
+        nt.autoplan(mlp().graph, nt.PlanningWorld(2), machine=MachineModel(), trials=trials)

@@ -1,13 +1,17 @@
 """The in-job calibration of messages (search/machine.measure_messages) on real MPI
 ranks: rank 0 gets positive latency and bandwidth and non-negative SEND/RECV costs,
 the other ranks nothing; every rank returns (no rank left waiting); the node layout
-the quick calibration prices on is the runtime's thread budget:
+the quick calibration prices on is the runtime's thread budget; autoplan's trials on real ranks:
     mpiexec -n 2 python -m pytest --with-mpi -p no:cacheprovider tests/search"""
 
 import pytest
 from helpers import collective_ok
 
+import nntile_spmd as nt
+from nntile_spmd.models import build_mlp
 from nntile_spmd.search.machine import measure_messages, node_layout
+from nntile_spmd.simulate import MachineModel
+from nntile_spmd.train.optim import add_optimizer
 
 mpi4py = pytest.importorskip("mpi4py")
 from mpi4py import MPI  # noqa: E402
@@ -35,3 +39,20 @@ def test_the_node_layout_is_the_runtimes_thread_budget():
     ok = (threads == (threads_from_env() or default_blas_threads(comm)) and cores >= 1
           and (sharing == "own") == (not crowded))
     assert collective_ok(comm, ok)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_trials_run_the_first_candidates_and_every_rank_chooses_alike():
+    """autoplan(trials=2) on real ranks: the first two candidates were run (a step
+    time each, the same on every rank), the others were not, and every rank's list
+    is the same, in the same order."""
+    comm = MPI.COMM_WORLD
+    model = build_mlp([12, 16, 5], 8, dtype="fp64")
+    add_optimizer(model.graph, model.params, model.grads, "adam")
+    candidates = nt.autoplan(model.graph, machine=MachineModel(), trials=2)
+    mine = [(c.label, c.trial_step_s) for c in candidates]
+    ok = (all(seconds > 0 for _, seconds in mine[:2])
+          and all(seconds is None for _, seconds in mine[2:])
+          and mine[0][1] <= mine[1][1])
+    same = comm.allgather(mine) == [mine] * comm.size
+    assert collective_ok(comm, ok and same)
