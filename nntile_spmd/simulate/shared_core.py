@@ -49,7 +49,8 @@ def kernel_cpu_seconds(pairs=PAIRS) -> tuple:
     def tasks_cpu():
         workload.bind_batch(cg, rng)
         cg.execute()
-        return sum(event[6] for event in cg.events[cg.world.rank] if event[0] == "task")
+        return sum(event.cpu_s for event in cg.events[cg.world.rank]
+                   if event.kind == "task")
 
     own, shared = [], []
     for _ in range(pairs):

@@ -42,12 +42,12 @@ def task_ratios(plan, machine, rank, events, threads) -> list:
                 a + b * task_work(instruction, plan.meta))
     ratios = []
     for event in events:
-        if event[0] != "task":
+        if event.kind != "task":
             continue
-        _, op_name, _, start, end, _, cpu = event
-        seconds = calibrated[op_name].popleft()
+        seconds = calibrated[event.op].popleft()
         if seconds > 0:
-            ratios.append(((cpu if threads == 1 else end - start) / seconds, seconds))
+            measured = event.cpu_s if threads == 1 else event.end - event.start
+            ratios.append((measured / seconds, seconds))
     return ratios
 
 
