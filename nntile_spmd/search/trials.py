@@ -29,7 +29,7 @@ from ..runtime.binding import needs_binding
 # replay misses the scheduler's hand-offs and is off by up to 2x.
 TRIAL_BAND = {"own": 1.1, "node": 2.0, "bound": 2.0}
 TRIAL_STEPS = 3
-TRIAL_LIMIT = 12
+TRIAL_LIMIT = 6
 
 
 def trial_candidates(candidates, world, machine, trials) -> list:
