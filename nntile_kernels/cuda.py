@@ -1,6 +1,7 @@
 """The cuda kernel table: the generic kernels (generic*.py) bound to CuPy, gemm through
 cuBLAS on the tiles in place where it can (cuda_blas.py), one launch where array
-expressions would make several (cuda_fused.py: the output store, Adam/AdamW, zeroing),
+expressions would make several (cuda_fused.py: the output store, Adam/AdamW, zeroing;
+cuda_attention.py: the causal mask, the softmax from a logsumexp and its backward),
 and the elementwise rules (rules.py) compiled into CuPy ElementwiseKernels
 (compiled_rules.py: fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one).
 
@@ -20,7 +21,7 @@ except ImportError as error:  # only this backend needs CuPy
         "use nntile_kernels.get_kernels('cpu') on machines without an NVIDIA GPU"
     ) from error
 
-from . import cuda_blas, cuda_fused, generic
+from . import cuda_attention, cuda_blas, cuda_fused, generic
 from .generic_common import FUSED_STORES
 from .compiled_rules import CompiledRule
 from .rules import CUDA_PREAMBLE, ELEMENTWISE, cuda_source
@@ -48,6 +49,7 @@ def gemm(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1,
 KERNELS = generic.table(cp, cupyx.scipy.special)
 KERNELS.update(gemm=gemm, adam_step=cuda_fused.adam_step, adamw_step=cuda_fused.adamw_step,
                clear=cuda_fused.clear)
+KERNELS.update(cuda_attention.with_fallback(KERNELS))
 FUSED_STORES[cp.ndarray] = cuda_fused.store
 KERNELS.update({name: CompiledRule(name, rule, KERNELS[name], elementwise_compiler(name), cp)
                 for name, rule in ELEMENTWISE.items()})
