@@ -343,7 +343,8 @@ def model_graph(args):
 
 
 def print_autoplan(args, comm, top=10):
-    """nt.autoplan's candidates, fastest predicted first (rank 0 prints)."""
+    """nt.autoplan's candidates, fastest first (by their trial steps where the search ran
+    them on these ranks, else predicted; rank 0 prints)."""
     lines = []
     candidates = nt.autoplan(model_graph(args), comm, memory_budget=args.memory_budget,
                              machine=args.machine, log=lines.append)
@@ -353,8 +354,10 @@ def print_autoplan(args, comm, top=10):
     print(f"{args.model}: nt.autoplan on {world.size} rank(s), memory budget "
           f"{args.memory_budget or 'none'}; {len(candidates)} candidates, the first "
           f"{min(top, len(candidates))}:")
-    headers = ["#", "candidate", "predicted ms/step", "peak KiB/rank", "sent KiB/rank"]
+    headers = ["#", "candidate", "predicted ms/step", "trial ms/step", "peak KiB/rank",
+               "sent KiB/rank"]
     rows = [[str(index), c.label, f"{c.predicted_step_s * 1e3:.2f}",
+             "-" if c.trial_step_s is None else f"{c.trial_step_s * 1e3:.2f}",
              kib(c.peak_bytes_per_rank), kib(c.bytes_sent_per_rank)]
             for index, c in enumerate(candidates[:top], 1)]
     print(aligned(headers, rows))
