@@ -9,7 +9,9 @@ few steps of each say more than the model. So in an MPI job the candidates
 predicted within `TRIAL_BAND` of the first are compiled one at a time, run for
 `TRIAL_STEPS` steps after a warm-up on zero-filled inputs (the ops' time does not
 depend on the values; zeros cost no initialisation) and ordered by the slowest
-rank's median step; the others follow in predicted order. Every rank times the same
+rank's median step; the others follow in predicted order. Where the first trials
+show the model erring by more than the band, the candidates predicted faster than
+the fastest step measured are timed too. Every rank times the same
 candidates in the same order and takes the same maxima, so all choose alike.
 """
 
@@ -32,25 +34,6 @@ TRIAL_STEPS = 3
 TRIAL_LIMIT = 6
 
 
-def trial_candidates(candidates, world, machine, trials) -> list:
-    """The candidates (ranked by prediction) to time: `trials` an int, the first that
-    many; None, those within TRIAL_BAND of the first's prediction, at most
-    TRIAL_LIMIT, and where ranks share cores the one sending the fewest bytes; only
-    on the real ranks of an MPI job of two or more."""
-    if trials is not None:
-        return candidates[:trials] if measurable(world) else []
-    if not measurable(world) or world.size < 2 or not candidates:
-        return []
-    limit = candidates[0].predicted_step_s * TRIAL_BAND[machine.core_sharing]
-    timed = [c for c in candidates if c.predicted_step_s <= limit][:TRIAL_LIMIT]
-    if machine.core_sharing != "own":
-        # the plan exchanging the fewest bytes is the one the replay prices best on
-        # shared cores (no hand-offs to miss): the baseline the others must beat
-        quiet = min(candidates, key=lambda c: (c.bytes_sent_per_rank, c.predicted_step_s))
-        timed += [quiet] if all(c is not quiet for c in timed) else []
-    return timed
-
-
 def check_trials(trials) -> None:
     if trials is not None and (isinstance(trials, bool) or not isinstance(trials, int)
                                or trials < 0):
@@ -63,18 +46,52 @@ def measurable(world) -> bool:
     return world.executes and not world.runs_every_rank
 
 
+def worth_timing(candidate, first, fastest_s, band) -> bool:
+    """Might `candidate` still be the fastest? Its prediction is within `band` of the
+    first's, or below the fastest step measured so far (the model then errs by more
+    than the band, and says it would beat what has been seen)."""
+    return candidate.predicted_step_s <= max(first.predicted_step_s * band, fastest_s)
+
+
+def time_candidates(candidates, world, machine, trials, log) -> list:
+    """Time candidates (ranked by prediction) in order: `trials` an int, the first that
+    many; None, while worth_timing says so, at most TRIAL_LIMIT, and where ranks share
+    cores also the one sending the fewest bytes; only on the real ranks of an MPI job
+    (of two or more ranks when `trials` is None). Returns those timed."""
+    if not measurable(world) or trials == 0 or (trials is None and world.size < 2):
+        return []
+    band = TRIAL_BAND[machine.core_sharing]
+    timed = []
+    for candidate in candidates[:TRIAL_LIMIT if trials is None else trials]:
+        fastest = min((c.trial_step_s for c in timed), default=float("inf"))
+        if trials is None and timed and not worth_timing(candidate, candidates[0], fastest,
+                                                         band):
+            break     # predictions only grow down the list: none after it is either
+        timed.append(time_one(candidate, world, log))
+    if trials is None and machine.core_sharing != "own":
+        # the plan exchanging the fewest bytes is the one the replay prices best on
+        # shared cores (no hand-offs to miss): the baseline the others must beat
+        quiet = min(candidates, key=lambda c: (c.bytes_sent_per_rank, c.predicted_step_s))
+        if all(c is not quiet for c in timed):
+            timed.append(time_one(quiet, world, log))
+    return timed
+
+
+def time_one(candidate, world, log):
+    candidate.trial_step_s = time_steps(candidate, world)
+    if log:
+        log(f"trial {candidate.label}: {candidate.trial_step_s * 1e3:.2f} ms a step "
+            f"(predicted {candidate.predicted_step_s * 1e3:.2f} ms)")
+    return candidate
+
+
 def run_trials(candidates, world, machine, trials=None, log=None) -> list:
     """`candidates` (ranked by prediction) reordered: the timed ones first, by their
     measured step (`trial_step_s`), then the rest as they were. Collective."""
-    timed = trial_candidates(candidates, world, machine, trials)
+    started = time.perf_counter()
+    timed = time_candidates(candidates, world, machine, trials, log)
     if not timed:
         return candidates
-    started = time.perf_counter()
-    for candidate in timed:
-        candidate.trial_step_s = time_steps(candidate, world)
-        if log:
-            log(f"trial {candidate.label}: {candidate.trial_step_s * 1e3:.2f} ms a step "
-                f"(predicted {candidate.predicted_step_s * 1e3:.2f} ms)")
     if log:
         log(f"trials: {len(timed)} candidate(s) timed in "
             f"{time.perf_counter() - started:.1f} s")

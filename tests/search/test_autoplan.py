@@ -178,22 +178,38 @@ def ranked(*rows):
             for label, ms, sent in rows]
 
 
-def test_trials_time_the_candidates_the_model_cannot_tell_apart():
-    from nntile_spmd.search.trials import trial_candidates
+def timed_labels(rows, world, machine, trials, measured, monkeypatch):
+    """The labels time_candidates times, each step taken from `measured` (ms)."""
+    from nntile_spmd.search import trials as trials_module
+    monkeypatch.setattr(trials_module, "time_steps",
+                        lambda c, world: measured[c.label] * 1e-3)
+    return [c.label for c in
+            trials_module.time_candidates(rows, world, machine, trials, None)]
+
+
+def test_trials_time_the_candidates_the_model_cannot_tell_apart(monkeypatch):
     rows = ranked(("cp", 33.0, 900), ("fsdp", 36.0, 500), ("ddp", 42.0, 700),
                   ("single/auto", 80.0, 0), ("single/16KiB", 120.0, 0))
-    labels = lambda picked: [c.label for c in picked]   # noqa: E731
+    near = {"cp": 34.0, "fsdp": 37.0, "ddp": 43.0, "single/auto": 79.0,
+            "single/16KiB": 119.0}
     own, node = MachineModel(core_sharing="own"), MachineModel(core_sharing="node")
-    # a core per rank: within 10 % of the first's prediction
-    assert labels(trial_candidates(rows, Measurable(3), own, None)) == ["cp", "fsdp"]
+    three = Measurable(3)
+
+    def timed(machine, trials=None, measured=near, world=three):
+        return timed_labels(rows, world, machine, trials, measured, monkeypatch)
+
+    # a core per rank, predictions close: those within 10 % of the first's
+    assert timed(own) == ["cp", "fsdp"]
     # ranks sharing cores: within 2x, and the plan sending the fewest bytes
-    assert labels(trial_candidates(rows, Measurable(3), node, None)) == \
-        ["cp", "fsdp", "ddp", "single/auto"]
-    assert labels(trial_candidates(rows, Measurable(3), own, 3)) == ["cp", "fsdp", "ddp"]
-    assert trial_candidates(rows, Measurable(3), node, 0) == []
+    assert timed(node) == ["cp", "fsdp", "ddp", "single/auto"]
+    # the first ones measured far above their predictions: those predicted below the
+    # fastest measured too, until a measurement comes close to the predictions
+    assert timed(own, measured={**near, "cp": 90.0, "fsdp": 95.0}) == ["cp", "fsdp", "ddp"]
+    assert timed(own, trials=3) == ["cp", "fsdp", "ddp"]
+    assert timed(node, trials=0) == []
     # nothing to time where one process runs every rank, or plans only, or is alone
     for world in (nt.SimulatedWorld(3), nt.PlanningWorld(3), Measurable(1)):
-        assert trial_candidates(rows, world, node, None) == []
+        assert timed(node, world=world) == []
 
 
 def test_timed_candidates_come_first_by_their_measured_step(monkeypatch):
