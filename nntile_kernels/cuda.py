@@ -1,8 +1,9 @@
 """The cuda kernel table: the generic kernels (generic*.py) bound to CuPy, gemm through
 cuBLAS on the tiles in place where it can (cuda_blas.py), one launch where array
 expressions would make several (cuda_fused.py: the output store, Adam/AdamW, zeroing),
-and the elementwise rules (rules.py) compiled into CuPy ElementwiseKernels
-(compiled_rules.py: fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one).
+and the elementwise rules (rules.py: activations, add, multiply, scale) compiled into
+CuPy ElementwiseKernels (compiled_rules.py: fp32/fp64 kernels; bf16 and fp16 tiles
+through the fp32 one).
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
 here synchronizes the stream but the embedding id and cross-entropy label checks
@@ -49,5 +50,6 @@ KERNELS = generic.table(cp, cupyx.scipy.special)
 KERNELS.update(gemm=gemm, adam_step=cuda_fused.adam_step, adamw_step=cuda_fused.adamw_step,
                clear=cuda_fused.clear)
 FUSED_STORES[cp.ndarray] = cuda_fused.store
+# clear (no inputs) stays the memset above
 KERNELS.update({name: CompiledRule(name, rule, KERNELS[name], elementwise_compiler(name), cp)
-                for name, rule in ELEMENTWISE.items()})
+                for name, rule in ELEMENTWISE.items() if rule.inputs})
