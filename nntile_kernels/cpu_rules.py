@@ -292,29 +292,6 @@ def adam_step(step, grad, param, m, v, *, lr, beta1=0.9, beta2=0.999, eps=1e-08,
     _adam_step(grad.ravel('K'), param.ravel('K'), m.ravel('K'), v.ravel('K'), beta1_f64, beta2_f64, eps_f64, l2_f64, decay_f64, step_size_f64, rsqrt_bias2_f64, step_f64 == 1.0)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _adamw_step(grad_tile, param_tile, m_tile, v_tile, beta1_f64, beta2_f64, eps_f64, l2_f64, decay_f64, step_size_f64, rsqrt_bias2_f64, case0):
-    cast = param_tile.dtype.type
-    L1_0 = cast(1.0)
-    beta1 = cast(beta1_f64)
-    beta2 = cast(beta2_f64)
-    eps = cast(eps_f64)
-    l2 = cast(l2_f64)
-    decay = cast(decay_f64)
-    step_size = cast(step_size_f64)
-    rsqrt_bias2 = cast(rsqrt_bias2_f64)
-    for i in range(param_tile.size):
-        grad = grad_tile[i]
-        param = param_tile[i]
-        g = grad + l2 * param
-        m = (L1_0 - beta1) * g if case0 else beta1 * m_tile[i] + (L1_0 - beta1) * g
-        m_tile[i] = m
-        v = (L1_0 - beta2) * g * g if case0 else beta2 * v_tile[i] + (L1_0 - beta2) * g * g
-        v_tile[i] = v
-        param = param * decay - step_size * m / (math.sqrt(v) * rsqrt_bias2 + eps)
-        param_tile[i] = param
-
-
 def adamw_step(step, grad, param, m, v, *, lr, beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0.0):
     """Update(m, v, param), of rules.py: one pass over the tiles."""
     if param.dtype is F16:
@@ -329,4 +306,4 @@ def adamw_step(step, grad, param, m, v, *, lr, beta1=0.9, beta2=0.999, eps=1e-08
     decay_f64 = 1.0 - lr_f64 * weight_decay_f64
     step_size_f64 = lr_f64 / (1.0 - math.pow(beta1_f64, step_f64))
     rsqrt_bias2_f64 = 1.0 / math.sqrt(1.0 - math.pow(beta2_f64, step_f64))
-    _adamw_step(grad.ravel('K'), param.ravel('K'), m.ravel('K'), v.ravel('K'), beta1_f64, beta2_f64, eps_f64, l2_f64, decay_f64, step_size_f64, rsqrt_bias2_f64, step_f64 == 1.0)
+    _adam_step(grad.ravel('K'), param.ravel('K'), m.ravel('K'), v.ravel('K'), beta1_f64, beta2_f64, eps_f64, l2_f64, decay_f64, step_size_f64, rsqrt_bias2_f64, step_f64 == 1.0)

@@ -105,40 +105,53 @@ def kernel_source(name, rule):
     return "\n".join(lines) + "\n"
 
 
-def update_source(name, update):
-    """The numba loop of an Update and its table entry: the uniform values and the
-    cases' conditions are computed once, in float64, by the entry; the loop casts them."""
-    tiles = [f"{arg}_tile" for arg in (*update.inputs, *update.state)]
-    uniform = [uniform_name for uniform_name, _ in update.uniform]
+def _scalars(update):
+    """The params and uniform values the element formulas use, and the cases' conditions."""
     used = set().union(*map(names_in, element_texts(update)))
-    scalars = [scalar for scalar in (*update.params, *uniform) if scalar in used]
+    scalars = [scalar for scalar in (*update.params, *(name for name, _ in update.uniform))
+               if scalar in used]
     conditions = list(dict.fromkeys(condition for _, _, cases in update.assign
                                     for condition, _ in cases))
-    texts = [numba_expression(text) for text in element_texts(update)]
+    return scalars, conditions
+
+
+def update_loop(name, update):
+    """The numba loop of an Update: the state a case may leave unread is read where its
+    value needs it, the rest up front."""
+    scalars, conditions = _scalars(update)
+    tiles = [f"{arg}_tile" for arg in (*update.inputs, *update.state)]
     out_tile = f"{update.state[0]}_tile"
     lines = ["", "", JIT, f"def _{name}({', '.join([*tiles, *(s + '_f64' for s in scalars)])}"
              f"{''.join(f', case{k}' for k in range(len(conditions)))}):"]
-    lines += _casts(out_tile, scalars, texts)
+    lines += _casts(out_tile, scalars, [numba_expression(t) for t in element_texts(update)])
     lines += [f"    for i in range({out_tile}.size):"]
-    # state a case may leave unread is read where its value needs it, the rest up front
-    guarded = {tile for tile_name, value, cases in update.assign if cases
+    guarded = {tile for _, value, cases in update.assign if cases
                for tile in names_in(value) if tile in update.state}
-    upfront = [tile for tile in (*update.inputs, *update.state) if tile not in guarded]
-    lines += [f"        {tile} = {tile}_tile[i]" for tile in upfront if tile in used]
+    used = set().union(*map(names_in, element_texts(update)))
+    lines += [f"        {tile} = {tile}_tile[i]" for tile in (*update.inputs, *update.state)
+              if tile not in guarded and tile in used]
     lines += [f"        {temp} = {numba_expression(text)}" for temp, text in update.let]
     assigned = set()
     for tile_name, value, cases in update.assign:
         def spelled(text):
-            unread = guarded - assigned
-            return numba_expression(renamed(text, unread, "{}_tile[i]"))
+            return numba_expression(renamed(text, guarded - assigned, "{}_tile[i]"))
         chosen = spelled(value)
         for condition, case_value in reversed(cases):
             chosen = f"{spelled(case_value)} if case{conditions.index(condition)} else {chosen}"
         lines += [f"        {tile_name} = {chosen}", f"        {tile_name}_tile[i] = {tile_name}"]
         assigned.add(tile_name)
-    wide = (*update.params, update.counter, *uniform)
+    return lines
+
+
+def update_source(name, update, loop):
+    """The table entry of an Update: the uniform values and the cases' conditions are
+    computed once, in float64, here; the loop `_<loop>` casts them (updates whose
+    element formulas are the same share one loop: one compile)."""
+    scalars, conditions = _scalars(update)
+    wide = (*update.params, update.counter, *(name for name, _ in update.uniform))
     arrays = (update.counter, *update.inputs, *update.state)
     keywords = ", ".join(f"{p}={p}" for p in update.params)
+    lines = update_loop(name, update) if loop == name else []
     lines += ["", "", f"def {name}({_signature(arrays, update)}):",
               f'    """{update!r}, of rules.py: one pass over the tiles."""',
               f"    if {update.state[0]}.dtype is F16:",
@@ -150,8 +163,20 @@ def update_source(name, update):
     flat = [f"{arg}.ravel('K')" for arg in (*update.inputs, *update.state)]
     flat += [f"{s}_f64" for s in scalars]
     flat += [_python(condition, wide) for condition in conditions]
-    lines += [f"    _{name}({', '.join(flat)})"]
+    lines += [f"    _{loop}({', '.join(flat)})"]
     return "\n".join(lines) + "\n"
+
+
+def _loops(updates):
+    """name -> the update whose loop it runs: the first with the same element formulas."""
+    def key(update):
+        scalars, conditions = _scalars(update)
+        return (update.inputs, update.state, update.let, update.assign, tuple(scalars),
+                tuple(conditions))
+    first = {}
+    for name, update in updates.items():
+        first.setdefault(key(update), name)
+    return {name: first[key(update)] for name, update in updates.items()}
 
 
 _PYTHON_CALL = re.compile(r"\b(pow|sqrt)\(")
@@ -165,7 +190,8 @@ def _python(text, names):
 def module_source():
     looped = {name: rule for name, rule in ELEMENTWISE.items() if rule.inputs}
     return (HEADER + "".join(kernel_source(name, rule) for name, rule in looped.items())
-            + "".join(update_source(name, update) for name, update in UPDATES.items()))
+            + "".join(update_source(name, update, loop)
+                      for (name, update), loop in zip(UPDATES.items(), _loops(UPDATES).values())))
 
 
 if __name__ == "__main__":
