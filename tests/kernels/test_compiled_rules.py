@@ -13,6 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import scipy.special
+from helpers import LOOPED_RULES, RULE_PARAMS
 
 from nntile_kernels import reference
 from nntile_kernels.compiled_rules import CompiledRule, CompiledUpdate
@@ -21,10 +22,6 @@ from nntile_kernels.rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, r
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 NAMESPACE = rule_namespace(np, scipy.special)
-# the params each rule is called with (beta == 0: y is not read)
-PARAMS = {"add": dict(alpha=2.0, beta=0.0), "multiply": dict(alpha=-1.5),
-          "scale": dict(alpha=3.0)}
-LOOPED = sorted(name for name, rule in ELEMENTWISE.items() if rule.inputs)
 
 
 class RecordingCompiler:
@@ -70,11 +67,11 @@ def test_fp32_and_fp64_run_their_own_kernel(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.dtype(np.float16), BF16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("name", LOOPED)
+@pytest.mark.parametrize("name", LOOPED_RULES)
 def test_16_bit_tiles_run_the_fp32_kernel_rounded_on_store(name, dtype):
     """Strided views and in-place calls too (the output is the last input)."""
     rule, calls, fallback = compiled(name)
-    params = PARAMS.get(name, {})
+    params = RULE_PARAMS.get(name, {})
     arrays = [a[::2, 1:] for a in rule_arrays(name, dtype, shape=(9, 6))]
     expected = [a.astype(np.float32) for a in arrays]
     reference.KERNELS[name](*expected, **params)

@@ -13,6 +13,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from helpers import LOOPED_RULES, RULE_PARAMS
 
 from nntile_kernels import reference
 from nntile_kernels.rules import (C_TYPES, CUDA_PREAMBLE, ELEMENTWISE, UPDATES, _typed_literals,
@@ -28,10 +29,6 @@ using std::erf; using std::exp; using std::fmax; using std::pow; using std::sqrt
 """
 
 
-# the params each rule is called with, and a second call where a case holds
-PARAMS = {"add": [dict(alpha=0.5, beta=-2.0), dict(alpha=2.0, beta=0.0)],
-          "multiply": [dict(alpha=-1.5)], "scale": [dict(alpha=3.0)]}
-LOOPED = sorted(name for name, rule in ELEMENTWISE.items() if rule.inputs)
 
 
 def host_function(name, dtype):
@@ -67,7 +64,7 @@ def host_library(tmp_path_factory):
     folder = tmp_path_factory.mktemp("rules")
     source = folder / "rules.cpp"
     source.write_text(_HOST_PRELUDE + CUDA_PREAMBLE + "".join(
-        host_function(name, dtype) for name in LOOPED for dtype in C_TYPES) + "".join(
+        host_function(name, dtype) for name in LOOPED_RULES for dtype in C_TYPES) + "".join(
         host_update(name, dtype) for name in UPDATES for dtype in C_TYPES))
     library = folder / "rules.so"
     subprocess.run([CXX, "-O1", "-shared", "-fPIC", "-o", str(library), str(source)],
@@ -80,7 +77,7 @@ def _pointer(dtype):
 
 
 @pytest.mark.parametrize("dtype", sorted(C_TYPES))
-@pytest.mark.parametrize("name", LOOPED)
+@pytest.mark.parametrize("name", LOOPED_RULES)
 def test_cpp_of_each_rule_matches_its_numpy_evaluation(host_library, name, dtype):
     rule = ELEMENTWISE[name]
     rng = np.random.default_rng(3)
@@ -91,7 +88,9 @@ def test_cpp_of_each_rule_matches_its_numpy_evaluation(host_library, name, dtype
     if rule.cases:      # the inputs a case leaves unread hold NaN: they must not leak
         inputs[1][:10] = np.nan
     function = getattr(host_library, f"{name}_{dtype}")
-    for params in PARAMS.get(name, [{}]):
+    # add with beta == 0 (RULE_PARAMS) and then with beta != 0: y read
+    calls = [RULE_PARAMS.get(name, {})] + ([dict(alpha=0.5, beta=-2.0)] if rule.cases else [])
+    for params in calls:
         start = rng.standard_normal(n).astype(dtype) if rule.accumulate else np.zeros(n, dtype)
         got, expected = start.copy(), start.copy()
         function(*[a.ctypes.data_as(_pointer(dtype)) for a in inputs],
