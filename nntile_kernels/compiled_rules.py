@@ -14,7 +14,8 @@ ElementwiseKernel order: the input arrays, the scalars, then the outputs.
 import numpy as np
 
 from .layout import c_order_views
-from .rules import C_TYPES, given_params, rule_signature
+from .rules import given_params, rule_signature
+from .rules_cuda import C_TYPES
 from .widen import HALF, widened
 
 

@@ -24,7 +24,8 @@ except ImportError as error:  # only this backend needs CuPy
 from . import cuda_blas, cuda_fused, generic
 from .generic_common import FUSED_STORES
 from .compiled_rules import CompiledRule
-from .rules import CUDA_PREAMBLE, ELEMENTWISE, cuda_source
+from .rules import ELEMENTWISE
+from .rules_cuda import CUDA_PREAMBLE, cuda_source
 
 
 def elementwise_compiler(name):

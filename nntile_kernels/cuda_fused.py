@@ -18,7 +18,8 @@ import numpy as np
 
 from .compiled_rules import CompiledUpdate
 from .layout import c_order_views
-from .rules import CUDA_PREAMBLE, UPDATES, ArrayUpdate, cuda_update_source, rule_namespace
+from .rules import UPDATES, ArrayUpdate, rule_namespace
+from .rules_cuda import CUDA_PREAMBLE, cuda_update_source
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 

@@ -1,11 +1,14 @@
-"""The elementwise rule table: each activation's formula, written once for every backend.
+"""The elementwise rule table: each elementwise op's formula (activations and their
+backwards, add, multiply, scale, clear) and the optimizer updates (Adam, AdamW), written
+once for every backend.
 
 Pure Python, imports nothing heavy (no numpy, numba or cupy). A formula is an
 expression in the common subset of Python and C++: the array backends evaluate it
-with their array module (generic.py, on NumPy or CuPy arrays), cuda.py compiles the
-very same text into a CuPy ElementwiseKernel (cuda_source below), and the numba loops
-of the cpu table and of its fused chains are generated from it too (numba_expression
-below; cpu_rules.py, fused_rules.py), so no backend can drift from another.
+with their array module (ArrayRule, ArrayUpdate below; generic.py binds them to NumPy
+or CuPy), cuda.py and cuda_fused.py compile the very same text into CuPy
+ElementwiseKernels (rules_cuda.py), and the numba loops of the cpu table and of its
+fused chains are generated from it too (numba_expression below; cpu_rules.py,
+fused_rules.py), so no backend can drift from another.
 """
 
 import builtins
@@ -15,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 # Functions a formula may call: each backend binds these names (rule_namespace, the C++
-# math library plus CUDA_PREAMBLE, NUMBA_FUNCTIONS). maximum is NaN if either argument
+# math library plus rules_cuda.CUDA_PREAMBLE, NUMBA_FUNCTIONS). maximum is NaN if either argument
 # is (NumPy's maximum); where(c, a, b) is a where c holds, else b. Literals are written with a
 # dot (1.0), never Python's ** or C's ?:, so the text means the same in both languages
 # (tests/kernels/test_kernels_rules.py compiles the C++ for the host and compares).
@@ -283,83 +286,8 @@ class ArrayUpdate(_Evaluated):
                 else self._chosen(rest, value, scope, wide, xp))
 
 
-# ---------------------------------------------------------------- C++ for CuPy
-
-# C++ has erf/exp/sqrt/tanh overloads for float and double; the rest are ours.
-CUDA_PREAMBLE = """
-template <typename W> __device__ W sigmoid(W x) { return W(1) / (W(1) + exp(-x)); }
-template <typename W> __device__ W maximum(W a, W b) { return (a != a || a > b) ? a : b; }
-template <typename W> __device__ W where(bool c, W a, W b) { return c ? a : b; }
-"""
-
-_FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?)(?![\w.])")
-
-
-def _typed_literals(text, ctype):
-    """float kernels get 1.0f literals: a bare 1.0 is a double and would widen the math."""
-    return _FLOAT_LITERAL.sub(r"\1f", text) if ctype == "float" else text
-
-
-# CuPy names a parameter's type by its NumPy dtype; the operation is C++.
-C_TYPES = {"float32": "float", "float64": "double"}
-
-
-def _cpp_declared(ctype, names):
-    """The tile-dtype copies of float64 scalars: a value sees its params cast (name_f64
-    is the kernel's float64 parameter), as numba's loops cast them."""
-    return [f"const {ctype} {name} = ({ctype}){name}_f64;" for name in names]
-
-
-def _cpp_chosen(cases, value, names, ctype):
-    """A C++ expression choosing the first case whose condition holds: the conditions
-    compare float64 scalars (name_f64), the values get the tile dtype's literals. Only
-    the chosen value is evaluated, so the inputs the others name are not read."""
-    text = f"({_typed_literals(value, ctype)})"
-    for condition, case_value in reversed(cases):
-        text = (f"({renamed(condition, names, '{}_f64')}) ? "
-                f"({_typed_literals(case_value, ctype)}) : {text}")
-    return text
-
-
-def _cpp_typed(ctype, params, let):
-    """The element scope's declarations: constants, params cast, then the let temps."""
-    lines = [f"const {ctype} {name} = {value!r};" for name, value in CONSTANTS.items()]
-    lines += [f"const {ctype} {name} = ({ctype}){name}_f64;" for name in params]
-    lines += [f"const {ctype} {temp} = {text};" for temp, text in let]
-    return [_typed_literals(line, ctype) for line in lines]
-
-
-def cuda_source(rule, dtype_name):
-    """(in_params, out_params, operation) of a CuPy ElementwiseKernel for one float dtype:
-    the inputs, then the params (float64), as arguments."""
-    ctype = C_TYPES[dtype_name]
-    params = ", ".join([f"{dtype_name} {name}" for name in rule.inputs]
-                       + [f"float64 {name}_f64" for name in rule.params])
-    lines = _cpp_typed(ctype, rule.params, rule.let)
-    lines.append(f"{rule.output} {'+=' if rule.accumulate else '='} "
-                 f"{_cpp_chosen(rule.cases, rule.value, rule.params, ctype)};")
-    return params, f"{dtype_name} {rule.output}", "\n".join(lines)
-
-
-def cuda_update_source(update, dtype_name):
-    """(in_params, out_params, operation) of the CuPy ElementwiseKernel of an Update: the
-    inputs, the counter (int64, 0-d), the params (float64), then the state in place.
-    Each thread computes the uniform values itself, in double: one launch, and no
-    wait for the counter that lives on the device."""
-    ctype = C_TYPES[dtype_name]
-    uniform = tuple(name for name, _ in update.uniform)
-    wide = (*update.params, update.counter, *uniform)
-    in_params = ", ".join([f"{dtype_name} {name}" for name in update.inputs]
-                          + [f"int64 {update.counter}_i64"]
-                          + [f"float64 {name}_f64" for name in update.params])
-    lines = [f"const double {update.counter}_f64 = (double){update.counter}_i64;"]
-    lines += [f"const double {name}_f64 = {renamed(text, wide, '{}_f64')};"
-              for name, text in update.uniform]
-    lines += _cpp_typed(ctype, (*update.params, *uniform), update.let)
-    lines += [f"{name} = {_cpp_chosen(cases, value, wide, ctype)};"
-              for name, value, cases in update.assign]
-    out_params = ", ".join(f"{dtype_name} {name}" for name in update.state)
-    return in_params, out_params, "\n".join(lines)
+# A float literal of a formula (1.0, 3.0e-5): typed for the tile dtype in C++ and numba.
+FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?)(?![\w.])")
 
 
 # ---------------------------------------------------------------- numba loops
@@ -387,9 +315,9 @@ def _spelled_out(text):
 def numba_expression(text):
     """A formula as numba source: sigmoid spelled out, functions renamed, and each float
     literal a named constant that the loop casts to the tile dtype (a bare 0.5 is a
-    float64 and would widen fp32 math, as 1.0 would in C++: _typed_literals)."""
+    float64 and would widen fp32 math, as 1.0 would in C++: rules_cuda.typed_literals)."""
     text = _CALL.sub(lambda match: NUMBA_FUNCTIONS[match.group(1)] + "(", _spelled_out(text))
-    return _FLOAT_LITERAL.sub(lambda match: literal_name(match.group(1)), text)
+    return FLOAT_LITERAL.sub(lambda match: literal_name(match.group(1)), text)
 
 
 def element_texts(rule):
@@ -405,6 +333,6 @@ def numba_constants():
     values = dict(CONSTANTS)
     for rule in (*ELEMENTWISE.values(), *UPDATES.values()):
         for text in element_texts(rule):
-            for literal in _FLOAT_LITERAL.findall(_spelled_out(text)):
+            for literal in FLOAT_LITERAL.findall(_spelled_out(text)):
                 values[literal_name(literal)] = float(literal)
     return values

@@ -16,8 +16,9 @@ import pytest
 from helpers import LOOPED_RULES, RULE_PARAMS
 
 from nntile_kernels import reference
-from nntile_kernels.rules import (C_TYPES, CUDA_PREAMBLE, ELEMENTWISE, UPDATES, _typed_literals,
-                                  cuda_source, cuda_update_source)
+from nntile_kernels.rules import ELEMENTWISE, UPDATES
+from nntile_kernels.rules_cuda import (C_TYPES, CUDA_PREAMBLE, cuda_source, cuda_update_source,
+                                       typed_literals)
 
 CXX = shutil.which("g++") or shutil.which("c++")
 TOLERANCE = {"float64": (1e-13, 1e-13), "float32": (2e-5, 2e-5)}
@@ -129,8 +130,8 @@ def test_float_kernels_get_float_literals():
     """1.0 becomes 1.0f in float kernels (a double literal would widen the math), never
     inside a name or a longer number; double kernels keep the text."""
     text = "0.5 * x1 * (1.0 + RSQRT2) + 3.0e-5 - 2"
-    assert _typed_literals(text, "float") == "0.5f * x1 * (1.0f + RSQRT2) + 3.0e-5f - 2"
-    assert _typed_literals(text, "double") == text
+    assert typed_literals(text, "float") == "0.5f * x1 * (1.0f + RSQRT2) + 3.0e-5f - 2"
+    assert typed_literals(text, "double") == text
 
 
 def test_cuda_source_names_the_dtype_and_accumulates():
