@@ -213,7 +213,7 @@ def _add(x_tile, y_tile, z_tile, alpha_f64, beta_f64):
 
 
 def add(x, y, z, *, alpha, beta):
-    """where beta == 0.0: z = alpha * x; z = alpha * x + beta * y"""
+    """z = alpha * x + beta * y; where beta == 0.0: z = alpha * x"""
     if x.dtype is F16:
         return reference.add(x, y, z, alpha=alpha, beta=beta)
     _add(x.ravel('K'), y.ravel('K'), z.ravel('K'), float(alpha), float(beta))

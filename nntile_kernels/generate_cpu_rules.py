@@ -1,8 +1,10 @@
-"""Writes cpu_rules.py: the numba loop of each elementwise rule, generated from rules.py.
+"""Writes cpu_rules.py: the numba loop of each elementwise rule and optimizer update,
+generated from rules.py.
 
 The formula's text in rules.py is the definition; this turns it into numba source
 (rules.numba_expression) in a module of its own so that numba caches the compiled
-loops on disk like every other kernel (source run by exec cannot be cached).
+loops on disk like every other kernel (source run by exec cannot be cached). A rule
+with no inputs (clear) gets no loop: it writes a constant, which NumPy's fill does.
 tests/kernels/test_generated_rules.py fails when cpu_rules.py is not what this writes;
 after changing a rule:
 
@@ -61,8 +63,9 @@ def _signature(arrays, rule):
 def _formula(rule):
     sign = "+=" if rule.accumulate else "="
     parts = [f"{temp} = {text}" for temp, text in rule.let]
+    parts.append(f"{rule.output} {sign} {rule.value}")
     parts += [f"where {condition}: {rule.output} {sign} {value}" for condition, value in rule.cases]
-    return "; ".join([*parts, f"{rule.output} {sign} {rule.value}"])
+    return "; ".join(parts)
 
 
 def _loop(rule, value, out_tile, indent):
