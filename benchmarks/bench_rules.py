@@ -2,10 +2,10 @@
 revision, in one process: ns per element and whether the results are bitwise equal.
 
 Run: python benchmarks/bench_rules.py [--before REV] [--edge 512] [--repeat 200]
-The modules of REV (default ab8850b, the last with hand-written add/multiply/scale
-and Adam loops) are read with `git show` and imported beside the current ones, so
-both sides run the same numba and the same tiles; each timing is the best of
-`repeat` calls, the old and the new kernel called in alternation, one thread.
+The modules of REV (default ab8850b, the last with hand-written loops of add, multiply,
+scale, sub, div, tanh, sigmoid and Adam) are read with `git show` and imported beside
+the current ones, so both sides run the same numba and the same tiles; each timing is
+the best of `repeat` calls, the old and the new kernel called in alternation, one thread.
 """
 
 import argparse
@@ -29,6 +29,12 @@ CASES = {
     "add beta=0": ("cpu_elementwise", "xyz", {"alpha": 0.5, "beta": 0.0}),
     "multiply": ("cpu_elementwise", "xyz", {"alpha": -1.5}),
     "scale": ("cpu_elementwise", "xz", {"alpha": 3.0}),
+    "sub": ("cpu_math", "xyz", {}),
+    "div": ("cpu_math", "xyz", {}),
+    "tanh": ("cpu_math", "xz", {}),
+    "tanh_backward": ("cpu_math", "xyz", {}),
+    "sigmoid": ("cpu_math", "xz", {}),
+    "sigmoid_backward": ("cpu_math", "xyz", {}),
     "adam_step": ("cpu_optim", "sgpmv", {"lr": 0.01, "weight_decay": 0.1}),
     "adamw_step": ("cpu_optim", "sgpmv", {"lr": 0.01, "weight_decay": 0.1}),
 }
@@ -92,7 +98,7 @@ def main():
                    for name in {module for module, _, _ in CASES.values()}}
         print(f"ns per element, {args.edge} x {args.edge} tile, best of {args.repeat}; "
               f"before = {args.before}, after = this checkout")
-        print("| kernel | fp32 before / after ns | fp64 before / after ns | bitwise |")
+        print("| kernel | fp32 before / after ns | fp64 before / after ns | bitwise fp32 / fp64 |")
         print("|---|---|---|---|")
         for label, (module, letters, params) in CASES.items():
             name = label.split()[0]
@@ -107,7 +113,8 @@ def main():
                 before, after = best_ns(calls, args.repeat, args.edge * args.edge)
                 cells.append(f"{before:.3f} / {after:.3f}")
                 same.append(bitwise_equal(kernels, letters, params, dtype, args.edge))
-            print(f"| {label} | {cells[0]} | {cells[1]} | {'yes' if all(same) else 'NO'} |")
+            equal = " / ".join("yes" if flag else "no" for flag in same)
+            print(f"| {label} | {cells[0]} | {cells[1]} | {equal} |")
 
 
 if __name__ == "__main__":

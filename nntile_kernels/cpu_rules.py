@@ -197,6 +197,103 @@ def sqrt_backward(x, dy, dx):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _tanh(x_tile, y_tile):
+    for i in range(y_tile.size):
+        x = x_tile[i]
+        y_tile[i] = fast_tanh(x)
+
+
+def tanh(x, y):
+    """y = tanh(x)"""
+    if x.dtype is F16:
+        return reference.tanh(x, y)
+    _tanh(x.ravel('K'), y.ravel('K'))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _tanh_backward(x_tile, dy_tile, dx_tile):
+    cast = dx_tile.dtype.type
+    L1_0 = cast(1.0)
+    for i in range(dx_tile.size):
+        x = x_tile[i]
+        dy = dy_tile[i]
+        t = fast_tanh(x)
+        dx_tile[i] += (L1_0 - t * t) * dy
+
+
+def tanh_backward(x, dy, dx):
+    """t = tanh(x); dx += (1.0 - t * t) * dy"""
+    if x.dtype is F16:
+        return reference.tanh_backward(x, dy, dx)
+    _tanh_backward(x.ravel('K'), dy.ravel('K'), dx.ravel('K'))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _sigmoid(x_tile, y_tile):
+    cast = y_tile.dtype.type
+    L0_5 = cast(0.5)
+    for i in range(y_tile.size):
+        x = x_tile[i]
+        y_tile[i] = L0_5 + L0_5 * fast_tanh(L0_5 * x)
+
+
+def sigmoid(x, y):
+    """y = 0.5 + 0.5 * tanh(0.5 * x)"""
+    if x.dtype is F16:
+        return reference.sigmoid(x, y)
+    _sigmoid(x.ravel('K'), y.ravel('K'))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _sigmoid_backward(x_tile, dy_tile, dx_tile):
+    cast = dx_tile.dtype.type
+    L0_5 = cast(0.5)
+    L1_0 = cast(1.0)
+    for i in range(dx_tile.size):
+        x = x_tile[i]
+        dy = dy_tile[i]
+        s = L0_5 + L0_5 * fast_tanh(L0_5 * x)
+        dx_tile[i] += s * (L1_0 - s) * dy
+
+
+def sigmoid_backward(x, dy, dx):
+    """s = 0.5 + 0.5 * tanh(0.5 * x); dx += s * (1.0 - s) * dy"""
+    if x.dtype is F16:
+        return reference.sigmoid_backward(x, dy, dx)
+    _sigmoid_backward(x.ravel('K'), dy.ravel('K'), dx.ravel('K'))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _sub(x_tile, y_tile, z_tile):
+    for i in range(z_tile.size):
+        x = x_tile[i]
+        y = y_tile[i]
+        z_tile[i] = x - y
+
+
+def sub(x, y, z):
+    """z = x - y"""
+    if x.dtype is F16:
+        return reference.sub(x, y, z)
+    _sub(x.ravel('K'), y.ravel('K'), z.ravel('K'))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _div(x_tile, y_tile, z_tile):
+    for i in range(z_tile.size):
+        x = x_tile[i]
+        y = y_tile[i]
+        z_tile[i] = x / y
+
+
+def div(x, y, z):
+    """z = x / y"""
+    if x.dtype is F16:
+        return reference.div(x, y, z)
+    _div(x.ravel('K'), y.ravel('K'), z.ravel('K'))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _add(x_tile, y_tile, z_tile, alpha_f64, beta_f64):
     cast = z_tile.dtype.type
     alpha = cast(alpha_f64)

@@ -136,6 +136,13 @@ ELEMENTWISE = {
     "relu_backward": _backward("where(x > 0.0, dy, 0.0)"),   # relu'(0) = 0; no 0 * inf
     "silu_backward": _backward("s * (1.0 + x * (1.0 - s)) * dy", let=(("s", "sigmoid(x)"),)),
     "sqrt_backward": _backward("dy / (2.0 * sqrt(x))"),
+    "tanh": _forward("tanh(x)"),
+    "tanh_backward": _backward("(1.0 - t * t) * dy", let=(("t", "tanh(x)"),)),
+    # 1 / (1 + exp(-x)) overflows exp for x << 0; the tanh form is finite everywhere
+    "sigmoid": _forward("0.5 + 0.5 * tanh(0.5 * x)"),
+    "sigmoid_backward": _backward("s * (1.0 - s) * dy", let=(("s", "0.5 + 0.5 * tanh(0.5 * x)"),)),
+    "sub": Rule(("x", "y"), "z", "x - y"),
+    "div": Rule(("x", "y"), "z", "x / y"),       # x / 0 is inf or NaN, as in NumPy
     # the linear ops; y is not read when beta == 0 (it may be uninitialized, or be z)
     "add": Rule(("x", "y"), "z", "alpha * x + beta * y", params=("alpha", "beta"),
                 cases=(("beta == 0.0", "alpha * x"),)),
