@@ -1,9 +1,9 @@
 """The cuda kernel table: the generic kernels (generic*.py) bound to CuPy, gemm through
 cuBLAS on the tiles in place where it can (cuda_blas.py), one launch where array
 expressions would make several (cuda_fused.py: the output store, Adam/AdamW, zeroing),
-and the elementwise rules (rules.py: activations, add, multiply, scale) compiled into
-CuPy ElementwiseKernels (compiled_rules.py: fp32/fp64 kernels; bf16 and fp16 tiles
-through the fp32 one).
+and the elementwise rules (rules.py: activations, add, sub, multiply, div, scale)
+compiled into CuPy ElementwiseKernels (compiled_rules.py: fp32/fp64 kernels; bf16 and
+fp16 tiles through the fp32 one).
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
 here synchronizes the stream but the embedding id and cross-entropy label checks

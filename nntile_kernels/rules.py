@@ -1,6 +1,6 @@
-"""The elementwise rule table: each elementwise op's formula (activations and their
-backwards, add, multiply, scale, clear) and the optimizer updates (Adam, AdamW), written
-once for every backend.
+"""The elementwise rule table: each elementwise op's formula (activations, tanh, sigmoid
+and their backwards; add, sub, multiply, div, scale, clear) and the optimizer updates
+(Adam, AdamW), written once for every backend.
 
 Pure Python, imports nothing heavy (no numpy, numba or cupy). A formula is an
 expression in the common subset of Python and C++: the array backends evaluate it
