@@ -6,21 +6,19 @@ semantics as nntile_kernels.reference.
 
 import functools
 
-from . import (cpu_blas, cpu_conv, cpu_data, cpu_elementwise, cpu_loss, cpu_norm,  # noqa: I001
-               cpu_optim, cpu_reduce, cpu_rope, cpu_rules, cpu_slice, reference)
+from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss, cpu_norm, cpu_optim,  # noqa: I001
+               cpu_reduce, cpu_rope, cpu_rules, cpu_slice, reference)
 from .cpu_math import KERNELS as MATH_KERNELS
 from .cpu_math_fiber import KERNELS as MATH_FIBER_KERNELS
-from .rules import ELEMENTWISE
+from .rules import ELEMENTWISE, UPDATES
 
 KERNELS = {
     **MATH_KERNELS,   # seed elementwise and reduction kernels (cpu_math.py)
     **MATH_FIBER_KERNELS,   # seed fiber kernels and sum_backward (cpu_math_fiber.py)
     "gemm": cpu_blas.gemm,
     "transpose": cpu_reduce.transpose,
-    "add": cpu_elementwise.add,
-    "multiply": cpu_elementwise.multiply,
-    "scale": cpu_elementwise.scale,
-    # NumPy's own fill/memcpy/cast loops are already what a numba loop would be.
+    # NumPy's own fill/memcpy/cast loops are already what a numba loop would be (clear:
+    # the reference evaluates its rule, a fill).
     "add_scalar": reference.add_scalar,
     "fill": reference.fill,
     "clear": reference.clear,
@@ -29,8 +27,10 @@ KERNELS = {
     # box copies are NumPy slice assignments (memcpy runs)
     "add_box": reference.add_box,
     "reshape_box": cpu_data.reshape_box,
-    # the activations and their backwards: loops generated from rules.py's formulas
-    **{name: getattr(cpu_rules, name) for name in ELEMENTWISE},
+    # the activations, their backwards, add, multiply and scale: loops generated from
+    # rules.py's formulas, as are the Adam and AdamW steps
+    **{name: getattr(cpu_rules, name) for name, rule in ELEMENTWISE.items() if rule.inputs},
+    **{name: getattr(cpu_rules, name) for name in UPDATES},
     "sum": cpu_reduce.sum,
     "sum_fiber": cpu_reduce.sum_fiber,
     "add_fiber": cpu_reduce.add_fiber,
@@ -67,8 +67,6 @@ KERNELS = {
     "embedding": cpu_loss.embedding,
     "embedding_backward": cpu_loss.embedding_backward,
     "sgd_step": cpu_optim.sgd_step,
-    "adam_step": cpu_optim.adam_step,
-    "adamw_step": cpu_optim.adamw_step,
     "conv2d_inplace": cpu_conv.conv2d_inplace,
     "conv2d_bwd_input_inplace": cpu_conv.conv2d_bwd_input_inplace,
     "conv2d_bwd_weight_inplace": cpu_conv.conv2d_bwd_weight_inplace,

@@ -122,7 +122,7 @@ overload(fast_erf)(_by_type(_erf32)(math.erf))
 overload(fast_exp)(_by_type(_exp32)(math.exp))
 
 
-# The other functions of the portable formulas (rules.py), as their C++ in CUDA_PREAMBLE.
+# The other functions of the portable formulas (rules.py), as their C++ in rules_cuda.CUDA_PREAMBLE.
 @register_jitable(inline="always")
 def maximum(a, b):
     """The larger of a and b, NaN if either is NaN (NumPy's maximum)."""

@@ -36,7 +36,7 @@ def kernel_source(steps, n_arrays, param_names):
         fields = {f"i{k}": var(slot) for k, slot in enumerate(step.inputs)}
         fields.update({f"o{k}": var(slot) for k, slot in enumerate(step.outputs)})
         fields.update({f"p_{p}": f"c_s{index}_{p}" for p in rule.params})
-        fields["beta_is_zero"] = f"s{index}_beta == 0.0"
+        fields.update({f"raw_{p}": f"s{index}_{p}" for p in rule.params})
         fields["u"] = f"u{index}_"
         body += ["        " + line.format(**fields) for line in rule.lines]
         loaded.update(slot for slot in step.outputs if isinstance(slot, int))

@@ -13,7 +13,6 @@ import math
 from numba import njit
 
 from .cpu_common import fp16_uses_reference, folded_t
-from .cpu_fastmath import fast_tanh
 from . import reference
 
 REFERENCE = reference.KERNELS
@@ -21,69 +20,8 @@ REFERENCE = reference.KERNELS
 # ---------------------------------------------------------------- elementwise
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _binary(x, y, z, op):
-    for i in range(z.size):
-        a, b = x[i], y[i]
-        z[i] = a - b if op == 0 else a / b
-
-
-@njit(cache=True, nogil=True)
-def _unary(x, y, op):
-    for i in range(y.size):
-        t = fast_tanh(x[i]) if op == 0 else 0.5 + 0.5 * fast_tanh(0.5 * x[i])
-        y[i] = t
-
-
-@njit(cache=True, nogil=True)
-def _unary_backward(x, dy, dx, op):
-    for i in range(dx.size):
-        if op == 0:
-            t = fast_tanh(x[i])
-            dx[i] += (1 - t * t) * dy[i]
-        else:
-            s = 0.5 + 0.5 * fast_tanh(0.5 * x[i])
-            dx[i] += s * (1 - s) * dy[i]
-
-
 def _flat(*arrays):
     return tuple(a.ravel("K") for a in arrays)
-
-
-@fp16_uses_reference(0)
-def sub(x, y, z):
-    """z = x - y."""
-    _binary(*_flat(x, y, z), 0)
-
-
-@fp16_uses_reference(0)
-def div(x, y, z):
-    """z = x / y."""
-    _binary(*_flat(x, y, z), 1)
-
-
-@fp16_uses_reference(0)
-def tanh(x, y):
-    """y = tanh(x)."""
-    _unary(*_flat(x, y), 0)
-
-
-@fp16_uses_reference(0)
-def tanh_backward(x, dy, dx):
-    """dx += (1 - tanh(x)^2) * dy."""
-    _unary_backward(*_flat(x, dy, dx), 0)
-
-
-@fp16_uses_reference(0)
-def sigmoid(x, y):
-    """y = 1 / (1 + exp(-x))."""
-    _unary(*_flat(x, y), 1)
-
-
-@fp16_uses_reference(0)
-def sigmoid_backward(x, dy, dx):
-    """dx += s * (1 - s) * dy, s = sigmoid(x)."""
-    _unary_backward(*_flat(x, dy, dx), 1)
 
 
 @njit(cache=True, nogil=True)
@@ -254,10 +192,10 @@ def norm_slice_backward(x, y, dy, dx, *, axis, alpha=1.0):
     _norm_slice_backward(xt, yt, dyt, _folds(dx, axis)[0], alpha)
 
 
+# sub, div, tanh, sigmoid and their backwards are rules (rules.py, cpu_rules.py)
 KERNELS = {kernel.__name__: kernel for kernel in (
-    sub, div, tanh, tanh_backward, sigmoid, sigmoid_backward, hypot, hypot_backward,
-    hypot_scalar_inverse, max_slice, min_slice, maximum, minimum, extremum_count,
-    extremum_backward, norm_slice, norm_slice_backward)}
+    hypot, hypot_backward, hypot_scalar_inverse, max_slice, min_slice, maximum, minimum,
+    extremum_count, extremum_backward, norm_slice, norm_slice_backward)}
 
 # randn is whole-array uint64 hashing that NumPy already vectorises
 # (nntile_kernels/generic_random.py)

@@ -2,8 +2,9 @@
 cuBLAS on the tiles in place where it can (cuda_blas.py), one launch where array
 expressions would make several (cuda_fused.py: the output store, Adam/AdamW, zeroing;
 cuda_attention.py: the causal mask, the softmax from a logsumexp and its backward),
-and the elementwise rules (rules.py) compiled into CuPy ElementwiseKernels
-(compiled_rules.py: fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one).
+and the elementwise rules (rules.py: activations, add, sub, multiply, div, scale)
+compiled into CuPy ElementwiseKernels (compiled_rules.py: fp32/fp64 kernels; bf16 and
+fp16 tiles through the fp32 one).
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
 here synchronizes the stream but the embedding id and cross-entropy label checks
@@ -24,7 +25,8 @@ except ImportError as error:  # only this backend needs CuPy
 from . import cuda_attention, cuda_blas, cuda_fused, generic
 from .generic_common import FUSED_STORES
 from .compiled_rules import CompiledRule
-from .rules import CUDA_PREAMBLE, ELEMENTWISE, cuda_source
+from .rules import ELEMENTWISE
+from .rules_cuda import CUDA_PREAMBLE, cuda_source
 
 
 def elementwise_compiler(name):
@@ -51,5 +53,6 @@ KERNELS.update(gemm=gemm, adam_step=cuda_fused.adam_step, adamw_step=cuda_fused.
                clear=cuda_fused.clear)
 KERNELS.update(cuda_attention.with_fallback(KERNELS))
 FUSED_STORES[cp.ndarray] = cuda_fused.store
+# clear (no inputs) stays the memset above
 KERNELS.update({name: CompiledRule(name, rule, KERNELS[name], elementwise_compiler(name), cp)
-                for name, rule in ELEMENTWISE.items()})
+                for name, rule in ELEMENTWISE.items() if rule.inputs})

@@ -8,11 +8,11 @@ a tile. Parameters arrive as ``s<step>_<name>`` keywords. The plan
 (nntile_spmd/plan/fusion.py) reads this table to choose chains without loading
 numba; cpu_fused.py compiles them.
 
-The activations' formulas come from rules.py in the spelling of the generated
-cpu_rules.py; clear, add, multiply and scale are the expressions of cpu_elementwise.py
-(and reference.clear). Constants are cast to the tile dtype the same way, so a fused
-chain computes bitwise what the kernels compute one after another
-(tests/plan/test_fusion.py checks it in fp64 on the MLP and GPT-2 steps).
+Every element rule is a formula of rules.py (activations, add, multiply, scale, clear)
+in the spelling of the generated cpu_rules.py; constants and params are cast to the
+tile dtype the same way, so a fused chain computes bitwise what the kernels compute
+one after another (tests/plan/test_fusion.py checks it in fp64 on the MLP and GPT-2
+steps).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from .rules import ELEMENTWISE, numba_constants, numba_expression
+from .rules import ELEMENTWISE, numba_constants, numba_expression, renamed
 
 
 class ElementRule(NamedTuple):
@@ -29,7 +29,8 @@ class ElementRule(NamedTuple):
     Placeholders {i0}, {i1}.. are the input values, {o0} the output variable, {u} a
     prefix that makes the step's own temporaries unique; the
     output of an accumulating kernel ({o0} += ...) is read before it is written.
-    `params` are the kernel's keyword parameters, cast to the tile dtype as `{p_name}`.
+    `params` are the kernel's keyword parameters: `{p_name}` cast to the tile dtype,
+    `{raw_name}` as given (a case's condition reads those).
     """
 
     n_inputs: int
@@ -38,37 +39,30 @@ class ElementRule(NamedTuple):
     reads_output: bool = False
 
 
-ELEMENT_RULES = {
-    "clear": ElementRule(0, ("{o0} = zero",)),
-    # add: y is not read when beta == 0 (it may be uninitialized), as in cpu_elementwise
-    "add": ElementRule(2, ("{o0} = {p_alpha} * {i0} if {beta_is_zero} else "
-                           "{p_alpha} * {i0} + {p_beta} * {i1}",), ("alpha", "beta")),
-    "multiply": ElementRule(2, ("{o0} = {p_alpha} * {i0} * {i1}",), ("alpha",)),
-    "scale": ElementRule(1, ("{o0} = {p_alpha} * {i0}",), ("alpha",)),
-    # the activations and their backwards: from rules.py's formulas (below)
-}
-
-
 def _from_formula(rule):
-    """The element rule of an activation (or its backward) of rules.py: its formula in
-    the numba spelling that cpu_rules.py's loops use, so a chain computes bitwise what
-    those kernels compute one after another."""
+    """The element rule of a rules.py formula in the numba spelling that cpu_rules.py's
+    loops use, so a chain computes bitwise what those kernels compute one after another.
+    A case becomes a conditional expression: the inputs only the other value names are
+    not read where it holds (add's y when beta == 0)."""
     slots = {name: f"{{i{k}}}" for k, name in enumerate(rule.inputs)}
     slots.update({temp: "{u}" + temp for temp, _ in rule.let})
+    slots.update({name: f"{{p_{name}}}" for name in rule.params})
 
     def spelled(text):
-        return _NAME.sub(lambda match: slots.get(match.group(0), match.group(0)),
-                         numba_expression(text))
+        return renamed(numba_expression(text), slots)
     lines = [f"{{u}}{temp} = {spelled(text)}" for temp, text in rule.let]
-    lines.append(f"{{o0}} {'+=' if rule.accumulate else '='} {spelled(rule.value)}")
-    return ElementRule(len(rule.inputs), tuple(lines), reads_output=rule.accumulate)
+    value = spelled(rule.value)
+    for condition, case_value in reversed(rule.cases):
+        test = renamed(condition, rule.params, "{{raw_{}}}")
+        value = f"{spelled(case_value)} if {test} else {value}"
+    lines.append(f"{{o0}} {'+=' if rule.accumulate else '='} {value}")
+    return ElementRule(len(rule.inputs), tuple(lines), rule.params, reads_output=rule.accumulate)
 
 
-_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
-ELEMENT_RULES.update({name: _from_formula(rule) for name, rule in ELEMENTWISE.items()})
+ELEMENT_RULES = {name: _from_formula(rule) for name, rule in ELEMENTWISE.items()}
 
 # The constants the rules use, cast to the tile dtype at the top of the kernel.
-CONSTANTS = {"zero": 0.0, **numba_constants()}
+CONSTANTS = numba_constants()
 
 _STEP = re.compile(r"(\w+)\(([^>]*)>([^)]*)\)")
 

@@ -16,7 +16,7 @@ from . import (KERNEL_NAMES, generic_conv, generic_data, generic_loss, generic_m
 from .generic_common import fiber_axes, store, wide
 from .layout import gemm_folds
 from .rounding import round_operand
-from .rules import ELEMENTWISE, ArrayRule, rule_namespace
+from .rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
 
 # ---------------------------------------------------------------- products
 
@@ -46,22 +46,8 @@ def transpose(xp, x, y, *, alpha=1.0, ndim):
 
 
 # ---------------------------------------------------------------- elementwise
-# The activations and their backwards are rules (rules.py), not functions here.
-
-
-def add(xp, x, y, z, *, alpha, beta):
-    """z = alpha*x + beta*y (y is not read when beta == 0)."""
-    store(z, x, beta, y, alpha)
-
-
-def multiply(xp, x, y, z, *, alpha=1.0):
-    """z = alpha*x*y."""
-    z[...] = alpha * x * y
-
-
-def scale(xp, x, y, *, alpha):
-    """y = alpha*x."""
-    y[...] = alpha * x
+# The activations and their backwards, add, multiply, scale and clear are rules
+# (rules.py), not functions here.
 
 
 def add_scalar(xp, x, *, value):
@@ -72,11 +58,6 @@ def add_scalar(xp, x, *, value):
 def fill(xp, x, *, value):
     """x[...] = value."""
     x.fill(value)
-
-
-def clear(xp, x):
-    """x[...] = 0."""
-    x.fill(0)
 
 
 def copy(xp, x, y):
@@ -170,6 +151,8 @@ def table(xp, special):
             continue
         if name in ELEMENTWISE:
             kernels[name] = ArrayRule(name, ELEMENTWISE[name], namespace)
+        elif name in UPDATES:
+            kernels[name] = ArrayUpdate(name, UPDATES[name], namespace)
         else:
             assert functions[name].__module__.startswith(__name__), f"{name} is a kernel here"
             kernels[name] = functools.partial(functions[name], xp)

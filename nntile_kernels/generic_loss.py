@@ -150,29 +150,4 @@ def sgd_step(xp, step, grad, param, velocity, *, lr, momentum=0.0, weight_decay=
     param -= lr * g
 
 
-def _adam(xp, step, grad, param, m, v, lr, beta1, beta2, eps, l2, decay):
-    """Adam moments and update after param *= decay; m and v are not read at step 1."""
-    t = step.astype(xp.float64)
-    first = step == 1
-    g = grad + l2 * param if l2 != 0.0 else grad  # each skipped term saves a tile pass
-    if decay != 1.0:
-        param *= decay
-    # PyTorch's moments start at zero: at step 1 don't let uninitialized ones through.
-    m[...] = xp.where(first, (1.0 - beta1) * g, beta1 * m + (1.0 - beta1) * g)
-    v[...] = xp.where(first, (1.0 - beta2) * g * g, beta2 * v + (1.0 - beta2) * g * g)
-    # Bias corrections are 0-d arrays; cast so the tile math stays in its dtype.
-    m_scale = (1.0 / (1.0 - beta1**t)).astype(param.dtype)
-    v_scale = (1.0 / (1.0 - beta2**t)).astype(param.dtype)
-    param -= lr * (m * m_scale) / (xp.sqrt(v * v_scale) + eps)
-
-
-def adam_step(xp, step, grad, param, m, v, *, lr, beta1=0.9, beta2=0.999, eps=1e-8,
-              weight_decay=0.0):
-    """PyTorch Adam with L2 weight decay added to the gradient."""
-    _adam(xp, step, grad, param, m, v, lr, beta1, beta2, eps, weight_decay, 1.0)
-
-
-def adamw_step(xp, step, grad, param, m, v, *, lr, beta1=0.9, beta2=0.999, eps=1e-8,
-               weight_decay=0.0):
-    """PyTorch AdamW: param *= 1 - lr*weight_decay, then the Adam update without L2."""
-    _adam(xp, step, grad, param, m, v, lr, beta1, beta2, eps, 0.0, 1.0 - lr * weight_decay)
+# Adam and AdamW are updates of rules.py (UPDATES), not functions here.

@@ -1,4 +1,4 @@
-"""Elementwise and reduction kernels (sub, div, hypot, tanh, sigmoid, max, min, norms)
+"""Elementwise and reduction kernels (hypot, max, min, norms)
 written once against an array module `xp`.
 
 Part of generic.table, so the NumPy reference and the CuPy table share these bodies:
@@ -32,41 +32,7 @@ def _slice(y, x, axis):
 # ---------------------------------------------------------------- elementwise
 
 
-def sub(xp, x, y, z):
-    """z = x - y."""
-    z[...] = x - y
-
-
-def div(xp, x, y, z):
-    """z = x / y."""
-    z[...] = x / y
-
-
-def tanh(xp, x, y):
-    """y = tanh(x)."""
-    y[...] = xp.tanh(x)
-
-
-def tanh_backward(xp, x, dy, dx):
-    """dx += (1 - tanh(x)^2) * dy."""
-    t = xp.tanh(x)
-    dx += (1 - t * t) * dy
-
-
-def _sigmoid(xp, x):
-    # 1 / (1 + exp(-x)) overflows exp for x << 0; the tanh form is finite everywhere
-    return 0.5 + 0.5 * xp.tanh(0.5 * x)
-
-
-def sigmoid(xp, x, y):
-    """y = 1 / (1 + exp(-x))."""
-    y[...] = _sigmoid(xp, x)
-
-
-def sigmoid_backward(xp, x, dy, dx):
-    """dx += s * (1 - s) * dy, s = sigmoid(x)."""
-    s = _sigmoid(xp, x)
-    dx += s * (1 - s) * dy
+# sub, div, tanh, sigmoid and their backwards are rules (rules.py), not functions here.
 
 
 def hypot(xp, x, y, z, *, alpha=1.0, beta=1.0):
@@ -213,10 +179,9 @@ def sum_backward(xp, dy, x, y, *, alpha=1.0):
 
 
 XP_KERNELS = {kernel.__name__: kernel for kernel in (
-    sub, div, tanh, tanh_backward, sigmoid, sigmoid_backward, hypot, hypot_backward,
-    hypot_scalar_inverse, max_slice, min_slice, maximum, minimum, extremum_count,
-    extremum_backward, norm_slice, norm_slice_backward, scale_fiber, norm_fiber,
-    norm_fiber_backward, sum_backward, randn, dropout)}
+    hypot, hypot_backward, hypot_scalar_inverse, max_slice, min_slice, maximum, minimum,
+    extremum_count, extremum_backward, norm_slice, norm_slice_backward, scale_fiber,
+    norm_fiber, norm_fiber_backward, sum_backward, randn, dropout)}
 
 
 def table(xp) -> dict:

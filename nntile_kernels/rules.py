@@ -1,11 +1,14 @@
-"""The elementwise rule table: each activation's formula, written once for every backend.
+"""The elementwise rule table: each elementwise op's formula (activations, tanh, sigmoid
+and their backwards; add, sub, multiply, div, scale, clear) and the optimizer updates
+(Adam, AdamW), written once for every backend.
 
 Pure Python, imports nothing heavy (no numpy, numba or cupy). A formula is an
 expression in the common subset of Python and C++: the array backends evaluate it
-with their array module (generic.py, on NumPy or CuPy arrays), cuda.py compiles the
-very same text into a CuPy ElementwiseKernel (cuda_source below), and the numba loops
-of the cpu table and of its fused chains are generated from it too (numba_expression
-below; cpu_rules.py, fused_rules.py), so no backend can drift from another.
+with their array module (ArrayRule, ArrayUpdate below; generic.py binds them to NumPy
+or CuPy), cuda.py and cuda_fused.py compile the very same text into CuPy
+ElementwiseKernels (rules_cuda.py), and the numba loops of the cpu table and of its
+fused chains are generated from it too (numba_expression below; cpu_rules.py,
+fused_rules.py), so no backend can drift from another.
 """
 
 import builtins
@@ -15,11 +18,11 @@ import re
 from dataclasses import dataclass
 
 # Functions a formula may call: each backend binds these names (rule_namespace, the C++
-# math library plus CUDA_PREAMBLE, NUMBA_FUNCTIONS). maximum is NaN if either argument
+# math library plus rules_cuda.CUDA_PREAMBLE, NUMBA_FUNCTIONS). maximum is NaN if either argument
 # is (NumPy's maximum); where(c, a, b) is a where c holds, else b. Literals are written with a
 # dot (1.0), never Python's ** or C's ?:, so the text means the same in both languages
 # (tests/kernels/test_kernels_rules.py compiles the C++ for the host and compares).
-FUNCTIONS = ("erf", "exp", "maximum", "sigmoid", "sqrt", "tanh", "where")
+FUNCTIONS = ("erf", "exp", "maximum", "pow", "sigmoid", "sqrt", "tanh", "where")
 
 CONSTANTS = {
     "RSQRT2": 1.0 / math.sqrt(2.0),
@@ -31,17 +34,80 @@ CONSTANTS = {
 
 @dataclass(frozen=True)
 class Rule:
-    """out = value (or out += value when accumulate) of the inputs, after the `let` temps."""
+    """out = value (or out += value when accumulate) of the inputs, after the `let` temps.
+
+    `params` are scalar keyword parameters (`defaults` gives some a default): a value
+    sees them cast to the tile dtype, so fp32 tiles compute in fp32. `cases` are
+    ((condition, value), ...): where a condition on the parameters as given (float64)
+    holds, the first such value replaces `value`; an input it does not name is not read,
+    so garbage (NaN) in it cannot leak (add's y when beta == 0).
+    """
 
     inputs: tuple
     output: str
     value: str
     accumulate: bool = False
     let: tuple = ()  # ((name, expression), ...) evaluated in order before `value`
+    params: tuple = ()
+    defaults: tuple = ()  # ((param, value), ...)
+    cases: tuple = ()  # ((condition on params, value), ...)
+
+    def __post_init__(self):
+        for condition, _ in self.cases:
+            assert names_in(condition) <= set(self.params), f"{condition}: params only"
 
     def __repr__(self):
         sign = "+=" if self.accumulate else "="
         return f"Rule({self.output} {sign} {self.value})"
+
+    def branches(self):
+        """(condition or None, value) in the order they are tried."""
+        return (*self.cases, (None, self.value))
+
+
+@dataclass(frozen=True)
+class Update:
+    """State tiles updated in place, element by element (an optimizer step).
+
+    The arrays are the `counter` (a 0-d int64 tile: the 1-based step), the `inputs`,
+    then the `state` tiles. `uniform` values ((name, expression), ...) are computed once
+    per call in float64 from the params and the counter; the element formulas see them
+    and the params cast to the tile dtype. `assign` ((state tile, value, cases), ...)
+    runs in order, each value seeing the new values of the tiles assigned before it; a
+    case's condition is on the uniform values (float64), and a value that does not name
+    a state tile does not read it (moments at step 1 may be uninitialized).
+    """
+
+    counter: str
+    inputs: tuple
+    state: tuple
+    params: tuple
+    defaults: tuple
+    uniform: tuple
+    let: tuple
+    assign: tuple
+
+    def __repr__(self):
+        return f"Update({', '.join(name for name, _, _ in self.assign)})"
+
+
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def names_in(text):
+    """The names an expression mentions (functions and constants included)."""
+    return set(_NAME.findall(text))
+
+
+def renamed(text, names, pattern="{}"):
+    """`text` with each of `names` replaced by pattern.format(name), or by names[name]
+    where `names` is a dict."""
+    def replace(match):
+        name = match.group(0)
+        if name not in names:
+            return name
+        return names[name] if isinstance(names, dict) else pattern.format(name)
+    return _NAME.sub(replace, text)
 
 
 def _forward(value, let=()):
@@ -70,6 +136,45 @@ ELEMENTWISE = {
     "relu_backward": _backward("where(x > 0.0, dy, 0.0)"),   # relu'(0) = 0; no 0 * inf
     "silu_backward": _backward("s * (1.0 + x * (1.0 - s)) * dy", let=(("s", "sigmoid(x)"),)),
     "sqrt_backward": _backward("dy / (2.0 * sqrt(x))"),
+    "tanh": _forward("tanh(x)"),
+    "tanh_backward": _backward("(1.0 - t * t) * dy", let=(("t", "tanh(x)"),)),
+    # 1 / (1 + exp(-x)) overflows exp for x << 0; the tanh form is finite everywhere
+    "sigmoid": _forward("0.5 + 0.5 * tanh(0.5 * x)"),
+    "sigmoid_backward": _backward("s * (1.0 - s) * dy", let=(("s", "0.5 + 0.5 * tanh(0.5 * x)"),)),
+    "sub": Rule(("x", "y"), "z", "x - y"),
+    "div": Rule(("x", "y"), "z", "x / y"),       # x / 0 is inf or NaN, as in NumPy
+    # the linear ops; y is not read when beta == 0 (it may be uninitialized, or be z)
+    "add": Rule(("x", "y"), "z", "alpha * x + beta * y", params=("alpha", "beta"),
+                cases=(("beta == 0.0", "alpha * x"),)),
+    "multiply": Rule(("x", "y"), "z", "alpha * x * y", params=("alpha",),
+                     defaults=(("alpha", 1.0),)),
+    "scale": Rule(("x",), "y", "alpha * x", params=("alpha",)),
+    "clear": Rule((), "x", "0.0"),
+}
+
+# PyTorch's Adam and AdamW: moments start at zero (not read at step 1); the bias
+# corrections are computed once per step in float64. Adam adds the L2 term to the
+# gradient, AdamW decays the parameter first (decay = 1 - lr * weight_decay).
+_ADAM_ASSIGN = (
+    ("m", "beta1 * m + (1.0 - beta1) * g", (("step == 1.0", "(1.0 - beta1) * g"),)),
+    ("v", "beta2 * v + (1.0 - beta2) * g * g", (("step == 1.0", "(1.0 - beta2) * g * g"),)),
+    ("param", "param * decay - step_size * m / (sqrt(v) * rsqrt_bias2 + eps)", ()),
+)
+_BIAS_CORRECTIONS = (("step_size", "lr / (1.0 - pow(beta1, step))"),
+                     ("rsqrt_bias2", "1.0 / sqrt(1.0 - pow(beta2, step))"))
+
+
+def _adam(l2, decay):
+    return Update("step", ("grad",), ("param", "m", "v"),
+                  ("lr", "beta1", "beta2", "eps", "weight_decay"),
+                  (("beta1", 0.9), ("beta2", 0.999), ("eps", 1e-8), ("weight_decay", 0.0)),
+                  (("l2", l2), ("decay", decay), *_BIAS_CORRECTIONS),
+                  (("g", "grad + l2 * param"),), _ADAM_ASSIGN)
+
+
+UPDATES = {
+    "adam_step": _adam("weight_decay", "1.0"),
+    "adamw_step": _adam("0.0", "1.0 - lr * weight_decay"),
 }
 
 
@@ -81,21 +186,41 @@ def rule_namespace(xp, special):
     of the Python frame that called it, which is this eval (PyImport_Import); with no
     builtins at all that raised KeyError: '__import__'.
     """
-    functions = dict(erf=special.erf, exp=xp.exp, maximum=xp.maximum, sigmoid=special.expit,
-                     sqrt=xp.sqrt, tanh=xp.tanh, where=xp.where)
+    functions = dict(erf=special.erf, exp=xp.exp, maximum=xp.maximum, pow=xp.power,
+                     sigmoid=special.expit, sqrt=xp.sqrt, tanh=xp.tanh, where=xp.where)
     assert set(functions) == set(FUNCTIONS), "every portable function is bound"
-    return {"__builtins__": {"__import__": builtins.__import__}, **functions, **CONSTANTS}
+    return {"__builtins__": {"__import__": builtins.__import__}, **functions, **CONSTANTS,
+            "__xp__": xp}
 
 
 def rule_signature(rule):
-    """The positional signature (inputs, then the output) every backend's entry has."""
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    return inspect.Signature([inspect.Parameter(name, kind)
-                              for name in (*rule.inputs, rule.output)])
+    """The signature every backend's entry has: the arrays positional (a rule's inputs
+    then its output; an update's counter, inputs, state), the params keyword-only."""
+    if isinstance(rule, Update):
+        arrays = (rule.counter, *rule.inputs, *rule.state)
+    else:
+        arrays = (*rule.inputs, rule.output)
+    defaults = dict(rule.defaults)
+    return inspect.Signature(
+        [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in arrays]
+        + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                             default=defaults.get(name, inspect.Parameter.empty))
+           for name in rule.params])
 
 
-class ArrayRule:
-    """A rule evaluated by array expressions (NumPy or CuPy): the table entry itself."""
+def given_params(name, rule, params):
+    """The call's params with the rule's defaults filled in; a missing or unknown one raises."""
+    given = {**dict(rule.defaults), **params}
+    if given.keys() != set(rule.params):
+        raise TypeError(f"{name}: takes the parameters {', '.join(rule.params) or 'none'}, "
+                        f"got {', '.join(sorted(params)) or 'none'}")
+    return given
+
+
+class _Evaluated:
+    """A table entry that evaluates a rule's own text with an array module (NumPy or
+    CuPy), compiled once: the formula stays a single string that C++ reads too,
+    instead of a Python twin that could drift from it."""
 
     def __init__(self, name, rule, namespace):
         self.__name__ = self.__qualname__ = name
@@ -103,17 +228,28 @@ class ArrayRule:
         self.rule = rule
         self.__signature__ = rule_signature(rule)
         self._namespace = namespace
-        self._let = tuple((temp, compile(text, f"<{name}>", "eval")) for temp, text in rule.let)
-        self._value = compile(rule.value, f"<{name}>", "eval")
+        self._codes = {}
 
-    def __call__(self, *arrays):
+    def _eval(self, text, scope):
+        code = self._codes.get(text)
+        if code is None:
+            code = self._codes[text] = compile(text, f"<{self.__name__}>", "eval")
+        return eval(code, self._namespace, scope)
+
+
+class ArrayRule(_Evaluated):
+    """A Rule evaluated by array expressions: the table entry itself."""
+
+    def __call__(self, *arrays, **params):
         rule = self.rule
-        scope = dict(zip(rule.inputs, arrays))
-        # eval of the table's own text, compiled once: the formula stays a single
-        # string that C++ reads too, instead of a Python twin that could drift from it.
-        for temp, code in self._let:
-            scope[temp] = eval(code, self._namespace, scope)
-        value = eval(self._value, self._namespace, scope)
+        given = given_params(self.__name__, rule, params) if params or rule.params else {}
+        # the first case whose condition holds; params are Python floats, so it is a bool
+        text = next(value for condition, value in rule.branches()
+                    if condition is None or self._eval(condition, dict(given)))
+        scope = {**given, **dict(zip(rule.inputs, arrays))}
+        for temp, expression in rule.let:
+            scope[temp] = self._eval(expression, scope)
+        value = self._eval(text, scope)
         out = arrays[len(rule.inputs)]
         if rule.accumulate:
             out += value
@@ -121,36 +257,44 @@ class ArrayRule:
             out[...] = value
 
 
-# ---------------------------------------------------------------- C++ for CuPy
+class ArrayUpdate(_Evaluated):
+    """An Update evaluated by array expressions. The counter stays a 0-d array: a
+    condition on it is a 0-d CuPy array, taken by `where` (both values computed, the
+    unselected one discarded) so that the host never waits for the device."""
 
-# C++ has erf/exp/sqrt/tanh overloads for float and double; the rest are ours.
-CUDA_PREAMBLE = """
-template <typename W> __device__ W sigmoid(W x) { return W(1) / (W(1) + exp(-x)); }
-template <typename W> __device__ W maximum(W a, W b) { return (a != a || a > b) ? a : b; }
-template <typename W> __device__ W where(bool c, W a, W b) { return c ? a : b; }
-"""
+    def __call__(self, counter, *arrays, **params):
+        rule, xp = self.rule, self._namespace["__xp__"]
+        given = given_params(self.__name__, rule, params)
+        wide = {**given, rule.counter: counter.astype(xp.float64)}
+        for name, expression in rule.uniform:
+            wide[name] = self._eval(expression, wide)
+        tiles = dict(zip((*rule.inputs, *rule.state), arrays))
+        dtype = tiles[rule.state[0]].dtype
+        scope = {**given, **tiles, **{name: xp.asarray(wide[name], dtype)
+                                      for name, _ in rule.uniform}}
+        for temp, expression in rule.let:
+            scope[temp] = self._eval(expression, scope)
+        for name, value, cases in rule.assign:
+            scope[name] = self._chosen(cases, value, scope, wide, xp)
+        for name in rule.state:
+            tiles[name][...] = scope[name]
 
-_FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?)(?![\w.])")
+    def _chosen(self, cases, value, scope, wide, xp):
+        """The value of the first case that holds (else `value`), evaluating no other
+        where the condition is known on the host."""
+        if not cases:
+            return self._eval(value, scope)
+        (condition, case_value), rest = cases[0], cases[1:]
+        holds = self._eval(condition, wide)
+        if isinstance(holds, xp.ndarray):
+            return xp.where(holds, self._eval(case_value, scope),
+                            self._chosen(rest, value, scope, wide, xp))
+        return (self._eval(case_value, scope) if holds
+                else self._chosen(rest, value, scope, wide, xp))
 
 
-def _typed_literals(text, ctype):
-    """float kernels get 1.0f literals: a bare 1.0 is a double and would widen the math."""
-    return _FLOAT_LITERAL.sub(r"\1f", text) if ctype == "float" else text
-
-
-# CuPy names a parameter's type by its NumPy dtype; the operation is C++.
-C_TYPES = {"float32": "float", "float64": "double"}
-
-
-def cuda_source(rule, dtype_name):
-    """(in_params, out_params, operation) of a CuPy ElementwiseKernel for one float dtype."""
-    ctype = C_TYPES[dtype_name]
-    params = ", ".join(f"{dtype_name} {name}" for name in rule.inputs)
-    lines = [f"const {ctype} {name} = {value!r};" for name, value in CONSTANTS.items()]
-    lines += [f"const {ctype} {temp} = {text};" for temp, text in rule.let]
-    lines.append(f"{rule.output} {'+=' if rule.accumulate else '='} {rule.value};")
-    operation = _typed_literals("\n".join(lines), ctype)
-    return params, f"{dtype_name} {rule.output}", operation
+# A float literal of a formula (1.0, 3.0e-5): typed for the tile dtype in C++ and numba.
+FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?)(?![\w.])")
 
 
 # ---------------------------------------------------------------- numba loops
@@ -158,7 +302,8 @@ def cuda_source(rule, dtype_name):
 # A formula's functions in the numba kernels: cpu_fastmath's (vectorisable float32
 # approximations, libm for float64) and its maximum and where; sigmoid is spelled out.
 NUMBA_FUNCTIONS = {"erf": "fast_erf", "exp": "fast_exp", "tanh": "fast_tanh",
-                   "sqrt": "math.sqrt", "maximum": "maximum", "where": "where"}
+                   "pow": "math.pow", "sqrt": "math.sqrt", "maximum": "maximum",
+                   "where": "where"}
 _SIGMOID = re.compile(r"\bsigmoid\(([^()]*)\)")
 _CALL = re.compile(r"\b(" + "|".join(NUMBA_FUNCTIONS) + r")\(")
 
@@ -177,16 +322,24 @@ def _spelled_out(text):
 def numba_expression(text):
     """A formula as numba source: sigmoid spelled out, functions renamed, and each float
     literal a named constant that the loop casts to the tile dtype (a bare 0.5 is a
-    float64 and would widen fp32 math, as 1.0 would in C++: _typed_literals)."""
+    float64 and would widen fp32 math, as 1.0 would in C++: rules_cuda.typed_literals)."""
     text = _CALL.sub(lambda match: NUMBA_FUNCTIONS[match.group(1)] + "(", _spelled_out(text))
-    return _FLOAT_LITERAL.sub(lambda match: literal_name(match.group(1)), text)
+    return FLOAT_LITERAL.sub(lambda match: literal_name(match.group(1)), text)
+
+
+def element_texts(rule):
+    """Every expression a Rule or an Update evaluates per element, in the tile dtype."""
+    if isinstance(rule, Update):
+        assigned = [(value, *(case for _, case in cases)) for _, value, cases in rule.assign]
+        return [text for _, text in rule.let] + [text for texts in assigned for text in texts]
+    return [text for _, text in rule.let] + [value for _, value in rule.branches()]
 
 
 def numba_constants():
     """name -> value of every constant numba formulas use: CONSTANTS and the literals."""
     values = dict(CONSTANTS)
-    for rule in ELEMENTWISE.values():
-        for text in (rule.value, *(expression for _, expression in rule.let)):
-            for literal in _FLOAT_LITERAL.findall(_spelled_out(text)):
+    for rule in (*ELEMENTWISE.values(), *UPDATES.values()):
+        for text in element_texts(rule):
+            for literal in FLOAT_LITERAL.findall(_spelled_out(text)):
                 values[literal_name(literal)] = float(literal)
     return values

@@ -12,6 +12,7 @@ import inspect
 
 import numpy as np
 import pytest
+from helpers import LOOPED_RULES, RULE_PARAMS
 
 import nntile_kernels
 from nntile_kernels import reference
@@ -51,41 +52,43 @@ def test_cuda_table_has_every_kernel_with_the_reference_signature(cuda):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+@pytest.mark.parametrize("name", LOOPED_RULES)
 def test_compiled_rule_matches_reference(cuda, name, dtype):
-    """The ElementwiseKernel of one rule (forward or backward) on a Fortran tile."""
+    """The ElementwiseKernel of one rule (forward or backward) on a Fortran tile; its
+    params go between the inputs and the output (CuPy's order)."""
     cupy, table = cuda
-    host = rule_inputs(name, ELEMENTWISE[name], dtype)
+    rule, params = ELEMENTWISE[name], RULE_PARAMS.get(name, {})
+    host = rule_inputs(name, rule, dtype)
     device = [cupy.asarray(a, order="F") for a in host]
-    table[name].compiled[dtype](*device)
-    reference.KERNELS[name](*host)
+    table[name].compiled[dtype](*device[:-1], *(params[p] for p in rule.params), device[-1])
+    reference.KERNELS[name](*host, **params)
     rtol, atol = TOLERANCE[dtype]
     np.testing.assert_allclose(cupy.asnumpy(device[-1]), host[-1], rtol=rtol, atol=atol)
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
-@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+@pytest.mark.parametrize("name", LOOPED_RULES)
 def test_table_entry_on_strided_and_aliased_tiles(cuda, name, dtype):
     """The table entry (its compiled kernel; fp16 through the fp32 one, rounded on store)
     on a strided view, and in place: the output is the last input (x for y = f(x), dy
     for dx)."""
     cupy, table = cuda
-    rule = ELEMENTWISE[name]
+    rule, params = ELEMENTWISE[name], RULE_PARAMS.get(name, {})
     host = rule_inputs(name, rule, dtype, shape=(40, 30))
     views = [a[::2, 1::3] for a in host]
     device = [cupy.asarray(a, order="F")[::2, 1::3] for a in host]
-    table[name](*device)
-    reference.KERNELS[name](*views)
+    table[name](*device, **params)
+    reference.KERNELS[name](*views, **params)
     rtol, atol = TOLERANCE[dtype]
     np.testing.assert_allclose(cupy.asnumpy(device[-1]), views[-1], rtol=rtol, atol=atol)
     aliased_host = rule_inputs(name, rule, dtype, seed=1)[:-1]
     aliased = [cupy.asarray(a, order="F") for a in aliased_host]
     if rule.accumulate:   # dx += f(x) * dy with dx the very dy array
         expected = aliased_host[-1] + 0
-        reference.KERNELS[name](*aliased_host, expected)
-        table[name](*aliased, aliased[-1])
-    else:                 # y = f(x) with y the very x array
+        reference.KERNELS[name](*aliased_host, expected, **params)
+        table[name](*aliased, aliased[-1], **params)
+    else:                 # y = f(x, ...) with y the very x array
         expected = np.full_like(aliased_host[0], np.nan)
-        reference.KERNELS[name](aliased_host[0], expected)
-        table[name](aliased[0], aliased[0])
+        reference.KERNELS[name](*aliased_host, expected, **params)
+        table[name](*aliased, aliased[0], **params)
     np.testing.assert_allclose(cupy.asnumpy(aliased[-1]), expected, rtol=rtol, atol=atol)

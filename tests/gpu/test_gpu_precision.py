@@ -11,6 +11,7 @@ on strided and aliased 16-bit tiles; a bf16 graph on the GPU gives the CPU's res
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import LOOPED_RULES, RULE_PARAMS
 from kernels.test_kernels_table import CASES, distinct, make_arrays
 
 import nntile_kernels
@@ -71,28 +72,28 @@ def test_widened_cuda_kernel_is_fp32_reference_rounded(cuda, name, args, params,
 
 
 @pytest.mark.parametrize("dtype", [BF16, F16], ids=["bf16", "fp16"])
-@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+@pytest.mark.parametrize("name", LOOPED_RULES)
 def test_compiled_rule_on_strided_and_aliased_16_bit_tiles(cuda, name, dtype):
     """The raw table entry (no widening around it): fp32 kernel, rounded on store."""
     cupy, table, _ = cuda
-    rule = ELEMENTWISE[name]
+    rule, params = ELEMENTWISE[name], RULE_PARAMS.get(name, {})
     rng = np.random.default_rng(0)
     low = 0.5 if name.startswith("sqrt") else -2.0
     host = [rng.uniform(low, 2.0, (40, 30)).astype(dtype) for _ in (*rule.inputs, 0)]
     views = [np.asfortranarray(a)[::2, 1::3] for a in host]
     device = [cupy.asarray(np.asfortranarray(a), order="F")[::2, 1::3] for a in host]
     expected = as_fp32(views)
-    reference.KERNELS[name](*expected)
-    table[name](*device)
+    reference.KERNELS[name](*expected, **params)
+    table[name](*device, **params)
     assert_rounded_like(cupy.asnumpy(device[-1]), expected[-1], dtype, name)
     inputs = [cupy.asarray(np.asfortranarray(a)) for a in host[:-1]]
     expected = [a.astype(F32) for a in host[:-1]]
     if rule.accumulate:        # dx += f(x) * dy with dx the very dy array
-        reference.KERNELS[name](*expected, expected[-1])
-        table[name](*inputs, inputs[-1])
-    else:                      # y = f(x) with y the very x array
-        reference.KERNELS[name](expected[0], expected[0])
-        table[name](inputs[0], inputs[0])
+        reference.KERNELS[name](*expected, expected[-1], **params)
+        table[name](*inputs, inputs[-1], **params)
+    else:                      # y = f(x, ...) with y the very x array
+        reference.KERNELS[name](*expected, expected[0], **params)
+        table[name](*inputs, inputs[0], **params)
     assert_rounded_like(cupy.asnumpy(inputs[-1]), expected[-1], dtype, f"{name} in place")
 
 

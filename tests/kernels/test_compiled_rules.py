@@ -3,7 +3,8 @@
 A stand-in compiler turns each rule into its NumPy array-expression kernel and records
 the dtypes it runs on, so what the GPU table does with each dtype shows here: fp32 and
 fp64 tiles run their own kernel, bf16 and fp16 tiles the fp32 kernel on fp32 copies,
-rounded on store (CuPy's fp16 array expressions failed with KeyError).
+rounded on store (CuPy's fp16 array expressions failed with KeyError). The optimizer
+updates run their own kernel on fp32 and fp64 tiles, the array expressions otherwise.
 """
 
 import pickle
@@ -12,11 +13,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 import scipy.special
+from helpers import LOOPED_RULES, RULE_PARAMS
 
 from nntile_kernels import reference
-from nntile_kernels.compiled_rules import CompiledRule
+from nntile_kernels.compiled_rules import CompiledRule, CompiledUpdate
 from nntile_kernels.layout import c_order_views
-from nntile_kernels.rules import ELEMENTWISE, ArrayRule, rule_namespace
+from nntile_kernels.rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 NAMESPACE = rule_namespace(np, scipy.special)
@@ -31,10 +33,12 @@ class RecordingCompiler:
     def __call__(self, rule, dtype):
         kernel = ArrayRule(f"compiled_{dtype}", rule, NAMESPACE)
 
-        def run(*arrays):
+        def run(*args):     # CuPy's order: the inputs, the params, the output
+            inputs, values, out = args[:len(rule.inputs)], args[len(rule.inputs):-1], args[-1]
+            arrays = (*inputs, out)
             self.calls.append((dtype, {array.dtype.name for array in arrays}))
             self.layouts.append([array.flags.c_contiguous for array in arrays])
-            kernel(*arrays)
+            kernel(*arrays, **dict(zip(rule.params, values)))
         return run
 
 
@@ -63,25 +67,26 @@ def test_fp32_and_fp64_run_their_own_kernel(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.dtype(np.float16), BF16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+@pytest.mark.parametrize("name", LOOPED_RULES)
 def test_16_bit_tiles_run_the_fp32_kernel_rounded_on_store(name, dtype):
     """Strided views and in-place calls too (the output is the last input)."""
     rule, calls, fallback = compiled(name)
+    params = RULE_PARAMS.get(name, {})
     arrays = [a[::2, 1:] for a in rule_arrays(name, dtype, shape=(9, 6))]
     expected = [a.astype(np.float32) for a in arrays]
-    reference.KERNELS[name](*expected)
-    rule(*arrays)
+    reference.KERNELS[name](*expected, **params)
+    rule(*arrays, **params)
     assert calls == [("float32", {"float32"})] and not fallback
     assert arrays[-1].dtype == dtype
     np.testing.assert_array_equal(arrays[-1], expected[-1].astype(dtype))
     inputs = rule_arrays(name, dtype, seed=1)[:-1]
     expected = [a.astype(np.float32) for a in inputs]
     if ELEMENTWISE[name].accumulate:            # dx += f(x) * dy with dx the very dy
-        reference.KERNELS[name](*expected, expected[-1])
-        rule(*inputs, inputs[-1])
-    else:                                       # y = f(x) with y the very x
-        reference.KERNELS[name](expected[0], expected[0])
-        rule(inputs[0], inputs[0])
+        reference.KERNELS[name](*expected, expected[-1], **params)
+        rule(*inputs, inputs[-1], **params)
+    else:                                       # y = f(x, ...) with y the very x
+        reference.KERNELS[name](*expected, expected[0], **params)
+        rule(*inputs, inputs[0], **params)
     np.testing.assert_array_equal(inputs[-1], expected[-1].astype(dtype))
 
 
@@ -114,6 +119,43 @@ def test_mixed_dtypes_take_the_fallback():
     x, dy, dx = rule_arrays("relu_backward", "float32")
     rule(x, dy.astype(np.float64), dx)
     assert not calls and len(fallback) == 1
+
+
+class UpdateCompiler:
+    """update, dtype -> a NumPy kernel taking CuPy's argument order; records the dtypes."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, update, dtype):
+        kernel = ArrayUpdate(f"compiled_{dtype}", update, NAMESPACE)
+
+        def run(*args):     # the inputs, the counter, the params, then the state
+            inputs = len(update.inputs)
+            values = args[inputs + 1:inputs + 1 + len(update.params)]
+            state = args[inputs + 1 + len(update.params):]
+            self.calls.append(dtype)
+            kernel(args[inputs], *args[:inputs], *state, **dict(zip(update.params, values)))
+        return run
+
+
+@pytest.mark.parametrize("name", sorted(UPDATES))
+def test_an_update_runs_its_own_kernel_on_fp32_and_fp64_only(name):
+    compiler, fallback = UpdateCompiler(), []
+    update = CompiledUpdate(name, UPDATES[name], lambda *a, **p: fallback.append(a), compiler)
+    rng = np.random.default_rng(2)
+    for dtype in ("float32", "float64"):
+        arrays = [np.asfortranarray(rng.uniform(0.1, 1.0, (5, 3)).astype(dtype)) for _ in range(4)]
+        expected = [a.copy(order="F") for a in arrays]
+        reference.KERNELS[name](np.array(3), *expected, lr=0.01, weight_decay=0.1)
+        update(np.array(3), *arrays, lr=0.01, weight_decay=0.1)
+        for got, want in zip(arrays, expected):
+            np.testing.assert_array_equal(got, want)
+    assert compiler.calls == ["float32", "float64"] and not fallback
+    half = [np.ones((5, 3), np.float16) for _ in range(4)]
+    update(np.array(3), *half, lr=0.01)
+    update(np.array(3.0), *[a.astype(np.float32) for a in half], lr=0.01)   # a float counter
+    assert len(fallback) == 2 and compiler.calls == ["float32", "float64"]
 
 
 def test_a_formula_lets_c_code_import():

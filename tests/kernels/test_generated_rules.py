@@ -1,4 +1,5 @@
-"""The numba loops of the activations are generated from rules.py's formulas
+"""The numba loops of the elementwise rules and the optimizer updates are generated from
+rules.py's formulas
 (nntile_kernels/generate_cpu_rules.py writes nntile_kernels/cpu_rules.py); this fails
 when a rule changed and the module was not written again, and checks what the formulas
 promise at the edges on every CPU backend."""
@@ -8,7 +9,7 @@ import pytest
 
 from nntile_kernels import cpu, generate_cpu_rules, reference
 from nntile_kernels.fused_rules import ELEMENT_RULES
-from nntile_kernels.rules import ELEMENTWISE
+from nntile_kernels.rules import ELEMENTWISE, UPDATES
 
 
 def test_cpu_rules_is_what_the_generator_writes():
@@ -17,9 +18,14 @@ def test_cpu_rules_is_what_the_generator_writes():
 
 
 def test_every_rule_has_its_loop_and_its_fused_element_rule():
-    for name in ELEMENTWISE:
-        assert cpu.KERNELS[name].__module__ == "nntile_kernels.cpu_rules", name
+    """A rule with no inputs (clear) writes a constant: the cpu table's entry is the
+    reference's evaluation of it (a NumPy fill), as are fp16 tiles of every rule."""
+    for name, rule in ELEMENTWISE.items():
+        module = "nntile_kernels.cpu_rules" if rule.inputs else "nntile_kernels.rules"
+        assert cpu.KERNELS[name].__module__ == module, name
         assert name in ELEMENT_RULES, name
+    for name in UPDATES:
+        assert cpu.KERNELS[name].__module__ == "nntile_kernels.cpu_rules", name
 
 
 @pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])

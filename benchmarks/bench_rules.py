@@ -1,0 +1,121 @@
+"""Generated loops (cpu_rules.py, from rules.py) against the hand-written loops of a git
+revision, in one process: ns per element and whether the results are bitwise equal.
+
+Run: python benchmarks/bench_rules.py [--before REV] [--edge 512] [--repeat 200]
+The modules of REV (default ab8850b, the last with hand-written loops of add, multiply,
+scale, sub, div, tanh, sigmoid and Adam) are read with `git show` and imported beside
+the current ones, so both sides run the same numba and the same tiles; each timing is
+the best of `repeat` calls, the old and the new kernel called in alternation, one thread.
+"""
+
+import argparse
+import importlib.util
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout
+
+from nntile_kernels import cpu  # noqa: E402 - needs the path above
+
+# kernel -> (module of the old revision, arrays as letters of `tiles`, keyword parameters)
+CASES = {
+    "add": ("cpu_elementwise", "xyz", {"alpha": 0.5, "beta": -2.0}),
+    "add beta=0": ("cpu_elementwise", "xyz", {"alpha": 0.5, "beta": 0.0}),
+    "multiply": ("cpu_elementwise", "xyz", {"alpha": -1.5}),
+    "scale": ("cpu_elementwise", "xz", {"alpha": 3.0}),
+    "sub": ("cpu_math", "xyz", {}),
+    "div": ("cpu_math", "xyz", {}),
+    "tanh": ("cpu_math", "xz", {}),
+    "tanh_backward": ("cpu_math", "xyz", {}),
+    "sigmoid": ("cpu_math", "xz", {}),
+    "sigmoid_backward": ("cpu_math", "xyz", {}),
+    "adam_step": ("cpu_optim", "sgpmv", {"lr": 0.01, "weight_decay": 0.1}),
+    "adamw_step": ("cpu_optim", "sgpmv", {"lr": 0.01, "weight_decay": 0.1}),
+}
+
+
+def old_module(revision, name, folder):
+    """nntile_kernels/<name>.py of `revision`, imported as a sibling of the current modules."""
+    source = subprocess.run(["git", "show", f"{revision}:nntile_kernels/{name}.py"], cwd=ROOT,
+                            check=True, capture_output=True, text=True).stdout
+    path = Path(folder) / f"before_{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"nntile_kernels.before_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_tiles(edge, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    tiles = {key: np.asfortranarray(rng.standard_normal((edge, edge)).astype(dtype))
+             for key in "xyzgpm"}
+    tiles["v"] = np.asfortranarray(rng.uniform(0.1, 1.0, (edge, edge)).astype(dtype))
+    tiles["s"] = np.array(5)   # the Adam step counter
+    return tiles
+
+
+def best_ns(calls, repeat, elements):
+    """Best-of-`repeat` ns per element of each call, the calls made in alternation."""
+    best = [float("inf")] * len(calls)
+    for _ in range(repeat):
+        for index, call in enumerate(calls):
+            start = time.perf_counter()
+            call()
+            best[index] = min(best[index], time.perf_counter() - start)
+    return [seconds / elements * 1e9 for seconds in best]
+
+
+def bitwise_equal(kernels, letters, params, dtype, edge):
+    """Both kernels on copies of the same tiles (Adam at step 1 and step 5)."""
+    results = []
+    for kernel in kernels:
+        outs = []
+        for step in (1, 5):
+            tiles = make_tiles(edge, dtype)
+            tiles["s"] = np.array(step)
+            arrays = [tiles[letter] for letter in letters]
+            kernel(*arrays, **params)
+            outs += [array.copy() for array in arrays]
+        results.append(outs)
+    return all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*results))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", default="ab8850b")
+    parser.add_argument("--edge", type=int, default=512)
+    parser.add_argument("--repeat", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        modules = {name: old_module(args.before, name, folder)
+                   for name in {module for module, _, _ in CASES.values()}}
+        print(f"ns per element, {args.edge} x {args.edge} tile, best of {args.repeat}; "
+              f"before = {args.before}, after = this checkout")
+        print("| kernel | fp32 before / after ns | fp64 before / after ns | bitwise fp32 / fp64 |")
+        print("|---|---|---|---|")
+        for label, (module, letters, params) in CASES.items():
+            name = label.split()[0]
+            kernels = (getattr(modules[module], name), cpu.KERNELS[name])
+            cells, same = [], []
+            for dtype in (np.float32, np.float64):
+                tiles = make_tiles(args.edge, dtype)
+                arrays = [tiles[letter] for letter in letters]
+                for kernel in kernels:
+                    kernel(*arrays, **params)   # compile outside the timing
+                calls = [lambda k=k, a=arrays, p=params: k(*a, **p) for k in kernels]
+                before, after = best_ns(calls, args.repeat, args.edge * args.edge)
+                cells.append(f"{before:.3f} / {after:.3f}")
+                same.append(bitwise_equal(kernels, letters, params, dtype, args.edge))
+            equal = " / ".join("yes" if flag else "no" for flag in same)
+            print(f"| {label} | {cells[0]} | {cells[1]} | {equal} |")
+
+
+if __name__ == "__main__":
+    main()
