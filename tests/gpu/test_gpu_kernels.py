@@ -70,8 +70,7 @@ def test_compiled_rule_matches_reference(cuda, name, dtype):
 @pytest.mark.parametrize("name", LOOPED_RULES)
 def test_table_entry_on_strided_and_aliased_tiles(cuda, name, dtype):
     """The table entry (its compiled kernel; fp16 through the fp32 one, rounded on store)
-    on a strided view, and in place: the output is the last input (x for y = f(x), dy
-    for dx)."""
+    on a strided view, and in place: the output is x for y = f(x, ...), dy for dx +=."""
     cupy, table = cuda
     rule, params = ELEMENTWISE[name], RULE_PARAMS.get(name, {})
     host = rule_inputs(name, rule, dtype, shape=(40, 30))
