@@ -41,9 +41,9 @@ class RankProgramBuilder(ShortGroups, TableSteps, ProgramBuilder):
     """ProgramBuilder that visits the groups `rank` takes part in and builds its program."""
 
     def __init__(self, rank, nranks, meta, owners, permanent_holders, deterministic=False,
-                 groups=(), tiles=None, columns=None):
+                 groups=(), tiles=None, columns=None, chains=None):
         super().__init__(nranks, meta, owners, permanent_holders, deterministic, groups,
-                         columns)
+                         columns, chains)
         self.tiles = tiles                        # RankTiles: notes this rank's copies
         if tiles is not None:
             tiles.walk = self
@@ -105,6 +105,7 @@ class RankProgramBuilder(ShortGroups, TableSteps, ProgramBuilder):
     def walked(self, op):
         """Note that `op` is behind the walk (its outputs now have writers)."""
         self.written.update(tensor.name for tensor in op.outputs)
+        super().walked(op)
 
     def source_of(self, key, op_name):
         self.check_written(key, op_name)
