@@ -8,7 +8,8 @@ partial sums next to its inputs and reduced to the owner in a fixed tree
 (broadcast back down for replicated outputs), as plan/partial.py decides.
 
 The ranks of a tile's owner code hold its current version once the group writing
-it is done, so the rank that sends a tile is a static fact: the first of them.
+it is done, so the rank that sends a tile is a static fact: the owner, or for a mesh
+group the member that sender_of names for the reader (plan/partial.py).
 """
 
 from __future__ import annotations
@@ -74,10 +75,11 @@ class ProgramBuilder(CarriedPartials, TreeGathers, PartialSums):
     def is_current(self, rank, key):
         return self.held[rank].get(key, -1) == self.version.get(key)
 
-    def source_of(self, key, op_name):
-        """The first rank of the tile's owner code (it holds the current version)."""
+    def source_of(self, key, op_name, target):
+        """The rank of the tile's owner code that sends it to `target` (sender_of: it
+        holds the current version)."""
         self.check_written(key, op_name)
-        source = self.ranks_of(key)[0]
+        source = self.sender_of(self.owner[key], target)
         assert self.is_current(source, key), f"rank {source} lacks the current {key_str(key)}"
         return source
 
@@ -105,7 +107,7 @@ class ProgramBuilder(CarriedPartials, TreeGathers, PartialSums):
         for rank in ranks:
             for key in reads:
                 if not self.is_current(rank, key):
-                    self.transfer(key, self.source_of(key, op_name), rank, op_name)
+                    self.transfer(key, self.source_of(key, op_name, rank), rank, op_name)
         new_versions = [(key, version.get(key, -1) + 1) for key in writes]
         version.update(new_versions)
         instruction = new_tuple(Exec, (kernel, keys, reads, writes, params, flops, op_name))

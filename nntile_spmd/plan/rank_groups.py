@@ -30,7 +30,7 @@ from .rank_partial import NO_RANK
 class GroupFacts(NamedTuple):
     """Per group of an op (rows): its class (-1: this rank takes no part), and per
     step whether an input's owner code names this rank (follows_step) and whether
-    this rank sends an input (the first rank of its owner code)."""
+    this rank holds an input it may send (one of its owners: sender_of decides)."""
     classes: np.ndarray
     named: np.ndarray
     sent: np.ndarray
@@ -126,7 +126,8 @@ class ShortGroups:
         codes, out_codes = arrays.codes, arrays.out_codes
         my_codes = np.array(sorted(self.my_codes), np.int64)
         held = np.isin(codes, my_codes[my_codes != REPLICATED]).any(1)
-        sent_keys = (self.first_holders(codes) == self.rank) & (codes != REPLICATED)
+        # the tiles this rank may send: it holds them (sender_of decides for whom)
+        sent_keys = np.isin(codes, my_codes[my_codes != REPLICATED])
         taking = np.isin(out_codes, my_codes) | held.any(1)
         for index, group in enumerate(groups):
             if any(key in self.mine for key in group.outputs):
@@ -193,7 +194,8 @@ class ShortGroups:
                 if out_ranks is None:
                     out_ranks = self.ranks_of_owner(owner)
                 for rank in (runner, *out_ranks):
-                    if rank not in holders and not self.is_current(rank, key):
+                    if rank not in holders and not self.is_current(rank, key) and \
+                            self.sender_of(codes[step_index][position], rank) == me:
                         return False
         return True
 

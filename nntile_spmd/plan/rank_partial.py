@@ -299,9 +299,10 @@ class TableSteps:
             for index, step in enumerate(steps):
                 self.run_step(ranks, group, step, index, step.keys)
             return
-        first_ranks = self.first_holders(arrays.codes)
+        # the steps reading a tile this rank may send (it holds it: sender_of decides)
+        sending = self.holds(me, arrays.codes) & (arrays.codes != REPLICATED)
         done = 0
-        for index in np.flatnonzero((first_ranks == me).any(1)).tolist():
+        for index in np.flatnonzero(sending.any(1)).tolist():
             self.advance(group.outputs, index - done)
             self.run_step(ranks, group, steps[index], index, steps[index].keys)
             done = index + 1
