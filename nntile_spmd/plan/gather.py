@@ -60,7 +60,8 @@ class TreeGathers:
                                                     out_owners, not fixed_steps):
                 key = (tensor.name, coord)
                 self.check_written(key, op.name)
-                # a mesh group's tile leaves from its first rank, as any fetch of it
+                # a mesh group's tile leaves from its first rank; every member notes
+                # the tree's copies (note_gathered), as any of them may send it later
                 owner = self.ranks_of_owner(int(self.owners[tensor.name][coord]))[0]
                 self.send_down_tree(key, owner, op.name, members)
                 self.note_gathered(key, owner, members)

@@ -2,7 +2,7 @@
 once per class of alike groups of an op, and walked at the steps concerning the rank.
 
 On a mesh a rank takes part in every group that reads a tile of one of its mesh
-groups, as the first rank of a group sends its tiles: the first rank of a dp column
+groups, as a group's members send its tiles (PartialSums.sender_of): a dp column's rank
 decides every row's gemm groups to learn whether they fetch its column's weight
 tiles (48 layers at 1,024 ranks: about 230,000 groups of 2-16 steps). An op's
 groups in one row read the same owner codes, bytes and columns at every output
