@@ -54,6 +54,7 @@ class ProgramBuilder(CarriedPartials, TreeGathers, PartialSums):
         self.rank_sets, self.sharing_memo, self.op_labels = {}, {}, {}
         self.shard_memo = {}                # (column code, output owner) -> ranks
         self.outside_memo, self.best_memo = {}, {}   # PartialSums' memos by owner codes
+        self.meets_memo = {}                # TreeGathers.meets_every by owner codes
         for key, holders in permanent_holders.items():
             self.version[key] = 0
             for rank in holders:

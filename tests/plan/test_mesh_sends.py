@@ -2,8 +2,8 @@
 input's gradient, summed by three gemms (q, k and v), is reduced across a tp row once,
 as Megatron's one all-reduce; and a tile a mesh group holds goes to each reader from
 the member sender_of names, so the group's members share its readers. The tiny GPT-2 of
-test_plan_rank.py on a 2 x 2 dp x tp mesh; the per-rank plans equal these there
-(test_plan_rank.py), and results are checked against one rank in
+test_plan_rank.py on a 3 x 2 dp x tp mesh; the per-rank plans equal the all-ranks
+ones on such meshes (test_plan_rank.py), and results are checked against one rank in
 tests/models/test_gpt2_mesh.py. Plain pytest.
 """
 
@@ -18,7 +18,7 @@ from nntile_spmd.plan.distribution import REPLICATED
 from nntile_spmd.plan.instructions import Exec, Send
 
 pytestmark = pytest.mark.mpi_skip   # single-process tier
-MESH = {"dp": 2, "tp": 2}
+MESH, RANKS = {"dp": 3, "tp": 2}, 6   # on 2 x 2 every reader's sender is a first member
 DX = "h0_ln_1_out_grad"   # the attention input's gradient: dX += Wq^T dq + Wk^T dk + Wv^T dv
 
 
@@ -31,8 +31,8 @@ def tiny_gpt2():
 def plans():
     """The all-ranks plan of the tiny GPT-2 on dp x tp, and its deterministic one."""
     graph, tiling = tiny_gpt2(), nt.TilingStrategy.auto(target_tile_bytes=160)
-    return (nt.build_plan(graph, 4, tiling, MESH),
-            nt.build_plan(graph, 4, tiling, MESH, deterministic=True))
+    return (nt.build_plan(graph, RANKS, tiling, MESH),
+            nt.build_plan(graph, RANKS, tiling, MESH, deterministic=True))
 
 
 def merges_per_tile(plan, name):
@@ -70,6 +70,7 @@ def test_a_group_tile_goes_out_from_the_reader_s_member(plans):
             code = plan.owner_of(send.key)
             members = plan.ranks_of_owner(code)
             if code < REPLICATED and send.peer not in members:
-                assert rank == members[send.peer % len(members)], (send, members)
+                inner = send.peer // (members[1] - members[0]) % len(members)
+                assert rank == members[inner], (send, members)   # the reader's row/column
                 senders[rank == members[0]] += 1
     assert senders[True] and senders[False], senders
