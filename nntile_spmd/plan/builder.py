@@ -8,13 +8,15 @@ partial sums next to its inputs and reduced to the owner in a fixed tree
 (broadcast back down for replicated outputs), as plan/partial.py decides.
 
 The ranks of a tile's owner code hold its current version once the group writing
-it is done, so the rank that sends a tile is a static fact: the first of them.
+it is done, so the rank that sends a tile is a static fact: the owner, or for a mesh
+group the member that sender_of names for the reader (plan/partial.py).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
+from .accumulate import CarriedPartials, Reduction
 from .distribution import REPLICATED, group_of
 from .instructions import Exec, Recv, Send, key_str, new_tuple
 from .kernel_params import KernelParams
@@ -29,10 +31,11 @@ class PlanError(ValueError):
     """The graph cannot be planned as asked (e.g. a tensor read before written)."""
 
 
-class ProgramBuilder(TreeGathers, PartialSums):
+class ProgramBuilder(CarriedPartials, TreeGathers, PartialSums):
     def __init__(self, nranks, meta, owners, permanent_holders, deterministic=False,
-                 groups=(), columns=None):
+                 groups=(), columns=None, chains=None):
         self.nranks = nranks
+        self.init_carried(chains)           # plan/accumulate.py
         self.columns = columns or {}        # tensor name -> column codes (Plan.columns)
         self.groups = groups                # mesh rank sets: owner code group_code(g)
         self.deterministic = deterministic   # no partial sums: tile order, not rank order
@@ -51,6 +54,7 @@ class ProgramBuilder(TreeGathers, PartialSums):
         self.rank_sets, self.sharing_memo, self.op_labels = {}, {}, {}
         self.shard_memo = {}                # (column code, output owner) -> ranks
         self.outside_memo, self.best_memo = {}, {}   # PartialSums' memos by owner codes
+        self.meets_memo = {}                # TreeGathers.meets_every by owner codes
         for key, holders in permanent_holders.items():
             self.version[key] = 0
             for rank in holders:
@@ -72,10 +76,11 @@ class ProgramBuilder(TreeGathers, PartialSums):
     def is_current(self, rank, key):
         return self.held[rank].get(key, -1) == self.version.get(key)
 
-    def source_of(self, key, op_name):
-        """The first rank of the tile's owner code (it holds the current version)."""
+    def source_of(self, key, op_name, target):
+        """The rank of the tile's owner code that sends it to `target` (sender_of: it
+        holds the current version)."""
         self.check_written(key, op_name)
-        source = self.ranks_of(key)[0]
+        source = self.sender_of(self.owner[key], target)
         assert self.is_current(source, key), f"rank {source} lacks the current {key_str(key)}"
         return source
 
@@ -103,7 +108,7 @@ class ProgramBuilder(TreeGathers, PartialSums):
         for rank in ranks:
             for key in reads:
                 if not self.is_current(rank, key):
-                    self.transfer(key, self.source_of(key, op_name), rank, op_name)
+                    self.transfer(key, self.source_of(key, op_name, rank), rank, op_name)
         new_versions = [(key, version.get(key, -1) + 1) for key in writes]
         version.update(new_versions)
         instruction = new_tuple(Exec, (kernel, keys, reads, writes, params, flops, op_name))
@@ -122,13 +127,18 @@ class ProgramBuilder(TreeGathers, PartialSums):
         for group in groups:
             self.add_group(group)
 
+    def walked(self, op):
+        """After `op`'s groups: partials carried to it but not taken are reduced."""
+        self.reduce_carried(op)
+
     def add_group(self, group):
         self.check_outputs(group)
         out_key = group.outputs[0]
         owner = self.owner_of(out_key)
         choice = self.partial_choice(group)
+        carried = self.take_carried(group, None if choice is None else choice[0])
         if choice is not None:
-            return self.run_partial(group, owner, *choice)
+            return self.run_partial(group, owner, *choice, carried=carried)
         for index, step in enumerate(group.steps):
             self.run_step(list(self.ranks_of(out_key)), group, step, index, step.keys)
 
@@ -163,19 +173,31 @@ class ProgramBuilder(TreeGathers, PartialSums):
                 params, params.with_values(**{beta_attr: beta}))
         return cached[1]
 
-    def run_partial(self, group, owner, step_ranks, order):
-        """Steps on `step_ranks`, then a binomial tree up `order` to its first rank."""
+    def run_partial(self, group, owner, step_ranks, order, carried=None):
+        """Steps on `step_ranks`, then a binomial tree up `order` to its first rank
+        (`carried`: adding to the partials of an earlier op, on its tree)."""
         op, out_key = group.op, group.outputs[0]
+        keys_op, order = (op, order) if carried is None else (carried.keys_op, carried.order)
         n_inputs, root = len(op.inputs), order[0]
         counts = defaultdict(int)   # steps each rank ran so far: its beta
+        if carried is not None:
+            counts.update(dict.fromkeys(order, 1))
         for step, rank in zip(group.steps, step_ranks):
             keys = step.keys if rank == root else \
-                step.keys[:n_inputs] + (self.temp_key(op, out_key, rank),)
+                step.keys[:n_inputs] + (self.temp_key(keys_op, out_key, rank),)
             if self.follows_step(rank, keys):
                 self.run_step([rank], group, step, counts[rank], keys,
                               zero_beta=rank != root and counts[rank] == 0)
             counts[rank] += 1
-        root_has_value = counts[root] > 0
+        self.carry_or_reduce(Reduction(op, keys_op, out_key, owner, tuple(order),
+                                       group.reads_output_first),
+                             step_ranks, counts[root] > 0)
+
+    def reduce_partials(self, reduction, root_has_value):
+        """The binomial tree up the reduction's order, merging each child's partial sum
+        into its parent's, then the broadcast to a group or replicated owner."""
+        op, keys_op, out_key, owner, order, reads_output_first = reduction
+        root = order[0]
         stride = 1
         while stride < len(order):
             for index in range(0, len(order) - stride, 2 * stride):
@@ -183,11 +205,11 @@ class ProgramBuilder(TreeGathers, PartialSums):
                 beta = 1.0
                 if parent == root and not root_has_value:
                     beta, root_has_value = op.attrs.get(op.spec.beta_attr, 0.0), True
-                    beta = beta if group.reads_output_first else 0.0
+                    beta = beta if reads_output_first else 0.0
                 if self.follows_pair(parent, child):
                     parent_key = out_key if parent == root else \
-                        self.temp_key(op, out_key, parent)
-                    self.combine(parent, self.temp_key(op, out_key, child), parent_key,
+                        self.temp_key(keys_op, out_key, parent)
+                    self.combine(parent, self.temp_key(keys_op, out_key, child), parent_key,
                                  beta, op)
             stride *= 2
         if owner < 0:

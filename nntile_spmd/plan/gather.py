@@ -60,7 +60,8 @@ class TreeGathers:
                                                     out_owners, not fixed_steps):
                 key = (tensor.name, coord)
                 self.check_written(key, op.name)
-                # a mesh group's tile leaves from its first rank, as any fetch of it
+                # a mesh group's tile leaves from its first rank; every member notes
+                # the tree's copies (note_gathered), as any of them may send it later
                 owner = self.ranks_of_owner(int(self.owners[tensor.name][coord]))[0]
                 self.send_down_tree(key, owner, op.name, members)
                 self.note_gathered(key, owner, members)
@@ -92,7 +93,8 @@ class TreeGathers:
         a mesh group (an fsdp shard of a tp-replicated weight: a row of the mesh) and
         read by output tiles of more than FAN_LIMIT owner codes. A mesh's fsdp shard read
         by steps that can move goes to the readers in its column only: the steps
-        reading it run there (PartialSums.best_rank)."""
+        reading it run there (PartialSums.best_rank); a mesh group's tile read so goes
+        down no tree where the group meets every reader's owners (meets_every)."""
         columns = self.columns[name] if movable and name in self.columns else None
         free = [dim for dim, label in enumerate(out_labels) if label not in labels]
         if int(np.prod([out_owners.shape[dim] for dim in free])) <= FAN_LIMIT:
@@ -103,7 +105,8 @@ class TreeGathers:
             index = tuple(coord[labels.index(label)] if label in labels else slice(None)
                           for label in out_labels)
             codes = np.unique(np.asarray(out_owners[index]))
-            if len(codes) <= FAN_LIMIT:
+            if len(codes) <= FAN_LIMIT or (movable and columns is None and
+                                           self.meets_every(int(owners[coord]), codes)):
                 continue
             readers = set()
             for code in codes.tolist():
@@ -113,6 +116,21 @@ class TreeGathers:
             readers -= self.rank_set(int(owners[coord]))
             if readers:
                 yield coord, sorted(readers)
+
+    def meets_every(self, code, out_codes) -> bool:
+        """Does mesh group `code` share a rank with the owners of every output tile
+        (a dp x tp weight's tp column meets every dp row)? Then the steps reading its
+        tile can run on its members (best_rank), and a rank that fetches it gets it
+        from its own row's member (sender_of), not down a tree to every reader."""
+        if code >= REPLICATED:
+            return False
+        memo_key = (code, out_codes.tobytes())
+        found = self.meets_memo.get(memo_key)
+        if found is None:
+            holders = self.rank_set(code)
+            found = self.meets_memo[memo_key] = all(
+                holders & self.rank_set(out) for out in out_codes.tolist())
+        return found
 
     def note_gathered(self, key, owner, members):
         """After a tree: every member holds the current version (the all-ranks

@@ -67,6 +67,21 @@ class PartialSums:
                 range(self.nranks) if owner == REPLICATED else self.groups[group_of(owner)])
         return found
 
+    def sender_of(self, code, target) -> int:
+        """The rank that sends a tile of owner `code` to `target`: its owner (rank 0 for
+        a replicated one), and for a mesh group the member sharing `target`'s index
+        along the group's inner axis (members `stride` apart: `target // stride` modulo
+        the group's size), so all members serve a group's readers (a tp row's tile goes
+        to each reader from the row's rank in the reader's tp column, a dp column's
+        from the column's rank in the reader's row) and each member knows the copies
+        it hands out, as every reader has one sender."""
+        if code >= REPLICATED:
+            return max(code, 0)
+        members = self.groups[group_of(code)]
+        if len(members) == 1:   # an axis of size 1
+            return members[0]
+        return members[target // (members[1] - members[0]) % len(members)]
+
     def outside(self, exec_owner, key_owner) -> int:
         """How many ranks of `exec_owner` are not ranks of `key_owner` (must fetch)."""
         if key_owner == REPLICATED or exec_owner == key_owner:

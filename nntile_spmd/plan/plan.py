@@ -15,6 +15,7 @@ from ..graph.analysis import dead_ops
 from ..graph.logical_graph import PHASES
 from ..graph.recompute import recomputed_ops
 from .axes import axis_classes
+from .accumulate import accumulation_chains
 from .builder import PlanError, ProgramBuilder
 from .distribution import REPLICATED, group_of
 from . import offload
@@ -180,10 +181,12 @@ class Plan:
 
     def _build_programs(self, phase_key, offloaded=True):
         builder = ProgramBuilder(self.nranks, self.meta, self.owners, permanent_holders(self),
-                                 self.deterministic, self.groups, self.columns)
+                                 self.deterministic, self.groups, self.columns,
+                                 self.chains(phase_key))
         for op, groups in self.task_groups(phase_key):
             self.gather_trees(builder, op)
             builder.add_op(groups)
+            builder.walked(op)
         return [self.finish_program(program, rank, phase_key, offloaded)
                 for rank, program in enumerate(builder.finish())]
 
@@ -210,12 +213,22 @@ class Plan:
         tiles = RankTiles(rank, self.groups, self.owners, self.tilings, self.views)
         builder = RankProgramBuilder(rank, self.nranks, self.meta, self.owners,
                                      permanent_holders(self), self.deterministic, self.groups,
-                                     tiles, self.columns)
+                                     tiles, self.columns, self.chains(phase_key))
         for op, groups in self.task_groups(phase_key, tiles.coords):
             self.gather_trees(builder, op)
             builder.add_op(groups)
             builder.walked(op)
         return self.finish_program(builder.finish_rank(), rank, phase_key, offloaded)
+
+    def chains(self, phase_key) -> dict:
+        """Ops whose partial sums carry on to the next op adding into their output
+        (plan/accumulate.py); none in a pipeline's walk, which splits ops per
+        micro-batch."""
+        if self.pipeline is not None or self.deterministic:
+            return {}
+        viewed = {tensor.name for op in self.graph.ops() if op.spec.view
+                  for tensor in op.inputs + op.outputs}
+        return accumulation_chains(self.live_ops(phase_key), frozenset(viewed))
 
     def gather_trees(self, builder, op):
         """Widely read tiles down trees (plan/gather.py); a pipeline's walk splits an

@@ -8,9 +8,10 @@ of a tile the group writes (the copy goes stale). Every decision those groups ta
 reads only static facts (owners, tile sizes) and the copies that this rank sent or
 received, which it sees all of:
 
-- a tile is sent only by the first rank of its owner code (or along a broadcast
-  among its owners, or down a gather tree of plan/gather.py, whose members the owner
-  notes: note_gathered), so who holds a copy of a tile this rank owns is known here;
+- a tile goes to a reader from one rank of its owner code, sender_of's (or along a
+  broadcast among its owners, or down a gather tree of plan/gather.py, whose members
+  all its owners note: note_gathered), so who holds a copy of a tile this rank would
+  send is known here;
 - a copy this rank fetched goes stale only by a write of that tile, and a group
   writing it is one this rank visits (a partial sum it merges was written by its
   child in steps not walked here: the merge marks the copy stale).
@@ -41,9 +42,9 @@ class RankProgramBuilder(ShortGroups, TableSteps, ProgramBuilder):
     """ProgramBuilder that visits the groups `rank` takes part in and builds its program."""
 
     def __init__(self, rank, nranks, meta, owners, permanent_holders, deterministic=False,
-                 groups=(), tiles=None, columns=None):
+                 groups=(), tiles=None, columns=None, chains=None):
         super().__init__(nranks, meta, owners, permanent_holders, deterministic, groups,
-                         columns)
+                         columns, chains)
         self.tiles = tiles                        # RankTiles: notes this rank's copies
         if tiles is not None:
             tiles.walk = self
@@ -105,10 +106,11 @@ class RankProgramBuilder(ShortGroups, TableSteps, ProgramBuilder):
     def walked(self, op):
         """Note that `op` is behind the walk (its outputs now have writers)."""
         self.written.update(tensor.name for tensor in op.outputs)
+        super().walked(op)
 
-    def source_of(self, key, op_name):
+    def source_of(self, key, op_name, target):
         self.check_written(key, op_name)
-        return self.ranks_of(key)[0]
+        return self.sender_of(self.owner[key], target)
 
     def follows_step(self, rank, keys) -> bool:
         """A partial step concerns this rank if it runs it or may send one of its keys:
@@ -150,21 +152,24 @@ class RankProgramBuilder(ShortGroups, TableSteps, ProgramBuilder):
         last written; copies of the tiles this rank sends are all noted here."""
         me, version, owner, rank_set = self.rank, self.version, self.owner, self.rank_set
         runs_here = me in ranks
-        sent_here = [key for key in reads if self.ranks_of(key)[0] == me]
-        if sent_here or runs_here:
+        held_here = [key for key in reads
+                     if owner[key] != REPLICATED and me in rank_set(owner[key])]
+        if held_here or runs_here:
             for rank in ranks:
                 if rank == me:
                     for key in reads:
                         if not self.is_current(me, key):
-                            self.transfer(key, self.source_of(key, op_name), me, op_name)
+                            self.transfer(key, self.source_of(key, op_name, me), me, op_name)
                     continue
-                for key in sent_here:
-                    if rank not in rank_set(owner[key]) and not self.is_current(rank, key):
-                        self.transfer(key, self.source_of(key, op_name), rank, op_name)
+                for key in held_here:
+                    code = owner[key]
+                    if rank not in rank_set(code) and self.sender_of(code, rank) == me and \
+                            not self.is_current(rank, key):
+                        self.transfer(key, me, rank, op_name)
         new_versions = [(key, version.get(key, -1) + 1) for key in writes]
         version.update(new_versions)
         for key, new_version in new_versions:
-            if not runs_here and self.ranks_of(key)[0] == me:
+            if not runs_here and me in rank_set(owner[key]):
                 # a partial sum's root outside the owner group: it holds what it wrote
                 for rank in ranks:
                     self.held[rank][key] = new_version
@@ -177,8 +182,9 @@ class RankProgramBuilder(ShortGroups, TableSteps, ProgramBuilder):
                 ready[key] = position
 
     def note_gathered(self, key, owner, members):
-        """The owner knows every copy its tree handed out, as it knows its own sends."""
-        if owner == self.rank:
+        """The owners know every copy the tree handed out, as they know their own sends
+        (any of them may send the tile later: sender_of)."""
+        if self.rank in self.rank_set(self.owner[key]):
             version = self.version.get(key)
             for rank in members:
                 self.held[rank][key] = version

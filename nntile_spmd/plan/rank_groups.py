@@ -2,7 +2,7 @@
 once per class of alike groups of an op, and walked at the steps concerning the rank.
 
 On a mesh a rank takes part in every group that reads a tile of one of its mesh
-groups, as the first rank of a group sends its tiles: the first rank of a dp column
+groups, as a group's members send its tiles (PartialSums.sender_of): a dp column's rank
 decides every row's gemm groups to learn whether they fetch its column's weight
 tiles (48 layers at 1,024 ranks: about 230,000 groups of 2-16 steps). An op's
 groups in one row read the same owner codes, bytes and columns at every output
@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..graph.dtypes import ITEMSIZE
+from .accumulate import Reduction
 from .axes import op_axes
 from .distribution import REPLICATED
 from .lowering import ViewReadingOp
@@ -29,7 +30,7 @@ from .rank_partial import NO_RANK
 class GroupFacts(NamedTuple):
     """Per group of an op (rows): its class (-1: this rank takes no part), and per
     step whether an input's owner code names this rank (follows_step) and whether
-    this rank sends an input (the first rank of its owner code)."""
+    this rank holds an input it may send (one of its owners: sender_of decides)."""
     classes: np.ndarray
     named: np.ndarray
     sent: np.ndarray
@@ -72,9 +73,11 @@ class ShortGroups:
             choice = self.partial_choice(group)
             step_ranks = decided[facts.classes[index]] = None if choice is None else \
                 tuple(choice[0])
+        carried = self.take_carried(group, step_ranks)
         if step_ranks is not None:
             order, _ = self.tree_plan(step_ranks, owner, tree_text(group.op.name, out_key))
-            return self.run_partial(group, owner, step_ranks, order, facts.named[index])
+            return self.run_partial(group, owner, step_ranks, order, carried,
+                                    facts.named[index])
         ranks = list(self.ranks_of_owner(owner))
         steps = group.steps
         if self.rank in ranks:
@@ -123,7 +126,8 @@ class ShortGroups:
         codes, out_codes = arrays.codes, arrays.out_codes
         my_codes = np.array(sorted(self.my_codes), np.int64)
         held = np.isin(codes, my_codes[my_codes != REPLICATED]).any(1)
-        sent_keys = (self.first_holders(codes) == self.rank) & (codes != REPLICATED)
+        # the tiles this rank may send: it holds them (sender_of decides for whom)
+        sent_keys = np.isin(codes, my_codes[my_codes != REPLICATED])
         taking = np.isin(out_codes, my_codes) | held.any(1)
         for index, group in enumerate(groups):
             if any(key in self.mine for key in group.outputs):
@@ -190,7 +194,8 @@ class ShortGroups:
                 if out_ranks is None:
                     out_ranks = self.ranks_of_owner(owner)
                 for rank in (runner, *out_ranks):
-                    if rank not in holders and not self.is_current(rank, key):
+                    if rank not in holders and not self.is_current(rank, key) and \
+                            self.sender_of(codes[step_index][position], rank) == me:
                         return False
         return True
 
@@ -252,15 +257,17 @@ class ShortGroups:
         return (self.owners[name].reshape(-1)[ids].astype(np.int64),
                 nbytes.reshape(ids.shape), columns.astype(np.int64))
 
-    def run_partial(self, group, owner, step_ranks, order, named=None):
+    def run_partial(self, group, owner, step_ranks, order, carried=None, named=None):
         """ProgramBuilder.run_partial for this rank: the steps that follows_step keeps
         (this rank runs them, or a tile they read or write has an owner code naming it;
         `named`: per step, whether an input's does), found without forming the other
         steps' partial-sum keys; then its own tree merges."""
         op, out_key, me = group.op, group.outputs[0], self.rank
+        keys_op, order = (op, order) if carried is None else (carried.keys_op, carried.order)
         n_inputs, root, codes, owner_of = len(op.inputs), order[0], self.my_codes, self.owner
         root_named = owner in codes
-        counts = {}   # steps each rank ran so far: its beta
+        # steps each rank ran so far: its beta (a carried tree's ranks ran one at least)
+        counts = {} if carried is None else dict.fromkeys(order, 1)
         for index, (step, rank) in enumerate(zip(group.steps, step_ranks)):
             count = counts.get(rank, 0)
             counts[rank] = count + 1
@@ -270,9 +277,7 @@ class ShortGroups:
                     any(owner_of[key] in codes for key in keys[:n_inputs])):
                 continue
             if rank != root:
-                keys = keys[:n_inputs] + (self.temp_key(op, out_key, rank),)
+                keys = keys[:n_inputs] + (self.temp_key(keys_op, out_key, rank),)
             self.run_step([rank], group, step, count, keys, zero_beta=rank != root and count == 0)
-        if me in order:
-            self.my_merges(group, list(order).index(me), list(order), root in counts)
-        if owner < 0:
-            self.broadcast_to_group(out_key, root, op.name)
+        self.carry_or_reduce(Reduction(op, keys_op, out_key, owner, tuple(order),
+                                       group.reads_output_first), step_ranks, root in counts)

@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..graph.dtypes import ITEMSIZE
+from .accumulate import Reduction
 from .distribution import REPLICATED, group_of
 from .partial import FAN_LIMIT, rotated, tree_text
 
@@ -132,9 +133,10 @@ class TableSteps:
         self.check_outputs(group)
         owner = self.owner[group.outputs[0]]
         choice = self.table_choice(group, arrays, owner)
+        carried = self.take_carried(group, None if choice is None else choice[0])
         if choice is None:
             return self.table_owner_computes(group, arrays)
-        return self.table_partial(group, owner, arrays, *choice)
+        return self.table_partial(group, owner, arrays, *choice, carried)
 
     def missing(self, exec_owner, codes):
         """outside(exec_owner, code) for an array of owner codes."""
@@ -297,9 +299,10 @@ class TableSteps:
             for index, step in enumerate(steps):
                 self.run_step(ranks, group, step, index, step.keys)
             return
-        first_ranks = self.first_holders(arrays.codes)
+        # the steps reading a tile this rank may send (it holds it: sender_of decides)
+        sending = self.holds(me, arrays.codes) & (arrays.codes != REPLICATED)
         done = 0
-        for index in np.flatnonzero((first_ranks == me).any(1)).tolist():
+        for index in np.flatnonzero(sending.any(1)).tolist():
             self.advance(group.outputs, index - done)
             self.run_step(ranks, group, steps[index], index, steps[index].keys)
             done = index + 1
@@ -312,15 +315,17 @@ class TableSteps:
             for key in keys:
                 version[key] = version.get(key, -1) + writes
 
-    def table_partial(self, group, owner, arrays, step_ranks, order):
+    def table_partial(self, group, owner, arrays, step_ranks, order, carried=None):
         """ProgramBuilder.run_partial for this rank's steps and tree merges."""
         op, out_key, me = group.op, group.outputs[0], self.rank
+        keys_op, order = (op, order) if carried is None else \
+            (carried.keys_op, np.array(carried.order, np.int64))
         n_inputs, root, steps = len(op.inputs), int(order[0]), group.steps
         by_rank = np.argsort(step_ranks, kind="stable")
         runs = np.empty(len(steps), np.int64)   # steps each rank ran before this one
         sorted_ranks = step_ranks[by_rank]
         starts = np.searchsorted(sorted_ranks, sorted_ranks)
-        runs[by_rank] = np.arange(len(steps)) - starts
+        runs[by_rank] = np.arange(len(steps)) - starts + (carried is not None)
         # follows_step: this rank runs the step or an input's owner code names it
         concerned = (step_ranks == me) | self.holds(me, arrays.codes).any(1)
         if me in self.rank_set(owner):   # the root's steps read the output (follows_step)
@@ -328,18 +333,25 @@ class TableSteps:
         for index in np.flatnonzero(concerned).tolist():
             rank, step, count = int(step_ranks[index]), steps[index], int(runs[index])
             keys = step.keys if rank == root else \
-                step.keys[:n_inputs] + (self.temp_key(op, out_key, rank),)
+                step.keys[:n_inputs] + (self.temp_key(keys_op, out_key, rank),)
             self.run_step([rank], group, step, count, keys,
                           zero_beta=rank != root and count == 0)
-        where = np.flatnonzero(order == me)
-        if len(where):
-            self.my_merges(group, int(where[0]), order.tolist(), bool((step_ranks == root).any()))
-        if owner < 0:
-            self.broadcast_to_group(out_key, root, op.name)
+        self.carry_or_reduce(Reduction(op, keys_op, out_key, owner, tuple(order.tolist()),
+                                       group.reads_output_first),
+                             step_ranks.tolist(), bool((step_ranks == root).any()))
 
-    def my_merges(self, group, position, order, root_has_value):
-        """This rank's merges in the binomial tree up `order` (run_partial's loop)."""
-        op, out_key, root = group.op, group.outputs[0], order[0]
+    def reduce_partials(self, reduction, root_has_value):
+        """ProgramBuilder.reduce_partials: this rank's merges and broadcast hops."""
+        order = list(reduction.order)
+        if self.rank in order:
+            self.my_merges(reduction, order.index(self.rank), root_has_value)
+        if reduction.owner < 0:
+            self.broadcast_to_group(reduction.out_key, order[0], reduction.op.name)
+
+    def my_merges(self, reduction, position, root_has_value):
+        """This rank's merges in the binomial tree up the order (reduce_partials' loop)."""
+        op, keys_op, out_key, _, order, reads_output_first = reduction
+        root = order[0]
         stride = 1
         while stride < len(order):
             if position % (2 * stride) == 0 and position + stride < len(order):
@@ -352,9 +364,9 @@ class TableSteps:
             beta = 1.0
             if parent == root and stride == 1 and not root_has_value:
                 beta = op.attrs.get(op.spec.beta_attr, 0.0)
-                beta = beta if group.reads_output_first else 0.0
-            parent_key = out_key if parent == root else self.temp_key(op, out_key, parent)
-            self.combine(parent, self.temp_key(op, out_key, child), parent_key, beta, op)
+                beta = beta if reads_output_first else 0.0
+            parent_key = out_key if parent == root else self.temp_key(keys_op, out_key, parent)
+            self.combine(parent, self.temp_key(keys_op, out_key, child), parent_key, beta, op)
             if child == self.rank:
                 return   # merged into its parent: done
             stride *= 2

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .axes import op_axes
-from .distribution import REPLICATED, group_code, group_of
+from .distribution import REPLICATED, group_code
 
 
 class RankTiles:
@@ -28,6 +28,7 @@ class RankTiles:
         self.walk = None          # the RankProgramBuilder: who holds which current copy
         self.copies = {}          # tensor name -> coords of tiles fetched by this rank
         self.alias_owners = {}    # view tensor name -> owners of the tiles it aliases
+        self.served_memo = {}     # (owner code, runner code) -> ranks this rank sends to
 
     def note_copy(self, key):
         name, coord = key
@@ -65,34 +66,33 @@ class RankTiles:
 
     def mark_unsent(self, mask, name, owners, labels, out_labels, out_owners):
         """Mark the output tiles of a one-step op whose runners lack the current version
-        of a tile this rank sends (it is the first of the tile's owners). Where every
-        runner holds it, this rank's part of the group (its ranks' copies checked, the
-        output's version advanced) changes nothing it will look at again: the output
-        is not this rank's, and it holds no copy of it (those tiles are marked apart)."""
-        walk, rank = self.walk, self.codes[0]
-        first = self.first_ranks(owners)
-        for coord in map(tuple, np.argwhere(first == rank).tolist()):
-            holders = set(walk.rank_set(int(owners[coord])))
+        of a tile this rank sends them (it holds the tile and sender_of names it for
+        them). Where every such runner holds it, this rank's part of the group (its
+        ranks' copies checked, the output's version advanced) changes nothing it will
+        look at again: the output is not this rank's, and it holds no copy of it (those
+        tiles are marked apart)."""
+        walk = self.walk
+        for coord in map(tuple, np.argwhere(np.isin(owners, self.codes)).tolist()):
+            code = int(owners[coord])
+            holders = set(walk.rank_set(code))
             holders.update(walk.current_copies((name, coord)))
             index = tuple(coord[labels.index(label)] if label in labels else slice(None)
                           for label in out_labels)
             runners = out_owners[index]
-            if np.ndim(runners) == 0:      # the index picks one tile: no array work
-                code = int(runners)
-                mask[index] |= (code not in holders if code >= 0 else
-                                not holders.issuperset(walk.rank_set(code)))
-                continue
-            lacking = np.isin(runners, list(holders), invert=True)
-            for code in np.unique(runners[runners < 0]).tolist():
-                lacking[runners == code] = not holders.issuperset(walk.rank_set(code))
-            mask[index] |= lacking
+            for runner in np.unique(runners).tolist():
+                if not holders.issuperset(self.served(code, runner)):
+                    mask[index] |= runners == runner
 
-    def first_ranks(self, owners):
-        """The first rank of each owner code (REPLICATED: none, it is not sent)."""
-        first = np.where(owners >= 0, owners, -1)
-        for code in np.unique(owners[owners < REPLICATED]).tolist():
-            first[owners == code] = self.groups[group_of(code)][0]
-        return first
+    def served(self, code, runner) -> tuple:
+        """The ranks of owner code `runner` to which this rank sends a tile of owner
+        code `code` (PartialSums.sender_of), memoized per pair of codes."""
+        found = self.served_memo.get((code, runner))
+        if found is None:
+            walk, rank = self.walk, self.codes[0]
+            found = self.served_memo[(code, runner)] = tuple(
+                member for member in walk.rank_set(runner)
+                if walk.sender_of(code, member) == rank)
+        return found
 
     @staticmethod
     def project(tiles, labels, out_labels, out_grid):

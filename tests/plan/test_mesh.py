@@ -150,11 +150,12 @@ def test_hsdp_shards_within_fsdp_and_replicates_across_dp(one_rank):
     plan = mlp_plan(4, mesh, batch=240, sizes=[64, 128, 10], tiling=nt.TilingStrategy.auto(16384))
     ours = traffic_by_mesh_axis(plan, mesh)
     formula = mesh_formulas.mesh_axis_formulas(plan, mesh, 0)
-    # fsdp gathers parameters once per step: 2/3 of ZeRO-3's 3(f-1)/f in all. How it
-    # splits between the fsdp axis and the pairs that differ along both axes depends
-    # on the reduction roots the planner draws per tile (rotated within a group), so
-    # only the fsdp share's bound and the total are fixed here.
-    assert 0 < ours["fsdp"] <= formula["fsdp"] / 3 * 1.01
+    # fsdp gathers parameters once per step: 2/3 of ZeRO-3's 3(f-1)/f in all. A shard
+    # reaches a reader from its holder in the reader's dp row (sender_of: along fsdp),
+    # but the reduction roots are drawn per tile (rotated within a group), so part of
+    # the gradient sum crosses both axes: only the fsdp share's bound and the total
+    # are fixed here.
+    assert 0 < ours["fsdp"] <= 2 / 3 * formula["fsdp"] * 1.01
     assert sum(ours.values()) == pytest.approx(formula["dp"] + 2 / 3 * formula["fsdp"], rel=0.01)
 
 

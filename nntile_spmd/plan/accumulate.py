@@ -1,0 +1,92 @@
+"""Plan layer: partial sums carried on to the next op that adds into the same tile, so
+that one reduction across ranks serves both ops.
+
+Attention's input gradient under tp is three gemms into one tensor (dX += Wq^T dq,
++= Wk^T dk, += Wv^T dv), each summed over the heads of every tp rank: reduced op by
+op, a tp row all-reduced dX three times where Megatron, whose q, k and v are one
+weight, adds the three partials locally and all-reduces once. When the next op
+touching an op's output after it accumulates into it (beta 1, the same combine
+kernel, nothing between reads it) and a tile's partial sums lie on ranks of the
+tile's owners only, those ranks keep their partials (the first op's partial-sum
+tiles, the root's in the tile itself) and the next op's steps add into them, if its
+steps lie on the same ranks; else, or after the next op's groups, the carried sums
+are reduced as they would have been. The chains are read from the op list and the
+choices from static facts, so every rank, planning alone or not, carries alike.
+Deterministic plans never sum partials, so they are unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Reduction(NamedTuple):
+    """The tree reduction (and broadcast) of one tile's partial sums."""
+    op: object             # whose combine merges and whose name the messages carry
+    keys_op: object        # the op that names the partial-sum tiles (a chain's first)
+    out_key: tuple
+    owner: int             # the tile's owner code
+    order: tuple           # tree order, root first: the ranks holding a partial
+    reads_output_first: bool
+
+
+def accumulation_chains(ops, view_inputs=frozenset()) -> dict:
+    """{op name: name of the next op of `ops` (in walk order) touching the op's output,
+    where that op accumulates into it}: its only output, not read as an input, beta 1,
+    the same combine kernel. Outputs that are views or viewed are left out."""
+    next_toucher, chains = {}, {}
+    for op in reversed(ops):
+        out = op.outputs[0].name if len(op.outputs) == 1 else None
+        later = next_toucher.get(out)
+        if out is not None and later is not None and out not in view_inputs and \
+                op.spec.combine is not None and accumulates(later, op):
+            chains[op.name] = later.name
+        for tensor in op.inputs + op.outputs:
+            next_toucher[tensor.name] = op
+    return chains
+
+
+def accumulates(op, earlier) -> bool:
+    """Does `op` add into `earlier`'s output with beta 1 and the same combine?"""
+    spec, out = op.spec, earlier.outputs[0].name
+    return len(op.outputs) == 1 and op.outputs[0].name == out and \
+        all(tensor.name != out for tensor in op.inputs) and \
+        spec.combine == earlier.spec.combine and spec.beta_attr is not None and \
+        op.attrs.get(spec.beta_attr) == 1.0 and spec.reads_output(op.attrs)
+
+
+class CarriedPartials:
+    """Mixin of the program builders: needs PartialSums' rank_set and reduce_partials."""
+
+    def init_carried(self, chains):
+        self.chains = chains or {}   # op name -> the next op accumulating into its output
+        self.carried = {}            # that op's name -> {output key: Reduction}
+
+    def take_carried(self, group, step_ranks):
+        """The Reduction carried to this group's tile, if its partial steps (`step_ranks`,
+        None: owner computes) lie on the same ranks; else the carried sums are reduced
+        first and None returned."""
+        waiting = self.carried.get(group.op.name)
+        carried = waiting.pop(group.outputs[0], None) if waiting else None
+        if carried is None:
+            return None
+        if step_ranks is not None and set(carried.order) == {int(r) for r in step_ranks}:
+            return carried
+        self.reduce_partials(carried, True)
+        return None
+
+    def carry_or_reduce(self, reduction, step_ranks, root_has_value):
+        """Carry the partials to the next op accumulating into the tile when they lie
+        on its owners (every rank that holds one visits that op's group), else reduce."""
+        op, owner = reduction.op, reduction.owner
+        following = self.chains.get(op.name)
+        if following is not None and owner < 0 and \
+                {int(r) for r in step_ranks} <= self.rank_set(owner):
+            self.carried.setdefault(following, {})[reduction.out_key] = reduction
+            return
+        self.reduce_partials(reduction, root_has_value)
+
+    def reduce_carried(self, op):
+        """After `op`'s groups: reduce what was carried to tiles it did not write."""
+        for reduction in self.carried.pop(op.name, {}).values():
+            self.reduce_partials(reduction._replace(op=op), True)
