@@ -82,7 +82,8 @@ class BindingMixin:
             raise error
         if failed:
             raise ValueError(f"bind_tiles {name}: rank(s) {failed} were given wrong tiles")
-        differ = [other for other, (_, value) in enumerate(verdicts) if value != verdicts[0][1]]
+        _, rank0_hash = verdicts[0]
+        differ = [other for other, (_, value) in enumerate(verdicts) if value != rank0_hash]
         if differ:
             raise ValueError(f"bind_tiles {name}: its replicated tiles hold different values "
                              f"on rank(s) {differ} than on rank 0 (every rank must pass the "

@@ -159,7 +159,7 @@ class RankExecutor:
         program, operands, transport = self.program, self.index.operands, self.transport
         take, metas, spares = self.store.take, self.index.metas, self.slot_spares
         for position in self.positions[self.posted:target]:
-            instruction, slot = program[position], operands[position][0]
+            instruction, (slot, _) = program[position], operands[position]
             buffer = take(metas[slot], spares[slot])
             handle = transport.post_recv(instruction.peer, instruction.tag, buffer)
             self.pending_recvs.append((handle, buffer))

@@ -141,24 +141,34 @@ def build_stats(rank, phases, ops_by_name, executor, store, staging,
     return stats
 
 
-# name -> (plan method of CompiledGraph, its meaning, measured field): pairs that must agree.
-# The plan's memory model frees each tile at its FREE: the serial executor's peak
-# (in_order_peak_bytes == peak_bytes there) or the threaded one's in program order.
+class Planned(NamedTuple):
+    """A figure the plan predicts exactly: the CompiledGraph method that plans it, its
+    meaning in messages, and the ExecutionStats field that measures it."""
+
+    method: str
+    label: str
+    measured: str
+
+
+# name -> the pairs that must agree. The plan's memory model frees each tile at its FREE:
+# the serial executor's peak (in_order_peak_bytes == peak_bytes there) or the threaded
+# one's in program order.
 PLANNED = {
-    "bytes_transferred": ("estimate_communication", "bytes sent", "bytes_transferred"),
-    "bytes_received": ("estimate_received", "bytes received", "bytes_received"),
-    "flops_executed": ("estimate_flops", "FLOPs", "flops_executed"),
-    "peak_bytes": ("memory_on_rank", "peak bytes", "in_order_peak_bytes"),
+    "bytes_transferred": Planned("estimate_communication", "bytes sent", "bytes_transferred"),
+    "bytes_received": Planned("estimate_received", "bytes received", "bytes_received"),
+    "flops_executed": Planned("estimate_flops", "FLOPs", "flops_executed"),
+    "peak_bytes": Planned("memory_on_rank", "peak bytes", "in_order_peak_bytes"),
 }
 
 
 def compare_with_plan(cg, stats: ExecutionStats) -> dict:
     """{field: (planned, measured)} for the fields the plan predicts exactly."""
-    return {name: (getattr(cg, method)(stats.rank, stats.phases), getattr(stats, measured))
-            for name, (method, _, measured) in PLANNED.items()}
+    return {name: (getattr(cg, planned.method)(stats.rank, stats.phases),
+                   getattr(stats, planned.measured))
+            for name, planned in PLANNED.items()}
 
 
 def mismatches(comparison: dict, rank: int) -> list:
     """Readable lines for the fields whose planned and measured values differ."""
-    return [f"rank {rank}: {PLANNED[name][1]}: planned {planned}, measured {measured}"
+    return [f"rank {rank}: {PLANNED[name].label}: planned {planned}, measured {measured}"
             for name, (planned, measured) in comparison.items() if planned != measured]
