@@ -1,6 +1,7 @@
 """Vectorisable tanh, erf and exp for the numba kernels: one scalar function per name,
 specialised by the argument's type; and the other functions the portable formulas of
-rules.py call (maximum, where), for the numba loops generated from them.
+rules.py call (maximum and minimum as nan_maximum and
+nan_minimum, where), for the numba loops generated from them.
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. numba has no vector math library
 here (no SVML), so `math.tanh` on float32 is one libm call per element. For float32 the
@@ -124,9 +125,15 @@ overload(fast_exp)(_by_type(_exp32)(math.exp))
 
 # The other functions of the portable formulas (rules.py), as their C++ in rules_cuda.CUDA_PREAMBLE.
 @register_jitable(inline="always")
-def maximum(a, b):
+def nan_maximum(a, b):
     """The larger of a and b, NaN if either is NaN (NumPy's maximum)."""
     return a if (a != a or a > b) else b
+
+
+@register_jitable(inline="always")
+def nan_minimum(a, b):
+    """The smaller of a and b, NaN if either is NaN (NumPy's minimum)."""
+    return a if (a != a or a < b) else b
 
 
 @register_jitable(inline="always")
@@ -137,4 +144,5 @@ def where(condition, a, b):
 
 # the names numba formulas call (rules.NUMBA_FUNCTIONS), for source run by exec
 FORMULA_NAMESPACE = {"math": math, "fast_erf": fast_erf, "fast_exp": fast_exp,
-                     "fast_tanh": fast_tanh, "maximum": maximum, "where": where}
+                     "fast_tanh": fast_tanh, "nan_maximum": nan_maximum, "nan_minimum": nan_minimum,
+                     "where": where}

@@ -1,8 +1,8 @@
-"""Numba kernels of the cpu table for the elementwise ops and the reductions along
-one axis (reference bodies in generic_math.py; the fiber ops are cpu_math_fiber.py's).
+"""Numba kernels of the cpu table for the reductions along one axis (reference bodies
+in generic_math.py; the fiber ops are cpu_math_fiber.py's; the elementwise ops are
+loops generated from rules.py, cpu_rules.py).
 
-Arrays only: never imports nntile_spmd, mpi4py or cupy. Elementwise loops run over the
-free flat views ``ravel("K")`` of F-contiguous tiles; reductions over folded_t's
+Arrays only: never imports nntile_spmd, mpi4py or cupy. Reductions run over folded_t's
 C-ordered (n, k, m) view of the F-order fold (m, k, n), k the reduced axis. fp16 tiles
 take the NumPy reference (numba has no float16). Loops that divide compile with
 error_model="numpy": x / 0 is inf or nan as in NumPy, not a ZeroDivisionError.
@@ -16,51 +16,6 @@ from .cpu_common import fp16_uses_reference, folded_t
 from . import reference
 
 REFERENCE = reference.KERNELS
-
-# ---------------------------------------------------------------- elementwise
-
-
-def _flat(*arrays):
-    return tuple(a.ravel("K") for a in arrays)
-
-
-@njit(cache=True, nogil=True)
-def _hypot(x, y, z, alpha, beta):
-    for i in range(z.size):
-        # beta == 0: y may be garbage (or z itself), never read
-        z[i] = abs(alpha * x[i]) if beta == 0.0 else math.hypot(alpha * x[i], beta * y[i])
-
-
-@fp16_uses_reference(0)
-def hypot(x, y, z, *, alpha=1.0, beta=1.0):
-    """z = hypot(alpha*x, beta*y); y is not read when beta == 0."""
-    _hypot(*_flat(x, y, z), alpha, beta)
-
-
-@njit(cache=True, nogil=True)
-def _hypot_backward(x, z, dz, dx, alpha):
-    for i in range(dx.size):
-        if z[i] != 0:
-            dx[i] += alpha * alpha * x[i] / z[i] * dz[i]
-
-
-@fp16_uses_reference(0)
-def hypot_backward(x, z, dz, dx, *, alpha=1.0):
-    """dx += alpha^2 * x / z * dz; 0 where z == 0."""
-    _hypot_backward(*_flat(x, z, dz, dx), alpha)
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _hypot_scalar_inverse(x, y, eps, alpha):
-    for i in range(y.size):
-        y[i] = 1.0 / math.hypot(alpha * x[i], eps)
-
-
-@fp16_uses_reference(0)
-def hypot_scalar_inverse(x, y, *, eps, alpha=1.0):
-    """y = 1 / hypot(alpha*x, eps)."""
-    _hypot_scalar_inverse(*_flat(x, y), eps, alpha)
-
 
 # ---------------------------------------------------------------- reductions
 
@@ -98,27 +53,6 @@ def min_slice(x, y, *, axis, beta=0.0):
     """y = min of x along `axis`, merged with beta*y if beta != 0."""
     if x.size:
         _extremum(*_folds(x, axis, y), beta, -1.0)
-
-
-@njit(cache=True, nogil=True)
-def _merge(x, y, z, alpha, beta, sign):
-    for i in range(z.size):
-        value = alpha * x[i]
-        if beta != 0.0:   # beta == 0: y may be garbage
-            value = sign * max(sign * value, sign * beta * y[i])
-        z[i] = value
-
-
-@fp16_uses_reference(0)
-def maximum(x, y, z, *, alpha=1.0, beta=1.0):
-    """z = max(alpha*x, beta*y), y unread when beta == 0."""
-    _merge(*_flat(x, y, z), alpha, beta, 1.0)
-
-
-@fp16_uses_reference(0)
-def minimum(x, y, z, *, alpha=1.0, beta=1.0):
-    """z = min(alpha*x, beta*y), y unread when beta == 0."""
-    _merge(*_flat(x, y, z), alpha, beta, -1.0)
 
 
 @njit(cache=True, nogil=True)
@@ -194,8 +128,7 @@ def norm_slice_backward(x, y, dy, dx, *, axis, alpha=1.0):
 
 # sub, div, tanh, sigmoid and their backwards are rules (rules.py, cpu_rules.py)
 KERNELS = {kernel.__name__: kernel for kernel in (
-    hypot, hypot_backward, hypot_scalar_inverse, max_slice, min_slice, maximum, minimum,
-    extremum_count, extremum_backward, norm_slice, norm_slice_backward)}
+    max_slice, min_slice, extremum_count, extremum_backward, norm_slice, norm_slice_backward)}
 
 # randn is whole-array uint64 hashing that NumPy already vectorises
 # (nntile_kernels/generic_random.py)

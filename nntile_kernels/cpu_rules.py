@@ -8,13 +8,14 @@ vectorise the loops (float32 gets the fast approximations, float64 libm). fp16 t
 the NumPy reference.
 """
 
-import math  # noqa: F401 - formulas may call math.sqrt
+import math  # noqa: F401 - formulas may call math.sqrt, math.hypot
 
 from numba import njit
 
 from . import reference
 from .cpu_common import F16
-from .cpu_fastmath import fast_erf, fast_exp, fast_tanh, maximum, where  # noqa: F401
+from .cpu_fastmath import (fast_erf, fast_exp, fast_tanh, nan_maximum,  # noqa: F401
+                           nan_minimum, where)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -61,7 +62,7 @@ def _relu(x_tile, y_tile):
     L0_0 = cast(0.0)
     for i in range(y_tile.size):
         x = x_tile[i]
-        y_tile[i] = maximum(x, L0_0)
+        y_tile[i] = nan_maximum(x, L0_0)
 
 
 def relu(x, y):
@@ -347,6 +348,114 @@ def scale(x, y, *, alpha):
     if x.dtype is F16:
         return reference.scale(x, y, alpha=alpha)
     _scale(x.ravel('K'), y.ravel('K'), float(alpha))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _hypot(x_tile, y_tile, z_tile, alpha_f64, beta_f64):
+    cast = z_tile.dtype.type
+    alpha = cast(alpha_f64)
+    beta = cast(beta_f64)
+    if beta_f64 == 0.0:
+        for i in range(z_tile.size):
+            x = x_tile[i]
+            z_tile[i] = abs(alpha * x)
+    else:
+        for i in range(z_tile.size):
+            x = x_tile[i]
+            y = y_tile[i]
+            z_tile[i] = math.hypot(alpha * x, beta * y)
+
+
+def hypot(x, y, z, *, alpha=1.0, beta=1.0):
+    """z = hypot(alpha * x, beta * y); where beta == 0.0: z = fabs(alpha * x)"""
+    if x.dtype is F16:
+        return reference.hypot(x, y, z, alpha=alpha, beta=beta)
+    _hypot(x.ravel('K'), y.ravel('K'), z.ravel('K'), float(alpha), float(beta))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _hypot_backward(x_tile, z_tile, dz_tile, dx_tile, alpha_f64):
+    cast = dx_tile.dtype.type
+    L1_0 = cast(1.0)
+    L0_0 = cast(0.0)
+    alpha = cast(alpha_f64)
+    for i in range(dx_tile.size):
+        x = x_tile[i]
+        z = z_tile[i]
+        dz = dz_tile[i]
+        safe = where(z == L0_0, L1_0, z)
+        dx_tile[i] += where(z == L0_0, L0_0, alpha * alpha * x / safe * dz)
+
+
+def hypot_backward(x, z, dz, dx, *, alpha=1.0):
+    """safe = where(z == 0.0, 1.0, z); dx += where(z == 0.0, 0.0, alpha * alpha * x / safe * dz)"""
+    if x.dtype is F16:
+        return reference.hypot_backward(x, z, dz, dx, alpha=alpha)
+    _hypot_backward(x.ravel('K'), z.ravel('K'), dz.ravel('K'), dx.ravel('K'), float(alpha))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _hypot_scalar_inverse(x_tile, y_tile, eps_f64, alpha_f64):
+    cast = y_tile.dtype.type
+    L1_0 = cast(1.0)
+    eps = cast(eps_f64)
+    alpha = cast(alpha_f64)
+    for i in range(y_tile.size):
+        x = x_tile[i]
+        y_tile[i] = L1_0 / math.hypot(alpha * x, eps)
+
+
+def hypot_scalar_inverse(x, y, *, eps, alpha=1.0):
+    """y = 1.0 / hypot(alpha * x, eps)"""
+    if x.dtype is F16:
+        return reference.hypot_scalar_inverse(x, y, eps=eps, alpha=alpha)
+    _hypot_scalar_inverse(x.ravel('K'), y.ravel('K'), float(eps), float(alpha))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _maximum(x_tile, y_tile, z_tile, alpha_f64, beta_f64):
+    cast = z_tile.dtype.type
+    alpha = cast(alpha_f64)
+    beta = cast(beta_f64)
+    if beta_f64 == 0.0:
+        for i in range(z_tile.size):
+            x = x_tile[i]
+            z_tile[i] = alpha * x
+    else:
+        for i in range(z_tile.size):
+            x = x_tile[i]
+            y = y_tile[i]
+            z_tile[i] = nan_maximum(alpha * x, beta * y)
+
+
+def maximum(x, y, z, *, alpha=1.0, beta=1.0):
+    """z = maximum(alpha * x, beta * y); where beta == 0.0: z = alpha * x"""
+    if x.dtype is F16:
+        return reference.maximum(x, y, z, alpha=alpha, beta=beta)
+    _maximum(x.ravel('K'), y.ravel('K'), z.ravel('K'), float(alpha), float(beta))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _minimum(x_tile, y_tile, z_tile, alpha_f64, beta_f64):
+    cast = z_tile.dtype.type
+    alpha = cast(alpha_f64)
+    beta = cast(beta_f64)
+    if beta_f64 == 0.0:
+        for i in range(z_tile.size):
+            x = x_tile[i]
+            z_tile[i] = alpha * x
+    else:
+        for i in range(z_tile.size):
+            x = x_tile[i]
+            y = y_tile[i]
+            z_tile[i] = nan_minimum(alpha * x, beta * y)
+
+
+def minimum(x, y, z, *, alpha=1.0, beta=1.0):
+    """z = minimum(alpha * x, beta * y); where beta == 0.0: z = alpha * x"""
+    if x.dtype is F16:
+        return reference.minimum(x, y, z, alpha=alpha, beta=beta)
+    _minimum(x.ravel('K'), y.ravel('K'), z.ravel('K'), float(alpha), float(beta))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -32,13 +32,14 @@ vectorise the loops (float32 gets the fast approximations, float64 libm). fp16 t
 the NumPy reference.
 """
 
-import math  # noqa: F401 - formulas may call math.sqrt
+import math  # noqa: F401 - formulas may call math.sqrt, math.hypot
 
 from numba import njit
 
 from . import reference
 from .cpu_common import F16
-from .cpu_fastmath import fast_erf, fast_exp, fast_tanh, maximum, where  # noqa: F401
+from .cpu_fastmath import (fast_erf, fast_exp, fast_tanh, nan_maximum,  # noqa: F401
+                           nan_minimum, where)
 '''
 
 JIT = '@njit(cache=True, nogil=True, error_model="numpy")'

@@ -1,5 +1,5 @@
-"""Elementwise and reduction kernels (hypot, max, min, norms)
-written once against an array module `xp`.
+"""Reduction kernels (max, min, norms; the elementwise ops are rules.py's) written once
+against an array module `xp`.
 
 Part of generic.table, so the NumPy reference and the CuPy table share these bodies:
 every line is an xp ufunc or reduction both modules spell alike. Arrays only: never imports
@@ -32,27 +32,8 @@ def _slice(y, x, axis):
 # ---------------------------------------------------------------- elementwise
 
 
-# sub, div, tanh, sigmoid and their backwards are rules (rules.py), not functions here.
-
-
-def hypot(xp, x, y, z, *, alpha=1.0, beta=1.0):
-    """z = hypot(alpha*x, beta*y) (NNTile's hypot); y is not read when beta == 0."""
-    if beta == 0.0:
-        z[...] = xp.abs(alpha * x)
-    else:
-        z[...] = xp.hypot(alpha * x, beta * y)
-
-
-def hypot_backward(xp, x, z, dz, dx, *, alpha=1.0):
-    """dx += alpha^2 * x / z * dz, z = hypot(alpha*x, ...); 0 where z == 0 (x == 0 there,
-    and 0 is the subgradient of |x| that keeps hypot's gradient finite)."""
-    safe = xp.where(z == 0, 1, z)
-    dx += xp.where(z == 0, 0, (alpha * alpha) * x / safe * dz)
-
-
-def hypot_scalar_inverse(xp, x, y, *, eps, alpha=1.0):
-    """y = 1 / hypot(alpha*x, eps) (NNTile's hypot_scalar_inverse, used in place)."""
-    y[...] = 1 / xp.hypot(alpha * x, eps)
+# sub, div, tanh, sigmoid, hypot, maximum, minimum and their backwards are rules
+# (rules.py), not functions here.
 
 
 # ---------------------------------------------------------------- reductions
@@ -71,16 +52,6 @@ def max_slice(xp, x, y, *, axis, beta=0.0):
 def min_slice(xp, x, y, *, axis, beta=0.0):
     """y = min of x along `axis`, merged with beta*y if beta != 0."""
     _accumulate(y, _fold(x, axis).min(axis=1).reshape(y.shape, order="F"), beta, xp.minimum)
-
-
-def maximum(xp, x, y, z, *, alpha=1.0, beta=1.0):
-    """z = max(alpha*x, beta*y), y unread when beta == 0: merges max_slice's partials."""
-    _accumulate(z, alpha * x, beta, xp.maximum)
-
-
-def minimum(xp, x, y, z, *, alpha=1.0, beta=1.0):
-    """z = min(alpha*x, beta*y), y unread when beta == 0: merges min_slice's partials."""
-    _accumulate(z, alpha * x, beta, xp.minimum)
 
 
 def extremum_count(xp, x, y, count, *, axis, beta=0.0):
@@ -179,9 +150,8 @@ def sum_backward(xp, dy, x, y, *, alpha=1.0):
 
 
 XP_KERNELS = {kernel.__name__: kernel for kernel in (
-    hypot, hypot_backward, hypot_scalar_inverse, max_slice, min_slice, maximum, minimum,
-    extremum_count, extremum_backward, norm_slice, norm_slice_backward, scale_fiber,
-    norm_fiber, norm_fiber_backward, sum_backward, randn, dropout)}
+    max_slice, min_slice, extremum_count, extremum_backward, norm_slice, norm_slice_backward,
+    scale_fiber, norm_fiber, norm_fiber_backward, sum_backward, randn, dropout)}
 
 
 def table(xp) -> dict:

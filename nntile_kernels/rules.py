@@ -18,11 +18,12 @@ import re
 from dataclasses import dataclass
 
 # Functions a formula may call: each backend binds these names (rule_namespace, the C++
-# math library plus rules_cuda.CUDA_PREAMBLE, NUMBA_FUNCTIONS). maximum is NaN if either argument
-# is (NumPy's maximum); where(c, a, b) is a where c holds, else b. Literals are written with a
-# dot (1.0), never Python's ** or C's ?:, so the text means the same in both languages
-# (tests/kernels/test_kernels_rules.py compiles the C++ for the host and compares).
-FUNCTIONS = ("erf", "exp", "maximum", "pow", "sigmoid", "sqrt", "tanh", "where")
+# math library plus rules_cuda.CUDA_PREAMBLE, NUMBA_FUNCTIONS). maximum and minimum are NaN
+# if either argument is (NumPy's); where(c, a, b) is a where c holds, else b. Literals are
+# written with a dot (1.0), never Python's ** or C's ?:, so the text means the same in both
+# languages (tests/kernels/test_kernels_rules.py compiles the C++ for the host and compares).
+FUNCTIONS = ("erf", "exp", "fabs", "hypot", "maximum", "minimum", "pow", "sigmoid", "sqrt",
+             "tanh", "where")
 
 CONSTANTS = {
     "RSQRT2": 1.0 / math.sqrt(2.0),
@@ -150,6 +151,25 @@ ELEMENTWISE = {
                      defaults=(("alpha", 1.0),)),
     "scale": Rule(("x",), "y", "alpha * x", params=("alpha",)),
     "clear": Rule((), "x", "0.0"),
+    # NNTile's hypot; y is not read when beta == 0 (as add's)
+    "hypot": Rule(("x", "y"), "z", "hypot(alpha * x, beta * y)", params=("alpha", "beta"),
+                  defaults=(("alpha", 1.0), ("beta", 1.0)),
+                  cases=(("beta == 0.0", "fabs(alpha * x)"),)),
+    # 0 where z == 0 (x == 0 there, and 0 is the subgradient of |x| that keeps hypot's
+    # gradient finite); `safe` keeps the discarded branch from dividing 0 by 0
+    "hypot_backward": Rule(("x", "z", "dz"), "dx",
+                           "where(z == 0.0, 0.0, alpha * alpha * x / safe * dz)",
+                           accumulate=True, let=(("safe", "where(z == 0.0, 1.0, z)"),),
+                           params=("alpha",), defaults=(("alpha", 1.0),)),
+    "hypot_scalar_inverse": Rule(("x",), "y", "1.0 / hypot(alpha * x, eps)",
+                                 params=("eps", "alpha"), defaults=(("alpha", 1.0),)),
+    # merge max_slice's / min_slice's partials; y is not read when beta == 0
+    "maximum": Rule(("x", "y"), "z", "maximum(alpha * x, beta * y)", params=("alpha", "beta"),
+                    defaults=(("alpha", 1.0), ("beta", 1.0)),
+                    cases=(("beta == 0.0", "alpha * x"),)),
+    "minimum": Rule(("x", "y"), "z", "minimum(alpha * x, beta * y)", params=("alpha", "beta"),
+                    defaults=(("alpha", 1.0), ("beta", 1.0)),
+                    cases=(("beta == 0.0", "alpha * x"),)),
 }
 
 # PyTorch's Adam and AdamW: moments start at zero (not read at step 1); the bias
@@ -186,7 +206,8 @@ def rule_namespace(xp, special):
     of the Python frame that called it, which is this eval (PyImport_Import); with no
     builtins at all that raised KeyError: '__import__'.
     """
-    functions = dict(erf=special.erf, exp=xp.exp, maximum=xp.maximum, pow=xp.power,
+    functions = dict(erf=special.erf, exp=xp.exp, fabs=xp.fabs, hypot=xp.hypot,
+                     maximum=xp.maximum, minimum=xp.minimum, pow=xp.power,
                      sigmoid=special.expit, sqrt=xp.sqrt, tanh=xp.tanh, where=xp.where)
     assert set(functions) == set(FUNCTIONS), "every portable function is bound"
     return {"__builtins__": {"__import__": builtins.__import__}, **functions, **CONSTANTS,
@@ -300,9 +321,11 @@ FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?)(?![\w.])")
 # ---------------------------------------------------------------- numba loops
 
 # A formula's functions in the numba kernels: cpu_fastmath's (vectorisable float32
-# approximations, libm for float64) and its maximum and where; sigmoid is spelled out.
+# approximations, libm for float64) and its maximum, minimum (named apart from the kernels
+# of the same names) and where; sigmoid is spelled out.
 NUMBA_FUNCTIONS = {"erf": "fast_erf", "exp": "fast_exp", "tanh": "fast_tanh",
-                   "pow": "math.pow", "sqrt": "math.sqrt", "maximum": "maximum",
+                   "pow": "math.pow", "sqrt": "math.sqrt", "hypot": "math.hypot",
+                   "fabs": "abs", "maximum": "nan_maximum", "minimum": "nan_minimum",
                    "where": "where"}
 _SIGMOID = re.compile(r"\bsigmoid\(([^()]*)\)")
 _CALL = re.compile(r"\b(" + "|".join(NUMBA_FUNCTIONS) + r")\(")

@@ -24,7 +24,9 @@ from nntile_spmd.runtime.timeouts import resolve_timeout
 # -- the elementwise rules of nntile_kernels/rules.py ---------------------------------
 # the params the rule tests call a rule with (add with beta == 0: y is not read)
 RULE_PARAMS = {"add": {"alpha": 2.0, "beta": 0.0}, "multiply": {"alpha": -1.5},
-               "scale": {"alpha": 3.0}}
+               "scale": {"alpha": 3.0}, "hypot": {"alpha": -2.0, "beta": 0.0},
+               "hypot_backward": {"alpha": 0.5}, "hypot_scalar_inverse": {"eps": 0.1, "alpha": 2.0},
+               "maximum": {"alpha": 1.5, "beta": 0.0}, "minimum": {"alpha": -1.5, "beta": 0.0}}
 # the rules compiled into loops and kernels (clear, with no inputs, is a fill or a memset)
 LOOPED_RULES = sorted(name for name, rule in ELEMENTWISE.items() if rule.inputs)
 

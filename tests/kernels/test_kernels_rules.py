@@ -25,7 +25,8 @@ TOLERANCE = {"float64": (1e-13, 1e-13), "float32": (2e-5, 2e-5)}
 
 _HOST_PRELUDE = """
 #include <cmath>
-using std::erf; using std::exp; using std::fmax; using std::pow; using std::sqrt; using std::tanh;
+using std::erf; using std::exp; using std::fabs; using std::fmax; using std::hypot; using std::pow;
+using std::sqrt; using std::tanh;
 #define __device__
 """
 
