@@ -1,11 +1,12 @@
-"""Generated loops (cpu_rules.py, from rules.py) against the hand-written loops of a git
-revision, in one process: ns per element and whether the results are bitwise equal.
+"""Generated loops (cpu_rules.py, from rules.py) against the hand-written loops of git
+revisions, in one process: ns per element and whether the results are bitwise equal.
 
-Run: python benchmarks/bench_rules.py [--before REV] [--edge 512] [--repeat 200]
-The modules of REV (default ab8850b, the last with hand-written loops of add, multiply,
-scale, sub, div, tanh, sigmoid and Adam) are read with `git show` and imported beside
-the current ones, so both sides run the same numba and the same tiles; each timing is
-the best of `repeat` calls, the old and the new kernel called in alternation, one thread.
+Run: python benchmarks/bench_rules.py [--edge 512] [--repeat 200] [--only hypot maximum]
+Each case names the revision whose module held its hand-written loop (ab8850b: add,
+multiply, scale, sub, div, tanh, sigmoid and Adam; 9601058: hypot, maximum, minimum).
+Those modules are read with `git show` and imported beside the current ones, so both
+sides run the same numba and the same tiles; each timing is the best of `repeat` calls,
+the old and the new kernel called in alternation, one thread.
 """
 
 import argparse
@@ -23,20 +24,27 @@ sys.path.insert(0, str(ROOT))  # run from a checkout
 
 from nntile_kernels import cpu  # noqa: E402 - needs the path above
 
-# kernel -> (module of the old revision, arrays as letters of `tiles`, keyword parameters)
+# kernel -> (revision, its module, arrays as letters of `tiles`, keyword parameters)
 CASES = {
-    "add": ("cpu_elementwise", "xyz", {"alpha": 0.5, "beta": -2.0}),
-    "add beta=0": ("cpu_elementwise", "xyz", {"alpha": 0.5, "beta": 0.0}),
-    "multiply": ("cpu_elementwise", "xyz", {"alpha": -1.5}),
-    "scale": ("cpu_elementwise", "xz", {"alpha": 3.0}),
-    "sub": ("cpu_math", "xyz", {}),
-    "div": ("cpu_math", "xyz", {}),
-    "tanh": ("cpu_math", "xz", {}),
-    "tanh_backward": ("cpu_math", "xyz", {}),
-    "sigmoid": ("cpu_math", "xz", {}),
-    "sigmoid_backward": ("cpu_math", "xyz", {}),
-    "adam_step": ("cpu_optim", "sgpmv", {"lr": 0.01, "weight_decay": 0.1}),
-    "adamw_step": ("cpu_optim", "sgpmv", {"lr": 0.01, "weight_decay": 0.1}),
+    "add": ("ab8850b", "cpu_elementwise", "xyz", {"alpha": 0.5, "beta": -2.0}),
+    "add beta=0": ("ab8850b", "cpu_elementwise", "xyz", {"alpha": 0.5, "beta": 0.0}),
+    "multiply": ("ab8850b", "cpu_elementwise", "xyz", {"alpha": -1.5}),
+    "scale": ("ab8850b", "cpu_elementwise", "xz", {"alpha": 3.0}),
+    "sub": ("ab8850b", "cpu_math", "xyz", {}),
+    "div": ("ab8850b", "cpu_math", "xyz", {}),
+    "tanh": ("ab8850b", "cpu_math", "xz", {}),
+    "tanh_backward": ("ab8850b", "cpu_math", "xyz", {}),
+    "sigmoid": ("ab8850b", "cpu_math", "xz", {}),
+    "sigmoid_backward": ("ab8850b", "cpu_math", "xyz", {}),
+    "adam_step": ("ab8850b", "cpu_optim", "sgpmv", {"lr": 0.01, "weight_decay": 0.1}),
+    "adamw_step": ("ab8850b", "cpu_optim", "sgpmv", {"lr": 0.01, "weight_decay": 0.1}),
+    "hypot": ("9601058", "cpu_math", "xyz", {"alpha": 0.5, "beta": -2.0}),
+    "hypot beta=0": ("9601058", "cpu_math", "xyz", {"alpha": 0.5, "beta": 0.0}),
+    "hypot_backward": ("9601058", "cpu_math", "xvgz", {"alpha": 0.5}),
+    "hypot_scalar_inverse": ("9601058", "cpu_math", "xz", {"eps": 0.1, "alpha": 2.0}),
+    "maximum": ("9601058", "cpu_math", "xyz", {"alpha": 1.0, "beta": 1.0}),
+    "maximum beta=0": ("9601058", "cpu_math", "xyz", {"alpha": 1.0, "beta": 0.0}),
+    "minimum": ("9601058", "cpu_math", "xyz", {"alpha": 1.0, "beta": 1.0}),
 }
 
 
@@ -44,9 +52,10 @@ def old_module(revision, name, folder):
     """nntile_kernels/<name>.py of `revision`, imported as a sibling of the current modules."""
     source = subprocess.run(["git", "show", f"{revision}:nntile_kernels/{name}.py"], cwd=ROOT,
                             check=True, capture_output=True, text=True).stdout
-    path = Path(folder) / f"before_{name}.py"
+    path = Path(folder) / f"before_{revision}_{name}.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location(f"nntile_kernels.before_{name}", path)
+    spec = importlib.util.spec_from_file_location(f"nntile_kernels.before_{revision}_{name}",
+                                                  path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -89,20 +98,22 @@ def bitwise_equal(kernels, letters, params, dtype, edge):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", default="ab8850b")
+    parser.add_argument("--only", nargs="*", help="kernel names (default: every case)")
     parser.add_argument("--edge", type=int, default=512)
     parser.add_argument("--repeat", type=int, default=200)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        modules = {name: old_module(args.before, name, folder)
-                   for name in {module for module, _, _ in CASES.values()}}
+        cases = {label: case for label, case in CASES.items()
+                 if not args.only or label.split()[0] in args.only}
+        modules = {(revision, name): old_module(revision, name, folder)
+                   for revision, name in {case[:2] for case in cases.values()}}
         print(f"ns per element, {args.edge} x {args.edge} tile, best of {args.repeat}; "
-              f"before = {args.before}, after = this checkout")
+              "before = the case's revision, after = this checkout")
         print("| kernel | fp32 before / after ns | fp64 before / after ns | bitwise fp32 / fp64 |")
         print("|---|---|---|---|")
-        for label, (module, letters, params) in CASES.items():
+        for label, (revision, module, letters, params) in cases.items():
             name = label.split()[0]
-            kernels = (getattr(modules[module], name), cpu.KERNELS[name])
+            kernels = (getattr(modules[revision, module], name), cpu.KERNELS[name])
             cells, same = [], []
             for dtype in (np.float32, np.float64):
                 tiles = make_tiles(args.edge, dtype)
