@@ -17,8 +17,8 @@ KERNELS = {
     **MATH_FIBER_KERNELS,   # seed fiber kernels and sum_backward (cpu_math_fiber.py)
     "gemm": cpu_blas.gemm,
     "transpose": cpu_reduce.transpose,
-    # NumPy's own fill/memcpy/cast loops are already what a numba loop would be (clear:
-    # the reference evaluates its rule, a fill).
+    # NumPy's own fill/memcpy/cast loops are already what a numba loop would be (clear,
+    # fill: the reference evaluates their rules, a fill).
     "add_scalar": reference.add_scalar,
     "fill": reference.fill,
     "clear": reference.clear,
@@ -27,8 +27,8 @@ KERNELS = {
     # box copies are NumPy slice assignments (memcpy runs)
     "add_box": reference.add_box,
     "reshape_box": cpu_data.reshape_box,
-    # the activations, their backwards, add, multiply and scale: loops generated from
-    # rules.py's formulas, as are the Adam and AdamW steps
+    # the activations, their backwards, add, multiply, scale, hypot, maximum, minimum:
+    # loops generated from rules.py's formulas, as are the Adam and AdamW steps
     **{name: getattr(cpu_rules, name) for name, rule in ELEMENTWISE.items() if rule.inputs},
     **{name: getattr(cpu_rules, name) for name in UPDATES},
     "sum": cpu_reduce.sum,

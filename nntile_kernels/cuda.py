@@ -2,9 +2,9 @@
 cuBLAS on the tiles in place where it can (cuda_blas.py), one launch where array
 expressions would make several (cuda_fused.py: the output store, Adam/AdamW, zeroing;
 cuda_attention.py: the causal mask, the softmax from a logsumexp and its backward),
-and the elementwise rules (rules.py: activations, add, sub, multiply, div, scale)
-compiled into CuPy ElementwiseKernels (compiled_rules.py: fp32/fp64 kernels; bf16 and
-fp16 tiles through the fp32 one).
+and the elementwise rules (rules.py: activations, add, sub, multiply, div, scale,
+hypot, maximum, minimum) compiled into CuPy ElementwiseKernels (compiled_rules.py:
+fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one).
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
 here synchronizes the stream but the embedding id and cross-entropy label checks
@@ -53,6 +53,6 @@ KERNELS.update(gemm=gemm, adam_step=cuda_fused.adam_step, adamw_step=cuda_fused.
                clear=cuda_fused.clear)
 KERNELS.update(cuda_attention.with_fallback(KERNELS))
 FUSED_STORES[cp.ndarray] = cuda_fused.store
-# clear (no inputs) stays the memset above
+# clear and fill (no inputs) stay the memset above and the rule's fill
 KERNELS.update({name: CompiledRule(name, rule, KERNELS[name], elementwise_compiler(name), cp)
                 for name, rule in ELEMENTWISE.items() if rule.inputs})

@@ -46,18 +46,13 @@ def transpose(xp, x, y, *, alpha=1.0, ndim):
 
 
 # ---------------------------------------------------------------- elementwise
-# The activations and their backwards, add, multiply, scale and clear are rules
+# The activations and their backwards, add, multiply, scale, clear and fill are rules
 # (rules.py), not functions here.
 
 
 def add_scalar(xp, x, *, value):
     """x += value in place (also on int64 step counters)."""
     x[...] = x + value  # assignment casts, so an int64 counter takes a float value too
-
-
-def fill(xp, x, *, value):
-    """x[...] = value."""
-    x.fill(value)
 
 
 def copy(xp, x, y):

@@ -1,6 +1,6 @@
 """The elementwise rule table: each elementwise op's formula (activations, tanh, sigmoid
-and their backwards; add, sub, multiply, div, scale, clear) and the optimizer updates
-(Adam, AdamW), written once for every backend.
+and their backwards; add, sub, multiply, div, scale, clear, fill; hypot, maximum, minimum)
+and the optimizer updates (Adam, AdamW), written once for every backend.
 
 Pure Python, imports nothing heavy (no numpy, numba or cupy). A formula is an
 expression in the common subset of Python and C++: the array backends evaluate it
@@ -151,6 +151,7 @@ ELEMENTWISE = {
                      defaults=(("alpha", 1.0),)),
     "scale": Rule(("x",), "y", "alpha * x", params=("alpha",)),
     "clear": Rule((), "x", "0.0"),
+    "fill": Rule((), "x", "value", params=("value",)),
     # NNTile's hypot; y is not read when beta == 0 (as add's)
     "hypot": Rule(("x", "y"), "z", "hypot(alpha * x, beta * y)", params=("alpha", "beta"),
                   defaults=(("alpha", 1.0), ("beta", 1.0)),
