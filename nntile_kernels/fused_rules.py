@@ -8,7 +8,8 @@ a tile. Parameters arrive as ``s<step>_<name>`` keywords. The plan
 (nntile_spmd/plan/fusion.py) reads this table to choose chains without loading
 numba; cpu_fused.py compiles them.
 
-Every element rule is a formula of rules.py (activations, add, multiply, scale, clear)
+Every element rule is a formula of rules.py (activations, add, multiply, scale, clear,
+fill, hypot, maximum, ...)
 in the spelling of the generated cpu_rules.py; constants and params are cast to the
 tile dtype the same way, so a fused chain computes bitwise what the kernels compute
 one after another (tests/plan/test_fusion.py checks it in fp64 on the MLP and GPT-2
