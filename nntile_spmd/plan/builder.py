@@ -55,6 +55,8 @@ class ProgramBuilder(CarriedPartials, TreeGathers, PartialSums):
         self.shard_memo = {}                # (column code, output owner) -> ranks
         self.outside_memo, self.best_memo = {}, {}   # PartialSums' memos by owner codes
         self.meets_memo = {}                # TreeGathers.meets_every by owner codes
+        self.tree_copies = {}               # key -> ((writes, phase), ranks reached)
+        self.tensor_writes = {}             # tensor name -> ops of the walk writing it
         for key, holders in permanent_holders.items():
             self.version[key] = 0
             for rank in holders:
@@ -128,8 +130,10 @@ class ProgramBuilder(CarriedPartials, TreeGathers, PartialSums):
             self.add_group(group)
 
     def walked(self, op):
-        """After `op`'s groups: partials carried to it but not taken are reduced."""
+        """After `op`'s groups: partials carried to it but not taken are reduced, and
+        tree copies of its outputs go stale."""
         self.reduce_carried(op)
+        self.note_writes(op)
 
     def add_group(self, group):
         self.check_outputs(group)

@@ -15,8 +15,15 @@ groups run on their output's owners: groups of one step, or of steps that cannot
 moved (deterministic plans, ops without a combine), or where the tile is persistent
 (a parameter: plan/partial.py never draws steps to a widely read tile, and a group's
 other inputs are then where the output is). A copy the tree sent to a rank that
-already held it current replaces it (the executor and plan/memory.py allow that):
-the gather happens per op, as ZeRO-3's does, so a gathered tile lives for one op.
+already held it current replaces it (the executor and plan/memory.py allow that).
+A tile is gathered once per phase while nothing writes it, as ZeRO-3 gathers a weight
+once for the forward pass and once for the backward: a later op's tree of the same
+phase leaves out the members an earlier tree gave the tile to (fresh_members), which
+still hold it (a received tile stays until its last use). A new phase gathers anew, so
+no gathered copy lives from the forward pass into the backward (the fsdp preset's
+peak would take every weight read in both). Which ranks an earlier tree reached and
+whether an op wrote the tensor since are read from the walk alone (every rank walks
+every op's trees), so every member derives the same shorter tree.
 """
 
 from __future__ import annotations
@@ -63,8 +70,26 @@ class TreeGathers:
                 # a mesh group's tile leaves from its first rank; every member notes
                 # the tree's copies (note_gathered), as any of them may send it later
                 owner = self.ranks_of_owner(int(self.owners[tensor.name][coord]))[0]
-                self.send_down_tree(key, owner, op.name, members)
-                self.note_gathered(key, owner, members)
+                fresh = self.fresh_members(key, members, op.phase)
+                if fresh:
+                    self.send_down_tree(key, owner, op.name, fresh)
+                    self.note_gathered(key, owner, fresh)
+
+    def fresh_members(self, key, members, phase) -> list:
+        """The members no earlier tree of `phase` gave this tile since an op last wrote
+        its tensor; notes that all `members` hold it after this tree."""
+        since = (self.tensor_writes.get(key[0], 0), phase)
+        earlier = self.tree_copies.get(key)
+        reached = earlier[1] if earlier is not None and earlier[0] == since else frozenset()
+        self.tree_copies[key] = (since, reached.union(members))
+        return [rank for rank in members if rank not in reached]
+
+    def note_writes(self, op):
+        """After `op`'s groups: copies that earlier trees gave of its outputs are stale
+        (counted per tensor: an op may write any of its tiles)."""
+        writes = self.tensor_writes
+        for tensor in op.outputs:
+            writes[tensor.name] = writes.get(tensor.name, 0) + 1
 
     def send_down_tree(self, key, owner, op_name, members):
         """The owner hands the tile to a head, the root of a binomial tree over the

@@ -150,3 +150,22 @@ def test_a_mesh_gives_one_rank_s_results():
     many, one = run_step(NRANKS, MESH, False), run_step(1, "single", False)
     for name, value in many.items():
         np.testing.assert_allclose(value, one[name], rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def test_a_weight_read_by_several_ops_is_gathered_once_per_phase():
+    """wte, read by the embedding and the logits gemm (forward) and by the logits'
+    input gradient (backward), three trees of more than FAN_LIMIT readers, reaches each
+    rank once per phase, as ZeRO-3 gathers a weight once for each pass: the logits
+    gemm's tree leaves out the ranks still holding the embedding's copy."""
+    graph, tiling = wide_gpt2()
+    plan = nt.build_plan(graph, NRANKS, tiling, "fsdp")
+    phase = {op.name: op.phase for op in plan.live_ops()}
+    readers = Counter(op.phase for op in plan.live_ops()
+                      if "wte" in {tensor.name for tensor in op.inputs})
+    assert readers["forward"] >= 2 and readers["backward"] >= 1, readers
+    receives = Counter((rank, instruction.key, phase[instruction.consumer])
+                       for rank, program in enumerate(plan.programs())
+                       for instruction in program
+                       if type(instruction) is Recv and instruction.key[0] == "wte")
+    assert receives and max(receives.values()) == 1, receives.most_common(3)
+    assert {key[2] for key in receives} == {"forward", "backward"}
