@@ -9,7 +9,9 @@ Launched under mpiexec on the ranks to plan for:
 
 The models are the simulator's workloads (simulate/workloads.py: the MLP 784-1024-
 1024-10 with batch 256, a 2-layer GPT-2 of width 128; fp32, AdamW). Without --machine
-rank 0 calibrates quickly inside the job and every rank takes its model. Then every
+rank 0 calibrates quickly inside the job and every rank takes its model; the search
+runs its trials (search/trials.py: the candidates the model cannot tell apart, a few
+steps each; --no-trials: the prediction's order alone). Then every
 candidate (or the first --limit) is compiled and timed: --rounds rounds, each running
 every candidate for --steps executes after one warm-up; a candidate's time is the
 median step of its fastest round (a step: the slowest rank's execute). The table
@@ -19,7 +21,8 @@ plan as if every rank had cores of its own ("own cores": the model's default, wh
 the job's ranks outnumber this machine's cores), the replay at the speed the kernels
 ran while measured (a profiled execute after each candidate's timed ones,
 simulate/speed.py; the machine's drift from its calibration apart) and its error, and
-the verdict: measured time of the first candidate over the fastest measured.
+the verdict: measured time of the first candidate over the fastest measured, and the
+same for the first by prediction alone (the choice without trials).
 
 --scale N plans a GPT-2-XL-shaped graph (n_embd 1600, 25 heads, seq 1024, vocab 50257,
 one sequence per rank, forward + loss + gradients, fp32, as bench_plan_rank.py builds
