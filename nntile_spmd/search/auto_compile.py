@@ -5,15 +5,13 @@ offloading); any other distribution goes to the runtime's compile unchanged.
 
 from __future__ import annotations
 
-import dataclasses
-
-from ..plan.offload import as_policy
 from ..runtime.compile_options import CompileOptions
 from ..runtime.compile_steps import make_world
 from ..runtime.compiled import compile as compile_plan
 from ..runtime.compiled import compile_async as compile_plan_async
 from ..runtime.compiled import compile_async_with, compile_with
 from .choose import autoplan
+from .trials import options_for
 
 
 def is_auto(distribution) -> bool:
@@ -33,12 +31,8 @@ def choose(graph, comm, tiling, memory_budget, machine, arguments, caller):
     if bindings:
         graph = graph.bind(bindings)
     world = make_world(comm, options.recv_timeout)
-    best = autoplan(graph, world, memory_budget, machine)[0]
-    chosen = best.compile_arguments()
-    options = dataclasses.replace(
-        options, tiling=chosen["tiling"], distribution=chosen["distribution"],
-        policy=as_policy(options.policy, chosen["memory_budget"]))
-    return best, world, options
+    best = autoplan(graph, world, memory_budget, machine, trial_options=options)[0]
+    return best, world, options_for(best, options)
 
 
 def compile(graph, comm=None, tiling=None, distribution="single", *,  # noqa: A001

@@ -14,7 +14,7 @@ from .trials import check_trials, run_trials
 
 
 def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None,
-             tilings=None, trials=None) -> list:
+             tilings=None, trials=None, trial_options=None) -> list:
     """Candidate plans of `graph` on the ranks of `comm` (a World, an MPI communicator,
     or None: MPI.COMM_WORLD), fastest first (by their trial steps where timed, else by
     the prediction); every one fits `memory_budget`
@@ -24,7 +24,9 @@ def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None,
     large model's shape may need its own, as benchmarks/bench_plan_rank.py's).
     `trials`: in an MPI job, how many of the first candidates to run for a few steps
     and order by their measured step (trials.py); None: those predicted within
-    TRIAL_BAND of the first; 0: none, the order is the prediction's."""
+    TRIAL_BAND of the first; 0: none, the order is the prediction's. `trial_options`:
+    the CompileOptions the trials compile with (compile(distribution="auto") passes
+    its own, so that a trial runs as the chosen plan will), else compile's defaults."""
     if memory_budget is not None and (isinstance(memory_budget, bool) or
                                       not isinstance(memory_budget, int) or
                                       memory_budget <= 0):
@@ -43,7 +45,7 @@ def autoplan(graph, comm=None, memory_budget=None, machine=None, log=None,
                          f"memory budget of {memory_budget} bytes per rank on "
                          f"{world.size} rank(s)")
     candidates.sort(key=lambda c: (c.predicted_step_s, c.peak_bytes_per_rank, c.label))
-    candidates = run_trials(candidates, world, scorer.machine, trials, log)
+    candidates = run_trials(candidates, world, scorer.machine, trials, log, trial_options)
     if log:
         log(f"autoplan: {len(candidates)} candidates in "
             f"{time.process_time() - started:.1f} s of CPU")

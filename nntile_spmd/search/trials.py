@@ -17,6 +17,7 @@ candidates in the same order and takes the same maxima, so all choose alike.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import statistics
 import time
@@ -24,6 +25,7 @@ import time
 import numpy as np
 
 from ..graph.dtypes import storage_dtype
+from ..plan.offload import as_policy
 from ..runtime.binding import needs_binding
 
 # How far behind the first candidate's prediction a candidate is still timed: with
@@ -53,7 +55,7 @@ def worth_timing(candidate, first, fastest_s, band) -> bool:
     return candidate.predicted_step_s <= max(first.predicted_step_s * band, fastest_s)
 
 
-def time_candidates(candidates, world, machine, trials, log) -> list:
+def time_candidates(candidates, world, machine, trials, log, options=None) -> list:
     """Time candidates (ranked by prediction) in order: `trials` an int, the first that
     many; None, while worth_timing says so, at most TRIAL_LIMIT, and where ranks share
     cores also the one sending the fewest bytes; only on the real ranks of an MPI job
@@ -67,29 +69,30 @@ def time_candidates(candidates, world, machine, trials, log) -> list:
         if trials is None and timed and not worth_timing(candidate, candidates[0], fastest,
                                                          band):
             break     # predictions only grow down the list: none after it is either
-        timed.append(time_one(candidate, world, log))
+        timed.append(time_one(candidate, world, log, options))
     if trials is None and machine.core_sharing != "own":
         # the plan exchanging the fewest bytes is the one the replay prices best on
         # shared cores (no hand-offs to miss): the baseline the others must beat
         quiet = min(candidates, key=lambda c: (c.bytes_sent_per_rank, c.predicted_step_s))
         if all(c is not quiet for c in timed):
-            timed.append(time_one(quiet, world, log))
+            timed.append(time_one(quiet, world, log, options))
     return timed
 
 
-def time_one(candidate, world, log):
-    candidate.trial_step_s = time_steps(candidate, world)
+def time_one(candidate, world, log, options):
+    candidate.trial_step_s = time_steps(candidate, world, options)
     if log:
         log(f"trial {candidate.label}: {candidate.trial_step_s * 1e3:.2f} ms a step "
             f"(predicted {candidate.predicted_step_s * 1e3:.2f} ms)")
     return candidate
 
 
-def run_trials(candidates, world, machine, trials=None, log=None) -> list:
+def run_trials(candidates, world, machine, trials=None, log=None, options=None) -> list:
     """`candidates` (ranked by prediction) reordered: the timed ones first, by their
-    measured step (`trial_step_s`), then the rest as they were. Collective."""
+    measured step (`trial_step_s`), then the rest as they were. `options`: the
+    CompileOptions the chosen one will be compiled with. Collective."""
     started = time.perf_counter()
-    timed = time_candidates(candidates, world, machine, trials, log)
+    timed = time_candidates(candidates, world, machine, trials, log, options)
     if not timed:
         return candidates
     if log:
@@ -100,11 +103,24 @@ def run_trials(candidates, world, machine, trials=None, log=None) -> list:
     return order + [c for c in candidates if id(c) not in chosen]
 
 
-def time_steps(candidate, world, steps=TRIAL_STEPS) -> float:
-    """The slowest rank's median execute of `candidate` compiled on `world`, after a
-    warm-up (kernel compilation, first touch of the buffers)."""
+def options_for(candidate, options):
+    """`options` (a CompileOptions: the caller's other compile arguments) with the
+    candidate's distribution, tiling and offloading."""
+    chosen = candidate.compile_arguments()
+    return dataclasses.replace(options, tiling=chosen["tiling"],
+                               distribution=chosen["distribution"],
+                               policy=as_policy(options.policy, chosen["memory_budget"]))
+
+
+def time_steps(candidate, world, options=None, steps=TRIAL_STEPS) -> float:
+    """The slowest rank's median execute of `candidate` compiled on `world` (with the
+    caller's other compile `options`, else compile's defaults), after a warm-up (kernel
+    compilation, first touch of the buffers)."""
     from ..runtime.compiled import compile as compile_plan
-    cg = compile_plan(candidate.graph, world, **candidate.compile_arguments())
+    from ..runtime.compiled import compile_with
+    cg = compile_with(candidate.graph, world, options_for(candidate, options)) \
+        if options is not None else \
+        compile_plan(candidate.graph, world, **candidate.compile_arguments())
     try:
         bind_zeros(cg)
         seconds = []

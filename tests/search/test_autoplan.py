@@ -182,7 +182,7 @@ def timed_labels(rows, world, machine, trials, measured, monkeypatch):
     """The labels time_candidates times, each step taken from `measured` (ms)."""
     from nntile_spmd.search import trials as trials_module
     monkeypatch.setattr(trials_module, "time_steps",
-                        lambda c, world: measured[c.label] * 1e-3)
+                        lambda c, world, options: measured[c.label] * 1e-3)
     return [c.label for c in
             trials_module.time_candidates(rows, world, machine, trials, None)]
 
@@ -217,7 +217,7 @@ def test_timed_candidates_come_first_by_their_measured_step(monkeypatch):
     rows = ranked(("cp", 33.0, 900), ("fsdp", 36.0, 500), ("ddp", 42.0, 700),
                   ("single", 80.0, 0), ("tp/16KiB", 120.0, 300))
     measured = {"cp": 0.062, "fsdp": 0.055, "ddp": 0.063, "single": 0.041}
-    monkeypatch.setattr(trials, "time_steps", lambda c, world: measured[c.label])
+    monkeypatch.setattr(trials, "time_steps", lambda c, world, options: measured[c.label])
     order = trials.run_trials(rows, Measurable(3), MachineModel(core_sharing="node"))
     assert [c.label for c in order] == ["single", "fsdp", "cp", "ddp", "tp/16KiB"]
     assert [c.trial_step_s for c in order] == [0.041, 0.055, 0.062, 0.063, None]

@@ -56,3 +56,25 @@ def test_trials_run_the_first_candidates_and_every_rank_chooses_alike():
           and mine[0][1] <= mine[1][1])
     same = comm.allgather(mine) == [mine] * comm.size
     assert collective_ok(comm, ok and same)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_auto_compile_runs_its_trials_with_the_callers_options_and_trains_as_one_rank():
+    """compile(distribution="auto", deterministic=True) on real ranks, its trials
+    compiled with those options: the chosen plan's loss equals one rank's."""
+    import numpy as np
+    comm = MPI.COMM_WORLD
+    model = build_mlp([12, 16, 5], 8, dtype="fp64")
+    add_optimizer(model.graph, model.params, model.grads, "adam")
+    rng = np.random.default_rng(0)
+    data = {**model.init_params(rng), "x": np.asfortranarray(rng.standard_normal((12, 8))),
+            "y": rng.integers(0, 5, 8).astype(np.int64)}
+    losses = []
+    for world, distribution in ((None, "auto"), (nt.SimulatedWorld(1), "single")):
+        cg = nt.compile(model.graph, comm=world, distribution=distribution,
+                        deterministic=True, machine=MachineModel())
+        for name, value in data.items():
+            cg.bind_data(name, value)
+        cg.execute()
+        losses.append(float(np.asarray(cg.get_output(model.loss.name))))
+    assert collective_ok(comm, abs(losses[0] - losses[1]) <= 1e-12 * abs(losses[1]))
