@@ -13,6 +13,12 @@ steps lie on the same ranks; else, or after the next op's groups, the carried su
 are reduced as they would have been. The chains are read from the op list and the
 choices from static facts, so every rank, planning alone or not, carries alike.
 Deterministic plans never sum partials, so they are unchanged.
+
+A tile owned by one rank carries too (fsdp x tp's `wte_grad`: the logits gemm's and
+the embedding's partials, each summed down the tile's column, reduced once): a rank
+planning alone visits the next op's group of every tile it carries a partial of
+(`carries`, RankTiles.coords), whether or not it runs a step there, so it reduces
+the partial where the all-ranks walk does.
 """
 
 from __future__ import annotations
@@ -80,11 +86,24 @@ class CarriedPartials:
         on its owners (every rank that holds one visits that op's group), else reduce."""
         op, owner = reduction.op, reduction.owner
         following = self.chains.get(op.name)
-        if following is not None and owner < 0 and \
-                {int(r) for r in step_ranks} <= self.rank_set(owner):
+        # a group's members visit every group writing its tile; a partial's holder
+        # outside them may not, so only a single rank's tile carries them too
+        if following is not None and \
+                (owner >= 0 or {int(r) for r in step_ranks} <= self.rank_set(owner)):
             self.carried.setdefault(following, {})[reduction.out_key] = reduction
             return
         self.reduce_partials(reduction, root_has_value)
+
+    def carries(self, op_name, key, rank) -> bool:
+        """Does `rank` hold a partial sum carried to `op_name`'s group writing `key`?"""
+        waiting = self.carried.get(op_name)
+        reduction = waiting.get(key) if waiting else None
+        return reduction is not None and rank in reduction.order
+
+    def carried_keys(self, op_name, rank) -> list:
+        """The output keys of `op_name` to which `rank` carries a partial sum."""
+        return [key for key, reduction in self.carried.get(op_name, {}).items()
+                if rank in reduction.order]
 
     def reduce_carried(self, op):
         """After `op`'s groups: reduce what was carried to tiles it did not write."""

@@ -81,7 +81,8 @@ class RankProgramBuilder(ShortGroups, TableSteps, ProgramBuilder):
         if owner[group.outputs[0]] in codes:
             return True
         mine = self.mine
-        if any(key in mine for key in group.outputs):
+        if any(key in mine for key in group.outputs) or \
+                self.carries(group.op.name, group.outputs[0], self.rank):
             return True
         n_inputs = len(group.op.inputs)
         for step in group.steps:

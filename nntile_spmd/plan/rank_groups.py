@@ -129,9 +129,11 @@ class ShortGroups:
         # the tiles this rank may send: it holds them (sender_of decides for whom)
         sent_keys = np.isin(codes, my_codes[my_codes != REPLICATED])
         taking = np.isin(out_codes, my_codes) | held.any(1)
-        for index, group in enumerate(groups):
-            if any(key in self.mine for key in group.outputs):
-                taking[index] = True
+        # a rank holding a partial carried to a group reduces it there (accumulate.py)
+        kept = {index for index, group in enumerate(groups)
+                if any(key in self.mine for key in group.outputs) or
+                self.carries(group.op.name, group.outputs[0], self.rank)}
+        taking[list(kept)] = True
         maybe = np.flatnonzero(taking & ~np.isin(out_codes, my_codes))
         if len(maybe):
             op = groups[0].op
@@ -142,8 +144,7 @@ class ShortGroups:
                                      sent_keys[maybe].transpose(0, 2, 1).tolist(),
                                      *(part[maybe].transpose(0, 2, 1).tolist() for part in
                                        (codes, arrays.nbytes, arrays.columns))):
-                if not any(key in self.mine for key in groups[index].outputs) and \
-                        self.idle_in(groups[index], int(out_codes[index]),
+                if index not in kept and self.idle_in(groups[index], int(out_codes[index]),
                                      int(arrays.out_columns[index]), *facts):
                     self.check_outputs(groups[index])
                     taking[index] = False

@@ -127,6 +127,7 @@ class TableSteps:
     def table_takes_part(self, group, arrays) -> bool:
         return self.rank in self.rank_set(self.owner[group.outputs[0]]) or \
             any(key in self.mine for key in group.outputs) or \
+            self.carries(group.op.name, group.outputs[0], self.rank) or \
             bool((self.holds(self.rank, arrays.codes) & (arrays.codes != REPLICATED)).any())
 
     def add_table_group(self, group, arrays):

@@ -62,6 +62,8 @@ class RankTiles:
                 held = np.zeros(self.tilings[tensor.name].grid, dtype=bool)
                 held[tuple(np.array(sorted(fetched)).T)] = True
                 mask |= self.project(held, labels, out_labels, mask.shape)
+        for _, coord in self.walk.carried_keys(op.name, int(self.codes[0])):
+            mask[coord] = True   # this rank reduces its carried partial there
         return [tuple(coord) for coord in np.argwhere(mask.T)[:, ::-1].tolist()]
 
     def mark_unsent(self, mask, name, owners, labels, out_labels, out_owners):

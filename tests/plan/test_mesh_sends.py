@@ -74,3 +74,23 @@ def test_a_group_tile_goes_out_from_the_reader_s_member(plans):
                 assert rank == members[inner], (send, members)   # the reader's row/column
                 senders[rank == members[0]] += 1
     assert senders[True] and senders[False], senders
+
+
+def test_a_single_rank_s_tile_is_reduced_once():
+    """wte_grad's tiles, each owned by one rank, are added into by the logits gemm and
+    by the embedding's backward, both summed over the batch tiles of a column's rows:
+    the second op adds into the first's partials and the column reduces them once
+    (2 merges per tile over 3 fsdp rows, not 4), and each rank planning alone, the
+    carried partial's holders included, derives the all-ranks program."""
+    graph, tiling = tiny_gpt2(), nt.TilingStrategy.auto(target_tile_bytes=160)
+    mesh, nranks = {"fsdp": 3, "tp": 2}, 6
+    plan = nt.build_plan(graph, nranks, tiling, mesh)
+    assert (plan.owners["wte_grad"] >= 0).all()   # single ranks, not mesh groups
+    writers = [op.name for op in plan.live_ops() if op.outputs[0].name == "wte_grad"]
+    assert accumulation_chains(plan.live_ops()).get(writers[0]) == writers[1], writers
+    merges = merges_per_tile(plan, "wte_grad")
+    assert merges and set(merges.values()) == {2}, merges
+    oracle = plan.programs()
+    for rank in range(nranks):
+        alone = nt.build_plan(graph, nranks, tiling, mesh, rank=rank)
+        assert alone.program(rank) == oracle[rank], f"rank {rank} differs"
