@@ -14,11 +14,12 @@ are reduced as they would have been. The chains are read from the op list and th
 choices from static facts, so every rank, planning alone or not, carries alike.
 Deterministic plans never sum partials, so they are unchanged.
 
-A tile owned by one rank carries too (fsdp x tp's `wte_grad`: the logits gemm's and
-the embedding's partials, each summed down the tile's column, reduced once): a rank
-planning alone visits the next op's group of every tile it carries a partial of
-(`carries`, RankTiles.coords), whether or not it runs a step there, so it reduces
-the partial where the all-ranks walk does.
+An fsdp shard of a mesh owned by one rank carries too, when its partials lie on its
+column (fsdp x tp's `wte_grad`: the logits gemm's and the embedding's partials, each
+summed down the tile's column, reduced once): a rank planning alone visits the next
+op's group of every tile it carries a partial of (`carries`, RankTiles.coords),
+whether or not it runs a step there, so it reduces the partial where the all-ranks
+walk does.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def accumulates(op, earlier) -> bool:
 
 
 class CarriedPartials:
-    """Mixin of the program builders: needs PartialSums' rank_set and reduce_partials."""
+    """Mixin of the program builders: needs PartialSums' rank_set, column_of,
+    columns and reduce_partials."""
 
     def init_carried(self, chains):
         self.chains = chains or {}   # op name -> the next op accumulating into its output
@@ -86,13 +88,23 @@ class CarriedPartials:
         on its owners (every rank that holds one visits that op's group), else reduce."""
         op, owner = reduction.op, reduction.owner
         following = self.chains.get(op.name)
-        # a group's members visit every group writing its tile; a partial's holder
-        # outside them may not, so only a single rank's tile carries them too
-        if following is not None and \
-                (owner >= 0 or {int(r) for r in step_ranks} <= self.rank_set(owner)):
+        if following is not None and {int(r) for r in step_ranks} <= self.carriers(
+                owner, reduction.out_key):
             self.carried.setdefault(following, {})[reduction.out_key] = reduction
             return
         self.reduce_partials(reduction, root_has_value)
+
+    def carriers(self, owner, out_key) -> frozenset:
+        """The ranks that may carry a tile's partials: a group's members; for a mesh's
+        fsdp shard owned by one rank, its column, so each holder keeps its column's
+        share of the tensor only (where every rank held a partial of every tile, as
+        the fsdp preset's vocabulary gradient, the carried partials would be the whole
+        tensor on each rank); none for another tile of one rank."""
+        if owner < 0:
+            return self.rank_set(owner)
+        if out_key[0] in self.columns:
+            return self.rank_set(self.column_of(out_key))
+        return frozenset()
 
     def carries(self, op_name, key, rank) -> bool:
         """Does `rank` hold a partial sum carried to `op_name`'s group writing `key`?"""
