@@ -85,7 +85,7 @@ class CarriedPartials:
 
     def carry_or_reduce(self, reduction, step_ranks, root_has_value):
         """Carry the partials to the next op accumulating into the tile when they lie
-        on its owners (every rank that holds one visits that op's group), else reduce."""
+        on its carriers (every rank that holds one visits that op's group), else reduce."""
         op, owner = reduction.op, reduction.owner
         following = self.chains.get(op.name)
         if following is not None and {int(r) for r in step_ranks} <= self.carriers(
