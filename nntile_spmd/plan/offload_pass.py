@@ -4,6 +4,7 @@ plan/offload.py says what it does and holds the policy and the Plan hooks."""
 from __future__ import annotations
 
 import heapq
+from typing import NamedTuple
 
 from .builder import PlanError
 from .instructions import Evict, Exec, Free, Prefetch, Recv, Send, key_str
@@ -11,20 +12,26 @@ from .instructions import Evict, Exec, Free, Prefetch, Recv, Send, key_str
 NEVER = float("inf")
 
 
+class Touch(NamedTuple):
+    """An instruction of the program that touches a tile."""
+
+    index: int         # its position in the program
+    overwrites: bool   # it replaces the tile without reading it
+
+
 def touch_lists(program) -> dict:
-    """key -> [(index, overwrites)] of the instructions that touch it (FREE aside);
-    overwrites: the touch replaces the tile without reading it."""
+    """key -> [Touch] of the instructions that touch it (FREE aside), in program order."""
     touches = {}
     for index, instruction in enumerate(program):
         kind = type(instruction)
         if kind is Exec:
             read, written = set(instruction.reads), set(instruction.writes)
             for key in dict.fromkeys(instruction.keys):
-                touches.setdefault(key, []).append((index, key in written and key not in read))
+                touches.setdefault(key, []).append(Touch(index, key in written and key not in read))
         elif kind is Recv:
-            touches.setdefault(instruction.key, []).append((index, True))
+            touches.setdefault(instruction.key, []).append(Touch(index, True))
         elif kind is Send:
-            touches.setdefault(instruction.key, []).append((index, False))
+            touches.setdefault(instruction.key, []).append(Touch(index, False))
     return touches
 
 
@@ -73,7 +80,7 @@ class OffloadWalk:
             index, overwrites = touches[position]
             return 2 * len(self.program) + index if overwrites else index
         if key in self.permanent and touches:
-            return len(self.program) + touches[0][0]
+            return len(self.program) + touches[0].index
         return NEVER
 
     def requeue(self, key):
@@ -110,7 +117,7 @@ class OffloadWalk:
 
     def evict(self, key):
         touches, position = self.touches.get(key, ()), self.cursor.get(key, 0)
-        overwritten_next = position < len(touches) and touches[position][1]
+        overwritten_next = position < len(touches) and touches[position].overwrites
         write_back = key not in self.current_copy and not overwritten_next
         if write_back:
             self.current_copy.add(key)
@@ -259,7 +266,7 @@ def rest_set(program, meta, permanent, policy, window, rank) -> frozenset:
     posted = [i.nbytes for i in program if type(i) is Recv][:window]
     room = budget - sum(posted)
     touches = touch_lists(program)
-    by_first_use = sorted(permanent, key=lambda key: (touches[key][0][0], key_str(key))
+    by_first_use = sorted(permanent, key=lambda key: (touches[key][0].index, key_str(key))
                           if key in touches else (NEVER, key_str(key)))
     first, used = [], 0
     for key in by_first_use:

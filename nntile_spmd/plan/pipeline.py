@@ -144,12 +144,19 @@ def batch_dims(graph, class_of, batch_class) -> dict:
     return result
 
 
+class Step(NamedTuple):
+    """A stage's place in the 1F1B sequence."""
+
+    phase: str         # "forward" or "backward"
+    micro_batch: int
+
+
 class Unit(NamedTuple):
     """One op's task groups of one micro-batch, with what orders it."""
 
     slot: tuple          # (phase rank, micro-batch): GPipe order, raised past its inputs
     chunk: list          # the task groups
-    step: tuple | None   # (phase, micro-batch) of a per-micro-batch unit, else None
+    step: Step | None    # of a per-micro-batch unit, else None
     stage: int | None    # the stage of its output (None: held by every stage)
     deps: tuple          # indices of earlier units it must follow
     op: object           # the op whose groups these are
@@ -242,7 +249,7 @@ def pipeline_units(lowered, dims, stages) -> list:
                     adders[key].append(index)
                 else:
                     writer[key], adders[key], readers[key] = index, [], []
-            step = (op.phase, micro_batch) if per_micro_batch and \
+            step = Step(op.phase, micro_batch) if per_micro_batch and \
                 micro_batch not in (None, AFTER_ALL) else None
             units.append(Unit(slot, chunk, step, stages.get(chunk[0].outputs[0][0]),
                               tuple(sorted(deps)), op))
@@ -250,20 +257,20 @@ def pipeline_units(lowered, dims, stages) -> list:
 
 
 def one_f_one_b_steps(stage, nstages, micro_batches) -> list:
-    """Stage `stage`'s sequence of (phase, micro-batch) under 1F1B: nstages - 1 - stage
+    """Stage `stage`'s sequence of Steps under 1F1B: nstages - 1 - stage
     forwards, then one forward and one backward in turn, then the last backwards."""
     warmup = min(nstages - 1 - stage, micro_batches)
-    steps = [("forward", mb) for mb in range(warmup)]
+    steps = [Step("forward", mb) for mb in range(warmup)]
     for mb in range(micro_batches - warmup):
-        steps += [("forward", warmup + mb), ("backward", mb)]
-    return steps + [("backward", mb) for mb in range(micro_batches - warmup, micro_batches)]
+        steps += [Step("forward", warmup + mb), Step("backward", mb)]
+    return steps + [Step("backward", mb) for mb in range(micro_batches - warmup, micro_batches)]
 
 
 def one_f_one_b_order(units, nstages) -> list:
     """Unit indices: each stage's per-micro-batch units in its 1F1B sequence, every
     other unit (no micro-batch, a sum over them, the optimizer) as soon as what it
     follows has run; among those ready, program order."""
-    micro_batches = 1 + max((u.step[1] for u in units if u.step), default=0)
+    micro_batches = 1 + max((u.step.micro_batch for u in units if u.step), default=0)
     sequences = {stage: one_f_one_b_steps(stage, nstages, micro_batches)
                  for stage in range(nstages)}
     left = defaultdict(int)   # (stage, step) -> units not placed yet
