@@ -1,13 +1,14 @@
 """The elementwise rule table: each elementwise op's formula (activations, tanh, sigmoid
-and their backwards; add, sub, multiply, div, scale, clear, fill; hypot, maximum, minimum)
-and the optimizer updates (Adam, AdamW), written once for every backend.
+and their backwards; add, sub, multiply, div, scale, clear, fill; hypot, maximum, minimum;
+pow and its backward, add_scalar) and the optimizer updates (SGD, Adam, AdamW), written
+once for every backend.
 
 Pure Python, imports nothing heavy (no numpy, numba or cupy). A formula is an
 expression in the common subset of Python and C++: the array backends evaluate it
 with their array module (ArrayRule, ArrayUpdate below; generic.py binds them to NumPy
 or CuPy), cuda.py and cuda_fused.py compile the very same text into CuPy
 ElementwiseKernels (rules_cuda.py), and the numba loops of the cpu table and of its
-fused chains are generated from it too (numba_expression below; cpu_rules.py,
+fused chains are generated from it too (numba_expression below; cpu_rules*.py,
 fused_rules.py), so no backend can drift from another.
 """
 
