@@ -89,7 +89,7 @@ def _sgd_step(grad_tile, param_tile, velocity_tile, lr_f64, momentum_f64, weight
         if not case0:
             velocity = g if case1 else momentum * velocity_tile[i] + keep * g
             velocity_tile[i] = velocity
-        param = param - lr * g if case0 else param - lr * (g + momentum * velocity) if case2 else param - lr * velocity
+        param = param_tile[i] - lr * g if case0 else param_tile[i] - lr * (g + momentum * velocity) if case2 else param_tile[i] - lr * velocity
         param_tile[i] = param
 
 

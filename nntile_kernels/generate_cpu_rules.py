@@ -132,10 +132,12 @@ def update_loop(name, update):
     lines += [f"    for i in range({out_tile}.size):"]
     guarded = {tile for _, value, cases in update.assign if cases
                for tile in names_in(value) if tile in update.state}
-    guarded -= set().union(*(names_in(text) for _, text in update.let))  # the let reads them
+    # the let's tiles are read up front; an assign reads its guarded tiles again, after
+    # the stores before it (SGD's param after the velocity: the loop runs faster)
+    let_reads = set().union(*(names_in(text) for _, text in update.let))
     used = set().union(*map(names_in, element_texts(update)))
     lines += [f"        {tile} = {tile}_tile[i]" for tile in (*update.inputs, *update.state)
-              if tile not in guarded and tile in used]
+              if (tile not in guarded or tile in let_reads) and tile in used]
     lines += [f"        {temp} = {numba_expression(text)}" for temp, text in update.let]
     assigned = set()
     for tile_name, value, cases in update.assign:
