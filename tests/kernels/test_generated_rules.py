@@ -14,8 +14,9 @@ from nntile_kernels.rules import ELEMENTWISE, UPDATES
 
 @pytest.mark.parametrize("module", sorted(generate_cpu_rules.MODULES))
 def test_each_generated_module_is_what_the_generator_writes(module):
-    assert generate_cpu_rules.target(module).read_text() == generate_cpu_rules.module_source(
-        module), f"nntile_kernels/{module}.py is stale: run python -m nntile_kernels.generate_cpu_rules"
+    stale = f"nntile_kernels/{module}.py is stale: run python -m nntile_kernels.generate_cpu_rules"
+    written = generate_cpu_rules.target(module).read_text()
+    assert written == generate_cpu_rules.module_source(module), stale
 
 
 def test_every_rule_has_its_loop_and_its_fused_element_rule():
