@@ -235,11 +235,11 @@ UPDATES = {
 
 # ---------------------------------------------------------------- pow, add_scalar, SGD
 # NNTile's pow: y = alpha * x**exp (LayerNorm's rstd is exp = -0.5). An exponent of 2
-# squares: x * x vectorises where a loop of pow calls does not, and it is the very value
-# a correctly rounded pow(x, 2.0) returns (NumPy's power squares too), so every backend
-# and every fused chain agree bitwise; pow(x, 1.0) is x, so the backward's case agrees
-# with its general formula. `exp` shadows the function of that name: these formulas
-# call no exp().
+# squares, decided once per call: x * x vectorises where a loop of pow calls does not,
+# and it is exactly what NumPy's power computes for a scalar 2 (libm's pow may miss the
+# last bit), so the reference, the loops and the fused chains agree bitwise; pow(x, 1.0)
+# is x, so the backward's case agrees with its general formula. `exp` shadows the
+# function of that name: these formulas call no exp().
 _POW_PARAMS = dict(params=("alpha", "exp"), defaults=(("alpha", 1.0), ("exp", 1.0)))
 ELEMENTWISE.update({
     "pow": Rule(("x",), "y", "alpha * pow(x, exp)",
