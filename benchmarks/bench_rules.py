@@ -3,13 +3,16 @@ revisions, in one process: ns per element and whether the results are bitwise eq
 
 Run: python benchmarks/bench_rules.py [--edge 512] [--repeat 200] [--only hypot maximum]
 Each case names the revision whose module held its hand-written loop (ab8850b: add,
-multiply, scale, sub, div, tanh, sigmoid and Adam; 9601058: hypot, maximum, minimum).
+multiply, scale, sub, div, tanh, sigmoid and Adam; 9601058: hypot, maximum, minimum;
+96442a2: SGD's numba loop in cpu_optim.py, and pow, pow_backward and add_scalar, the
+NumPy functions of generic.py that the cpu table called, bound to NumPy here).
 Those modules are read with `git show` and imported beside the current ones, so both
 sides run the same numba and the same tiles; each timing is the best of `repeat` calls,
 the old and the new kernel called in alternation, one thread.
 """
 
 import argparse
+import functools
 import importlib.util
 import subprocess
 import sys
@@ -45,6 +48,21 @@ CASES = {
     "maximum": ("9601058", "cpu_math", "xyz", {"alpha": 1.0, "beta": 1.0}),
     "maximum beta=0": ("9601058", "cpu_math", "xyz", {"alpha": 1.0, "beta": 0.0}),
     "minimum": ("9601058", "cpu_math", "xyz", {"alpha": 1.0, "beta": 1.0}),
+    "pow exp=2": ("96442a2", "generic", "xz", {"alpha": 0.5, "exp": 2.0}),
+    "pow exp=3": ("96442a2", "generic", "xz", {"alpha": 0.5, "exp": 3.0}),
+    "pow exp=-0.5": ("96442a2", "generic", "vz", {"alpha": 1.0, "exp": -0.5}),
+    "pow_backward exp=2": ("96442a2", "generic", "xyz", {"alpha": 0.5, "exp": 2.0}),
+    "pow_backward exp=3": ("96442a2", "generic", "xyz", {"alpha": 0.5, "exp": 3.0}),
+    "pow_backward exp=-0.5": ("96442a2", "generic", "vyz", {"alpha": 1.0, "exp": -0.5}),
+    "add_scalar": ("96442a2", "generic", "z", {"value": 0.25}),
+    "sgd_step momentum=0": ("96442a2", "cpu_optim", "sgpm",
+                            {"lr": 0.01, "weight_decay": 0.1}),
+    "sgd_step momentum=0.9": ("96442a2", "cpu_optim", "sgpm",
+                              {"lr": 0.01, "momentum": 0.9, "weight_decay": 0.1,
+                               "dampening": 0.1}),
+    "sgd_step momentum=0.9 nesterov": ("96442a2", "cpu_optim", "sgpm",
+                                       {"lr": 0.01, "momentum": 0.9, "weight_decay": 0.1,
+                                        "nesterov": True}),
 }
 
 
@@ -61,12 +79,18 @@ def old_module(revision, name, folder):
     return module
 
 
+def old_kernel(module, name):
+    """The hand-written kernel; generic.py's take the array module first."""
+    kernel = getattr(module, name)
+    return functools.partial(kernel, np) if module.__name__.endswith("_generic") else kernel
+
+
 def make_tiles(edge, dtype, seed=0):
     rng = np.random.default_rng(seed)
     tiles = {key: np.asfortranarray(rng.standard_normal((edge, edge)).astype(dtype))
              for key in "xyzgpm"}
     tiles["v"] = np.asfortranarray(rng.uniform(0.1, 1.0, (edge, edge)).astype(dtype))
-    tiles["s"] = np.array(5)   # the Adam step counter
+    tiles["s"] = np.array(5)   # the Adam and SGD step counter
     return tiles
 
 
@@ -113,7 +137,7 @@ def main():
         print("|---|---|---|---|")
         for label, (revision, module, letters, params) in cases.items():
             name = label.split()[0]
-            kernels = (getattr(modules[revision, module], name), cpu.KERNELS[name])
+            kernels = (old_kernel(modules[revision, module], name), cpu.KERNELS[name])
             cells, same = [], []
             for dtype in (np.float32, np.float64):
                 tiles = make_tiles(args.edge, dtype)

@@ -4,7 +4,8 @@ the fp32 kernel; an optimizer update compiled the same way, for fp32 and fp64 ti
 fp32 and fp64 tiles run the rule's kernel compiled for their dtype. bf16 and fp16 tiles
 run the fp32 kernel on fp32 copies, rounded to the tile's dtype on store (widen.py), the
 numerics of the CPU: CuPy has no 16-bit math of its own that would compute in fp32.
-Tiles of mixed dtypes take the rule's array expressions (`fallback`). A kernel sees
+Tiles of mixed dtypes, and integer tiles (add_scalar's step counters), take the rule's
+array expressions (`fallback`). A kernel sees
 Fortran-ordered tiles as their C-ordered transposes (layout.c_order_views). Arrays only, and
 no CuPy: cuda.py passes its compiler and array module, so the dispatch is tested on
 the CPU (tests/kernels/test_compiled_rules.py). A compiled kernel takes CuPy's

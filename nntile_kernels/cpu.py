@@ -6,11 +6,11 @@ semantics as nntile_kernels.reference.
 
 import functools
 
-from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss, cpu_norm, cpu_optim,  # noqa: I001
-               cpu_reduce, cpu_rope, cpu_rules, cpu_slice, reference)
+from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss, cpu_norm,  # noqa: I001
+               cpu_reduce, cpu_rope, cpu_rules, cpu_rules_optim, cpu_rules_params, cpu_slice,
+               reference)
 from .cpu_math import KERNELS as MATH_KERNELS
 from .cpu_math_fiber import KERNELS as MATH_FIBER_KERNELS
-from .rules import ELEMENTWISE, UPDATES
 
 KERNELS = {
     **MATH_KERNELS,   # seed elementwise and reduction kernels (cpu_math.py)
@@ -19,7 +19,6 @@ KERNELS = {
     "transpose": cpu_reduce.transpose,
     # NumPy's own fill/memcpy/cast loops are already what a numba loop would be (clear,
     # fill: the reference evaluates their rules, a fill).
-    "add_scalar": reference.add_scalar,
     "fill": reference.fill,
     "clear": reference.clear,
     "copy": reference.copy,
@@ -27,10 +26,12 @@ KERNELS = {
     # box copies are NumPy slice assignments (memcpy runs)
     "add_box": reference.add_box,
     "reshape_box": cpu_data.reshape_box,
-    # the activations, their backwards, add, multiply, scale, hypot, maximum, minimum:
-    # loops generated from rules.py's formulas, as are the Adam and AdamW steps
-    **{name: getattr(cpu_rules, name) for name, rule in ELEMENTWISE.items() if rule.inputs},
-    **{name: getattr(cpu_rules, name) for name in UPDATES},
+    # the activations, their backwards, add, multiply, scale, hypot, maximum, minimum,
+    # pow, add_scalar: loops generated from rules.py's formulas, as are the SGD, Adam and
+    # AdamW steps
+    **cpu_rules.KERNELS,
+    **cpu_rules_params.KERNELS,
+    **cpu_rules_optim.KERNELS,
     "sum": cpu_reduce.sum,
     "sum_fiber": cpu_reduce.sum_fiber,
     "add_fiber": cpu_reduce.add_fiber,
@@ -47,8 +48,6 @@ KERNELS = {
     "multiply_fiber": cpu_norm.multiply_fiber,
     "sumprod_fiber": cpu_norm.sumprod_fiber,
     "sumprod_fiber_backward": cpu_norm.sumprod_fiber_backward,
-    "pow": reference.pow,                   # NumPy's ufunc beats a powf loop (cpu_norm)
-    "pow_backward": reference.pow_backward,
     "softmax": cpu_reduce.softmax,
     "softmax_backward": reference.softmax_backward,   # vectorised NumPy is enough here
     "softmax_from_logsumexp": cpu_slice.softmax_from_logsumexp,
@@ -66,7 +65,6 @@ KERNELS = {
     "mse_backward": cpu_loss.mse_backward,
     "embedding": cpu_loss.embedding,
     "embedding_backward": cpu_loss.embedding_backward,
-    "sgd_step": cpu_optim.sgd_step,
     "conv2d_inplace": cpu_conv.conv2d_inplace,
     "conv2d_bwd_input_inplace": cpu_conv.conv2d_bwd_input_inplace,
     "conv2d_bwd_weight_inplace": cpu_conv.conv2d_bwd_weight_inplace,

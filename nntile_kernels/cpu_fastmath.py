@@ -1,7 +1,7 @@
 """Vectorisable tanh, erf and exp for the numba kernels: one scalar function per name,
 specialised by the argument's type; and the other functions the portable formulas of
 rules.py call (maximum and minimum as nan_maximum and
-nan_minimum, where), for the numba loops generated from them.
+nan_minimum, where, pow as numpy_power), for the numba loops generated from them.
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. numba has no vector math library
 here (no SVML), so `math.tanh` on float32 is one libm call per element. For float32 the
@@ -142,7 +142,30 @@ def where(condition, a, b):
     return a if condition else b
 
 
+def numpy_power(x, e):
+    """x**e as NumPy's power computes it for a scalar exponent (the reference's pow):
+    its fast paths square (2), take the root (0.5) and the reciprocal (-1), each
+    correctly rounded, where libm's pow (every other exponent, there as here) misses
+    the last bit of about one result in a thousand; so the loops agree bitwise."""
+    return x ** e
+
+
+@overload(numpy_power, inline="always")
+def _numpy_power(x, e):
+    one = np.dtype(str(x)).type(1.0)   # x's own 1: a float64 1.0 would widen fp32 math
+
+    def power(x, e):
+        if e == 2.0:
+            return x * x
+        if e == 0.5:
+            return math.sqrt(x)
+        if e == -1.0:
+            return one / x
+        return math.pow(x, e)
+    return power
+
+
 # the names numba formulas call (rules.NUMBA_FUNCTIONS), for source run by exec
 FORMULA_NAMESPACE = {"math": math, "fast_erf": fast_erf, "fast_exp": fast_exp,
                      "fast_tanh": fast_tanh, "nan_maximum": nan_maximum, "nan_minimum": nan_minimum,
-                     "where": where}
+                     "numpy_power": numpy_power, "where": where}

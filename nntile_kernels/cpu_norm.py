@@ -1,4 +1,5 @@
-"""Numba kernels of the fiber products and pow (LayerNorm's primitives) of the cpu table.
+"""Numba kernels of the fiber products (LayerNorm's primitives) of the cpu table; pow,
+LayerNorm's other primitive, is a rule of rules.py (cpu_rules_params.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. A full tile is folded to
 (m, n, k, batch) around the fiber axis n (layout.fiber_folds) and a fiber to
@@ -8,9 +9,7 @@ back to the NumPy reference (nntile_kernels.reference).
 
 PERF: LayerNorm's gamma is the fiber along axis 0, where m is 1: the kernels then loop
 over j innermost (a length-1 loop over i stops vectorization), and sums over i use
-cpu_common.row_dot. pow and pow_backward are NumPy's ufuncs: a numba loop calls
-scalar powf per element and was slower (docs/benchmarks.md, "Measurements behind
-code constants").
+cpu_common.row_dot.
 """
 
 import numpy as np

@@ -1,9 +1,9 @@
 """The cuda kernel table: the generic kernels (generic*.py) bound to CuPy, gemm through
 cuBLAS on the tiles in place where it can (cuda_blas.py), one launch where array
-expressions would make several (cuda_fused.py: the output store, Adam/AdamW, zeroing;
+expressions would make several (cuda_fused.py: the output store, SGD/Adam/AdamW, zeroing;
 cuda_attention.py: the causal mask, the softmax from a logsumexp and its backward),
 and the elementwise rules (rules.py: activations, add, sub, multiply, div, scale,
-hypot, maximum, minimum) compiled into CuPy ElementwiseKernels (compiled_rules.py:
+hypot, maximum, minimum, pow, add_scalar) compiled into CuPy ElementwiseKernels (compiled_rules.py:
 fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one).
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
@@ -49,10 +49,11 @@ def gemm(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1,
 
 
 KERNELS = generic.table(cp, cupyx.scipy.special)
-KERNELS.update(gemm=gemm, adam_step=cuda_fused.adam_step, adamw_step=cuda_fused.adamw_step,
-               clear=cuda_fused.clear)
+KERNELS.update(gemm=gemm, sgd_step=cuda_fused.sgd_step, adam_step=cuda_fused.adam_step,
+               adamw_step=cuda_fused.adamw_step, clear=cuda_fused.clear)
 KERNELS.update(cuda_attention.with_fallback(KERNELS))
 FUSED_STORES[cp.ndarray] = cuda_fused.store
-# clear and fill (no inputs) stay the memset above and the rule's fill
+# clear and fill (they read no tile) stay the memset above and the rule's fill; integer
+# tiles (add_scalar's step counters) take the rule's array expressions
 KERNELS.update({name: CompiledRule(name, rule, KERNELS[name], elementwise_compiler(name), cp)
-                for name, rule in ELEMENTWISE.items() if rule.inputs})
+                for name, rule in ELEMENTWISE.items() if rule.reads_tiles()})

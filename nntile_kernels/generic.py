@@ -46,13 +46,8 @@ def transpose(xp, x, y, *, alpha=1.0, ndim):
 
 
 # ---------------------------------------------------------------- elementwise
-# The activations and their backwards, add, multiply, scale, clear and fill are rules
-# (rules.py), not functions here.
-
-
-def add_scalar(xp, x, *, value):
-    """x += value in place (also on int64 step counters)."""
-    x[...] = x + value  # assignment casts, so an int64 counter takes a float value too
+# The activations and their backwards, add, multiply, scale, clear, fill, pow and
+# add_scalar are rules (rules.py), not functions here.
 
 
 def copy(xp, x, y):
@@ -63,16 +58,6 @@ def copy(xp, x, y):
 def cast(xp, x, y):
     """y = x converted to y.dtype."""
     xp.copyto(y, x, casting="unsafe")
-
-
-def pow(xp, x, y, *, alpha=1.0, exp=1.0):  # noqa: A001 - the kernel's name in every table
-    """y = alpha * x**exp."""
-    y[...] = alpha * xp.power(x, exp)
-
-
-def pow_backward(xp, x, dy, dx, *, alpha=1.0, exp=1.0):
-    """dx += alpha * exp * x**(exp - 1) * dy."""
-    dx += (alpha * exp) * xp.power(x, exp - 1.0) * dy
 
 
 # ---------------------------------------------------------------- reductions

@@ -1,4 +1,4 @@
-"""xp-generic kernels of the losses, the embedding and the optimizers.
+"""xp-generic kernels of the losses and the embedding (the optimizers are rules.py's).
 
 Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numba or cupy
 (NumPy only for errstate, which CuPy arrays ignore). Two CPU-GPU sync points, both
@@ -136,18 +136,4 @@ def embedding_backward(xp, index, dy, dvocab, *, axis, vocab_size, vocab_offset=
 
 
 # ---------------------------------------------------------------- optimizers
-
-
-def sgd_step(xp, step, grad, param, velocity, *, lr, momentum=0.0, weight_decay=0.0,
-             dampening=0.0, nesterov=False):
-    """PyTorch SGD; `step` (0-d int64) is the 1-based step, velocity is not read at step 1."""
-    g = grad + weight_decay * param
-    if momentum != 0.0:
-        # where() picks g at step 1 without letting uninitialized velocity through,
-        # and without reading the step counter on the host.
-        velocity[...] = xp.where(step == 1, g, momentum * velocity + (1.0 - dampening) * g)
-        g = g + momentum * velocity if nesterov else velocity
-    param -= lr * g
-
-
-# Adam and AdamW are updates of rules.py (UPDATES), not functions here.
+# SGD, Adam and AdamW are updates of rules.py (UPDATES), not functions here.

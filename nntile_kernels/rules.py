@@ -1,13 +1,14 @@
 """The elementwise rule table: each elementwise op's formula (activations, tanh, sigmoid
-and their backwards; add, sub, multiply, div, scale, clear, fill; hypot, maximum, minimum)
-and the optimizer updates (Adam, AdamW), written once for every backend.
+and their backwards; add, sub, multiply, div, scale, clear, fill; hypot, maximum, minimum;
+pow and its backward, add_scalar) and the optimizer updates (SGD, Adam, AdamW), written
+once for every backend.
 
 Pure Python, imports nothing heavy (no numpy, numba or cupy). A formula is an
 expression in the common subset of Python and C++: the array backends evaluate it
 with their array module (ArrayRule, ArrayUpdate below; generic.py binds them to NumPy
 or CuPy), cuda.py and cuda_fused.py compile the very same text into CuPy
 ElementwiseKernels (rules_cuda.py), and the numba loops of the cpu table and of its
-fused chains are generated from it too (numba_expression below; cpu_rules.py,
+fused chains are generated from it too (numba_expression below; cpu_rules*.py,
 fused_rules.py), so no backend can drift from another.
 """
 
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 
 # Functions a formula may call: each backend binds these names (rule_namespace, the C++
 # math library plus rules_cuda.CUDA_PREAMBLE, NUMBA_FUNCTIONS). maximum and minimum are NaN
-# if either argument is (NumPy's); where(c, a, b) is a where c holds, else b. Literals are
+# if either argument is (NumPy's); where(c, a, b) is a where c holds, else b; pow is
+# NumPy's power on the CPU (numba's numpy_power follows its exact fast paths). Literals are
 # written with a dot (1.0), never Python's ** or C's ?:, so the text means the same in both
 # languages (tests/kernels/test_kernels_rules.py compiles the C++ for the host and compares).
 FUNCTIONS = ("erf", "exp", "fabs", "hypot", "maximum", "minimum", "pow", "sigmoid", "sqrt",
@@ -56,6 +58,10 @@ class Rule:
     def __post_init__(self):
         for condition, _ in self.cases:
             assert names_in(condition) <= set(self.params), f"{condition}: params only"
+        # a param may share a function's name (pow's `exp`) where no formula calls it
+        texts = [text for _, text in (*self.let, *self.branches())]
+        called = {name for text in texts for name in _CALLED.findall(text)}
+        assert not called & set(self.params), f"{self}: a param called as a function"
 
     def __repr__(self):
         sign = "+=" if self.accumulate else "="
@@ -64,6 +70,11 @@ class Rule:
     def branches(self):
         """(condition or None, value) in the order they are tried."""
         return (*self.cases, (None, self.value))
+
+    def reads_tiles(self):
+        """Whether the rule reads a tile (its inputs, or its output when it accumulates):
+        one that does not writes a constant (clear, fill), a fill rather than a loop."""
+        return bool(self.inputs) or self.accumulate
 
 
 @dataclass(frozen=True)
@@ -75,8 +86,11 @@ class Update:
     per call in float64 from the params and the counter; the element formulas see them
     and the params cast to the tile dtype. `assign` ((state tile, value, cases), ...)
     runs in order, each value seeing the new values of the tiles assigned before it; a
-    case's condition is on the uniform values (float64), and a value that does not name
-    a state tile does not read it (moments at step 1 may be uninitialized).
+    case's condition is on the params and uniform values (float64), and a value that
+    does not name a state tile does not read it (moments at step 1 may be
+    uninitialized). A first case whose value is SKIP leaves its tile unread and
+    unwritten where it holds (SGD's velocity without momentum); its condition names
+    params only, so every backend decides it once per call.
     """
 
     counter: str
@@ -88,11 +102,32 @@ class Update:
     let: tuple
     assign: tuple
 
+    def __post_init__(self):
+        for _, _, cases in self.assign:
+            for index, (condition, value) in enumerate(cases):
+                assert value is not SKIP or (index == 0 and names_in(condition) <= set(
+                    self.params)), f"{condition}: a skip is the first case, on params only"
+
     def __repr__(self):
         return f"Update({', '.join(name for name, _, _ in self.assign)})"
 
 
+# The value of an Update's case that leaves its state tile as it is (see Update).
+SKIP = None
+
+
+def skip_condition(cases):
+    """The condition under which an assign leaves its tile alone, or None."""
+    return cases[0][0] if cases and cases[0][1] is SKIP else None
+
+
+def computed_cases(cases):
+    """An assign's cases that compute a value (its skip case left out)."""
+    return tuple(case for case in cases if case[1] is not SKIP)
+
+
 _NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\(")
 
 
 def names_in(text):
@@ -198,6 +233,40 @@ UPDATES = {
     "adamw_step": _adam("0.0", "1.0 - lr * weight_decay"),
 }
 
+# ---------------------------------------------------------------- pow, add_scalar, SGD
+# NNTile's pow: y = alpha * x**exp (LayerNorm's rstd is exp = -0.5). An exponent of 2
+# squares, decided once per call: x * x vectorises where a loop of pow calls does not,
+# and it is exactly what NumPy's power computes for a scalar 2 (libm's pow may miss the
+# last bit), so the reference, the loops and the fused chains agree bitwise; pow(x, 1.0)
+# is x, so the backward's case agrees with its general formula. `exp` shadows the
+# function of that name: these formulas call no exp().
+_POW_PARAMS = dict(params=("alpha", "exp"), defaults=(("alpha", 1.0), ("exp", 1.0)))
+ELEMENTWISE.update({
+    "pow": Rule(("x",), "y", "alpha * pow(x, exp)",
+                cases=(("exp == 2.0", "alpha * (x * x)"),), **_POW_PARAMS),
+    "pow_backward": Rule(("x", "dy"), "dx", "alpha * exp * pow(x, exp - 1.0) * dy",
+                         accumulate=True, cases=(("exp == 2.0", "alpha * exp * x * dy"),),
+                         **_POW_PARAMS),
+    # x += value in place, on float tiles (LayerNorm's var += eps) and on the int64 step
+    # counters: value is cast to the tile dtype (exact for whole numbers) like every param
+    "add_scalar": Rule((), "x", "value", accumulate=True, params=("value",)),
+})
+
+# PyTorch's SGD. Without momentum the velocity is neither read nor written (it may be
+# uninitialized); at step 1 it is not read; nesterov (a flag: True is 1.0) adds the
+# momentum term to the gradient again.
+UPDATES["sgd_step"] = Update(
+    "step", ("grad",), ("param", "velocity"),
+    ("lr", "momentum", "weight_decay", "dampening", "nesterov"),
+    (("momentum", 0.0), ("weight_decay", 0.0), ("dampening", 0.0), ("nesterov", False)),
+    (("keep", "1.0 - dampening"),),
+    (("g", "grad + weight_decay * param"),),
+    (("velocity", "momentum * velocity + keep * g",
+      (("momentum == 0.0", SKIP), ("step == 1.0", "g"))),
+     ("param", "param - lr * velocity",
+      (("momentum == 0.0", "param - lr * g"),
+       ("nesterov != 0.0", "param - lr * (g + momentum * velocity)")))))
+
 
 def rule_namespace(xp, special):
     """The names a formula calls, bound to an array module and its scipy.special.
@@ -268,11 +337,13 @@ class ArrayRule(_Evaluated):
         # the first case whose condition holds; params are Python floats, so it is a bool
         text = next(value for condition, value in rule.branches()
                     if condition is None or self._eval(condition, dict(given)))
+        out = arrays[len(rule.inputs)]
+        if out.dtype.kind in "iu":   # a Python float would make an integer tile's math float64
+            given = {name: out.dtype.type(value) for name, value in given.items()}
         scope = {**given, **dict(zip(rule.inputs, arrays))}
         for temp, expression in rule.let:
             scope[temp] = self._eval(expression, scope)
         value = self._eval(text, scope)
-        out = arrays[len(rule.inputs)]
         if rule.accumulate:
             out += value
         else:
@@ -296,10 +367,16 @@ class ArrayUpdate(_Evaluated):
                                       for name, _ in rule.uniform}}
         for temp, expression in rule.let:
             scope[temp] = self._eval(expression, scope)
+        skipped = set()
         for name, value, cases in rule.assign:
-            scope[name] = self._chosen(cases, value, scope, wide, xp)
+            skip = skip_condition(cases)
+            if skip is not None and self._eval(skip, given):
+                skipped.add(name)
+            else:
+                scope[name] = self._chosen(computed_cases(cases), value, scope, wide, xp)
         for name in rule.state:
-            tiles[name][...] = scope[name]
+            if name not in skipped:
+                tiles[name][...] = scope[name]
 
     def _chosen(self, cases, value, scope, wide, xp):
         """The value of the first case that holds (else `value`), evaluating no other
@@ -323,9 +400,9 @@ FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?)(?![\w.])")
 
 # A formula's functions in the numba kernels: cpu_fastmath's (vectorisable float32
 # approximations, libm for float64) and its maximum, minimum (named apart from the kernels
-# of the same names) and where; sigmoid is spelled out.
+# of the same names), where and numpy_power; sigmoid is spelled out.
 NUMBA_FUNCTIONS = {"erf": "fast_erf", "exp": "fast_exp", "tanh": "fast_tanh",
-                   "pow": "math.pow", "sqrt": "math.sqrt", "hypot": "math.hypot",
+                   "pow": "numpy_power", "sqrt": "math.sqrt", "hypot": "math.hypot",
                    "fabs": "abs", "maximum": "nan_maximum", "minimum": "nan_minimum",
                    "where": "where"}
 _SIGMOID = re.compile(r"\bsigmoid\(([^()]*)\)")
@@ -354,7 +431,8 @@ def numba_expression(text):
 def element_texts(rule):
     """Every expression a Rule or an Update evaluates per element, in the tile dtype."""
     if isinstance(rule, Update):
-        assigned = [(value, *(case for _, case in cases)) for _, value, cases in rule.assign]
+        assigned = [(value, *(case for _, case in computed_cases(cases)))
+                    for _, value, cases in rule.assign]
         return [text for _, text in rule.let] + [text for texts in assigned for text in texts]
     return [text for _, text in rule.let] + [value for _, value in rule.branches()]
 

@@ -5,7 +5,7 @@ Pure Python, imports nothing heavy. tests/kernels/test_kernels_rules.py compiles
 C++ for the host and compares it with the NumPy evaluation of the same text.
 """
 
-from .rules import CONSTANTS, FLOAT_LITERAL, renamed
+from .rules import CONSTANTS, FLOAT_LITERAL, computed_cases, renamed, skip_condition
 
 # C++ has erf/exp/fabs/hypot/pow/sqrt/tanh overloads for float and double; the rest are ours.
 CUDA_PREAMBLE = """
@@ -60,7 +60,8 @@ def cuda_update_source(update, dtype_name):
     """(in_params, out_params, operation) of the CuPy ElementwiseKernel of an Update: the
     inputs, the counter (int64, 0-d), the params (float64), then the state in place.
     Each thread computes the uniform values itself, in double: one launch, and no
-    wait for the counter that lives on the device."""
+    wait for the counter that lives on the device. A tile whose skip case holds is
+    assigned under `if`, so it is neither read nor written."""
     ctype = C_TYPES[dtype_name]
     uniform = tuple(name for name, _ in update.uniform)
     wide = (*update.params, update.counter, *uniform)
@@ -71,7 +72,10 @@ def cuda_update_source(update, dtype_name):
     lines += [f"const double {name}_f64 = {renamed(text, wide, '{}_f64')};"
               for name, text in update.uniform]
     lines += _cpp_typed(ctype, (*update.params, *uniform), update.let)
-    lines += [f"{name} = {_cpp_chosen(cases, value, wide, ctype)};"
-              for name, value, cases in update.assign]
+    for name, value, cases in update.assign:
+        line = f"{name} = {_cpp_chosen(computed_cases(cases), value, wide, ctype)};"
+        skip = skip_condition(cases)
+        lines.append(line if skip is None else
+                     f"if (!({renamed(skip, wide, '{}_f64')})) {line}")
     out_params = ", ".join(f"{dtype_name} {name}" for name in update.state)
     return in_params, out_params, "\n".join(lines)

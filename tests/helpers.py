@@ -26,9 +26,19 @@ from nntile_spmd.runtime.timeouts import resolve_timeout
 RULE_PARAMS = {"add": {"alpha": 2.0, "beta": 0.0}, "multiply": {"alpha": -1.5},
                "scale": {"alpha": 3.0}, "hypot": {"alpha": -2.0, "beta": 0.0},
                "hypot_backward": {"alpha": 0.5}, "hypot_scalar_inverse": {"eps": 0.1, "alpha": 2.0},
-               "maximum": {"alpha": 1.5, "beta": 0.0}, "minimum": {"alpha": -1.5, "beta": 0.0}}
-# the rules compiled into loops and kernels (clear, with no inputs, is a fill or a memset)
-LOOPED_RULES = sorted(name for name, rule in ELEMENTWISE.items() if rule.inputs)
+               "maximum": {"alpha": 1.5, "beta": 0.0}, "minimum": {"alpha": -1.5, "beta": 0.0},
+               "pow": {"alpha": 1.5, "exp": 3.0}, "pow_backward": {"alpha": 1.5, "exp": 3.0},
+               "add_scalar": {"value": 0.25}}
+# params under which a rule with cases takes another branch than under RULE_PARAMS
+OTHER_CASE_PARAMS = {"pow": {"alpha": 1.5, "exp": 2.0}, "pow_backward": {"alpha": 1.5, "exp": 2.0}}
+BETA_CASE_PARAMS = {"alpha": 0.5, "beta": -2.0}     # add, hypot, maximum, minimum: y read
+# the params each update is tested with: SGD with and without momentum and nesterov
+_ADAM = {"lr": 0.01, "beta1": 0.8, "beta2": 0.99, "eps": 1e-6, "weight_decay": 0.1}
+_SGD = {"lr": 0.01, "momentum": 0.9, "weight_decay": 0.1, "dampening": 0.1}
+UPDATE_PARAMS = {"adam_step": [_ADAM], "adamw_step": [_ADAM],
+                 "sgd_step": [_SGD, {**_SGD, "nesterov": True}, {"lr": 0.01, "weight_decay": 0.1}]}
+# the rules compiled into loops and kernels (clear and fill, reading no tile, are fills)
+LOOPED_RULES = sorted(name for name, rule in ELEMENTWISE.items() if rule.reads_tiles())
 
 # -- NumPy references of the kernels (float64) ---------------------------------------
 

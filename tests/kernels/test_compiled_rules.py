@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import scipy.special
-from helpers import LOOPED_RULES, RULE_PARAMS
+from helpers import LOOPED_RULES, RULE_PARAMS, UPDATE_PARAMS
 
 from nntile_kernels import reference
 from nntile_kernels.compiled_rules import CompiledRule, CompiledUpdate
@@ -81,6 +81,8 @@ def test_16_bit_tiles_run_the_fp32_kernel_rounded_on_store(name, dtype):
     np.testing.assert_array_equal(arrays[-1], expected[-1].astype(dtype))
     inputs = rule_arrays(name, dtype, seed=1)[:-1]
     expected = [a.astype(np.float32) for a in inputs]
+    if not inputs:                              # add_scalar: its output is its only tile
+        return
     if ELEMENTWISE[name].accumulate:            # dx += f(x) * dy with dx the very dy
         reference.KERNELS[name](*expected, expected[-1], **params)
         rule(*inputs, inputs[-1], **params)
@@ -144,15 +146,18 @@ def test_an_update_runs_its_own_kernel_on_fp32_and_fp64_only(name):
     compiler, fallback = UpdateCompiler(), []
     update = CompiledUpdate(name, UPDATES[name], lambda *a, **p: fallback.append(a), compiler)
     rng = np.random.default_rng(2)
+    count = len(UPDATES[name].inputs) + len(UPDATES[name].state)
+    params = UPDATE_PARAMS[name][0]
     for dtype in ("float32", "float64"):
-        arrays = [np.asfortranarray(rng.uniform(0.1, 1.0, (5, 3)).astype(dtype)) for _ in range(4)]
+        arrays = [np.asfortranarray(rng.uniform(0.1, 1.0, (5, 3)).astype(dtype))
+                  for _ in range(count)]
         expected = [a.copy(order="F") for a in arrays]
-        reference.KERNELS[name](np.array(3), *expected, lr=0.01, weight_decay=0.1)
-        update(np.array(3), *arrays, lr=0.01, weight_decay=0.1)
+        reference.KERNELS[name](np.array(3), *expected, **params)
+        update(np.array(3), *arrays, **params)
         for got, want in zip(arrays, expected):
             np.testing.assert_array_equal(got, want)
     assert compiler.calls == ["float32", "float64"] and not fallback
-    half = [np.ones((5, 3), np.float16) for _ in range(4)]
+    half = [np.ones((5, 3), np.float16) for _ in range(count)]
     update(np.array(3), *half, lr=0.01)
     update(np.array(3.0), *[a.astype(np.float32) for a in half], lr=0.01)   # a float counter
     assert len(fallback) == 2 and compiler.calls == ["float32", "float64"]

@@ -1,7 +1,7 @@
 """The numba loops of the elementwise rules and the optimizer updates are generated from
 rules.py's formulas
-(nntile_kernels/generate_cpu_rules.py writes nntile_kernels/cpu_rules.py); this fails
-when a rule changed and the module was not written again, and checks what the formulas
+(nntile_kernels/generate_cpu_rules.py writes nntile_kernels/cpu_rules*.py); this fails
+when a rule changed and the modules were not written again, and checks what the formulas
 promise at the edges on every CPU backend."""
 
 import numpy as np
@@ -12,20 +12,24 @@ from nntile_kernels.fused_rules import ELEMENT_RULES
 from nntile_kernels.rules import ELEMENTWISE, UPDATES
 
 
-def test_cpu_rules_is_what_the_generator_writes():
-    assert generate_cpu_rules.TARGET.read_text() == generate_cpu_rules.module_source(), (
-        "nntile_kernels/cpu_rules.py is stale: run python -m nntile_kernels.generate_cpu_rules")
+@pytest.mark.parametrize("module", sorted(generate_cpu_rules.MODULES))
+def test_each_generated_module_is_what_the_generator_writes(module):
+    stale = f"nntile_kernels/{module}.py is stale: run python -m nntile_kernels.generate_cpu_rules"
+    written = generate_cpu_rules.target(module).read_text()
+    assert written == generate_cpu_rules.module_source(module), stale
 
 
 def test_every_rule_has_its_loop_and_its_fused_element_rule():
-    """A rule with no inputs (clear) writes a constant: the cpu table's entry is the
-    reference's evaluation of it (a NumPy fill), as are fp16 tiles of every rule."""
+    """A rule that reads no tile (clear, fill) writes a constant: the cpu table's entry is
+    the reference's evaluation of it (a NumPy fill), as are fp16 tiles of every rule."""
+    looped = {name: f"nntile_kernels.{module}" for module in generate_cpu_rules.MODULES
+              for name in generate_cpu_rules.module_rules(module)}
     for name, rule in ELEMENTWISE.items():
-        module = "nntile_kernels.cpu_rules" if rule.inputs else "nntile_kernels.rules"
+        module = looped[name] if rule.reads_tiles() else "nntile_kernels.rules"
         assert cpu.KERNELS[name].__module__ == module, name
         assert name in ELEMENT_RULES, name
     for name in UPDATES:
-        assert cpu.KERNELS[name].__module__ == "nntile_kernels.cpu_rules", name
+        assert cpu.KERNELS[name].__module__ == "nntile_kernels.cpu_rules_optim", name
 
 
 @pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])

@@ -13,10 +13,10 @@ import subprocess
 
 import numpy as np
 import pytest
-from helpers import LOOPED_RULES, RULE_PARAMS
+from helpers import BETA_CASE_PARAMS, LOOPED_RULES, OTHER_CASE_PARAMS, RULE_PARAMS, UPDATE_PARAMS
 
 from nntile_kernels import reference
-from nntile_kernels.rules import ELEMENTWISE, UPDATES
+from nntile_kernels.rules import ELEMENTWISE, UPDATES, names_in
 from nntile_kernels.rules_cuda import (C_TYPES, CUDA_PREAMBLE, cuda_source, cuda_update_source,
                                        typed_literals)
 
@@ -86,12 +86,15 @@ def test_cpp_of_each_rule_matches_its_numpy_evaluation(host_library, name, dtype
     n = 1000
     x = rng.uniform(0.5, 2.0, n) if name.startswith("sqrt") else rng.standard_normal(n)
     x[:3] = [0.0, -0.0, 1e-8] if not name.startswith("sqrt") else x[:3]
-    inputs = [x.astype(dtype)] + [rng.standard_normal(n).astype(dtype) for _ in rule.inputs[1:]]
-    if rule.cases:      # the inputs a case leaves unread hold NaN: they must not leak
-        inputs[1][:10] = np.nan
+    inputs = ([x.astype(dtype)] + [rng.standard_normal(n).astype(dtype)
+                                   for _ in rule.inputs[1:]])[:len(rule.inputs)]
+    for index, arg in enumerate(rule.inputs):   # the inputs a case leaves unread hold NaN:
+        if any(arg not in names_in(value) for _, value in rule.cases):   # they must not leak
+            inputs[index][:10] = np.nan
     function = getattr(host_library, f"{name}_{dtype}")
-    # add with beta == 0 (RULE_PARAMS) and then with beta != 0: y read
-    calls = [RULE_PARAMS.get(name, {})] + ([dict(alpha=0.5, beta=-2.0)] if rule.cases else [])
+    # add with beta == 0 (RULE_PARAMS) and then with beta != 0: y read; pow with exp 3, 2
+    other = OTHER_CASE_PARAMS.get(name, BETA_CASE_PARAMS)
+    calls = [RULE_PARAMS.get(name, {})] + ([other] if rule.cases else [])
     for params in calls:
         start = rng.standard_normal(n).astype(dtype) if rule.accumulate else np.zeros(n, dtype)
         got, expected = start.copy(), start.copy()
@@ -106,20 +109,22 @@ def test_cpp_of_each_rule_matches_its_numpy_evaluation(host_library, name, dtype
 @pytest.mark.parametrize("dtype", sorted(C_TYPES))
 @pytest.mark.parametrize("name", sorted(UPDATES))
 def test_cpp_of_each_update_matches_its_numpy_evaluation(host_library, name, dtype):
-    """Steps 1 (the moments hold NaN: not read) and 7, with weight decay."""
+    """Steps 1 (the moments and the velocity hold NaN: not read) and 7, with weight
+    decay; SGD also without momentum (the velocity neither read nor written)."""
     update = UPDATES[name]
     rng = np.random.default_rng(5)
     n = 1000
-    params = dict(lr=0.01, beta1=0.8, beta2=0.99, eps=1e-6, weight_decay=0.1)
-    for step in (1, 7):
+    for params, step in ((params, step) for params in UPDATE_PARAMS[name] for step in (1, 7)):
+        given = {**dict(update.defaults), **params}
         grad, param = (rng.standard_normal(n).astype(dtype) for _ in range(2))
         moments = ([np.full(n, np.nan, dtype)] * 2 if step == 1 else
                    [rng.standard_normal(n).astype(dtype), rng.uniform(0.1, 1.0, n).astype(dtype)])
+        moments = moments[:len(update.state) - 1]
         got = [param.copy(), *(m.copy() for m in moments)]
         expected = [param.copy(), *(m.copy() for m in moments)]
         getattr(host_library, f"{name}_{dtype}")(
             grad.ctypes.data_as(_pointer(dtype)), ctypes.c_longlong(step),
-            *[ctypes.c_double(params[p]) for p in update.params],
+            *[ctypes.c_double(given[p]) for p in update.params],
             *[a.ctypes.data_as(_pointer(dtype)) for a in got], ctypes.c_long(n))
         reference.KERNELS[name](np.array(step), grad, *expected, **params)
         rtol, atol = TOLERANCE[dtype]
