@@ -6,11 +6,12 @@ semantics as nntile_kernels.reference.
 
 import functools
 
-from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss, cpu_norm, cpu_optim,  # noqa: I001
-               cpu_reduce, cpu_rope, cpu_rules, cpu_slice, reference)
+from . import (cpu_blas, cpu_broadcast_rules, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
+               cpu_norm, cpu_optim, cpu_reduce, cpu_rope, cpu_rules, cpu_slice, reference)
 from .cpu_math import KERNELS as MATH_KERNELS
 from .cpu_math_fiber import KERNELS as MATH_FIBER_KERNELS
 from .rules import ELEMENTWISE, UPDATES
+from .rules_broadcast import BROADCAST
 
 KERNELS = {
     **MATH_KERNELS,   # seed elementwise and reduction kernels (cpu_math.py)
@@ -31,6 +32,10 @@ KERNELS = {
     # loops generated from rules.py's formulas, as are the Adam and AdamW steps
     **{name: getattr(cpu_rules, name) for name, rule in ELEMENTWISE.items() if rule.inputs},
     **{name: getattr(cpu_rules, name) for name in UPDATES},
+    # the slice and fiber ops with a broadcast operand (add_slice, multiply_slice, the
+    # softmax from a logsumexp and its backward, scale_fiber, ...): loops generated from
+    # rules_broadcast.py's formulas
+    **{name: getattr(cpu_broadcast_rules, name) for name in BROADCAST},
     "sum": cpu_reduce.sum,
     "sum_fiber": cpu_reduce.sum_fiber,
     "add_fiber": cpu_reduce.add_fiber,
@@ -40,10 +45,7 @@ KERNELS = {
     "rope_backward": cpu_rope.rope_backward,
     "scale_slice": reference.scale_slice,   # one broadcast copy: NumPy's loop is enough
     "sumprod_slice": cpu_slice.sumprod_slice,
-    "sumprod_slice_backward": cpu_slice.sumprod_slice_backward,
     "sum_slice": cpu_slice.sum_slice,
-    "add_slice": cpu_slice.add_slice,
-    "multiply_slice": cpu_slice.multiply_slice,
     "multiply_fiber": cpu_norm.multiply_fiber,
     "sumprod_fiber": cpu_norm.sumprod_fiber,
     "sumprod_fiber_backward": cpu_norm.sumprod_fiber_backward,
@@ -51,11 +53,8 @@ KERNELS = {
     "pow_backward": reference.pow_backward,
     "softmax": cpu_reduce.softmax,
     "softmax_backward": reference.softmax_backward,   # vectorised NumPy is enough here
-    "softmax_from_logsumexp": cpu_slice.softmax_from_logsumexp,
-    "softmax_from_logsumexp_backward": cpu_slice.softmax_from_logsumexp_backward,
     "logsumexp": cpu_reduce.logsumexp,
     "logsumexp_merge": cpu_reduce.logsumexp_merge,
-    "logsumexp_backward": cpu_slice.logsumexp_backward,
     "maxsumexp": cpu_reduce.maxsumexp,
     "cross_entropy": cpu_loss.cross_entropy,
     "cross_entropy_backward": cpu_loss.cross_entropy_backward,

@@ -12,6 +12,8 @@ here synchronizes the stream but the embedding id and cross-entropy label checks
 device and enter the expressions as 0-d arrays.
 """
 
+import functools
+
 try:
     import cupy as cp
     import cupyx.scipy.special
@@ -22,7 +24,7 @@ except ImportError as error:  # only this backend needs CuPy
         "use nntile_kernels.get_kernels('cpu') on machines without an NVIDIA GPU"
     ) from error
 
-from . import cuda_attention, cuda_blas, cuda_fused, generic
+from . import cuda_attention, cuda_blas, cuda_fused, generic, generic_slice
 from .generic_common import FUSED_STORES
 from .compiled_rules import CompiledRule
 from .rules import ELEMENTWISE
@@ -51,6 +53,9 @@ def gemm(a, b, c, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, ndim=1,
 KERNELS = generic.table(cp, cupyx.scipy.special)
 KERNELS.update(gemm=gemm, adam_step=cuda_fused.adam_step, adamw_step=cuda_fused.adamw_step,
                clear=cuda_fused.clear)
+# add_slice stays the fused store's one launch (generic_slice.add_slice) until a GPU
+# session measures the broadcast rule's compiled kernel against it
+KERNELS["add_slice"] = functools.partial(generic_slice.add_slice, cp)
 KERNELS.update(cuda_attention.with_fallback(KERNELS))
 FUSED_STORES[cp.ndarray] = cuda_fused.store
 # clear and fill (no inputs) stay the memset above and the rule's fill

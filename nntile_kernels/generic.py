@@ -17,6 +17,7 @@ from .generic_common import fiber_axes, store, wide
 from .layout import gemm_folds
 from .rounding import round_operand
 from .rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
+from .rules_broadcast import BROADCAST, ArrayBroadcast
 
 # ---------------------------------------------------------------- products
 
@@ -47,7 +48,8 @@ def transpose(xp, x, y, *, alpha=1.0, ndim):
 
 # ---------------------------------------------------------------- elementwise
 # The activations and their backwards, add, multiply, scale, clear and fill are rules
-# (rules.py), not functions here.
+# (rules.py), not functions here; add_slice, multiply_slice, scale_fiber and the other
+# ops with an operand broadcast along an axis are rules too (rules_broadcast.py).
 
 
 def add_scalar(xp, x, *, value):
@@ -148,6 +150,8 @@ def table(xp, special):
             kernels[name] = ArrayRule(name, ELEMENTWISE[name], namespace)
         elif name in UPDATES:
             kernels[name] = ArrayUpdate(name, UPDATES[name], namespace)
+        elif name in BROADCAST:   # the slice and fiber ops with a broadcast operand
+            kernels[name] = ArrayBroadcast(name, BROADCAST[name], namespace)
         else:
             assert functions[name].__module__.startswith(__name__), f"{name} is a kernel here"
             kernels[name] = functools.partial(functions[name], xp)

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 
 # Functions a formula may call: each backend binds these names (rule_namespace, the C++
 # math library plus rules_cuda.CUDA_PREAMBLE, NUMBA_FUNCTIONS). maximum and minimum are NaN
-# if either argument is (NumPy's); where(c, a, b) is a where c holds, else b. Literals are
+# if either argument is (NumPy's); where(c, a, b) is a where c holds, else b; isfinite(a)
+# is false for inf and NaN (logsumexp_backward's shift, rules_broadcast.py). Literals are
 # written with a dot (1.0), never Python's ** or C's ?:, so the text means the same in both
 # languages (tests/kernels/test_kernels_rules.py compiles the C++ for the host and compares).
-FUNCTIONS = ("erf", "exp", "fabs", "hypot", "maximum", "minimum", "pow", "sigmoid", "sqrt",
-             "tanh", "where")
+FUNCTIONS = ("erf", "exp", "fabs", "hypot", "isfinite", "maximum", "minimum", "pow", "sigmoid",
+             "sqrt", "tanh", "where")
 
 CONSTANTS = {
     "RSQRT2": 1.0 / math.sqrt(2.0),
@@ -208,7 +209,7 @@ def rule_namespace(xp, special):
     builtins at all that raised KeyError: '__import__'.
     """
     functions = dict(erf=special.erf, exp=xp.exp, fabs=xp.fabs, hypot=xp.hypot,
-                     maximum=xp.maximum, minimum=xp.minimum, pow=xp.power,
+                     isfinite=xp.isfinite, maximum=xp.maximum, minimum=xp.minimum, pow=xp.power,
                      sigmoid=special.expit, sqrt=xp.sqrt, tanh=xp.tanh, where=xp.where)
     assert set(functions) == set(FUNCTIONS), "every portable function is bound"
     return {"__builtins__": {"__import__": builtins.__import__}, **functions, **CONSTANTS,
@@ -327,7 +328,7 @@ FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?)(?![\w.])")
 NUMBA_FUNCTIONS = {"erf": "fast_erf", "exp": "fast_exp", "tanh": "fast_tanh",
                    "pow": "math.pow", "sqrt": "math.sqrt", "hypot": "math.hypot",
                    "fabs": "abs", "maximum": "nan_maximum", "minimum": "nan_minimum",
-                   "where": "where"}
+                   "where": "where", "isfinite": "math.isfinite"}
 _SIGMOID = re.compile(r"\bsigmoid\(([^()]*)\)")
 _CALL = re.compile(r"\b(" + "|".join(NUMBA_FUNCTIONS) + r")\(")
 
