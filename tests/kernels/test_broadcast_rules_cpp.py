@@ -4,11 +4,10 @@ evaluation of the same formulas: the text and the partner index arithmetic a GPU
 session would dispatch, checked without a GPU."""
 
 import ctypes
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
+from host_cpp import host_library as compile_host_library
 
 from nntile_kernels import reference
 from nntile_kernels.layout import fiber_folds
@@ -16,18 +15,10 @@ from nntile_kernels.rules_broadcast import BROADCAST
 from nntile_kernels.rules_cuda import C_TYPES, CUDA_PREAMBLE
 from nntile_kernels.rules_cuda_broadcast import INDEX_SIZES, cuda_broadcast_source
 
-CXX = shutil.which("g++") or shutil.which("c++")
 TOLERANCE = {"float64": 1e-13, "float32": 2e-5}
 PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha": 0.5},
           "sumprod_slice_backward": {"alpha": 2.0}, "scale_fiber": {"alpha": -3.0},
           "norm_fiber_backward": {"alpha": 1.5}}
-
-_HOST_PRELUDE = """
-#include <cmath>
-using std::erf; using std::exp; using std::fabs; using std::hypot; using std::isfinite;
-using std::pow; using std::sqrt; using std::tanh;
-#define __device__
-"""
 
 
 def host_function(name, dtype):
@@ -48,16 +39,8 @@ def host_function(name, dtype):
 
 @pytest.fixture(scope="module")
 def host_library(tmp_path_factory):
-    if CXX is None:
-        pytest.skip("needs a C++ compiler (g++) to build the rules' C++ for the host")
-    folder = tmp_path_factory.mktemp("broadcast_rules")
-    source = folder / "broadcast.cpp"
-    source.write_text(_HOST_PRELUDE + CUDA_PREAMBLE + "".join(
+    return compile_host_library(tmp_path_factory.mktemp("broadcast_rules"), CUDA_PREAMBLE + "".join(
         host_function(name, dtype) for name in BROADCAST for dtype in C_TYPES))
-    library = folder / "broadcast.so"
-    subprocess.run([CXX, "-O1", "-shared", "-fPIC", "-o", str(library), str(source)],
-                   check=True, capture_output=True, text=True)
-    return ctypes.CDLL(str(library))
 
 
 def _pointer(array):
