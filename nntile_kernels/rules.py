@@ -9,6 +9,11 @@ or CuPy), cuda.py and cuda_fused.py compile the very same text into CuPy
 ElementwiseKernels (rules_cuda.py), and the numba loops of the cpu table and of its
 fused chains are generated from it too (numba_expression below; cpu_rules.py,
 fused_rules.py), so no backend can drift from another.
+
+The slice and fiber ops, whose operands broadcast along an axis (add_slice,
+softmax_from_logsumexp, scale_fiber, ...), are rules in this language too:
+rules_broadcast.py names which inputs broadcast, and its loops are generated apart
+(generate_cpu_broadcast.py, cpu_broadcast_rules.py).
 """
 
 import builtins
