@@ -5,7 +5,7 @@ Run: python benchmarks/bench_rules.py [--edge 512] [--repeat 200] [--only hypot 
 Each case names the revision whose module held its hand-written loop (ab8850b: add,
 multiply, scale, sub, div, tanh, sigmoid and Adam; 9601058: hypot, maximum, minimum;
 96442a2: the slice and fiber ops of rules_broadcast.py, on GPT-2's tile shapes:
-BROADCAST_CASES, with --only naming them too).
+BROADCAST_CASES, which --only names too).
 Those modules are read with `git show` and imported beside the current ones, so both
 sides run the same numba and the same tiles; each timing is the best of `repeat` calls,
 the old and the new kernel called in alternation, one thread.
@@ -55,6 +55,7 @@ CASES = {
 LAYER = (768, 512)
 SCORES = (64, 512, 12, 4)
 _SLICE_SHAPES = ((LAYER, 0, 0), (LAYER, 1, 0), (SCORES, 0, 0), (SCORES, 1, 0))
+_FIBER_SHAPES = ((LAYER, 0, 0), (LAYER, 1, 0), (SCORES, 2, 1))
 # kernel -> (revision, its module, ((shape, axis, batch_ndim), ...), keyword parameters)
 BROADCAST_CASES = {
     "add_slice": ("96442a2", "cpu_slice", _SLICE_SHAPES, {"alpha": -1.0, "beta": 1.0}),
@@ -64,12 +65,14 @@ BROADCAST_CASES = {
     "logsumexp_backward": ("96442a2", "cpu_slice", _SLICE_SHAPES, {}),
     "softmax_from_logsumexp": ("96442a2", "cpu_slice", _SLICE_SHAPES, {}),
     "softmax_from_logsumexp_backward": ("96442a2", "cpu_slice", _SLICE_SHAPES, {}),
-    # fibers along C (axis 0) or T (axis 1) of a [C, T] tile, and along the heads of the
-    # scores with the batch dim kept
-    "scale_fiber": ("96442a2", "cpu_math_fiber", ((LAYER, 0, 0), (LAYER, 1, 0), (SCORES, 2, 1)),
-                    {"alpha": 1.0}),
-    "norm_fiber_backward": ("96442a2", "cpu_math_fiber",
-                            ((LAYER, 0, 0), (LAYER, 1, 0), (SCORES, 2, 1)), {"alpha": 1.0}),
+    # fibers along C (axis 0: LayerNorm's gamma and beta) or T (axis 1) of a [C, T] tile,
+    # and along the heads of the scores with the batch dim kept
+    "add_fiber": ("96442a2", "cpu_reduce", _FIBER_SHAPES, {"alpha": 1.0, "beta": 1.0}),
+    "add_fiber beta=0": ("96442a2", "cpu_reduce", _FIBER_SHAPES, {"alpha": 1.0, "beta": 0.0}),
+    "multiply_fiber": ("96442a2", "cpu_norm", _FIBER_SHAPES, {"alpha": 1.0}),
+    "sumprod_fiber_backward": ("96442a2", "cpu_norm", _FIBER_SHAPES, {"alpha": 1.0}),
+    "scale_fiber": ("96442a2", "cpu_math_fiber", _FIBER_SHAPES, {"alpha": 1.0}),
+    "norm_fiber_backward": ("96442a2", "cpu_math_fiber", _FIBER_SHAPES, {"alpha": 1.0}),
 }
 
 

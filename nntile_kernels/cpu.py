@@ -33,12 +33,11 @@ KERNELS = {
     **{name: getattr(cpu_rules, name) for name, rule in ELEMENTWISE.items() if rule.inputs},
     **{name: getattr(cpu_rules, name) for name in UPDATES},
     # the slice and fiber ops with a broadcast operand (add_slice, multiply_slice, the
-    # softmax from a logsumexp and its backward, scale_fiber, ...): loops generated from
-    # rules_broadcast.py's formulas
+    # softmax from a logsumexp and its backward, add_fiber, multiply_fiber, scale_fiber,
+    # ...): loops generated from rules_broadcast.py's formulas
     **{name: getattr(cpu_broadcast_rules, name) for name in BROADCAST},
     "sum": cpu_reduce.sum,
     "sum_fiber": cpu_reduce.sum_fiber,
-    "add_fiber": cpu_reduce.add_fiber,
     "mask_scalar": cpu_slice.mask_scalar,
     "mask_causal": cpu_slice.mask_causal,
     "rope": cpu_rope.rope,
@@ -46,9 +45,7 @@ KERNELS = {
     "scale_slice": reference.scale_slice,   # one broadcast copy: NumPy's loop is enough
     "sumprod_slice": cpu_slice.sumprod_slice,
     "sum_slice": cpu_slice.sum_slice,
-    "multiply_fiber": cpu_norm.multiply_fiber,
     "sumprod_fiber": cpu_norm.sumprod_fiber,
-    "sumprod_fiber_backward": cpu_norm.sumprod_fiber_backward,
     "pow": reference.pow,                   # NumPy's ufunc beats a powf loop (cpu_norm)
     "pow_backward": reference.pow_backward,
     "softmax": cpu_reduce.softmax,

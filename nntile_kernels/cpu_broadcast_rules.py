@@ -203,6 +203,112 @@ def softmax_from_logsumexp_backward(y, dy, d, dx, *, axis):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _add_fiber(x_t, y_t, z_t, alpha_f64, beta_f64):
+    cast = z_t.dtype.type
+    alpha = cast(alpha_f64)
+    beta = cast(beta_f64)
+    batch, k, n, m = z_t.shape
+    if beta_f64 == 0.0:
+        if m == 1:   # axis 0: a contiguous run along the axis vectorises
+            for q in range(batch):
+                for p in range(k):
+                    for j in range(n):
+                        x = x_t[q, j]
+                        z_t[q, p, j, 0] = alpha * x
+        else:
+            for q in range(batch):
+                for p in range(k):
+                    for j in range(n):
+                        x = x_t[q, j]
+                        for i in range(m):
+                            z_t[q, p, j, i] = alpha * x
+    else:
+        if m == 1:   # axis 0: a contiguous run along the axis vectorises
+            for q in range(batch):
+                for p in range(k):
+                    for j in range(n):
+                        x = x_t[q, j]
+                        y = y_t[q, p, j, 0]
+                        z_t[q, p, j, 0] = alpha * x + beta * y
+        else:
+            for q in range(batch):
+                for p in range(k):
+                    for j in range(n):
+                        x = x_t[q, j]
+                        for i in range(m):
+                            y = y_t[q, p, j, i]
+                            z_t[q, p, j, i] = alpha * x + beta * y
+
+
+def add_fiber(x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
+    """z = alpha * x + beta * y; where beta == 0.0: z = alpha * x (x: a fiber along `axis`)"""
+    if z.dtype is F16:
+        return reference.add_fiber(x, y, z, axis=axis, batch_ndim=batch_ndim, alpha=alpha, beta=beta)
+    full, part = fiber_partner_folds(z.shape, axis, batch_ndim)
+    _add_fiber(folded_t(x, part), folded_t(y, full), folded_t(z, full), float(alpha), float(beta))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _multiply_fiber(f_t, x_t, z_t, alpha_f64):
+    cast = z_t.dtype.type
+    alpha = cast(alpha_f64)
+    batch, k, n, m = z_t.shape
+    if m == 1:   # axis 0: a contiguous run along the axis vectorises
+        for q in range(batch):
+            for p in range(k):
+                for j in range(n):
+                    f = f_t[q, j]
+                    x = x_t[q, p, j, 0]
+                    z_t[q, p, j, 0] = alpha * f * x
+    else:
+        for q in range(batch):
+            for p in range(k):
+                for j in range(n):
+                    f = f_t[q, j]
+                    for i in range(m):
+                        x = x_t[q, p, j, i]
+                        z_t[q, p, j, i] = alpha * f * x
+
+
+def multiply_fiber(f, x, z, *, axis, batch_ndim=0, alpha=1.0):
+    """z = alpha * f * x (f: a fiber along `axis`)"""
+    if z.dtype is F16:
+        return reference.multiply_fiber(f, x, z, axis=axis, batch_ndim=batch_ndim, alpha=alpha)
+    full, part = fiber_partner_folds(z.shape, axis, batch_ndim)
+    _multiply_fiber(folded_t(f, part), folded_t(x, full), folded_t(z, full), float(alpha))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _sumprod_fiber_backward(f_t, x_t, dx_t, alpha_f64):
+    cast = dx_t.dtype.type
+    alpha = cast(alpha_f64)
+    batch, k, n, m = dx_t.shape
+    if m == 1:   # axis 0: a contiguous run along the axis vectorises
+        for q in range(batch):
+            for p in range(k):
+                for j in range(n):
+                    f = f_t[q, j]
+                    x = x_t[q, p, j, 0]
+                    dx_t[q, p, j, 0] += alpha * f * x
+    else:
+        for q in range(batch):
+            for p in range(k):
+                for j in range(n):
+                    f = f_t[q, j]
+                    for i in range(m):
+                        x = x_t[q, p, j, i]
+                        dx_t[q, p, j, i] += alpha * f * x
+
+
+def sumprod_fiber_backward(f, x, dx, *, axis, batch_ndim=0, alpha=1.0):
+    """dx += alpha * f * x (f: a fiber along `axis`)"""
+    if dx.dtype is F16:
+        return reference.sumprod_fiber_backward(f, x, dx, axis=axis, batch_ndim=batch_ndim, alpha=alpha)
+    full, part = fiber_partner_folds(dx.shape, axis, batch_ndim)
+    _sumprod_fiber_backward(folded_t(f, part), folded_t(x, full), folded_t(dx, full), float(alpha))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _scale_fiber(f_t, y_t, alpha_f64):
     cast = y_t.dtype.type
     alpha = cast(alpha_f64)

@@ -92,14 +92,12 @@ def sum_fiber(xp, x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
 
 
 def add_fiber(xp, x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
-    """z = alpha*x (broadcast along all dims but `axis` and the batch dims) + beta*y."""
+    """z = alpha*x (broadcast along all dims but `axis` and the batch dims) + beta*y.
+
+    The cuda table's add_fiber (as generic_slice.add_slice): CuPy's fused store is one
+    launch where the rule's array expressions (rules_broadcast.py) make three."""
     expanded = xp.expand_dims(x, fiber_axes(y.ndim, axis, batch_ndim))
     store(z, expanded, beta, y, alpha)
-
-
-def multiply_fiber(xp, f, x, z, *, axis, batch_ndim=0, alpha=1.0):
-    """z = alpha * f (broadcast along all dims but `axis` and the batch dims) * x."""
-    z[...] = alpha * xp.expand_dims(f, fiber_axes(x.ndim, axis, batch_ndim)) * x
 
 
 def sumprod_fiber(xp, x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
@@ -107,11 +105,6 @@ def sumprod_fiber(xp, x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     product = x.astype(wide(xp, x.dtype), copy=False) * y  # fp16 products in fp32
     total = product.sum(axis=fiber_axes(x.ndim, axis, batch_ndim), dtype=xp.float64)
     store(f, total, beta, f, alpha)
-
-
-def sumprod_fiber_backward(xp, f, x, dx, *, axis, batch_ndim=0, alpha=1.0):
-    """dx += alpha * f (broadcast) * x."""
-    dx += alpha * xp.expand_dims(f, fiber_axes(x.ndim, axis, batch_ndim)) * x
 
 
 def softmax(xp, x, y, *, axis):

@@ -11,7 +11,7 @@ fused chains are generated from it too (numba_expression below; cpu_rules.py,
 fused_rules.py), so no backend can drift from another.
 
 The slice and fiber ops, whose operands broadcast along an axis (add_slice,
-softmax_from_logsumexp, scale_fiber, ...), are rules in this language too:
+softmax_from_logsumexp, add_fiber, scale_fiber, ...), are rules in this language too:
 rules_broadcast.py names which inputs broadcast, and its loops are generated apart
 (generate_cpu_broadcast.py, cpu_broadcast_rules.py).
 """

@@ -1,6 +1,6 @@
 """Elementwise rules with operands that broadcast along an axis: the slice ops (add_slice,
-multiply_slice, softmax_from_logsumexp, ...) and fiber ops (scale_fiber,
-norm_fiber_backward), each written once as a rules.py formula.
+multiply_slice, softmax_from_logsumexp, ...) and fiber ops (add_fiber, multiply_fiber,
+scale_fiber, norm_fiber_backward, ...), each written once as a rules.py formula.
 
 A `Broadcast` is a Rule whose `partners` are not full tiles: of shape "slice" a partner
 is a full tile without `axis` (x's shape with that dim removed: a row sum, a
@@ -54,6 +54,7 @@ def _renamed_rule(rule, names, **changes):
 _ADD_SLICE = _renamed_rule(ELEMENTWISE["add"], {"x": "s", "y": "x"},
                            defaults=(("alpha", 1.0), ("beta", 1.0)))
 _MULTIPLY_SLICE = _renamed_rule(ELEMENTWISE["multiply"], {"x": "s", "y": "x"})
+_MULTIPLY_FIBER = _renamed_rule(ELEMENTWISE["multiply"], {"x": "f", "y": "x"})
 
 BROADCAST = {
     "add_slice": Broadcast(_ADD_SLICE, ("s",), "slice"),
@@ -71,6 +72,13 @@ BROADCAST = {
     # d = sumprod_slice(y, dy)
     "softmax_from_logsumexp_backward": Broadcast(
         Rule(("y", "dy", "d"), "dx", "y * (dy - d)", accumulate=True), ("d",), "slice"),
+    # add with its x a fiber (a bias; beta defaults to 0: y is not read)
+    "add_fiber": Broadcast(replace(ELEMENTWISE["add"], defaults=(("alpha", 1.0), ("beta", 0.0))),
+                           ("x",), "fiber"),
+    "multiply_fiber": Broadcast(_MULTIPLY_FIBER, ("f",), "fiber"),
+    # the backward of sumprod_fiber: multiply_fiber accumulated into dx
+    "sumprod_fiber_backward": Broadcast(replace(_MULTIPLY_FIBER, output="dx", accumulate=True),
+                                        ("f",), "fiber"),
     "scale_fiber": Broadcast(_renamed_rule(ELEMENTWISE["scale"], {"x": "f"},
                                            defaults=(("alpha", 1.0),)), ("f",), "fiber"),
     # hypot_backward's formula with the fiber's factor alpha^2 * dy / y first, so a loop

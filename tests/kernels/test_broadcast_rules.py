@@ -17,7 +17,8 @@ DTYPES = (np.float16, np.float32, np.float64)
 TOLERANCE = {np.float16: 0.0, np.float32: 2e-5, np.float64: 1e-13}  # fp16: the reference
 PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha": 0.5},
           "sumprod_slice_backward": {"alpha": 2.0}, "scale_fiber": {"alpha": -3.0},
-          "norm_fiber_backward": {"alpha": 1.5}}
+          "norm_fiber_backward": {"alpha": 1.5}, "add_fiber": {"alpha": 0.5, "beta": -2.0},
+          "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0}}
 
 
 def test_cpu_broadcast_rules_is_what_the_generator_writes():
@@ -40,6 +41,9 @@ def test_each_op_is_its_rule_in_both_tables():
     ("logsumexp_backward", "(x, y, dy, dx, *, axis)"),
     ("softmax_from_logsumexp", "(lse, x, y, *, axis)"),
     ("softmax_from_logsumexp_backward", "(y, dy, d, dx, *, axis)"),
+    ("add_fiber", "(x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0)"),
+    ("multiply_fiber", "(f, x, z, *, axis, batch_ndim=0, alpha=1.0)"),
+    ("sumprod_fiber_backward", "(f, x, dx, *, axis, batch_ndim=0, alpha=1.0)"),
     ("scale_fiber", "(f, y, *, axis, batch_ndim=0, alpha=1.0)"),
     ("norm_fiber_backward", "(x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0)"),
 ])
@@ -104,17 +108,21 @@ def test_the_loop_computes_what_the_reference_evaluates(case):
 @pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("axis", [0, 1, 2])
-def test_add_slice_reads_no_x_when_beta_is_zero(table, dtype, axis):
-    """x may be garbage, or z itself (in place), when beta == 0."""
-    shape = (3, 4, 5)
-    part = shape[:axis] + shape[axis + 1:]
-    s = np.array(np.arange(np.prod(part)).reshape(part), dtype, order="F")
-    x = np.full(shape, np.nan, dtype, order="F")
-    z = np.full(shape, np.nan, dtype, order="F")
-    table["add_slice"](s, x, z, axis=axis, alpha=2.0, beta=0.0)
-    np.testing.assert_array_equal(z, 2 * np.expand_dims(s, axis) + np.zeros(shape, dtype))
-    table["add_slice"](s, z, z, axis=axis, alpha=1.0, beta=0.0)   # in place
-    np.testing.assert_array_equal(z, np.expand_dims(s, axis) + np.zeros(shape, dtype))
+@pytest.mark.parametrize("name", ["add_slice", "add_fiber"])
+def test_add_reads_no_full_input_when_beta_is_zero(table, name, dtype, axis):
+    """The full input (the second: add_slice's x, add_fiber's y) may be garbage, or the
+    output itself (in place), when beta == 0."""
+    shape, broadcast = (3, 4, 5), BROADCAST[name]
+    part = (shape[:axis] + shape[axis + 1:]) if broadcast.shape == "slice" else shape[axis:axis + 1]
+    dims = (axis,) if broadcast.shape == "slice" else tuple(d for d in range(3) if d != axis)
+    partner = np.array(np.arange(np.prod(part)).reshape(part), dtype, order="F")
+    garbage = np.full(shape, np.nan, dtype, order="F")
+    out = np.full(shape, np.nan, dtype, order="F")
+    keywords = dict(axis=axis, alpha=2.0, beta=0.0)
+    table[name](partner, garbage, out, **keywords)
+    np.testing.assert_array_equal(out, 2 * np.expand_dims(partner, dims) + np.zeros(shape, dtype))
+    table[name](partner, out, out, **dict(keywords, alpha=1.0))   # in place
+    np.testing.assert_array_equal(out, np.expand_dims(partner, dims) + np.zeros(shape, dtype))
 
 
 @pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])

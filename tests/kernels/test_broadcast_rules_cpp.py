@@ -11,6 +11,7 @@ from host_cpp import host_library as compile_host_library
 
 from nntile_kernels import reference
 from nntile_kernels.layout import fiber_folds
+from nntile_kernels.rules import names_in
 from nntile_kernels.rules_broadcast import BROADCAST
 from nntile_kernels.rules_cuda import C_TYPES, CUDA_PREAMBLE
 from nntile_kernels.rules_cuda_broadcast import INDEX_SIZES, cuda_broadcast_source
@@ -18,7 +19,8 @@ from nntile_kernels.rules_cuda_broadcast import INDEX_SIZES, cuda_broadcast_sour
 TOLERANCE = {"float64": 1e-13, "float32": 2e-5}
 PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha": 0.5},
           "sumprod_slice_backward": {"alpha": 2.0}, "scale_fiber": {"alpha": -3.0},
-          "norm_fiber_backward": {"alpha": 1.5}}
+          "norm_fiber_backward": {"alpha": 1.5}, "add_fiber": {"alpha": 0.5, "beta": -2.0},
+          "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0}}
 
 
 def host_function(name, dtype):
@@ -54,7 +56,7 @@ def _pointer(array):
 def test_cpp_of_each_broadcast_rule_matches_its_numpy_evaluation(host_library, name, axis,
                                                                    dtype):
     """A 4 x 5 x 3 x 2 tile, the last dim a fiber's batch dim; the partners' and the
-    output's unread contents NaN (add_slice's x when beta == 0 too)."""
+    output's unread contents NaN."""
     broadcast, rng = BROADCAST[name], np.random.default_rng(axis)
     shape, batch_ndim = (4, 5, 3, 2), (1 if broadcast.shape == "fiber" else 0)
     m, n, k, _ = fiber_folds(shape, axis, batch_ndim)
@@ -71,13 +73,15 @@ def test_cpp_of_each_broadcast_rule_matches_its_numpy_evaluation(host_library, n
         arrays[broadcast.rule.output][...] = np.nan
     keywords = dict(axis=axis, **({"batch_ndim": batch_ndim} if broadcast.shape == "fiber"
                                   else {}))
-    calls = [PARAMS.get(name, {})]
-    if broadcast.rule.cases:   # beta == 0: x unread, NaN
-        calls.append(dict(PARAMS[name], beta=0.0))
-    for params in calls:
+    # then beta == 0 (add_slice's, add_fiber's case): the input it leaves unread NaN
+    calls = [(PARAMS.get(name, {}), ())]
+    for _, value in broadcast.rule.cases:
+        calls.append((dict(PARAMS[name], beta=0.0),
+                      [a for a in broadcast.rule.inputs if a not in names_in(value)]))
+    for params, unread in calls:
         inputs = {a: array.copy(order="F") for a, array in arrays.items()}
-        if params.get("beta") == 0.0:
-            inputs["x"][...] = np.nan
+        for array in unread:
+            inputs[array][...] = np.nan
         got, expected = inputs[names[-1]].copy(order="F"), inputs[names[-1]].copy(order="F")
         sizes = {"inner": m, "length": n, "outer": k}
         getattr(host_library, f"{name}_{dtype}")(

@@ -56,8 +56,8 @@ def test_layer_norm_kernels_compile_once_per_dtype():
         cpu.KERNELS["multiply_fiber"](f, tile(*shape), tile(*shape), axis=axis)
         cpu.KERNELS["sumprod_fiber_backward"](f, tile(*shape), tile(*shape), axis=axis)
     kernels = (cpu_slice._sum_slice, cpu_broadcast_rules._add_slice,
-               cpu_broadcast_rules._multiply_slice,
-               cpu_norm._sumprod_fiber, cpu_norm._multiply_fiber, cpu_norm._sumprod_fiber_backward)
+               cpu_broadcast_rules._multiply_slice, cpu_norm._sumprod_fiber,
+               cpu_broadcast_rules._multiply_fiber, cpu_broadcast_rules._sumprod_fiber_backward)
     for kernel in kernels:
         float32 = [s for s in kernel.signatures if str(s[0].dtype) == "float32"]
         assert len(float32) == 1, kernel.signatures
