@@ -81,8 +81,9 @@ BROADCAST = {
                                         ("f",), "fiber"),
     "scale_fiber": Broadcast(_renamed_rule(ELEMENTWISE["scale"], {"x": "f"},
                                            defaults=(("alpha", 1.0),)), ("f",), "fiber"),
-    # hypot_backward's formula with the fiber's factor alpha^2 * dy / y first, so a loop
-    # computes it once per fiber entry; 0 where y == 0 (x is 0 along that fiber)
+    # hypot_backward's formula with the fiber's factor alpha^2 * dy / y first: a loop over
+    # the tile's run hoists it (one division per fiber entry, as the hand-written loop
+    # did), and fp64 tiles get its results bitwise; 0 where y == 0 (x is 0 on that fiber)
     "norm_fiber_backward": Broadcast(
         Rule(("x", "y", "dy"), "dx", "where(y == 0.0, 0.0, alpha * alpha * dy / safe * x)",
              accumulate=True, let=(("safe", "where(y == 0.0, 1.0, y)"),), params=("alpha",),
