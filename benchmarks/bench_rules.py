@@ -3,12 +3,13 @@ revisions, in one process: ns per element and whether the results are bitwise eq
 
 Run: python benchmarks/bench_rules.py [--edge 512] [--repeat 200] [--only hypot maximum]
 Each case names the revision whose module held its hand-written loop (ab8850b: add,
-multiply, scale, sub, div, tanh, sigmoid and Adam; 9601058: hypot, maximum, minimum;
-96442a2: the slice and fiber ops of rules_broadcast.py, on GPT-2's tile shapes:
-BROADCAST_CASES, which --only names too).
+multiply, scale, sub, div, tanh, sigmoid and Adam; 9601058: hypot, maximum, minimum).
 Those modules are read with `git show` and imported beside the current ones, so both
 sides run the same numba and the same tiles; each timing is the best of `repeat` calls,
 the old and the new kernel called in alternation, one thread.
+
+BROADCAST_CASES (which --only names too) are the slice and fiber ops of
+rules_broadcast.py against their hand-written loops of 96442a2, on GPT-2's tile shapes.
 """
 
 import argparse

@@ -6,11 +6,13 @@ semantics as nntile_kernels.reference.
 
 import functools
 
-from . import (cpu_blas, cpu_broadcast_rules, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
-               cpu_norm, cpu_optim, cpu_reduce, cpu_rope, cpu_rules, cpu_slice, reference)
+from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss, cpu_norm, cpu_optim,  # noqa: I001
+               cpu_reduce, cpu_rope, cpu_rules, cpu_slice, reference)
 from .cpu_math import KERNELS as MATH_KERNELS
 from .cpu_math_fiber import KERNELS as MATH_FIBER_KERNELS
 from .rules import ELEMENTWISE, UPDATES
+
+from . import cpu_rules_broadcast  # noqa: I001 - the slice and fiber ops' generated loops
 from .rules_broadcast import BROADCAST
 
 KERNELS = {
@@ -32,10 +34,6 @@ KERNELS = {
     # loops generated from rules.py's formulas, as are the Adam and AdamW steps
     **{name: getattr(cpu_rules, name) for name, rule in ELEMENTWISE.items() if rule.inputs},
     **{name: getattr(cpu_rules, name) for name in UPDATES},
-    # the slice and fiber ops with a broadcast operand (add_slice, multiply_slice, the
-    # softmax from a logsumexp and its backward, add_fiber, multiply_fiber, scale_fiber,
-    # ...): loops generated from rules_broadcast.py's formulas
-    **{name: getattr(cpu_broadcast_rules, name) for name in BROADCAST},
     "sum": cpu_reduce.sum,
     "sum_fiber": cpu_reduce.sum_fiber,
     "mask_scalar": cpu_slice.mask_scalar,
@@ -67,6 +65,10 @@ KERNELS = {
     "conv2d_bwd_input_inplace": cpu_conv.conv2d_bwd_input_inplace,
     "conv2d_bwd_weight_inplace": cpu_conv.conv2d_bwd_weight_inplace,
     "copy_intersection": reference.copy_intersection,
+    # the slice and fiber ops with a broadcast operand (add_slice, multiply_slice, the
+    # softmax from a logsumexp and its backward, add_fiber, multiply_fiber, scale_fiber,
+    # ...): loops generated from rules_broadcast.py's formulas
+    **{name: getattr(cpu_rules_broadcast, name) for name in BROADCAST},
 }
 # kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)
 KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)

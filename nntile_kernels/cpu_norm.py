@@ -1,14 +1,14 @@
-"""Numba kernel of sumprod_fiber (LayerNorm's gamma gradient) of the cpu table; the fiber
-products that broadcast (multiply_fiber, sumprod_fiber_backward) are rules of
-rules_broadcast.py, their loops generated into cpu_broadcast_rules.py, and pow is NumPy's.
+"""Numba kernels of the fiber products and pow (LayerNorm's primitives) of the cpu table.
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. A full tile is folded to
 (m, n, k, batch) around the fiber axis n (layout.fiber_folds) and a fiber to
 (n, batch); numba gets the C-ordered transposed views (cpu_common.folded_t), indexed
 backwards, so x is visited in storage order. Sums accumulate in float64; fp16 falls
 back to the NumPy reference (nntile_kernels.reference).
+The fiber products that broadcast a fiber (multiply_fiber, sumprod_fiber_backward) are
+rules of rules_broadcast.py, their loops generated into cpu_rules_broadcast.py.
 
-PERF: LayerNorm's gamma is the fiber along axis 0, where m is 1: the kernel then loops
+PERF: LayerNorm's gamma is the fiber along axis 0, where m is 1: the kernels then loop
 over j innermost (a length-1 loop over i stops vectorization), and sums over i use
 cpu_common.row_dot. pow and pow_backward are NumPy's ufuncs: a numba loop calls
 scalar powf per element and was slower (docs/benchmarks.md, "Measurements behind

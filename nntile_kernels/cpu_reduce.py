@@ -1,5 +1,5 @@
 """Numba reductions and transposes of the cpu table (add_fiber, the fiber broadcast, is a
-rule of rules_broadcast.py, its loop generated into cpu_broadcast_rules.py).
+rule of rules_broadcast.py, its loop generated into cpu_rules_broadcast.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Each wrapper folds its tile
 to a fixed rank and hands numba the C-ordered transpose (cpu_common.folded_t), so one

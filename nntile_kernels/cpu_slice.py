@@ -2,7 +2,7 @@
 its slices along `axis`) and the masks of the cpu table. The slice ops that broadcast a
 slice back (add_slice, multiply_slice, sumprod_slice_backward, logsumexp_backward, the
 softmax from a logsumexp and its backward) are formulas of rules_broadcast.py, their
-loops generated into cpu_broadcast_rules.py over the same folded views.
+loops generated into cpu_rules_broadcast.py over the same folded views.
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. x is folded to (m, n, k)
 around the axis (n its length) and a slice to (m, k); numba gets the C-ordered

@@ -10,9 +10,6 @@ after changing a rule:
 
     python -m nntile_kernels.generate_cpu_rules
 
-(which also writes cpu_broadcast_rules.py, generate_cpu_broadcast.py's loops of the
-slice and fiber ops).
-
 Pure Python: imports rules.py only.
 """
 
@@ -204,7 +201,3 @@ def module_source():
 if __name__ == "__main__":
     TARGET.write_text(module_source())
     print(f"wrote {TARGET}", file=sys.stderr)
-    # the slice and fiber ops' loops (rules_broadcast.py), a module of their own
-    from . import generate_cpu_broadcast
-    generate_cpu_broadcast.TARGET.write_text(generate_cpu_broadcast.module_source())
-    print(f"wrote {generate_cpu_broadcast.TARGET}", file=sys.stderr)

@@ -48,8 +48,7 @@ def transpose(xp, x, y, *, alpha=1.0, ndim):
 
 # ---------------------------------------------------------------- elementwise
 # The activations and their backwards, add, multiply, scale, clear and fill are rules
-# (rules.py), not functions here; add_slice, multiply_slice, scale_fiber and the other
-# ops with an operand broadcast along an axis are rules too (rules_broadcast.py).
+# (rules.py), not functions here.
 
 
 def add_scalar(xp, x, *, value):
@@ -143,7 +142,7 @@ def table(xp, special):
             kernels[name] = ArrayRule(name, ELEMENTWISE[name], namespace)
         elif name in UPDATES:
             kernels[name] = ArrayUpdate(name, UPDATES[name], namespace)
-        elif name in BROADCAST:   # the slice and fiber ops with a broadcast operand
+        elif name in BROADCAST:   # add_slice, multiply_fiber, ...: rules_broadcast.py
             kernels[name] = ArrayBroadcast(name, BROADCAST[name], namespace)
         else:
             assert functions[name].__module__.startswith(__name__), f"{name} is a kernel here"

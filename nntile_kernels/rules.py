@@ -13,7 +13,7 @@ fused_rules.py), so no backend can drift from another.
 The slice and fiber ops, whose operands broadcast along an axis (add_slice,
 softmax_from_logsumexp, add_fiber, scale_fiber, ...), are rules in this language too:
 rules_broadcast.py names which inputs broadcast, and its loops are generated apart
-(generate_cpu_broadcast.py, cpu_broadcast_rules.py).
+(generate_cpu_broadcast.py, cpu_rules_broadcast.py).
 """
 
 import builtins
@@ -24,8 +24,7 @@ from dataclasses import dataclass
 
 # Functions a formula may call: each backend binds these names (rule_namespace, the C++
 # math library plus rules_cuda.CUDA_PREAMBLE, NUMBA_FUNCTIONS). maximum and minimum are NaN
-# if either argument is (NumPy's); where(c, a, b) is a where c holds, else b; isfinite(a)
-# is false for inf and NaN (logsumexp_backward's shift, rules_broadcast.py). Literals are
+# if either argument is (NumPy's); where(c, a, b) is a where c holds, else b. Literals are
 # written with a dot (1.0), never Python's ** or C's ?:, so the text means the same in both
 # languages (tests/kernels/test_kernels_rules.py compiles the C++ for the host and compares).
 FUNCTIONS = ("erf", "exp", "fabs", "hypot", "isfinite", "maximum", "minimum", "pow", "sigmoid",

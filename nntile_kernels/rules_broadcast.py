@@ -9,7 +9,7 @@ norm per channel). The kernel takes `axis` (and, for fibers, `batch_ndim`) befor
 rule's params. ArrayBroadcast evaluates the formula with NumPy or CuPy on the partners
 expanded to the tiles' ndim (generic.py binds it), and generate_cpu_broadcast.py writes
 the numba loops over the folded views cpu_slice.py's reductions use
-(cpu_broadcast_rules.py), so the reference and the loop read one text.
+(cpu_rules_broadcast.py), so the reference and the loop read one text.
 
 Pure Python, imports rules.py only.
 """

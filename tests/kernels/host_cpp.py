@@ -1,5 +1,6 @@
-"""Building the rules' C++ for the host (the kernel tests of rules_cuda.py and
-rules_cuda_broadcast.py): the text a GPU compiles, checked without a GPU."""
+"""Building the rules' C++ for the host (test_broadcast_rules_cpp.py; the same build as
+test_kernels_rules.py's fixture, which can call this too): the text a GPU compiles,
+checked without a GPU."""
 
 import ctypes
 import shutil

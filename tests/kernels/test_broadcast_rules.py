@@ -1,6 +1,6 @@
 """Rules with an operand broadcast along an axis (nntile_kernels/rules_broadcast.py): the
 NumPy evaluation of a formula (the reference) and its generated numba loop
-(cpu_broadcast_rules.py) agree on random tiles, axes and dtypes; an input a case leaves
+(cpu_rules_broadcast.py) agree on random tiles, axes and dtypes; an input a case leaves
 unread and an output's old contents never leak; the kernels keep their signatures."""
 
 import inspect
@@ -21,16 +21,16 @@ PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha":
           "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0}}
 
 
-def test_cpu_broadcast_rules_is_what_the_generator_writes():
+def test_cpu_rules_broadcast_is_what_the_generator_writes():
     assert (generate_cpu_broadcast.TARGET.read_text()
             == generate_cpu_broadcast.module_source()), (
-        "nntile_kernels/cpu_broadcast_rules.py is stale: "
-        "run python -m nntile_kernels.generate_cpu_rules")
+        "nntile_kernels/cpu_rules_broadcast.py is stale: "
+        "run python -m nntile_kernels.generate_cpu_broadcast")
 
 
 def test_each_op_is_its_rule_in_both_tables():
     for name in BROADCAST:
-        assert cpu.KERNELS[name].__module__ == "nntile_kernels.cpu_broadcast_rules", name
+        assert cpu.KERNELS[name].__module__ == "nntile_kernels.cpu_rules_broadcast", name
         assert isinstance(reference.KERNELS[name], ArrayBroadcast), name
 
 
