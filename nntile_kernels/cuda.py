@@ -54,11 +54,11 @@ KERNELS = generic.table(cp, cupyx.scipy.special)
 KERNELS.update(gemm=gemm, adam_step=cuda_fused.adam_step, adamw_step=cuda_fused.adamw_step,
                clear=cuda_fused.clear)
 KERNELS.update(cuda_attention.with_fallback(KERNELS))
-FUSED_STORES[cp.ndarray] = cuda_fused.store
 # add_slice and add_fiber stay the fused store's one launch until a GPU session measures
 # the broadcast rules' compiled kernels (rules_cuda_broadcast.py) against it
 KERNELS["add_slice"] = functools.partial(generic_slice.add_slice, cp)
 KERNELS["add_fiber"] = functools.partial(generic.add_fiber, cp)
+FUSED_STORES[cp.ndarray] = cuda_fused.store
 # clear and fill (no inputs) stay the memset above and the rule's fill
 KERNELS.update({name: CompiledRule(name, rule, KERNELS[name], elementwise_compiler(name), cp)
                 for name, rule in ELEMENTWISE.items() if rule.inputs})
