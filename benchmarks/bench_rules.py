@@ -9,6 +9,9 @@ NumPy functions of generic.py that the cpu table called, bound to NumPy here).
 Those modules are read with `git show` and imported beside the current ones, so both
 sides run the same numba and the same tiles; each timing is the best of `repeat` calls,
 the old and the new kernel called in alternation, one thread.
+
+BROADCAST_CASES (which --only names too) are the slice and fiber ops of
+rules_broadcast.py against their hand-written loops of 96442a2, on GPT-2's tile shapes.
 """
 
 import argparse
@@ -26,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
 from nntile_kernels import cpu  # noqa: E402 - needs the path above
+from nntile_kernels.rules_broadcast import BROADCAST  # noqa: E402
 
 # kernel -> (revision, its module, arrays as letters of `tiles`, keyword parameters)
 CASES = {
@@ -63,6 +67,31 @@ CASES = {
     "sgd_step momentum=0.9 nesterov": ("96442a2", "cpu_optim", "sgpm",
                                        {"lr": 0.01, "momentum": 0.9, "weight_decay": 0.1,
                                         "nesterov": True}),
+}
+
+# GPT-2's tiles: [C, T] activations (768 x 512; LayerNorm's slices along C, axis 0) and
+# [keys, queries, heads, batch] attention scores (the softmax's slices along the keys)
+LAYER = (768, 512)
+SCORES = (64, 512, 12, 4)
+_SLICE_SHAPES = ((LAYER, 0, 0), (LAYER, 1, 0), (SCORES, 0, 0), (SCORES, 1, 0))
+_FIBER_SHAPES = ((LAYER, 0, 0), (LAYER, 1, 0), (SCORES, 2, 1))
+# kernel -> (revision, its module, ((shape, axis, batch_ndim), ...), keyword parameters)
+BROADCAST_CASES = {
+    "add_slice": ("96442a2", "cpu_slice", _SLICE_SHAPES, {"alpha": -1.0, "beta": 1.0}),
+    "add_slice beta=0": ("96442a2", "cpu_slice", _SLICE_SHAPES, {"alpha": 2.0, "beta": 0.0}),
+    "multiply_slice": ("96442a2", "cpu_slice", _SLICE_SHAPES, {"alpha": 0.5}),
+    "sumprod_slice_backward": ("96442a2", "cpu_slice", _SLICE_SHAPES, {"alpha": -1.0}),
+    "logsumexp_backward": ("96442a2", "cpu_slice", _SLICE_SHAPES, {}),
+    "softmax_from_logsumexp": ("96442a2", "cpu_slice", _SLICE_SHAPES, {}),
+    "softmax_from_logsumexp_backward": ("96442a2", "cpu_slice", _SLICE_SHAPES, {}),
+    # fibers along C (axis 0: LayerNorm's gamma and beta) or T (axis 1) of a [C, T] tile,
+    # and along the heads of the scores with the batch dim kept
+    "add_fiber": ("96442a2", "cpu_reduce", _FIBER_SHAPES, {"alpha": 1.0, "beta": 1.0}),
+    "add_fiber beta=0": ("96442a2", "cpu_reduce", _FIBER_SHAPES, {"alpha": 1.0, "beta": 0.0}),
+    "multiply_fiber": ("96442a2", "cpu_norm", _FIBER_SHAPES, {"alpha": 1.0}),
+    "sumprod_fiber_backward": ("96442a2", "cpu_norm", _FIBER_SHAPES, {"alpha": 1.0}),
+    "scale_fiber": ("96442a2", "cpu_math_fiber", _FIBER_SHAPES, {"alpha": 1.0}),
+    "norm_fiber_backward": ("96442a2", "cpu_math_fiber", _FIBER_SHAPES, {"alpha": 1.0}),
 }
 
 
@@ -120,6 +149,59 @@ def bitwise_equal(kernels, letters, params, dtype, edge):
     return all(np.array_equal(a, b, equal_nan=True) for a, b in zip(*results))
 
 
+def broadcast_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
+    """The arrays of a broadcast rule's kernel: full tiles of `shape`, its partners a
+    slice (the shape without `axis`) or a fiber (`axis` and the batch dims); normal
+    values, a norm's y in [0.1, 1) (never 0: both kernels skip y == 0 alike)."""
+    broadcast, rng = BROADCAST[name], np.random.default_rng(seed)
+    if broadcast.shape == "slice":
+        part = shape[:axis] + shape[axis + 1:]
+    else:
+        part = (shape[axis], *shape[len(shape) - batch_ndim:])
+    arrays = []
+    for array in (*broadcast.rule.inputs, broadcast.rule.output):
+        size = part if array in broadcast.partners else shape
+        values = (rng.uniform(0.1, 1.0, size) if (name, array) == ("norm_fiber_backward", "y")
+                  else rng.standard_normal(size))
+        arrays.append(np.asfortranarray(values.astype(dtype)))
+    return arrays
+
+
+def run_broadcast(labels, modules, repeat):
+    """The broadcast cases: one row per tile shape and axis."""
+    print(f"\nns per element, best of {repeat}; before = the case's revision, after = this "
+          "checkout")
+    print("| kernel | tile, axis | fp32 before / after ns | fp64 before / after ns "
+          "| bitwise fp32 / fp64 |")
+    print("|---|---|---|---|---|")
+    for label in labels:
+        revision, module, shapes, params = BROADCAST_CASES[label]
+        name = label.split()[0]
+        kernels = (getattr(modules[revision, module], name), cpu.KERNELS[name])
+        for shape, axis, batch_ndim in shapes:
+            keywords = dict(params, axis=axis)
+            if BROADCAST[name].shape == "fiber":
+                keywords["batch_ndim"] = batch_ndim
+            cells, same = [], []
+            for dtype in (np.float32, np.float64):
+                arrays = broadcast_arrays(name, shape, axis, batch_ndim, dtype)
+                for kernel in kernels:
+                    kernel(*arrays, **keywords)   # compile outside the timing
+                calls = [lambda k=k, a=arrays, p=keywords: k(*a, **p) for k in kernels]
+                before, after = best_ns(calls, repeat, np.prod(shape))
+                cells.append(f"{before:.3f} / {after:.3f}")
+                outs = []
+                for kernel in kernels:
+                    fresh = broadcast_arrays(name, shape, axis, batch_ndim, dtype)
+                    kernel(*fresh, **keywords)
+                    outs.append(fresh[-1])
+                same.append(np.array_equal(*outs, equal_nan=True))
+            equal = " / ".join("yes" if flag else "no" for flag in same)
+            tile = " x ".join(map(str, shape))
+            where = f"axis {axis}" + (f", batch_ndim {batch_ndim}" if batch_ndim else "")
+            print(f"| {label} | {tile}, {where} | {cells[0]} | {cells[1]} | {equal} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="kernel names (default: every case)")
@@ -129,12 +211,17 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         cases = {label: case for label, case in CASES.items()
                  if not args.only or label.split()[0] in args.only}
+        broadcasts = [label for label in BROADCAST_CASES
+                      if not args.only or label.split()[0] in args.only]
         modules = {(revision, name): old_module(revision, name, folder)
-                   for revision, name in {case[:2] for case in cases.values()}}
-        print(f"ns per element, {args.edge} x {args.edge} tile, best of {args.repeat}; "
-              "before = the case's revision, after = this checkout")
-        print("| kernel | fp32 before / after ns | fp64 before / after ns | bitwise fp32 / fp64 |")
-        print("|---|---|---|---|")
+                   for revision, name in {case[:2] for case in (
+                       *cases.values(), *(BROADCAST_CASES[label] for label in broadcasts))}}
+        if cases:
+            print(f"ns per element, {args.edge} x {args.edge} tile, best of {args.repeat}; "
+                  "before = the case's revision, after = this checkout")
+            print("| kernel | fp32 before / after ns | fp64 before / after ns "
+                  "| bitwise fp32 / fp64 |")
+            print("|---|---|---|---|")
         for label, (revision, module, letters, params) in cases.items():
             name = label.split()[0]
             kernels = (old_kernel(modules[revision, module], name), cpu.KERNELS[name])
@@ -150,6 +237,8 @@ def main():
                 same.append(bitwise_equal(kernels, letters, params, dtype, args.edge))
             equal = " / ".join("yes" if flag else "no" for flag in same)
             print(f"| {label} | {cells[0]} | {cells[1]} | {equal} |")
+        if broadcasts:
+            run_broadcast(broadcasts, modules, args.repeat)
 
 
 if __name__ == "__main__":

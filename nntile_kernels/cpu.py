@@ -7,10 +7,11 @@ semantics as nntile_kernels.reference.
 import functools
 
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss, cpu_norm,  # noqa: I001
-               cpu_reduce, cpu_rope, cpu_rules, cpu_rules_optim, cpu_rules_params, cpu_slice,
-               reference)
+               cpu_reduce, cpu_rope, cpu_rules, cpu_rules_broadcast, cpu_rules_optim,
+               cpu_rules_params, cpu_slice, reference)
 from .cpu_math import KERNELS as MATH_KERNELS
 from .cpu_math_fiber import KERNELS as MATH_FIBER_KERNELS
+from .rules_broadcast import BROADCAST
 
 KERNELS = {
     **MATH_KERNELS,   # seed elementwise and reduction kernels (cpu_math.py)
@@ -34,27 +35,18 @@ KERNELS = {
     **cpu_rules_optim.KERNELS,
     "sum": cpu_reduce.sum,
     "sum_fiber": cpu_reduce.sum_fiber,
-    "add_fiber": cpu_reduce.add_fiber,
     "mask_scalar": cpu_slice.mask_scalar,
     "mask_causal": cpu_slice.mask_causal,
     "rope": cpu_rope.rope,
     "rope_backward": cpu_rope.rope_backward,
     "scale_slice": reference.scale_slice,   # one broadcast copy: NumPy's loop is enough
     "sumprod_slice": cpu_slice.sumprod_slice,
-    "sumprod_slice_backward": cpu_slice.sumprod_slice_backward,
     "sum_slice": cpu_slice.sum_slice,
-    "add_slice": cpu_slice.add_slice,
-    "multiply_slice": cpu_slice.multiply_slice,
-    "multiply_fiber": cpu_norm.multiply_fiber,
     "sumprod_fiber": cpu_norm.sumprod_fiber,
-    "sumprod_fiber_backward": cpu_norm.sumprod_fiber_backward,
     "softmax": cpu_reduce.softmax,
     "softmax_backward": reference.softmax_backward,   # vectorised NumPy is enough here
-    "softmax_from_logsumexp": cpu_slice.softmax_from_logsumexp,
-    "softmax_from_logsumexp_backward": cpu_slice.softmax_from_logsumexp_backward,
     "logsumexp": cpu_reduce.logsumexp,
     "logsumexp_merge": cpu_reduce.logsumexp_merge,
-    "logsumexp_backward": cpu_slice.logsumexp_backward,
     "maxsumexp": cpu_reduce.maxsumexp,
     "cross_entropy": cpu_loss.cross_entropy,
     "cross_entropy_backward": cpu_loss.cross_entropy_backward,
@@ -69,6 +61,10 @@ KERNELS = {
     "conv2d_bwd_input_inplace": cpu_conv.conv2d_bwd_input_inplace,
     "conv2d_bwd_weight_inplace": cpu_conv.conv2d_bwd_weight_inplace,
     "copy_intersection": reference.copy_intersection,
+    # the slice and fiber ops with a broadcast operand (add_slice, multiply_slice, the
+    # softmax from a logsumexp and its backward, add_fiber, multiply_fiber, scale_fiber,
+    # ...): loops generated from rules_broadcast.py's formulas
+    **{name: getattr(cpu_rules_broadcast, name) for name in BROADCAST},
 }
 # kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)
 KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)

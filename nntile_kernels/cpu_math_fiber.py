@@ -1,5 +1,5 @@
-"""Numba kernels of the cpu table for the fiber ops (scale_fiber, norm_fiber and its
-backward) and sum's backward (reference bodies in generic_math.py).
+"""Numba kernels of the cpu table for norm_fiber and sum's backward (reference bodies in
+generic_math.py; scale_fiber and norm_fiber_backward are rules of rules_broadcast.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. A tile is viewed through
 folded_t as (b, k, n, m): n the fiber's axis, m the dims before it, k the dims after it
@@ -22,24 +22,6 @@ def _fiber_folds(x, axis, batch_ndim, *fibers):
 
 
 @njit(cache=True, nogil=True)
-def _scale_fiber(ft, yt, alpha):
-    bs, ks, ns, ms = yt.shape
-    for b in range(bs):
-        for k in range(ks):
-            for n in range(ns):
-                value = alpha * ft[b, n]
-                for m in range(ms):
-                    yt[b, k, n, m] = value
-
-
-@fp16_uses_reference(0)
-def scale_fiber(f, y, *, axis, batch_ndim=0, alpha=1.0):
-    """y = alpha * f broadcast along every dim of y but `axis` and the batch dims."""
-    yt, ft = _fiber_folds(y, axis, batch_ndim, f)
-    _scale_fiber(ft, yt, alpha)
-
-
-@njit(cache=True, nogil=True)
 def _norm_fiber(xt, yt, alpha, beta):
     bs, ks, ns, ms = xt.shape
     for b in range(bs):
@@ -59,25 +41,6 @@ def norm_fiber(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
 
 
 @njit(cache=True, nogil=True)
-def _norm_fiber_backward(xt, yt, dyt, dxt, alpha):
-    bs, ks, ns, ms = xt.shape
-    for b in range(bs):
-        for n in range(ns):
-            if yt[b, n] != 0:
-                scale = alpha * alpha * dyt[b, n] / yt[b, n]
-                for k in range(ks):
-                    for m in range(ms):
-                        dxt[b, k, n, m] += scale * xt[b, k, n, m]
-
-
-@fp16_uses_reference(0)
-def norm_fiber_backward(x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0):
-    """dx += alpha^2 * x / y * dy, y and dy fibers broadcast; 0 where y == 0."""
-    xt, yt, dyt = _fiber_folds(x, axis, batch_ndim, y, dy)
-    _norm_fiber_backward(xt, yt, dyt, _fiber_folds(dx, axis, batch_ndim)[0], alpha)
-
-
-@njit(cache=True, nogil=True)
 def _sum_backward(dy, x, y, alpha):
     value = alpha * dy[0]
     for i in range(y.size):
@@ -90,5 +53,4 @@ def sum_backward(dy, x, y, *, alpha=1.0):
     _sum_backward(dy.reshape(1), x.ravel("K"), y.ravel("K"), alpha)
 
 
-KERNELS = {kernel.__name__: kernel for kernel in (
-    scale_fiber, norm_fiber, norm_fiber_backward, sum_backward)}
+KERNELS = {kernel.__name__: kernel for kernel in (norm_fiber, sum_backward)}

@@ -1,4 +1,5 @@
-"""Numba reductions, fiber broadcasts and transposes of the cpu table.
+"""Numba reductions and transposes of the cpu table (add_fiber, the fiber broadcast, is a
+rule of rules_broadcast.py, its loop generated into cpu_rules_broadcast.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Each wrapper folds its tile
 to a fixed rank and hands numba the C-ordered transpose (cpu_common.folded_t), so one
@@ -44,30 +45,6 @@ def _sum_fiber(xt, yt, alpha, beta):
 
 
 @njit(cache=True, nogil=True)
-def _add_fiber(xt, yt, zt, alpha, beta):
-    batch, k, n, m = zt.shape  # x is (n, batch), y and z are (m, n, k, batch)
-    a, c = zt.dtype.type(alpha), zt.dtype.type(beta)
-    for b in range(batch):
-        for p in range(k):
-            if m == 1:   # PERF: axis 0 (a bias along LayerNorm's C): loop over j (vectorizes)
-                if beta == 0.0:  # y may be garbage (or z itself)
-                    for j in range(n):
-                        zt[b, p, j, 0] = a * xt[b, j]
-                else:
-                    for j in range(n):
-                        zt[b, p, j, 0] = a * xt[b, j] + c * yt[b, p, j, 0]
-                continue
-            for j in range(n):
-                value = a * xt[b, j]
-                if beta == 0.0:  # y may be garbage (or z itself)
-                    for i in range(m):
-                        zt[b, p, j, i] = value
-                else:
-                    for i in range(m):
-                        zt[b, p, j, i] = value + c * yt[b, p, j, i]
-
-
-@njit(cache=True, nogil=True)
 def _transpose(xt, yt, alpha):
     n, m = xt.shape  # x is (m, n), y is (n, m)
     a = yt.dtype.type(alpha)
@@ -101,17 +78,6 @@ def sum_fiber(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     m, n, k, batch = fiber_folds(x.shape, axis, batch_ndim)
     xt, yt = folded_t(x, (m, n, k, batch)), folded_t(y, (n, batch))
     _sum_fiber(xt, yt, float(alpha), float(beta))
-
-
-def add_fiber(x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
-    """z = alpha*x (broadcast along all dims but `axis` and the batch dims) + beta*y."""
-    if x.dtype is F16:
-        return reference.add_fiber(
-            x, y, z, axis=axis, batch_ndim=batch_ndim, alpha=alpha, beta=beta
-        )
-    shape4 = fiber_folds(z.shape, axis, batch_ndim)
-    xt = folded_t(x, (shape4[1], shape4[3]))
-    _add_fiber(xt, folded_t(y, shape4), folded_t(z, shape4), float(alpha), float(beta))
 
 
 def transpose(x, y, *, alpha=1.0, ndim):

@@ -1,4 +1,8 @@
-"""Numba kernels of the slice ops (a tensor x and its slices along `axis`) of the cpu table.
+"""Numba kernels of the slice reductions (sum_slice, sumprod_slice: a tensor x summed into
+its slices along `axis`) and the masks of the cpu table. The slice ops that broadcast a
+slice back (add_slice, multiply_slice, sumprod_slice_backward, logsumexp_backward, the
+softmax from a logsumexp and its backward) are formulas of rules_broadcast.py, their
+loops generated into cpu_rules_broadcast.py over the same folded views.
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. x is folded to (m, n, k)
 around the axis (n its length) and a slice to (m, k); numba gets the C-ordered
@@ -7,20 +11,17 @@ and st[p, i] is s[i, p]. Visiting x in storage order keeps m running values per
 k-slab. Sums accumulate in float64; fp16 falls back to the NumPy reference.
 
 PERF: with axis 0 (LayerNorm's C in [C, T, B]) m is 1, and a loop over i of length 1
-stops LLVM from vectorizing: each kernel has an `m == 1` branch looping over j instead,
-and sums over j use 8 independent running sums (cpu_common.row_sum/row_dot), which
-pipeline where one chain cannot (docs/benchmarks.md, "Measurements behind code
-constants").
+stops LLVM from vectorizing: each reduction has an `m == 1` branch looping over j
+instead (as the generated loops do), and sums over j use 8 independent running sums
+(cpu_common.row_sum/row_dot), which pipeline where one chain cannot (docs/benchmarks.md,
+"Measurements behind code constants").
 """
-
-import math
 
 import numpy as np
 from numba import njit
 
 from . import reference
 from .cpu_common import F16, folded_t, row_dot, row_sum
-from .cpu_fastmath import fast_exp
 from .layout import fold
 
 
@@ -45,55 +46,6 @@ def _sumprod_slice(xt, yt, zt, alpha, beta):
         for i in range(m):
             value = alpha * total[i]
             zt[p, i] = value if beta == 0.0 else value + beta * zt[p, i]  # z may be garbage
-
-
-@njit(cache=True, nogil=True)
-def _sumprod_slice_backward(st, xt, dxt, alpha):
-    k, n, m = xt.shape
-    a = dxt.dtype.type(alpha)
-    for p in range(k):
-        if m == 1:
-            value = a * st[p, 0]
-            for j in range(n):
-                dxt[p, j, 0] += value * xt[p, j, 0]
-            continue
-        for j in range(n):
-            for i in range(m):
-                dxt[p, j, i] += a * st[p, i] * xt[p, j, i]
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _logsumexp_backward(xt, yt, dyt, dxt):
-    k, n, m = xt.shape
-    for p in range(k):
-        for j in range(n):
-            for i in range(m):
-                y = yt[p, i]
-                shift = y if math.isfinite(y) else 0.0  # a slice of all -inf gets zeros
-                dxt[p, j, i] += fast_exp(xt[p, j, i] - shift) * dyt[p, i]
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _softmax_from_logsumexp(lset, xt, yt):
-    k, n, m = xt.shape
-    for p in range(k):
-        if m == 1:   # PERF: axis 0 (attention's key axis): a contiguous run, vectorises
-            shift = lset[p, 0]
-            for j in range(n):
-                yt[p, j, 0] = fast_exp(xt[p, j, 0] - shift)
-            continue
-        for j in range(n):
-            for i in range(m):
-                yt[p, j, i] = fast_exp(xt[p, j, i] - lset[p, i])
-
-
-@njit(cache=True, nogil=True)
-def _softmax_from_logsumexp_backward(yt, dyt, dt, dxt):
-    k, n, m = yt.shape
-    for p in range(k):
-        for j in range(n):
-            for i in range(m):
-                dxt[p, j, i] += yt[p, j, i] * (dyt[p, j, i] - dt[p, i])
 
 
 @njit(cache=True, nogil=True)
@@ -139,43 +91,11 @@ def sumprod_slice(x, y, z, *, axis, alpha=1.0, beta=0.0):
     _sumprod_slice(xt, yt, zt, float(alpha), float(beta))
 
 
-def sumprod_slice_backward(s, x, dx, *, axis, alpha=1.0):
-    """dx += alpha * s (broadcast along `axis`) * x."""
-    if x.dtype is F16:
-        return reference.sumprod_slice_backward(s, x, dx, axis=axis, alpha=alpha)
-    (xt, dxt), (st,) = slice_views((x, dx), (s,), axis)
-    _sumprod_slice_backward(st, xt, dxt, float(alpha))
-
-
-def logsumexp_backward(x, y, dy, dx, *, axis):
-    """dx += exp(x - y) * dy, y and dy broadcast along `axis` (y = logsumexp(x))."""
-    if x.dtype is F16:
-        return reference.logsumexp_backward(x, y, dy, dx, axis=axis)
-    (xt, dxt), (yt, dyt) = slice_views((x, dx), (y, dy), axis)
-    _logsumexp_backward(xt, yt, dyt, dxt)
-
-
 def mask_scalar(mask, x, y, *, val, batch_ndim=0):
     """y = x where mask, else val; mask has x's leading dims, broadcast over the batch dims."""
     if x.dtype is F16:
         return reference.mask_scalar(mask, x, y, val=val, batch_ndim=batch_ndim)
     _mask_scalar(mask.ravel("K"), x.ravel("K"), y.ravel("K"), float(val))
-
-
-def softmax_from_logsumexp(lse, x, y, *, axis):
-    """y = exp(x - lse), lse broadcast along `axis` (the softmax when lse = logsumexp(x))."""
-    if x.dtype is F16:
-        return reference.softmax_from_logsumexp(lse, x, y, axis=axis)
-    (xt, yt), (lset,) = slice_views((x, y), (lse,), axis)
-    _softmax_from_logsumexp(lset, xt, yt)
-
-
-def softmax_from_logsumexp_backward(y, dy, d, dx, *, axis):
-    """dx += y * (dy - d), d broadcast along `axis` (d = sumprod_slice(y, dy))."""
-    if y.dtype is F16:
-        return reference.softmax_from_logsumexp_backward(y, dy, d, dx, axis=axis)
-    (yt, dyt, dxt), (dt,) = slice_views((y, dy, dx), (d,), axis)
-    _softmax_from_logsumexp_backward(yt, dyt, dt, dxt)
 
 
 # -------------------------------------------------- sum_slice, add_slice, multiply_slice
@@ -198,43 +118,6 @@ def _sum_slice(xt, st, alpha, beta):
             st[p, i] = value if beta == 0.0 else value + beta * st[p, i]  # s may be garbage
 
 
-@njit(cache=True, nogil=True)
-def _add_slice(st, xt, zt, alpha, beta):
-    k, n, m = zt.shape
-    a, b = zt.dtype.type(alpha), zt.dtype.type(beta)
-    for p in range(k):
-        if m == 1:
-            value = a * st[p, 0]
-            if beta == 0.0:  # x may be garbage (or z itself)
-                zt[p, :, 0] = value
-            else:
-                for j in range(n):
-                    zt[p, j, 0] = value + b * xt[p, j, 0]
-            continue
-        for j in range(n):
-            if beta == 0.0:  # x may be garbage (or z itself)
-                for i in range(m):
-                    zt[p, j, i] = a * st[p, i]
-            else:
-                for i in range(m):
-                    zt[p, j, i] = a * st[p, i] + b * xt[p, j, i]
-
-
-@njit(cache=True, nogil=True)
-def _multiply_slice(st, xt, zt, alpha):
-    k, n, m = zt.shape
-    a = zt.dtype.type(alpha)
-    for p in range(k):
-        if m == 1:
-            value = a * st[p, 0]
-            for j in range(n):
-                zt[p, j, 0] = value * xt[p, j, 0]
-            continue
-        for j in range(n):
-            for i in range(m):
-                zt[p, j, i] = a * st[p, i] * xt[p, j, i]
-
-
 def sum_slice(x, s, *, axis, alpha=1.0, beta=0.0):
     """s = alpha * sum over `axis` of x (that axis removed) + beta*s; sums in float64."""
     if x.dtype is F16:
@@ -242,18 +125,3 @@ def sum_slice(x, s, *, axis, alpha=1.0, beta=0.0):
     (xt,), (st,) = slice_views((x,), (s,), axis)
     _sum_slice(xt, st, float(alpha), float(beta))
 
-
-def add_slice(s, x, z, *, axis, alpha=1.0, beta=1.0):
-    """z = alpha * s (broadcast along `axis`) + beta*x (x is not read when beta == 0)."""
-    if x.dtype is F16:
-        return reference.add_slice(s, x, z, axis=axis, alpha=alpha, beta=beta)
-    (xt, zt), (st,) = slice_views((x, z), (s,), axis)
-    _add_slice(st, xt, zt, float(alpha), float(beta))
-
-
-def multiply_slice(s, x, z, *, axis, alpha=1.0):
-    """z = alpha * s (broadcast along `axis`) * x."""
-    if x.dtype is F16:
-        return reference.multiply_slice(s, x, z, axis=axis, alpha=alpha)
-    (xt, zt), (st,) = slice_views((x, z), (s,), axis)
-    _multiply_slice(st, xt, zt, float(alpha))

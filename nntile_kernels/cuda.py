@@ -12,6 +12,8 @@ here synchronizes the stream but the embedding id and cross-entropy label checks
 device and enter the expressions as 0-d arrays.
 """
 
+import functools
+
 try:
     import cupy as cp
     import cupyx.scipy.special
@@ -22,7 +24,7 @@ except ImportError as error:  # only this backend needs CuPy
         "use nntile_kernels.get_kernels('cpu') on machines without an NVIDIA GPU"
     ) from error
 
-from . import cuda_attention, cuda_blas, cuda_fused, generic
+from . import cuda_attention, cuda_blas, cuda_fused, generic, generic_slice
 from .generic_common import FUSED_STORES
 from .compiled_rules import CompiledRule
 from .rules import ELEMENTWISE
@@ -52,6 +54,10 @@ KERNELS = generic.table(cp, cupyx.scipy.special)
 KERNELS.update(gemm=gemm, sgd_step=cuda_fused.sgd_step, adam_step=cuda_fused.adam_step,
                adamw_step=cuda_fused.adamw_step, clear=cuda_fused.clear)
 KERNELS.update(cuda_attention.with_fallback(KERNELS))
+# add_slice and add_fiber stay the fused store's one launch until a GPU session measures
+# the broadcast rules' compiled kernels (rules_cuda_broadcast.py) against it
+KERNELS["add_slice"] = functools.partial(generic_slice.add_slice, cp)
+KERNELS["add_fiber"] = functools.partial(generic.add_fiber, cp)
 FUSED_STORES[cp.ndarray] = cuda_fused.store
 # clear and fill (they read no tile) stay the memset above and the rule's fill; integer
 # tiles (add_scalar's step counters) take the rule's array expressions

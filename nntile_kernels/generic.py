@@ -17,6 +17,7 @@ from .generic_common import fiber_axes, store, wide
 from .layout import gemm_folds
 from .rounding import round_operand
 from .rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
+from .rules_broadcast import BROADCAST, ArrayBroadcast
 
 # ---------------------------------------------------------------- products
 
@@ -75,14 +76,12 @@ def sum_fiber(xp, x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
 
 
 def add_fiber(xp, x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
-    """z = alpha*x (broadcast along all dims but `axis` and the batch dims) + beta*y."""
+    """z = alpha*x (broadcast along all dims but `axis` and the batch dims) + beta*y.
+
+    The cuda table's add_fiber (as generic_slice.add_slice): CuPy's fused store is one
+    launch where the rule's array expressions (rules_broadcast.py) make three."""
     expanded = xp.expand_dims(x, fiber_axes(y.ndim, axis, batch_ndim))
     store(z, expanded, beta, y, alpha)
-
-
-def multiply_fiber(xp, f, x, z, *, axis, batch_ndim=0, alpha=1.0):
-    """z = alpha * f (broadcast along all dims but `axis` and the batch dims) * x."""
-    z[...] = alpha * xp.expand_dims(f, fiber_axes(x.ndim, axis, batch_ndim)) * x
 
 
 def sumprod_fiber(xp, x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
@@ -90,11 +89,6 @@ def sumprod_fiber(xp, x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     product = x.astype(wide(xp, x.dtype), copy=False) * y  # fp16 products in fp32
     total = product.sum(axis=fiber_axes(x.ndim, axis, batch_ndim), dtype=xp.float64)
     store(f, total, beta, f, alpha)
-
-
-def sumprod_fiber_backward(xp, f, x, dx, *, axis, batch_ndim=0, alpha=1.0):
-    """dx += alpha * f (broadcast) * x."""
-    dx += alpha * xp.expand_dims(f, fiber_axes(x.ndim, axis, batch_ndim)) * x
 
 
 def softmax(xp, x, y, *, axis):
@@ -133,6 +127,8 @@ def table(xp, special):
             kernels[name] = ArrayRule(name, ELEMENTWISE[name], namespace)
         elif name in UPDATES:
             kernels[name] = ArrayUpdate(name, UPDATES[name], namespace)
+        elif name in BROADCAST:   # add_slice, multiply_fiber, ...: rules_broadcast.py
+            kernels[name] = ArrayBroadcast(name, BROADCAST[name], namespace)
         else:
             assert functions[name].__module__.startswith(__name__), f"{name} is a kernel here"
             kernels[name] = functools.partial(functions[name], xp)

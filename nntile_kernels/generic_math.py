@@ -110,18 +110,6 @@ def _prod(sizes):
     return total
 
 
-def _fiber_of(f, x, axis, batch_ndim):
-    """(1, n, 1, b) view of a fiber of x, broadcast over x's other dims."""
-    _, n, _, b = _fiber_fold(x, axis, batch_ndim).shape
-    return f.reshape((1, n, 1, b), order="F")
-
-
-def scale_fiber(xp, f, y, *, axis, batch_ndim=0, alpha=1.0):
-    """y = alpha * f broadcast along every dim of y but `axis` and the batch dims."""
-    folded = _fiber_fold(y, axis, batch_ndim)
-    folded[...] = alpha * _fiber_of(f, y, axis, batch_ndim)
-
-
 def norm_fiber(xp, x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     """y = hypot(alpha * 2-norm of x over all dims but `axis` and the batch dims, beta*y)
     (NNTile's norm_fiber_inplace); partial norms merge by the same hypot."""
@@ -134,15 +122,6 @@ def norm_fiber(xp, x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
         y[...] = xp.hypot(alpha * norm, beta * y.astype(wide))
 
 
-def norm_fiber_backward(xp, x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0):
-    """dx += alpha^2 * x / y * dy, y and dy fibers broadcast (y = |alpha| * norm_fiber of x);
-    0 where y == 0."""
-    norm, grad = _fiber_of(y, x, axis, batch_ndim), _fiber_of(dy, x, axis, batch_ndim)
-    scale = xp.where(norm == 0, 0, (alpha * alpha) * grad / xp.where(norm == 0, 1, norm))
-    folded = _fiber_fold(dx, axis, batch_ndim)
-    folded += scale * _fiber_fold(x, axis, batch_ndim)
-
-
 def sum_backward(xp, dy, x, y, *, alpha=1.0):
     """y = x + alpha * dy, dy 0-d broadcast everywhere: with y = x = dx, the gradient of a
     total sum accumulated (dx is an input too, so the graph checks its shape and dtype)."""
@@ -151,7 +130,7 @@ def sum_backward(xp, dy, x, y, *, alpha=1.0):
 
 XP_KERNELS = {kernel.__name__: kernel for kernel in (
     max_slice, min_slice, extremum_count, extremum_backward, norm_slice, norm_slice_backward,
-    scale_fiber, norm_fiber, norm_fiber_backward, sum_backward, randn, dropout)}
+    norm_fiber, sum_backward, randn, dropout)}
 
 
 def table(xp) -> dict:

@@ -1,5 +1,7 @@
-"""xp-generic kernels of the slice ops: a tensor x and its slices along `axis` (x's
-shape with that axis removed), log-space reductions and mask_scalar.
+"""xp-generic kernels of the slice reductions: a tensor x and its slices along `axis`
+(x's shape with that axis removed), log-space reductions and the masks. The ops that
+broadcast a slice back are formulas of rules_broadcast.py (ArrayBroadcast evaluates
+them); add_slice's body here is the cuda table's entry only (cuda.py).
 
 Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numba or cupy.
 Nothing here synchronizes a CuPy stream.
@@ -16,36 +18,17 @@ def sumprod_slice(xp, x, y, z, *, axis, alpha=1.0, beta=0.0):
     store(z, total, beta, z, alpha)
 
 
-def sumprod_slice_backward(xp, s, x, dx, *, axis, alpha=1.0):
-    """dx += alpha * s (broadcast along `axis`) * x."""
-    dx += alpha * xp.expand_dims(s, axis) * x
-
-
 def sum_slice(xp, x, s, *, axis, alpha=1.0, beta=0.0):
     """s = alpha * sum over `axis` of x (that axis removed) + beta*s; sums in float64."""
     store(s, x.sum(axis=axis, dtype=xp.float64), beta, s, alpha)
 
 
 def add_slice(xp, s, x, z, *, axis, alpha=1.0, beta=1.0):
-    """z = alpha * s (broadcast along `axis`) + beta*x (x is not read when beta == 0)."""
+    """z = alpha * s (broadcast along `axis`) + beta*x (x is not read when beta == 0).
+
+    The cuda table's add_slice: CuPy's fused store is one launch where the rule's array
+    expressions (rules_broadcast.py, the reference's add_slice) make three; same numerics."""
     store(z, xp.expand_dims(s, axis), beta, x, alpha)
-
-
-def multiply_slice(xp, s, x, z, *, axis, alpha=1.0):
-    """z = alpha * s (broadcast along `axis`) * x."""
-    z[...] = alpha * xp.expand_dims(s, axis) * x
-
-
-def softmax_from_logsumexp(xp, lse, x, y, *, axis):
-    """y = exp(x - lse), lse broadcast along `axis` (the softmax when lse = logsumexp(x));
-    a -inf entry of x gives 0 (a slice of all -inf, whose lse is -inf, gives nan as
-    softmax does)."""
-    y[...] = xp.exp(x - xp.expand_dims(lse, axis))
-
-
-def softmax_from_logsumexp_backward(xp, y, dy, d, dx, *, axis):
-    """dx += y * (dy - d), d broadcast along `axis` (d = sumprod_slice(y, dy))."""
-    dx += y * (dy - xp.expand_dims(d, axis))
 
 
 def mask_scalar(xp, mask, x, y, *, val, batch_ndim=0):
@@ -106,9 +89,3 @@ def logsumexp_merge(xp, x, y, z, *, alpha=1.0, beta=1.0):
     scaled = x + _log(alpha) if alpha != 1.0 else x
     z[...] = scaled if beta == 0.0 else _logaddexp(xp, scaled, y + _log(beta))
 
-
-def logsumexp_backward(xp, x, y, dy, dx, *, axis):
-    """dx += exp(x - y) * dy, y and dy broadcast along `axis` (y = logsumexp(x));
-    a -inf entry of x gets 0, also where its whole slice is -inf."""
-    y_full = xp.expand_dims(_finite_or_zero(xp, y), axis)
-    dx += xp.exp(x - y_full) * xp.expand_dims(dy, axis)

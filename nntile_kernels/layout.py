@@ -49,3 +49,15 @@ def c_order_views(arrays):
     if any(array.ndim not in (0, out.ndim) for array in arrays):
         return arrays
     return tuple(array.T for array in arrays)
+
+
+def slice_folds(shape, axis):
+    """(m, n, k) of a tile around `axis` (n its length) and (m, k) of its slices there."""
+    m, n, k = fold(shape, (axis, axis + 1))
+    return (m, n, k), (m, k)
+
+
+def fiber_partner_folds(shape, axis, batch_ndim):
+    """(m, n, k, batch) of a tile around `axis` (fiber_folds) and (n, batch) of its fibers."""
+    m, n, k, batch = fiber_folds(shape, axis, batch_ndim)
+    return (m, n, k, batch), (n, batch)

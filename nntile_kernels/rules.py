@@ -10,6 +10,11 @@ or CuPy), cuda.py and cuda_fused.py compile the very same text into CuPy
 ElementwiseKernels (rules_cuda.py), and the numba loops of the cpu table and of its
 fused chains are generated from it too (numba_expression below; cpu_rules*.py,
 fused_rules.py), so no backend can drift from another.
+
+The slice and fiber ops, whose operands broadcast along an axis (add_slice,
+softmax_from_logsumexp, add_fiber, scale_fiber, ...), are rules in this language too:
+rules_broadcast.py names which inputs broadcast, and its loops are generated apart
+(generate_cpu_broadcast.py, cpu_rules_broadcast.py).
 """
 
 import builtins
@@ -24,8 +29,8 @@ from dataclasses import dataclass
 # NumPy's power on the CPU (numba's numpy_power follows its exact fast paths). Literals are
 # written with a dot (1.0), never Python's ** or C's ?:, so the text means the same in both
 # languages (tests/kernels/test_kernels_rules.py compiles the C++ for the host and compares).
-FUNCTIONS = ("erf", "exp", "fabs", "hypot", "maximum", "minimum", "pow", "sigmoid", "sqrt",
-             "tanh", "where")
+FUNCTIONS = ("erf", "exp", "fabs", "hypot", "isfinite", "maximum", "minimum", "pow", "sigmoid",
+             "sqrt", "tanh", "where")
 
 CONSTANTS = {
     "RSQRT2": 1.0 / math.sqrt(2.0),
@@ -277,7 +282,7 @@ def rule_namespace(xp, special):
     builtins at all that raised KeyError: '__import__'.
     """
     functions = dict(erf=special.erf, exp=xp.exp, fabs=xp.fabs, hypot=xp.hypot,
-                     maximum=xp.maximum, minimum=xp.minimum, pow=xp.power,
+                     isfinite=xp.isfinite, maximum=xp.maximum, minimum=xp.minimum, pow=xp.power,
                      sigmoid=special.expit, sqrt=xp.sqrt, tanh=xp.tanh, where=xp.where)
     assert set(functions) == set(FUNCTIONS), "every portable function is bound"
     return {"__builtins__": {"__import__": builtins.__import__}, **functions, **CONSTANTS,
@@ -404,7 +409,7 @@ FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?)(?![\w.])")
 NUMBA_FUNCTIONS = {"erf": "fast_erf", "exp": "fast_exp", "tanh": "fast_tanh",
                    "pow": "numpy_power", "sqrt": "math.sqrt", "hypot": "math.hypot",
                    "fabs": "abs", "maximum": "nan_maximum", "minimum": "nan_minimum",
-                   "where": "where"}
+                   "where": "where", "isfinite": "math.isfinite"}
 _SIGMOID = re.compile(r"\bsigmoid\(([^()]*)\)")
 _CALL = re.compile(r"\b(" + "|".join(NUMBA_FUNCTIONS) + r")\(")
 

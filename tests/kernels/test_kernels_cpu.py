@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from nntile_kernels import cpu, cpu_norm, cpu_reduce, cpu_slice
+from nntile_kernels import cpu, cpu_rules_broadcast, cpu_norm, cpu_reduce, cpu_slice
 
 
 def tile(*shape, dtype=np.float32):
@@ -34,7 +34,7 @@ def test_slice_kernels_compile_once_per_dtype():
         cpu.KERNELS["sumprod_slice"](tile(*shape), tile(*shape), z, axis=axis)
         assert (z == shape[axis]).all()
         cpu.KERNELS["softmax_from_logsumexp"](tile(*part), tile(*shape), tile(*shape), axis=axis)
-    for kernel in (cpu_slice._sumprod_slice, cpu_slice._softmax_from_logsumexp):
+    for kernel in (cpu_slice._sumprod_slice, cpu_rules_broadcast._softmax_from_logsumexp):
         float32 = [s for s in kernel.signatures if str(s[0].dtype) == "float32"]
         assert len(float32) == 1, kernel.signatures
 
@@ -55,8 +55,9 @@ def test_layer_norm_kernels_compile_once_per_dtype():
         assert (f == np.prod(shape) / shape[axis]).all()
         cpu.KERNELS["multiply_fiber"](f, tile(*shape), tile(*shape), axis=axis)
         cpu.KERNELS["sumprod_fiber_backward"](f, tile(*shape), tile(*shape), axis=axis)
-    kernels = (cpu_slice._sum_slice, cpu_slice._add_slice, cpu_slice._multiply_slice,
-               cpu_norm._sumprod_fiber, cpu_norm._multiply_fiber, cpu_norm._sumprod_fiber_backward)
+    kernels = (cpu_slice._sum_slice, cpu_rules_broadcast._add_slice,
+               cpu_rules_broadcast._multiply_slice, cpu_norm._sumprod_fiber,
+               cpu_rules_broadcast._multiply_fiber, cpu_rules_broadcast._sumprod_fiber_backward)
     for kernel in kernels:
         float32 = [s for s in kernel.signatures if str(s[0].dtype) == "float32"]
         assert len(float32) == 1, kernel.signatures

@@ -1,0 +1,138 @@
+"""Elementwise rules with operands that broadcast along an axis: the slice ops (add_slice,
+multiply_slice, softmax_from_logsumexp, ...) and fiber ops (add_fiber, multiply_fiber,
+scale_fiber, norm_fiber_backward, ...), each written once as a rules.py formula.
+
+A `Broadcast` is a Rule whose `partners` are not full tiles: of shape "slice" a partner
+is a full tile without `axis` (x's shape with that dim removed: a row sum, a
+logsumexp); of shape "fiber" it has only `axis` and the trailing `batch_ndim` dims (a
+norm per channel). The kernel takes `axis` (and, for fibers, `batch_ndim`) before the
+rule's params. ArrayBroadcast evaluates the formula with NumPy or CuPy on the partners
+expanded to the tiles' ndim (generic.py binds it), and generate_cpu_broadcast.py writes
+the numba loops over the folded views cpu_slice.py's reductions use
+(cpu_rules_broadcast.py), so the reference and the loop read one text.
+
+Pure Python, imports rules.py only.
+"""
+
+import inspect
+from dataclasses import dataclass, replace
+
+from .rules import (ELEMENTWISE, FLOAT_LITERAL, ArrayRule, Rule, _spelled_out, literal_name,
+                    renamed, rule_signature)
+
+SHAPES = ("slice", "fiber")
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """`rule` with the inputs named in `partners` broadcast along `shape`'s dims."""
+
+    rule: Rule
+    partners: tuple
+    shape: str
+
+    def __post_init__(self):
+        assert self.shape in SHAPES, self.shape
+        assert set(self.partners) <= set(self.rule.inputs), "partners are inputs"
+
+    def __repr__(self):
+        return f"Broadcast({self.rule!r} with {', '.join(self.partners)} a {self.shape})"
+
+
+def _renamed_rule(rule, names, **changes):
+    """`rule` with its arrays renamed by `names` (one pass: a swap stays a swap)."""
+    def text(value):
+        return renamed(value, names)
+    return replace(rule, inputs=tuple(names.get(a, a) for a in rule.inputs),
+                   output=names.get(rule.output, rule.output), value=text(rule.value),
+                   let=tuple((t, text(v)) for t, v in rule.let),
+                   cases=tuple((c, text(v)) for c, v in rule.cases), **changes)
+
+
+# add, multiply and scale with their first operand broadcast (NNTile's argument order:
+# the slice first); add_slice's beta defaults to 1, and x is not read when beta == 0
+_ADD_SLICE = _renamed_rule(ELEMENTWISE["add"], {"x": "s", "y": "x"},
+                           defaults=(("alpha", 1.0), ("beta", 1.0)))
+_MULTIPLY_SLICE = _renamed_rule(ELEMENTWISE["multiply"], {"x": "s", "y": "x"})
+_MULTIPLY_FIBER = _renamed_rule(ELEMENTWISE["multiply"], {"x": "f", "y": "x"})
+
+BROADCAST = {
+    "add_slice": Broadcast(_ADD_SLICE, ("s",), "slice"),
+    "multiply_slice": Broadcast(_MULTIPLY_SLICE, ("s",), "slice"),
+    # the backward of sumprod_slice: multiply_slice accumulated into dx
+    "sumprod_slice_backward": Broadcast(replace(_MULTIPLY_SLICE, output="dx", accumulate=True),
+                                        ("s",), "slice"),
+    # y = logsumexp(x): a slice of all -inf has y = -inf and gets exp(-inf - 0) = 0, no nan
+    "logsumexp_backward": Broadcast(
+        Rule(("x", "y", "dy"), "dx", "exp(x - shift) * dy", accumulate=True,
+             let=(("shift", "where(isfinite(y), y, 0.0)"),)), ("y", "dy"), "slice"),
+    # the softmax when lse = logsumexp(x); a -inf score gives 0
+    "softmax_from_logsumexp": Broadcast(Rule(("lse", "x"), "y", "exp(x - lse)"),
+                                        ("lse",), "slice"),
+    # d = sumprod_slice(y, dy)
+    "softmax_from_logsumexp_backward": Broadcast(
+        Rule(("y", "dy", "d"), "dx", "y * (dy - d)", accumulate=True), ("d",), "slice"),
+    # add with its x a fiber (a bias; beta defaults to 0: y is not read)
+    "add_fiber": Broadcast(replace(ELEMENTWISE["add"], defaults=(("alpha", 1.0), ("beta", 0.0))),
+                           ("x",), "fiber"),
+    "multiply_fiber": Broadcast(_MULTIPLY_FIBER, ("f",), "fiber"),
+    # the backward of sumprod_fiber: multiply_fiber accumulated into dx
+    "sumprod_fiber_backward": Broadcast(replace(_MULTIPLY_FIBER, output="dx", accumulate=True),
+                                        ("f",), "fiber"),
+    "scale_fiber": Broadcast(_renamed_rule(ELEMENTWISE["scale"], {"x": "f"},
+                                           defaults=(("alpha", 1.0),)), ("f",), "fiber"),
+    # hypot_backward's formula with the fiber's factor alpha^2 * dy / y first: a loop over
+    # the tile's run hoists it (one division per fiber entry, as the hand-written loop
+    # did), and fp64 tiles get its results bitwise; 0 where y == 0 (x is 0 on that fiber)
+    "norm_fiber_backward": Broadcast(
+        Rule(("x", "y", "dy"), "dx", "where(y == 0.0, 0.0, alpha * alpha * dy / safe * x)",
+             accumulate=True, let=(("safe", "where(y == 0.0, 1.0, y)"),), params=("alpha",),
+             defaults=(("alpha", 1.0),)), ("y", "dy"), "fiber"),
+}
+
+
+def broadcast_signature(broadcast):
+    """The rule's signature with `axis` (and a fiber's `batch_ndim=0`) before its params."""
+    signature = rule_signature(broadcast.rule)
+    arrays = [p for p in signature.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    params = [p for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
+    axes = [inspect.Parameter("axis", inspect.Parameter.KEYWORD_ONLY)]
+    if broadcast.shape == "fiber":
+        axes.append(inspect.Parameter("batch_ndim", inspect.Parameter.KEYWORD_ONLY, default=0))
+    return signature.replace(parameters=[*arrays, *axes, *params])
+
+
+def broadcast_axes(broadcast, ndim, axis, batch_ndim):
+    """The dims of a full tile of `ndim` dims that a partner lacks."""
+    if broadcast.shape == "slice":
+        return (axis,)
+    return tuple(dim for dim in range(ndim - batch_ndim) if dim != axis)
+
+
+def broadcast_literals():
+    """name -> value of the float literals the broadcast rules' formulas use in numba."""
+    texts = [text for b in BROADCAST.values()
+             for text in (*(v for _, v in b.rule.let), *(v for _, v in b.rule.branches()))]
+    return {literal_name(literal): float(literal)
+            for text in texts for literal in FLOAT_LITERAL.findall(_spelled_out(text))}
+
+
+class ArrayBroadcast:
+    """A Broadcast evaluated by array expressions (NumPy or CuPy): the partners expanded
+    to the full tiles' ndim (views, no copy), then the rule's ArrayRule."""
+
+    def __init__(self, name, broadcast, namespace):
+        self.__name__ = self.__qualname__ = name
+        self.__doc__ = repr(broadcast)
+        self.broadcast = broadcast
+        self.__signature__ = broadcast_signature(broadcast)
+        self._rule = ArrayRule(name, broadcast.rule, namespace)
+        self._xp = namespace["__xp__"]
+
+    def __call__(self, *arrays, axis, **params):
+        broadcast = self.broadcast
+        batch_ndim = params.pop("batch_ndim", 0) if broadcast.shape == "fiber" else 0
+        dims = broadcast_axes(broadcast, arrays[-1].ndim, axis, batch_ndim)
+        names = (*broadcast.rule.inputs, broadcast.rule.output)
+        self._rule(*(self._xp.expand_dims(array, dims) if name in broadcast.partners else array
+                     for name, array in zip(names, arrays)), **params)
