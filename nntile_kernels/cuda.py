@@ -4,7 +4,8 @@ expressions would make several (cuda_fused.py: the output store, SGD/Adam/AdamW,
 cuda_attention.py: the causal mask, the softmax from a logsumexp and its backward),
 and the elementwise rules (rules.py: activations, add, sub, multiply, div, scale,
 hypot, maximum, minimum, pow, add_scalar) compiled into CuPy ElementwiseKernels (compiled_rules.py:
-fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one).
+fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one; those no GPU check has run
+yet, compiled_rules.AWAITING_GPU_CHECK, take the array expressions meanwhile).
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
 here synchronizes the stream but the embedding id and cross-entropy label checks
@@ -26,7 +27,7 @@ except ImportError as error:  # only this backend needs CuPy
 
 from . import cuda_attention, cuda_blas, cuda_fused, generic, generic_slice
 from .generic_common import FUSED_STORES
-from .compiled_rules import CompiledRule
+from .compiled_rules import AWAITING_GPU_CHECK, CompiledRule
 from .rules import ELEMENTWISE
 from .rules_cuda import CUDA_PREAMBLE, cuda_source
 
@@ -61,5 +62,6 @@ KERNELS["add_fiber"] = functools.partial(generic.add_fiber, cp)
 FUSED_STORES[cp.ndarray] = cuda_fused.store
 # clear and fill (they read no tile) stay the memset above and the rule's fill; integer
 # tiles (add_scalar's step counters) take the rule's array expressions
-KERNELS.update({name: CompiledRule(name, rule, KERNELS[name], elementwise_compiler(name), cp)
+KERNELS.update({name: CompiledRule(name, rule, KERNELS[name], elementwise_compiler(name), cp,
+                                   dispatch=name not in AWAITING_GPU_CHECK)
                 for name, rule in ELEMENTWISE.items() if rule.reads_tiles()})

@@ -16,7 +16,7 @@ import cupy as cp
 import cupyx.scipy.special
 import numpy as np
 
-from .compiled_rules import CompiledUpdate
+from .compiled_rules import AWAITING_GPU_CHECK, CompiledUpdate
 from .layout import c_order_views
 from .rules import UPDATES, ArrayUpdate, rule_namespace
 from .rules_cuda import CUDA_PREAMBLE, cuda_update_source
@@ -54,7 +54,7 @@ def _update_compiler(name):
 _NAMESPACE = rule_namespace(cp, cupyx.scipy.special)
 sgd_step, adam_step, adamw_step = (
     CompiledUpdate(name, UPDATES[name], ArrayUpdate(name, UPDATES[name], _NAMESPACE),
-                   _update_compiler(name))
+                   _update_compiler(name), dispatch=name not in AWAITING_GPU_CHECK)
     for name in ("sgd_step", "adam_step", "adamw_step"))
 
 

@@ -12,11 +12,11 @@ import inspect
 
 import numpy as np
 import pytest
-from helpers import LOOPED_RULES, RULE_PARAMS
+from helpers import LOOPED_RULES, RULE_PARAMS, UPDATE_PARAMS
 
 import nntile_kernels
 from nntile_kernels import reference
-from nntile_kernels.rules import ELEMENTWISE
+from nntile_kernels.rules import ELEMENTWISE, UPDATES
 
 pytestmark = pytest.mark.gpu
 
@@ -68,10 +68,12 @@ def test_compiled_rule_matches_reference(cuda, name, dtype):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
 @pytest.mark.parametrize("name", LOOPED_RULES)
-def test_table_entry_on_strided_and_aliased_tiles(cuda, name, dtype):
+def test_table_entry_on_strided_and_aliased_tiles(cuda, name, dtype, monkeypatch):
     """The table entry (its compiled kernel; fp16 through the fp32 one, rounded on store)
-    on a strided view, and in place: the output is x for y = f(x, ...), dy for dx +=."""
+    on a strided view, and in place: the output is x for y = f(x, ...), dy for dx +=.
+    A kernel held back (AWAITING_GPU_CHECK) is dispatched here, so this run checks it."""
     cupy, table = cuda
+    monkeypatch.setattr(table[name], "dispatch", True)
     rule, params = ELEMENTWISE[name], RULE_PARAMS.get(name, {})
     host = rule_inputs(name, rule, dtype, shape=(40, 30))
     views = [a[::2, 1::3] for a in host]
@@ -93,3 +95,28 @@ def test_table_entry_on_strided_and_aliased_tiles(cuda, name, dtype):
     reference.KERNELS[name](*aliased_host, expected, **params)
     table[name](*aliased, out, **params)
     np.testing.assert_allclose(cupy.asnumpy(out), expected, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", sorted(UPDATES))
+def test_compiled_update_matches_reference(cuda, name, dtype, monkeypatch):
+    """SGD (each tested params: momentum, nesterov, none), Adam and AdamW in one launch on
+    Fortran tiles, at step 1 (velocity and moments unread: NaN there) and step 3, held
+    back or not (AWAITING_GPU_CHECK)."""
+    cupy, table = cuda
+    monkeypatch.setattr(table[name], "dispatch", True)
+    update = UPDATES[name]
+    rng = np.random.default_rng(3)
+    for params in UPDATE_PARAMS[name]:
+        for step in (1, 3):
+            host = [rng.uniform(0.1, 1.0, (33, 17)) for _ in (*update.inputs, *update.state)]
+            if step == 1:
+                for state in host[len(update.inputs) + 1:]:
+                    state[...] = np.nan
+            host = [np.asfortranarray(a, dtype=dtype) for a in host]
+            device = [cupy.asarray(a, order="F") for a in host]
+            table[name](cupy.array(step), *device, **params)
+            reference.KERNELS[name](np.array(step), *host, **params)
+            rtol, atol = TOLERANCE[dtype]
+            for got, want in zip(device, host):
+                np.testing.assert_allclose(cupy.asnumpy(got), want, rtol=rtol, atol=atol)

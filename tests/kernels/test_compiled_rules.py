@@ -16,7 +16,7 @@ import scipy.special
 from helpers import LOOPED_RULES, RULE_PARAMS, UPDATE_PARAMS
 
 from nntile_kernels import reference
-from nntile_kernels.compiled_rules import CompiledRule, CompiledUpdate
+from nntile_kernels.compiled_rules import AWAITING_GPU_CHECK, CompiledRule, CompiledUpdate
 from nntile_kernels.layout import c_order_views
 from nntile_kernels.rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
 
@@ -168,3 +168,24 @@ def test_a_formula_lets_c_code_import():
     through the formula's builtins; pickle.loads imports the same way (PyImport_Import)."""
     scope = {"loads": pickle.loads, "data": pickle.dumps(np.float16)}
     assert eval("loads(data)", NAMESPACE, scope) is np.float16
+
+
+def test_a_kernel_held_back_is_compiled_but_its_entry_takes_the_fallback():
+    """dispatch=False (cuda.py's AWAITING_GPU_CHECK): the kernel exists for the GPU tests,
+    the table entry runs the array expressions."""
+    compiler, fallback = RecordingCompiler(), []
+    rule = CompiledRule("pow", ELEMENTWISE["pow"], lambda *a, **p: fallback.append(a),
+                        compiler, np, dispatch=False)
+    assert set(rule.compiled) == {"float32", "float64"}
+    rule(*rule_arrays("pow", "float32"), **RULE_PARAMS["pow"])
+    assert not compiler.calls and len(fallback) == 1
+    updates, held = UpdateCompiler(), []
+    update = CompiledUpdate("sgd_step", UPDATES["sgd_step"], lambda *a, **p: held.append(a),
+                            updates, dispatch=False)
+    tiles = [np.ones((5, 3), np.float32) for _ in range(3)]
+    update(np.array(1), *tiles, **UPDATE_PARAMS["sgd_step"][0])
+    assert not updates.calls and len(held) == 1
+
+
+def test_kernels_awaiting_a_gpu_check_are_rules_or_updates():
+    assert AWAITING_GPU_CHECK <= set(ELEMENTWISE) | set(UPDATES)
