@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .distribution import REPLICATED
+
 
 class Reduction(NamedTuple):
     """The tree reduction (and broadcast) of one tile's partial sums."""
@@ -64,7 +66,7 @@ def accumulates(op, earlier) -> bool:
 
 class CarriedPartials:
     """Mixin of the program builders: needs PartialSums' rank_set, column_of,
-    columns and reduce_partials."""
+    columns, outside, sender_of and partial_plan, and owner and reduce_partials."""
 
     def init_carried(self, chains):
         self.chains = chains or {}   # op name -> the next op accumulating into its output
@@ -82,6 +84,51 @@ class CarriedPartials:
             return carried
         self.reduce_partials(carried, True)
         return None
+
+    def carried_to(self, group):
+        """The Reduction carried to this group's tile and not taken yet, or None."""
+        waiting = self.carried.get(group.op.name)
+        return waiting.get(group.outputs[0]) if waiting else None
+
+    def carried_choice(self, group):
+        """(step ranks, tree order) of partial steps adding into the partials carried to
+        a group that partial_choice leaves to its owners (adds_into_carried), else None."""
+        carried = self.carried_to(group)
+        if carried is None:
+            return None
+        owner, n_inputs = self.owner[group.outputs[0]], len(group.op.inputs)
+        step_ranks, order, _ = self.partial_plan(group, owner)
+        codes, fetches = set(), False
+        for step, rank in zip(group.steps, step_ranks):
+            for key in step.keys[:n_inputs]:
+                code = self.owner[key]
+                codes.add(code)
+                fetches = fetches or bool(self.outside(rank, code))
+        return (step_ranks, order) if self.adds_into_carried(
+            carried, owner, step_ranks, fetches, codes) else None
+
+    def adds_into_carried(self, carried, owner, step_ranks, fetches, codes) -> bool:
+        """Should a group its owners would compute add into the partials carried to it?
+        Where its partial steps lie on the carried ranks and fetch nothing: the carried
+        reduction is paid either way, and owner computes adds its fetches (dp x tp's
+        embedding gradient: each rank of a dp column fetched the other rows' sequence
+        gradients, where Megatron adds its own row's into the logits gemm's partials
+        and all-reduces once). Only where every rank that would send an input tile
+        (`codes`: their owner codes) to the owners holds a carried partial or owns the
+        tile: planning alone, only those ranks know of the carry, so every rank whose
+        program either choice touches decides alike."""
+        if carried is None or fetches or \
+                {int(rank) for rank in step_ranks} != set(carried.order):
+            return False
+        knowing = self.rank_set(owner) | set(carried.order)
+        for code in codes:
+            if code == REPLICATED:
+                continue
+            holders = self.rank_set(code)
+            if any(self.sender_of(code, rank) not in knowing
+                   for rank in self.rank_set(owner) - holders):
+                return False
+        return True
 
     def carry_or_reduce(self, reduction, step_ranks, root_has_value):
         """Carry the partials to the next op accumulating into the tile when they lie

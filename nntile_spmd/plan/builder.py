@@ -139,7 +139,7 @@ class ProgramBuilder(CarriedPartials, TreeGathers, PartialSums):
         self.check_outputs(group)
         out_key = group.outputs[0]
         owner = self.owner_of(out_key)
-        choice = self.partial_choice(group)
+        choice = self.partial_choice(group) or self.carried_choice(group)
         carried = self.take_carried(group, None if choice is None else choice[0])
         if choice is not None:
             return self.run_partial(group, owner, *choice, carried=carried)

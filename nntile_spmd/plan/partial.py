@@ -196,7 +196,7 @@ class PartialSums:
         message count, the broadcast to a replicated or mesh-group owner included."""
         spread = self.spread_order
         if owner == REPLICATED:
-            order = spread(sorted(set(step_ranks)), text)
+            order = self.replicated_order(sorted(set(step_ranks)), text)
             messages = len(order) - 1 + self.nranks - 1
         elif owner < 0:   # a mesh group: reduce to a member if one computes, broadcast there
             members = self.rank_set(owner)
@@ -207,6 +207,15 @@ class PartialSums:
             order = [owner] + spread(sorted(set(step_ranks) - {owner}), text)
             messages = len(order) - 1
         return order, messages
+
+    def replicated_order(self, ranks, text):
+        """The tree order of a replicated tile's reduction: up to FAN_LIMIT step ranks
+        rotated to start at one drawn from `text`, so that the root, which then sends
+        log2(N) copies of the broadcast to every rank, moves from tile to tile (a
+        position embedding's gradient, summed on each dp row's first rank, was rooted
+        at rank 0 for every tile); more spread as spread_order."""
+        return rotated(ranks, text) if len(ranks) <= FAN_LIMIT else \
+            self.spread_order(ranks, text)
 
     def spread_order(self, ranks, text):
         """`ranks` (sorted) in tree order: as they are up to FAN_LIMIT, else rotated to
