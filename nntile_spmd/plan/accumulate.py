@@ -108,16 +108,19 @@ class CarriedPartials:
             carried, owner, step_ranks, fetches, codes) else None
 
     def adds_into_carried(self, carried, owner, step_ranks, fetches, codes) -> bool:
-        """Should a group its owners would compute add into the partials carried to it?
-        Where its partial steps lie on the carried ranks and fetch nothing: the carried
-        reduction is paid either way, and owner computes adds its fetches (dp x tp's
-        embedding gradient: each rank of a dp column fetched the other rows' sequence
-        gradients, where Megatron adds its own row's into the logits gemm's partials
-        and all-reduces once). Only where every rank that would send an input tile
-        (`codes`: their owner codes) to the owners holds a carried partial or owns the
-        tile: planning alone, only those ranks know of the carry, so every rank whose
-        program either choice touches decides alike."""
-        if carried is None or fetches or \
+        """Should a group its mesh-group owners would compute add into the partials
+        carried to it? Where its partial steps lie on the carried ranks and fetch
+        nothing: the carried reduction is paid either way, and owner computes has
+        every member fetch what it lacks (dp x tp's embedding gradient: each rank of a
+        dp column fetched the other rows' sequence gradients, where Megatron adds its
+        own row's into the logits gemm's partials and all-reduces once). The partials
+        then live until this op instead of being reduced as soon as they are summed,
+        so a tile owned by one rank, which fetches its inputs once, keeps owner
+        computes (fsdp x tp's wte_grad: docs/benchmarks.md). Only where every rank
+        that would send an input tile (`codes`: their owner codes) to the owners holds
+        a carried partial or owns the tile: planning alone, only those ranks know of
+        the carry, so every rank whose program either choice touches decides alike."""
+        if carried is None or owner >= 0 or fetches or \
                 {int(rank) for rank in step_ranks} != set(carried.order):
             return False
         knowing = self.rank_set(owner) | set(carried.order)
