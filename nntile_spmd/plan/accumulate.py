@@ -20,6 +20,12 @@ summed down the tile's column, reduced once): a rank planning alone visits the n
 op's group of every tile it carries a partial of (`carries`, RankTiles.coords),
 whether or not it runs a step there, so it reduces the partial where the all-ranks
 walk does.
+
+A group whose mesh-group owners would compute it, fetching what each lacks, adds into
+the partials carried to it instead when its steps lie on the carrying ranks and fetch
+nothing (`carried_choice`): dp x tp's embedding gradient, which each rank of a dp
+column summed from every row's sequence gradient, adds its own row's into the logits
+gemm's partials, and the column all-reduces once.
 """
 
 from __future__ import annotations

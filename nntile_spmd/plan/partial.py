@@ -37,7 +37,8 @@ shard, two more keep the rows' share flat at a fixed tp width:
   sums on the row's rank of each column and the row reduces the partials (Megatron's
   all-reduce), and a shard of a gradient prefers, among tied ranks, its column's;
 - a mesh group's reduction starts at a member drawn from op and tile (rotated), so
-  the broadcasts that follow it are not all sent by the row's first rank.
+  the broadcasts that follow it are not all sent by the row's first rank; a replicated
+  tile's reduction over up to FAN_LIMIT step ranks likewise (replicated_order).
 """
 
 from __future__ import annotations
