@@ -157,15 +157,30 @@ class PartialSums:
 
     def widely_read(self, op, position, coord) -> bool:
         """Do the op's output tiles reading input `position`'s tile (the one group
-        `coord` reads) have more than FAN_LIMIT owners?"""
+        `coord` reads) have more than FAN_LIMIT owners, not every one of which meets
+        the input's owners (held_by_readers)?"""
         index = self.reader_index(op, position, coord)
         memo_key = (op.name, position, index_key(index), "wide")
         wide = self.sharing_memo.get(memo_key)
         if wide is None:
-            owners = self.owners[op.outputs[0].name][index]
             # owner codes, not ranks: one replicated group runs its steps once
-            wide = self.sharing_memo[memo_key] = len(np.unique(owners)) > FAN_LIMIT
+            codes = np.unique(self.owners[op.outputs[0].name][index])
+            wide = self.sharing_memo[memo_key] = len(codes) > FAN_LIMIT and \
+                not self.held_by_readers(op.inputs[position].name, codes)
         return wide
+
+    def held_by_readers(self, name, reader_codes) -> bool:
+        """Is every tile of `name` held by a mesh group meeting every owner code of
+        `reader_codes` (a dp x tp weight: its tp column meets every dp row)? Then a
+        step reading it can run on the reader's row's member of its group, with no
+        fetch: it need not count like a replicated tile in best_rank (at 1,024 ranks
+        the vocabulary-parallel embedding's steps all went to each row's first rank,
+        which fetched the 7 other columns' shares of the vocabulary matrix)."""
+        codes = self.tensor_codes.get(name)
+        if codes is None:
+            codes = self.tensor_codes[name] = np.unique(self.owners[name])
+        return bool(codes.max() < REPLICATED) and all(
+            self.meets_every(int(code), reader_codes) for code in codes.tolist())
 
     def reader_index(self, op, position, coord) -> tuple:
         """Index of the output tiles that read input `position`'s tile of group `coord`."""
