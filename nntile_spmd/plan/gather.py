@@ -87,7 +87,7 @@ class TreeGathers:
 
     def fresh_members(self, key, members, phase) -> list:
         """The members no earlier tree gave this tile since an op last wrote its tensor,
-        in this phase, or, for a mesh's fsdp shard, in the phase before where no tree
+        in this phase, or, for a mesh's fsdp shard, in an earlier one where no tree
         of any tile went out since the last op reading this tile; notes that all
         `members` hold it after this op's tree."""
         writes = self.tensor_writes.get(key[0], 0)
