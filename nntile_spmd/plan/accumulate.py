@@ -20,11 +20,19 @@ summed down the tile's column, reduced once): a rank planning alone visits the n
 op's group of every tile it carries a partial of (`carries`, RankTiles.coords),
 whether or not it runs a step there, so it reduces the partial where the all-ranks
 walk does.
+
+A group whose mesh-group owners would compute it, fetching what each lacks, adds into
+the partials carried to it instead when its steps lie on the carrying ranks and fetch
+nothing (`carried_choice`): dp x tp's embedding gradient, which each rank of a dp
+column summed from every row's sequence gradient, adds its own row's into the logits
+gemm's partials, and the column all-reduces once.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from .distribution import REPLICATED
 
 
 class Reduction(NamedTuple):
@@ -64,7 +72,7 @@ def accumulates(op, earlier) -> bool:
 
 class CarriedPartials:
     """Mixin of the program builders: needs PartialSums' rank_set, column_of,
-    columns and reduce_partials."""
+    columns, outside, sender_of and partial_plan, and owner and reduce_partials."""
 
     def init_carried(self, chains):
         self.chains = chains or {}   # op name -> the next op accumulating into its output
@@ -82,6 +90,54 @@ class CarriedPartials:
             return carried
         self.reduce_partials(carried, True)
         return None
+
+    def carried_to(self, group):
+        """The Reduction carried to this group's tile and not taken yet, or None."""
+        waiting = self.carried.get(group.op.name)
+        return waiting.get(group.outputs[0]) if waiting else None
+
+    def carried_choice(self, group):
+        """(step ranks, tree order) of partial steps adding into the partials carried to
+        a group that partial_choice leaves to its owners (adds_into_carried), else None."""
+        carried = self.carried_to(group)
+        if carried is None:
+            return None
+        owner, n_inputs = self.owner[group.outputs[0]], len(group.op.inputs)
+        step_ranks, order, _ = self.partial_plan(group, owner)
+        codes, fetches = set(), False
+        for step, rank in zip(group.steps, step_ranks):
+            for key in step.keys[:n_inputs]:
+                code = self.owner[key]
+                codes.add(code)
+                fetches = fetches or bool(self.outside(rank, code))
+        return (step_ranks, order) if self.adds_into_carried(
+            carried, owner, step_ranks, fetches, codes) else None
+
+    def adds_into_carried(self, carried, owner, step_ranks, fetches, codes) -> bool:
+        """Should a group its mesh-group owners would compute add into the partials
+        carried to it? Where its partial steps lie on the carried ranks and fetch
+        nothing: the carried reduction is paid either way, and owner computes has
+        every member fetch what it lacks (dp x tp's embedding gradient: each rank of a
+        dp column fetched the other rows' sequence gradients, where Megatron adds its
+        own row's into the logits gemm's partials and all-reduces once). The partials
+        then live until this op instead of being reduced as soon as they are summed,
+        so a tile owned by one rank, which fetches its inputs once, keeps owner
+        computes (fsdp x tp's wte_grad: docs/benchmarks.md). Only where every rank
+        that would send an input tile (`codes`: their owner codes) to the owners holds
+        a carried partial or owns the tile: planning alone, only those ranks know of
+        the carry, so every rank whose program either choice touches decides alike."""
+        if carried is None or owner >= 0 or fetches or \
+                {int(rank) for rank in step_ranks} != set(carried.order):
+            return False
+        knowing = self.rank_set(owner) | set(carried.order)
+        for code in codes:
+            if code == REPLICATED:
+                continue
+            holders = self.rank_set(code)
+            if any(self.sender_of(code, rank) not in knowing
+                   for rank in self.rank_set(owner) - holders):
+                return False
+        return True
 
     def carry_or_reduce(self, reduction, step_ranks, root_has_value):
         """Carry the partials to the next op accumulating into the tile when they lie

@@ -55,7 +55,8 @@ class ProgramBuilder(CarriedPartials, TreeGathers, PartialSums):
         self.shard_memo = {}                # (column code, output owner) -> ranks
         self.outside_memo, self.best_memo = {}, {}   # PartialSums' memos by owner codes
         self.meets_memo = {}                # TreeGathers.meets_every by owner codes
-        self.tree_copies = {}               # key -> ((writes, phase), ranks reached)
+        self.tensor_codes = {}              # tensor name -> its tiles' owner codes
+        self.tree_copies = {}   # key -> ((writes, phase), ranks reached, trees sent by then)
         self.tensor_writes = {}             # tensor name -> ops of the walk writing it
         for key, holders in permanent_holders.items():
             self.version[key] = 0
@@ -139,7 +140,7 @@ class ProgramBuilder(CarriedPartials, TreeGathers, PartialSums):
         self.check_outputs(group)
         out_key = group.outputs[0]
         owner = self.owner_of(out_key)
-        choice = self.partial_choice(group)
+        choice = self.partial_choice(group) or self.carried_choice(group)
         carried = self.take_carried(group, None if choice is None else choice[0])
         if choice is not None:
             return self.run_partial(group, owner, *choice, carried=carried)

@@ -21,9 +21,19 @@ once for the forward pass and once for the backward: a later op's tree of the sa
 phase leaves out the members an earlier tree gave the tile to (fresh_members), which
 still hold it (a received tile stays until its last use). A new phase gathers anew, so
 no gathered copy lives from the forward pass into the backward (the fsdp preset's
-peak would take every weight read in both). Which ranks an earlier tree reached and
-whether an op wrote the tensor since are read from the walk alone (every rank walks
-every op's trees), so every member derives the same shorter tree.
+peak would take every weight read in both), except a mesh's fsdp shard across the
+phases' seam: where no tree of any tile went out since the last op reading it (fsdp x
+tp's tied vocabulary matrix, read by the logits gemm at the forward's end and by its
+input's gradient at the backward's start, with only the loss and the logits gemm's
+weight gradient between), its column's copies stay for the next phase's op instead of
+being dropped and gathered again a few ops later; no other gathered weight lives
+meanwhile. Only a shard's: there each rank holds its column's share, and its gradient's
+partials, carried to the embedding (plan/accumulate.py), live beside the copy at the
+backward's first read anyway; the fsdp preset's whole-matrix copy would live across
+the logits gemm's weight gradient (its peak: docs/benchmarks.md). Which ranks an
+earlier tree reached, whether an op wrote the tensor since and how many trees went out
+are read from the walk alone (every rank walks every op's trees), so every member
+derives the same shorter tree.
 """
 
 from __future__ import annotations
@@ -76,13 +86,22 @@ class TreeGathers:
                     self.note_gathered(key, owner, fresh)
 
     def fresh_members(self, key, members, phase) -> list:
-        """The members no earlier tree of `phase` gave this tile since an op last wrote
-        its tensor; notes that all `members` hold it after this tree."""
-        since = (self.tensor_writes.get(key[0], 0), phase)
+        """The members no earlier tree gave this tile since an op last wrote its tensor,
+        in this phase, or, for a mesh's fsdp shard, in an earlier one where no tree
+        of any tile went out since the last op reading this tile; notes that all
+        `members` hold it after this op's tree."""
+        writes = self.tensor_writes.get(key[0], 0)
         earlier = self.tree_copies.get(key)
-        reached = earlier[1] if earlier is not None and earlier[0] == since else frozenset()
-        self.tree_copies[key] = (since, reached.union(members))
-        return [rank for rank in members if rank not in reached]
+        reached = frozenset()
+        if earlier is not None and earlier[0][0] == writes and (
+                earlier[0][1] == phase or
+                (earlier[2] == self.gathers_so_far and key[0] in self.columns)):
+            reached = earlier[1]
+        fresh = [rank for rank in members if rank not in reached]
+        # the tree count after this op's tree of the tile (send_down_tree counts it)
+        self.tree_copies[key] = ((writes, phase), reached.union(members),
+                                 self.gathers_so_far + bool(fresh))
+        return fresh
 
     def note_writes(self, op):
         """After `op`'s groups: copies that earlier trees gave of its outputs are stale

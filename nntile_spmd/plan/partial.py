@@ -37,7 +37,8 @@ shard, two more keep the rows' share flat at a fixed tp width:
   sums on the row's rank of each column and the row reduces the partials (Megatron's
   all-reduce), and a shard of a gradient prefers, among tied ranks, its column's;
 - a mesh group's reduction starts at a member drawn from op and tile (rotated), so
-  the broadcasts that follow it are not all sent by the row's first rank.
+  the broadcasts that follow it are not all sent by the row's first rank; a replicated
+  tile's reduction over up to FAN_LIMIT step ranks likewise (replicated_order).
 """
 
 from __future__ import annotations
@@ -156,15 +157,30 @@ class PartialSums:
 
     def widely_read(self, op, position, coord) -> bool:
         """Do the op's output tiles reading input `position`'s tile (the one group
-        `coord` reads) have more than FAN_LIMIT owners?"""
+        `coord` reads) have more than FAN_LIMIT owners, not every one of which meets
+        the input's owners (held_by_readers)?"""
         index = self.reader_index(op, position, coord)
         memo_key = (op.name, position, index_key(index), "wide")
         wide = self.sharing_memo.get(memo_key)
         if wide is None:
-            owners = self.owners[op.outputs[0].name][index]
             # owner codes, not ranks: one replicated group runs its steps once
-            wide = self.sharing_memo[memo_key] = len(np.unique(owners)) > FAN_LIMIT
+            codes = np.unique(self.owners[op.outputs[0].name][index])
+            wide = self.sharing_memo[memo_key] = len(codes) > FAN_LIMIT and \
+                not self.held_by_readers(op.inputs[position].name, codes)
         return wide
+
+    def held_by_readers(self, name, reader_codes) -> bool:
+        """Is every tile of `name` held by a mesh group meeting every owner code of
+        `reader_codes` (a dp x tp weight: its tp column meets every dp row)? Then a
+        step reading it can run on the reader's row's member of its group, with no
+        fetch: it need not count like a replicated tile in best_rank (at 1,024 ranks
+        the vocabulary-parallel embedding's steps all went to each row's first rank,
+        which fetched the 7 other columns' shares of the vocabulary matrix)."""
+        codes = self.tensor_codes.get(name)
+        if codes is None:
+            codes = self.tensor_codes[name] = np.unique(self.owners[name])
+        return bool(codes.max() < REPLICATED) and all(
+            self.meets_every(int(code), reader_codes) for code in codes.tolist())
 
     def reader_index(self, op, position, coord) -> tuple:
         """Index of the output tiles that read input `position`'s tile of group `coord`."""
@@ -196,7 +212,7 @@ class PartialSums:
         message count, the broadcast to a replicated or mesh-group owner included."""
         spread = self.spread_order
         if owner == REPLICATED:
-            order = spread(sorted(set(step_ranks)), text)
+            order = self.replicated_order(sorted(set(step_ranks)), text)
             messages = len(order) - 1 + self.nranks - 1
         elif owner < 0:   # a mesh group: reduce to a member if one computes, broadcast there
             members = self.rank_set(owner)
@@ -207,6 +223,15 @@ class PartialSums:
             order = [owner] + spread(sorted(set(step_ranks) - {owner}), text)
             messages = len(order) - 1
         return order, messages
+
+    def replicated_order(self, ranks, text):
+        """The tree order of a replicated tile's reduction: up to FAN_LIMIT step ranks
+        rotated to start at one drawn from `text`, so that the root, which then sends
+        log2(N) copies of the broadcast to every rank, moves from tile to tile (a
+        position embedding's gradient, summed on each dp row's first rank, was rooted
+        at rank 0 for every tile); more spread as spread_order."""
+        return rotated(ranks, text) if len(ranks) <= FAN_LIMIT else \
+            self.spread_order(ranks, text)
 
     def spread_order(self, ranks, text):
         """`ranks` (sorted) in tree order: as they are up to FAN_LIMIT, else rotated to

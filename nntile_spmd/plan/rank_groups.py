@@ -73,6 +73,9 @@ class ShortGroups:
             choice = self.partial_choice(group)
             step_ranks = decided[facts.classes[index]] = None if choice is None else \
                 tuple(choice[0])
+        if step_ranks is None and self.carried_to(group) is not None:
+            choice = self.carried_choice(group)   # per group: the carry is not a class fact
+            step_ranks = None if choice is None else tuple(choice[0])
         carried = self.take_carried(group, step_ranks)
         if step_ranks is not None:
             order, _ = self.tree_plan(step_ranks, owner, tree_text(group.op.name, out_key))
@@ -203,8 +206,8 @@ class ShortGroups:
     def wide_readers(self, op, position, coords) -> np.ndarray:
         """PartialSums.widely_read of input `position` for groups at output tile
         `coords` (rows): whether the output tiles sharing a group's coordinates along
-        the input's labels have more than FAN_LIMIT owner codes, counted for the whole
-        output grid once per op and position."""
+        the input's labels have more than FAN_LIMIT owner codes (not all meeting the
+        input's owners), counted for the whole output grid once per op and position."""
         memo_key = (op.name, position)
         found = self.wide_memo.get(memo_key)
         if found is None:
@@ -216,7 +219,11 @@ class ShortGroups:
                                                         if dim not in dims]).reshape(
                 int(np.prod(kept)), -1), 1)
             distinct = 1 + np.count_nonzero(np.diff(rows, axis=1), axis=1)
-            found = self.wide_memo[memo_key] = (dims, (distinct > FAN_LIMIT).reshape(kept))
+            wide = distinct > FAN_LIMIT
+            name = op.inputs[position].name
+            for row in np.flatnonzero(wide).tolist():   # PartialSums.held_by_readers
+                wide[row] = not self.held_by_readers(name, np.unique(rows[row]))
+            found = self.wide_memo[memo_key] = (dims, wide.reshape(kept))
         dims, table = found
         return np.broadcast_to(table[tuple(coords[:, dims].T)], (len(coords),))
 

@@ -133,7 +133,8 @@ class TableSteps:
     def add_table_group(self, group, arrays):
         self.check_outputs(group)
         owner = self.owner[group.outputs[0]]
-        choice = self.table_choice(group, arrays, owner)
+        choice = self.table_choice(group, arrays, owner) or \
+            self.table_carried_choice(group, arrays, owner)
         carried = self.take_carried(group, None if choice is None else choice[0])
         if choice is None:
             return self.table_owner_computes(group, arrays)
@@ -224,6 +225,22 @@ class TableSteps:
         partial_cost = fetched + messages * self.meta[group.outputs[0]].nbytes
         return (step_ranks, tree) if partial_cost < owner_cost else None
 
+    def table_carried_choice(self, group, arrays, owner):
+        """CarriedPartials.carried_choice over the arrays."""
+        carried = self.carried_to(group)
+        if carried is None:
+            return None
+        best_ranks = self.signature_ranks if arrays.by_signature else self.best_ranks
+        step_ranks = best_ranks(group, arrays, owner, self.wide_positions(group),
+                                group.outputs[0])
+        fetches = not self.holds(step_ranks[:, None], arrays.codes).all()
+        if not self.adds_into_carried(carried, owner, step_ranks.tolist(), fetches,
+                                      np.unique(arrays.codes).tolist()):
+            return None
+        tree, _ = self.tree_order(step_ranks, owner, tree_text(group.op.name,
+                                                                group.outputs[0]))
+        return step_ranks, tree
+
     def signature_ranks(self, group, arrays, preferred, wide, out_key):
         """PartialSums.best_rank of every step, by its memo's signature (owner codes,
         bytes and column codes of the inputs), read here from the arrays: a step is
@@ -273,7 +290,8 @@ class TableSteps:
         """PartialSums.partial_plan's tree order and message count."""
         ranks = np.unique(step_ranks)
         if owner == REPLICATED:
-            ranks = self.spread_array(ranks, text)
+            ranks = self.spread_array(ranks, text) if len(ranks) > FAN_LIMIT else \
+                np.array(rotated(ranks.tolist(), text), np.int64)   # replicated_order
             return ranks, len(ranks) - 1 + self.nranks - 1
         if owner < 0:
             members = self.groups[group_of(owner)]

@@ -15,7 +15,8 @@ import nntile_spmd as nt
 from nntile_spmd.models import gpt2
 from nntile_spmd.plan.accumulate import accumulation_chains
 from nntile_spmd.plan.distribution import REPLICATED
-from nntile_spmd.plan.instructions import Exec, Send
+from nntile_spmd.plan import lowering
+from nntile_spmd.plan.instructions import Exec, Recv, Send
 
 pytestmark = pytest.mark.mpi_skip   # single-process tier
 MESH, RANKS = {"dp": 3, "tp": 2}, 6   # on 2 x 2 every reader's sender is a first member
@@ -94,3 +95,51 @@ def test_a_single_rank_s_tile_is_reduced_once():
     for rank in range(nranks):
         alone = nt.build_plan(graph, nranks, tiling, mesh, rank=rank)
         assert alone.program(rank) == oracle[rank], f"rank {rank} differs"
+
+
+def embedding_gpt2():
+    """A GPT-2 whose embedding gradient, on a 3 x 2 dp x tp mesh, its column's owners
+    would sum from every row's sequence gradient (fetching 2 rows' tiles) rather than
+    reduce partials of their own, were the logits gemm's partials not carried to it:
+    a vocabulary of many tiles per column, and a longer sequence."""
+    cfg = gpt2.GPT2Config(vocab_size=101, n_positions=16, n_embd=12, n_layer=1, n_head=3)
+    graph = gpt2.build_gpt2(cfg, batch=3, seq=16, dtype="fp64").graph
+    return graph, nt.TilingStrategy.auto(target_tile_bytes=400)
+
+
+@pytest.mark.parametrize("table_min_steps", [None, 2], ids=["short", "tables"])
+def test_dp_x_tp_embedding_gradient_stays_in_its_row(table_min_steps, monkeypatch):
+    """The embedding's backward adds each row's sequence gradient into the partials of
+    wte_grad the logits gemm left on the row's rank of the column (Megatron: one
+    all-reduce along dp), so no sequence gradient goes to another row; ranks planning
+    alone (short groups by class, or StepTables) derive the all-ranks programs."""
+    if table_min_steps is not None:
+        monkeypatch.setattr(lowering, "TABLE_MIN_STEPS", table_min_steps)
+    graph, tiling = embedding_gpt2()
+    plan = nt.build_plan(graph, RANKS, tiling, MESH)
+    oracle = plan.programs()
+    crossing = [(rank, send) for rank, program in enumerate(oracle) for send in program
+                if type(send) is Send and send.key[0] == "token_embeddings_grad" and
+                send.peer not in plan.ranks_of_owner(plan.owner_of(send.key))]
+    assert not crossing, crossing[:3]
+    assert set(merges_per_tile(plan, "wte_grad").values()) == {MESH["dp"] - 1}
+    for rank in range(RANKS):
+        alone = nt.build_plan(graph, RANKS, tiling, MESH, rank=rank)
+        assert alone.program(rank) == oracle[rank], f"rank {rank} differs"
+
+
+def test_a_replicated_gradient_s_roots_differ_from_tile_to_tile():
+    """wpe_grad, replicated, is summed on each dp row's first rank and broadcast to all
+    from the root of its reduction, drawn per tile among those ranks: the roots (the
+    ranks that receive no reduced copy of the tile) are not one rank for every tile, so
+    rank 0 does not send log2(N) copies of every tile."""
+    graph, tiling = embedding_gpt2()
+    plan = nt.build_plan(graph, RANKS, tiling, MESH)
+    receivers = {}
+    for rank, program in enumerate(plan.programs()):
+        for recv in (i for i in program if type(i) is Recv and i.key[0] == "wpe_grad"):
+            receivers.setdefault(recv.key, set()).add(rank)
+    assert len(receivers) > 1, receivers
+    roots = [set(range(RANKS)) - ranks for ranks in receivers.values()]
+    assert all(len(root) == 1 for root in roots), roots
+    assert len(set.union(*roots)) > 1, roots

@@ -169,3 +169,40 @@ def test_a_weight_read_by_several_ops_is_gathered_once_per_phase():
                        if type(instruction) is Recv and instruction.key[0] == "wte")
     assert receives and max(receives.values()) == 1, receives.most_common(3)
     assert {key[2] for key in receives} == {"forward", "backward"}
+
+
+def test_a_shard_read_across_the_phases_seam_is_gathered_once():
+    """On fsdp x tp with more than FAN_LIMIT rows (trees down each column), wte is read
+    by the logits gemm at the forward's end and by the logits' input gradient at the
+    backward's start, no other tree between: each column's rank receives each of its
+    tiles once in the step, not once per phase (the fsdp preset's whole-matrix copies
+    still go once per phase: the test above); ranks planning alone agree."""
+    graph, tiling = wide_gpt2()
+    mesh, nranks = {"fsdp": NRANKS, "tp": 2}, 2 * NRANKS
+    plan = nt.build_plan(graph, nranks, tiling, mesh)
+    receives = Counter((rank, instruction.key)
+                       for rank, program in enumerate(plan.programs())
+                       for instruction in program
+                       if type(instruction) is Recv and instruction.key[0] == "wte")
+    assert receives and max(receives.values()) == 1, receives.most_common(3)
+    assert derived_equal_the_oracle(graph, nranks, tiling, mesh, [0, 3, nranks - 1],
+                                    plan.programs())
+
+
+@pytest.mark.parametrize("table_min_steps", [None, 2], ids=["short", "tables"])
+def test_a_dp_column_s_weight_is_read_where_it_is_held(table_min_steps, monkeypatch):
+    """On dp x tp with more than FAN_LIMIT rows, a vocabulary tile that every row reads
+    is held by its tp column, which meets every row: the embedding's steps run on each
+    row's rank of the tile's column (Megatron's vocabulary-parallel embedding), not all
+    on the row's first rank, so no rank sends a tile of wte; ranks planning alone agree
+    (short groups by class, or StepTables)."""
+    if table_min_steps is not None:
+        monkeypatch.setattr(lowering, "TABLE_MIN_STEPS", table_min_steps)
+    graph, tiling = wide_gpt2()
+    mesh, nranks = {"dp": NRANKS, "tp": 2}, 2 * NRANKS
+    plan = nt.build_plan(graph, nranks, tiling, mesh)
+    sent = [send for program in plan.programs() for send in program
+            if type(send) is Send and send.key[0] == "wte"]
+    assert not sent, sent[:3]
+    assert derived_equal_the_oracle(graph, nranks, tiling, mesh, [0, 3, nranks - 1],
+                                    plan.programs())
