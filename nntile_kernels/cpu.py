@@ -15,7 +15,7 @@ from .rules_broadcast import BROADCAST
 
 KERNELS = {
     **MATH_KERNELS,   # seed elementwise and reduction kernels (cpu_math.py)
-    **MATH_FIBER_KERNELS,   # seed fiber kernels and sum_backward (cpu_math_fiber.py)
+    **MATH_FIBER_KERNELS,   # norm_fiber (cpu_math_fiber.py)
     "gemm": cpu_blas.gemm,
     "transpose": cpu_reduce.transpose,
     # NumPy's own fill/memcpy/cast loops are already what a numba loop would be (clear,
@@ -39,7 +39,6 @@ KERNELS = {
     "mask_causal": cpu_slice.mask_causal,
     "rope": cpu_rope.rope,
     "rope_backward": cpu_rope.rope_backward,
-    "scale_slice": reference.scale_slice,   # one broadcast copy: NumPy's loop is enough
     "sumprod_slice": cpu_slice.sumprod_slice,
     "sum_slice": cpu_slice.sum_slice,
     "sumprod_fiber": cpu_norm.sumprod_fiber,
@@ -63,7 +62,7 @@ KERNELS = {
     "copy_intersection": reference.copy_intersection,
     # the slice and fiber ops with a broadcast operand (add_slice, multiply_slice, the
     # softmax from a logsumexp and its backward, add_fiber, multiply_fiber, scale_fiber,
-    # ...): loops generated from rules_broadcast.py's formulas
+    # scale_slice, sum_backward, ...): loops generated from rules_broadcast.py's formulas
     **{name: getattr(cpu_rules_broadcast, name) for name in BROADCAST},
 }
 # kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)

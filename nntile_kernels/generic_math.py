@@ -122,15 +122,9 @@ def norm_fiber(xp, x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
         y[...] = xp.hypot(alpha * norm, beta * y.astype(wide))
 
 
-def sum_backward(xp, dy, x, y, *, alpha=1.0):
-    """y = x + alpha * dy, dy 0-d broadcast everywhere: with y = x = dx, the gradient of a
-    total sum accumulated (dx is an input too, so the graph checks its shape and dtype)."""
-    y[...] = x + alpha * dy
-
-
 XP_KERNELS = {kernel.__name__: kernel for kernel in (
     max_slice, min_slice, extremum_count, extremum_backward, norm_slice, norm_slice_backward,
-    norm_fiber, sum_backward, randn, dropout)}
+    norm_fiber, randn, dropout)}
 
 
 def table(xp) -> dict:
