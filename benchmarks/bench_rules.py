@@ -130,9 +130,9 @@ def old_module(revision, name, folder):
 
 
 def old_kernel(module, name):
-    """The hand-written kernel; generic.py's take the array module first."""
+    """The hand-written kernel; generic*.py's take the array module first."""
     kernel = getattr(module, name)
-    generic = module.__name__.split("_", 2)[-1].startswith("generic")
+    generic = "_generic" in module.__name__   # generic.py, generic_rope.py, ...
     return functools.partial(kernel, np) if generic else kernel
 
 
