@@ -107,6 +107,9 @@ REDUCE_CASES = {
     "sumprod_slice": ("aff0d51", "cpu_slice", _SLICE_SHAPES, {"alpha": 1.0, "beta": 0.0}),
     "sum_fiber": ("aff0d51", "cpu_reduce", _FIBER_SHAPES, {"alpha": 1.0, "beta": 0.0}),
     "sumprod_fiber": ("aff0d51", "cpu_norm", _FIBER_SHAPES, {"alpha": 1.0, "beta": 1.0}),
+    "max_slice": ("aff0d51", "cpu_math", _SLICE_SHAPES, {"beta": 0.0}),
+    "max_slice beta=1": ("aff0d51", "cpu_math", _SLICE_SHAPES, {"beta": 1.0}),
+    "min_slice": ("aff0d51", "cpu_math", _SLICE_SHAPES, {"beta": 0.0}),
 }
 
 

@@ -13,7 +13,50 @@ from numba import njit
 
 from . import reference
 from .cpu_common import F16, folded_t
+from .cpu_fastmath import nan_maximum, nan_minimum  # noqa: F401 - a maximum's, a minimum's
 from .layout import fiber_partner_folds, slice_folds
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _run_maximum_0(x_r):
+    """float64 maximum of x over 1-d runs of one size."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = -np.inf
+    n, j = x_r.size, 0
+    while j + 8 <= n:
+        s0 = nan_maximum(s0, x_r[j])
+        s1 = nan_maximum(s1, x_r[j + 1])
+        s2 = nan_maximum(s2, x_r[j + 2])
+        s3 = nan_maximum(s3, x_r[j + 3])
+        s4 = nan_maximum(s4, x_r[j + 4])
+        s5 = nan_maximum(s5, x_r[j + 5])
+        s6 = nan_maximum(s6, x_r[j + 6])
+        s7 = nan_maximum(s7, x_r[j + 7])
+        j += 8
+    total = nan_maximum(nan_maximum(nan_maximum(s0, s1), nan_maximum(s2, s3)), nan_maximum(nan_maximum(s4, s5), nan_maximum(s6, s7)))
+    for rest in range(j, n):
+        total = nan_maximum(total, x_r[rest])
+    return total
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _run_minimum_0(x_r):
+    """float64 minimum of x over 1-d runs of one size."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = np.inf
+    n, j = x_r.size, 0
+    while j + 8 <= n:
+        s0 = nan_minimum(s0, x_r[j])
+        s1 = nan_minimum(s1, x_r[j + 1])
+        s2 = nan_minimum(s2, x_r[j + 2])
+        s3 = nan_minimum(s3, x_r[j + 3])
+        s4 = nan_minimum(s4, x_r[j + 4])
+        s5 = nan_minimum(s5, x_r[j + 5])
+        s6 = nan_minimum(s6, x_r[j + 6])
+        s7 = nan_minimum(s7, x_r[j + 7])
+        j += 8
+    total = nan_minimum(nan_minimum(nan_minimum(s0, s1), nan_minimum(s2, s3)), nan_minimum(nan_minimum(s4, s5), nan_minimum(s6, s7)))
+    for rest in range(j, n):
+        total = nan_minimum(total, x_r[rest])
+    return total
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -168,3 +211,55 @@ def sumprod_fiber(x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
         return reference.sumprod_fiber(x, y, f, axis=axis, batch_ndim=batch_ndim, alpha=alpha, beta=beta)
     full, part = fiber_partner_folds(x.shape, axis, batch_ndim)
     _sumprod_fiber(folded_t(x, full), folded_t(y, full), folded_t(f, part), float(alpha), float(beta))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _max_slice(x_t, y_t, beta):
+    # y is not read when beta == 0 (it may be garbage)
+    k, n, m = x_t.shape
+    total = np.empty(m)
+    for p in range(k):
+        if m == 1:   # axis 0: the slab is one contiguous run
+            total[0] = _run_maximum_0(x_t[p, :, 0])
+        else:
+            total[:] = -np.inf
+            for j in range(n):
+                for i in range(m):
+                    x = x_t[p, j, i]
+                    total[i] = nan_maximum(total[i], x)
+        for i in range(m):
+            y_t[p, i] = total[i] if beta == 0.0 else nan_maximum(total[i], beta * y_t[p, i])
+
+
+def max_slice(x, y, *, axis, beta=0.0):
+    """y = maximum(maximum of x over `axis`, beta * y)"""
+    if x.dtype is F16:
+        return reference.max_slice(x, y, axis=axis, beta=beta)
+    full, part = slice_folds(x.shape, axis)
+    _max_slice(folded_t(x, full), folded_t(y, part), float(beta))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _min_slice(x_t, y_t, beta):
+    # y is not read when beta == 0 (it may be garbage)
+    k, n, m = x_t.shape
+    total = np.empty(m)
+    for p in range(k):
+        if m == 1:   # axis 0: the slab is one contiguous run
+            total[0] = _run_minimum_0(x_t[p, :, 0])
+        else:
+            total[:] = np.inf
+            for j in range(n):
+                for i in range(m):
+                    x = x_t[p, j, i]
+                    total[i] = nan_minimum(total[i], x)
+        for i in range(m):
+            y_t[p, i] = total[i] if beta == 0.0 else nan_minimum(total[i], beta * y_t[p, i])
+
+
+def min_slice(x, y, *, axis, beta=0.0):
+    """y = minimum(minimum of x over `axis`, beta * y)"""
+    if x.dtype is F16:
+        return reference.min_slice(x, y, axis=axis, beta=beta)
+    full, part = slice_folds(x.shape, axis)
+    _min_slice(folded_t(x, full), folded_t(y, part), float(beta))

@@ -1,5 +1,6 @@
 """Writes cpu_rules_reduce.py: the numba loop of each reduction rule (rules_reduce.py:
-sum_slice, sumprod_slice, sum_fiber, sumprod_fiber), generated from its term.
+sum_slice, sumprod_slice, sum_fiber, sumprod_fiber, max_slice, min_slice), generated
+from its term.
 
 The loops walk the C-ordered transposed views of cpu_common.folded_t, indexed
 backwards, in storage order, as the hand-written loops they replace did (so float64
@@ -8,8 +9,9 @@ slice reduction folds the tile to (m, n, k) and keeps m running totals per k-sla
 fiber reduction folds it to (m, n, k, batch) and keeps n. Where the summed elements
 are a contiguous run (a slice's axis 0, m == 1; a fiber's m > 1) a generated helper
 sums the term over the run in 8 independent float64 chains (cpu_common.row_sum's
-grouping: one chain of dependent adds neither pipelines nor vectorises); a fiber with
-m == 1 loops over j innermost, whose n running totals are independent already.
+grouping: one chain of dependent adds neither pipelines nor vectorises; a maximum or
+minimum keeps 8 chains too, cpu_common.row_max's); a fiber with m == 1 loops over j
+innermost, whose n running totals are independent already.
 
     python -m nntile_kernels.generate_cpu_reduce
 
@@ -42,10 +44,18 @@ from numba import njit
 
 from . import reference
 from .cpu_common import F16, folded_t
+from .cpu_fastmath import nan_maximum, nan_minimum  # noqa: F401 - a maximum's, a minimum's
 from .layout import fiber_partner_folds, slice_folds
 '''
 
 CHAINS = 8
+# combine -> (a total's start, the statement adding `{term}` to `{total}`, the function
+# merging two totals: None for +)
+COMBINE_SOURCE = {
+    "sum": ("0.0", "{total} += {term}", None),
+    "maximum": ("-np.inf", "{total} = nan_maximum({total}, {term})", "nan_maximum"),
+    "minimum": ("np.inf", "{total} = nan_minimum({total}, {term})", "nan_minimum"),
+}
 _LOOP_NAMES = {"batch", "k", "n", "m", "p", "b", "j", "i", "total", "value", "rest"}
 
 
@@ -56,10 +66,20 @@ def _canonical(reduction):
 
 
 def run_helper_name(reduction):
-    """The run helper of a reduction: one per distinct term (sum_slice and sum_fiber
-    share theirs), numbered in the sorted order of the distinct terms."""
-    index = sorted({_canonical(r) for r in REDUCTIONS.values()}).index(_canonical(reduction))
-    return f"_run_sum_{index}"
+    """The run helper of a reduction: one per combine and distinct term (sum_slice and
+    sum_fiber share theirs), numbered in the sorted order of the distinct terms."""
+    terms = sorted({_canonical(r) for r in REDUCTIONS.values()
+                    if r.combine == reduction.combine})
+    return f"_run_{reduction.combine}_{terms.index(_canonical(reduction))}"
+
+
+def _added(reduction, total, term, pad):
+    return pad + COMBINE_SOURCE[reduction.combine][1].format(total=total, term=term)
+
+
+def _merged(reduction, a, b):
+    merge = COMBINE_SOURCE[reduction.combine][2]
+    return f"({a} + {b})" if merge is None else f"{merge}({a}, {b})"
 
 
 def _term_at(reduction, index):
@@ -69,23 +89,38 @@ def _term_at(reduction, index):
 
 
 def run_helper_source(reduction):
-    """The float64 sum of the term over 1-d runs, in CHAINS independent chains combined
+    """The float64 total of the term over 1-d runs, in CHAINS independent chains merged
     pairwise, then the tail in order (cpu_common.row_sum's grouping)."""
     arguments = ", ".join(f"{name}_r" for name in reduction.inputs)
     chains = [f"s{c}" for c in range(CHAINS)]
+    start = COMBINE_SOURCE[reduction.combine][0]
+    pairs = [_merged(reduction, a, b) for a, b in zip(chains[::2], chains[1::2])]
+    quads = [_merged(reduction, a, b) for a, b in zip(pairs[::2], pairs[1::2])]
+    merged = _merged(reduction, *quads)
     lines = ["", "", JIT, f"def {run_helper_name(reduction)}({arguments}):",
-             f'    """float64 sum of {reduction.term} over 1-d runs of one size."""',
-             f"    {' = '.join(chains)} = 0.0",
+             f'    """float64 {reduction.combine} of {reduction.term} over 1-d runs of one '
+             'size."""',
+             f"    {' = '.join(chains)} = {start}",
              f"    n, j = {reduction.inputs[0]}_r.size, 0",
              f"    while j + {CHAINS} <= n:"]
-    lines += [f"        {chain} += {_term_at(reduction, 'j' if c == 0 else f'j + {c}')}"
-              for c, chain in enumerate(chains)]
+    lines += [_added(reduction, chain, _term_at(reduction, "j" if c == 0 else f"j + {c}"),
+                     " " * 8) for c, chain in enumerate(chains)]
     lines += [f"        j += {CHAINS}",
-              "    total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))",
+              f"    total = {merged[1:-1] if merged.startswith('(') else merged}",
               "    for rest in range(j, n):",
-              f"        total += {_term_at(reduction, 'rest')}",
+              _added(reduction, "total", _term_at(reduction, "rest"), " " * 8),
               "    return total"]
     return lines
+
+
+def _store(reduction, out_element, total, pad):
+    """out = alpha * total + beta * out, or merge(total, beta * out): out unread when
+    beta == 0."""
+    if reduction.combine == "sum":
+        return [f"{pad}value = alpha * {total}",
+                f"{pad}{out_element} = value if beta == 0.0 else value + beta * {out_element}"]
+    merged = _merged(reduction, total, f"beta * {out_element}")
+    return [f"{pad}{out_element} = {total} if beta == 0.0 else {merged}"]
 
 
 def _loads(reduction, index, pad):
@@ -103,14 +138,13 @@ def _slice_loop(name, reduction):
         "        if m == 1:   # axis 0: the slab is one contiguous run",
         f"            total[0] = {run_helper_name(reduction)}({runs})",
         "        else:",
-        "            total[:] = 0.0",
+        f"            total[:] = {COMBINE_SOURCE[reduction.combine][0]}",
         "            for j in range(n):",
         "                for i in range(m):",
         *_loads(reduction, "[p, j, i]", " " * 20),
-        f"                    total[i] += {numba_expression(reduction.term)}",
+        _added(reduction, "total[i]", numba_expression(reduction.term), " " * 20),
         "        for i in range(m):",
-        "            value = alpha * total[i]",
-        f"            {out}_t[p, i] = value if beta == 0.0 else value + beta * {out}_t[p, i]"]
+        *_store(reduction, f"{out}_t[p, i]", "total[i]", " " * 12)]
 
 
 def _fiber_loop(name, reduction):
@@ -121,18 +155,17 @@ def _fiber_loop(name, reduction):
         f"    batch, k, n, m = {first}_t.shape",
         "    total = np.empty(n)",
         "    for b in range(batch):",
-        "        total[:] = 0.0",
+        f"        total[:] = {COMBINE_SOURCE[reduction.combine][0]}",
         "        for p in range(k):",
         "            if m == 1:   # axis 0: n independent totals, the loop over j vectorises",
         "                for j in range(n):",
         *_loads(reduction, "[b, p, j, 0]", " " * 20),
-        f"                    total[j] += {numba_expression(reduction.term)}",
+        _added(reduction, "total[j]", numba_expression(reduction.term), " " * 20),
         "            else:   # the m elements of (j, p, b) are a contiguous run",
         "                for j in range(n):",
-        f"                    total[j] += {run_helper_name(reduction)}({runs})",
+        _added(reduction, "total[j]", f"{run_helper_name(reduction)}({runs})", " " * 20),
         "        for j in range(n):",
-        "            value = alpha * total[j]",
-        f"            {out}_t[b, j] = value if beta == 0.0 else value + beta * {out}_t[b, j]"]
+        *_store(reduction, f"{out}_t[b, j]", "total[j]", " " * 12)]
 
 
 def kernel_source(name, reduction):
@@ -151,15 +184,20 @@ def kernel_source(name, reduction):
         folds = f"    full, part = fiber_partner_folds({first}.shape, axis, batch_ndim)"
         over = "every dim but `axis` and the batch dims"
     views = ", ".join(f"folded_t({arg}, {'part' if arg == out else 'full'})" for arg in arrays)
-    lines = ["", "", JIT, f"def _{name}({arguments}, alpha, beta):",
+    params = ("alpha", "beta") if reduction.combine == "sum" else ("beta",)
+    if reduction.combine == "sum":
+        doc = f"{out} = alpha * (sum of {reduction.term} over {over}, in float64) + beta * {out}"
+    else:
+        merge = reduction.combine
+        doc = f"{out} = {merge}({merge} of {reduction.term} over {over}, beta * {out})"
+    lines = ["", "", JIT, f"def _{name}({arguments}, {', '.join(params)}):",
              f"    # {out} is not read when beta == 0 (it may be garbage)",
              *loop(name, reduction),
              "", "", f"def {name}{signature}:",
-             f'    """{out} = alpha * (sum of {reduction.term} over {over}, in float64)'
-             f' + beta * {out}"""',
+             f'    """{doc}"""',
              f"    if {first}.dtype is F16:",
              f"        return reference.{name}({', '.join(arrays)}, {keywords})",
-             folds, f"    _{name}({views}, float(alpha), float(beta))"]
+             folds, f"    _{name}({views}, {', '.join(f'float({p})' for p in params)})"]
     return "\n".join(lines) + "\n"
 
 

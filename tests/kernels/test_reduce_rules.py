@@ -35,10 +35,33 @@ def test_each_op_is_its_rule_in_both_tables():
     ("sumprod_slice", "(x, y, z, *, axis, alpha=1.0, beta=0.0)"),
     ("sum_fiber", "(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0)"),
     ("sumprod_fiber", "(x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0)"),
+    ("max_slice", "(x, y, *, axis, beta=0.0)"),
+    ("min_slice", "(x, y, *, axis, beta=0.0)"),
 ])
 def test_signatures_are_the_hand_written_kernels(name, expected):
     assert str(inspect.signature(reference.KERNELS[name])) == expected
     assert str(inspect.signature(cpu.KERNELS[name])) == expected
+
+
+def _exact(name, arrays, axis, batch_ndim, alpha, beta):
+    """The reduction in float64 NumPy, written apart from the rule (sums of x or x * y)."""
+    wide = [array.astype(np.float64) for array in arrays[:-1]]
+    term = wide[0] if len(wide) == 1 else wide[0] * wide[1]
+    reduction = REDUCTIONS[name]
+    dims = ((axis,) if reduction.shape == "slice"
+            else tuple(d for d in range(term.ndim - batch_ndim) if d != axis))
+    previous = arrays[-1].astype(np.float64)
+    if reduction.combine == "maximum":
+        total = term.max(axis=dims)
+        return total if beta == 0.0 else np.maximum(total, beta * previous)
+    if reduction.combine == "minimum":
+        total = term.min(axis=dims)
+        return total if beta == 0.0 else np.minimum(total, beta * previous)
+    return alpha * term.sum(axis=dims) + (beta * previous if beta else 0.0)
+
+
+def _params(name, alpha, beta):
+    return {"alpha": alpha, "beta": beta} if REDUCTIONS[name].combine == "sum" else {"beta": beta}
 
 
 def _out_shape(name, shape, axis, batch_ndim):
@@ -72,8 +95,8 @@ def _cases(draw):
     axis = draw(st.integers(0, len(shape) - 1))
     batch_ndim = (draw(st.integers(0, len(shape) - 1 - axis))
                   if REDUCTIONS[name].shape == "fiber" else 0)
-    params = {"alpha": draw(st.sampled_from([1.0, -0.5])),
-              "beta": draw(st.sampled_from([0.0, 1.0, 0.25]))}
+    params = _params(name, draw(st.sampled_from([1.0, -0.5])),
+                     draw(st.sampled_from([0.0, 1.0, 0.25])))
     return (name, shape, axis, batch_ndim, draw(st.sampled_from(DTYPES)), params,
             draw(st.integers(0, 99)))
 
@@ -87,12 +110,7 @@ def test_the_loop_computes_what_the_reference_evaluates(case):
     expected = _call(reference.KERNELS, name, arrays, axis, batch_ndim, params)
     tolerance = TOLERANCE[dtype]
     np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance)
-    # the exact float64 value of the term's sum, rounded once to the dtype
-    wide = [array.astype(np.float64) for array in arrays[:-1]]
-    term = wide[0] if len(wide) == 1 else wide[0] * wide[1]
-    dims = ((axis,) if REDUCTIONS[name].shape == "slice"
-            else tuple(d for d in range(len(shape) - batch_ndim) if d != axis))
-    exact = params["alpha"] * term.sum(axis=dims) + params["beta"] * arrays[-1]
+    exact = _exact(name, arrays, axis, batch_ndim, params.get("alpha", 1.0), params["beta"])
     loose = {np.float16: 2e-2, np.float32: 1e-4, np.float64: 1e-12}[dtype]
     np.testing.assert_allclose(got.astype(np.float64), exact, rtol=loose, atol=loose)
 
@@ -107,14 +125,26 @@ def test_beta_zero_reads_no_output(table, name, dtype, axis):
     arrays = [np.asfortranarray(np.arange(60.0).reshape(shape).astype(dtype) / 8)
               for _ in REDUCTIONS[name].inputs]
     out = np.full(_out_shape(name, shape, axis, 0), np.nan, dtype, order="F")
-    table[name](*arrays, out, axis=axis, alpha=2.0, beta=0.0)
+    table[name](*arrays, out, axis=axis, **_params(name, 2.0, 0.0))
     assert not np.isnan(out).any()
-    wide = [array.astype(np.float64) for array in arrays]
-    term = wide[0] if len(wide) == 1 else wide[0] * wide[1]
-    dims = ((axis,) if REDUCTIONS[name].shape == "slice"
-            else tuple(d for d in range(3) if d != axis))
-    np.testing.assert_allclose(out, 2 * term.sum(axis=dims), rtol=2e-3 if dtype == np.float16
-                               else 1e-6)
+    np.testing.assert_allclose(out, _exact(name, [*arrays, out], axis, 0, 2.0, 0.0),
+                               rtol=2e-3 if dtype == np.float16 else 1e-6)
+
+
+@pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("name", ["max_slice", "min_slice"])
+def test_an_extremum_is_nan_where_a_term_is(table, name, axis):
+    """NumPy's max and maximum: a NaN in a slice (in the 8-chain body or the tail of a
+    run) or in the merged output gives NaN."""
+    x = np.asfortranarray(np.arange(43.0 * 3).reshape(43, 3))   # 5 rounds of 8, a tail of 3
+    x[0, 0], x[41, 1] = np.nan, np.nan
+    x = x if axis == 0 else np.asfortranarray(x.T)
+    y = np.array([1.0, 2.0, np.nan])
+    table[name](x, y, axis=axis, beta=1.0)
+    assert np.isnan(y).tolist() == [True, True, True]
+    table[name](x, y, axis=axis)
+    assert np.isnan(y).tolist() == [True, True, False]
 
 
 def _chained_sum(values):
@@ -136,7 +166,8 @@ def test_an_axis_0_slice_sums_its_run_in_8_chains(length):
     output: summed in the fixed 8-chain order of the hand-written loops, bitwise; values
     of mixed magnitudes make another order round differently."""
     rng = np.random.default_rng(length)
-    x = np.asfortranarray(rng.standard_normal((length, 3)) * 10.0 ** rng.integers(-8, 8, (length, 3)))
+    scales = 10.0 ** rng.integers(-8, 8, (length, 3))
+    x = np.asfortranarray(rng.standard_normal((length, 3)) * scales)
     s = np.empty(3)
     cpu.KERNELS["sum_slice"](x, s, axis=0)
     assert [float(v) for v in s] == [_chained_sum(x[:, column]) for column in range(3)]
