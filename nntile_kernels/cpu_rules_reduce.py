@@ -19,49 +19,73 @@ from .layout import fiber_partner_folds, slice_folds
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _run_maximum_0(x_r):
-    """float64 maximum of x over 1-d runs of one size."""
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = -np.inf
+    """The maximum of x over 1-d runs of one size."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = x_r.dtype.type(-np.inf)
+    seen = False   # a NaN term: the result is NaN
     n, j = x_r.size, 0
     while j + 8 <= n:
-        s0 = nan_maximum(s0, x_r[j])
-        s1 = nan_maximum(s1, x_r[j + 1])
-        s2 = nan_maximum(s2, x_r[j + 2])
-        s3 = nan_maximum(s3, x_r[j + 3])
-        s4 = nan_maximum(s4, x_r[j + 4])
-        s5 = nan_maximum(s5, x_r[j + 5])
-        s6 = nan_maximum(s6, x_r[j + 6])
-        s7 = nan_maximum(s7, x_r[j + 7])
+        a0 = x_r[j]
+        a1 = x_r[j + 1]
+        a2 = x_r[j + 2]
+        a3 = x_r[j + 3]
+        a4 = x_r[j + 4]
+        a5 = x_r[j + 5]
+        a6 = x_r[j + 6]
+        a7 = x_r[j + 7]
+        s0 = max(s0, a0)
+        s1 = max(s1, a1)
+        s2 = max(s2, a2)
+        s3 = max(s3, a3)
+        s4 = max(s4, a4)
+        s5 = max(s5, a5)
+        s6 = max(s6, a6)
+        s7 = max(s7, a7)
+        seen |= (a0 != a0) | (a1 != a1) | (a2 != a2) | (a3 != a3) | (a4 != a4) | (a5 != a5) | (a6 != a6) | (a7 != a7)
         j += 8
-    total = nan_maximum(nan_maximum(nan_maximum(s0, s1), nan_maximum(s2, s3)), nan_maximum(nan_maximum(s4, s5), nan_maximum(s6, s7)))
+    total = max(max(max(s0, s1), max(s2, s3)), max(max(s4, s5), max(s6, s7)))
     for rest in range(j, n):
-        total = nan_maximum(total, x_r[rest])
-    return total
+        a0 = x_r[rest]
+        total = max(total, a0)
+        seen |= a0 != a0
+    return np.nan if seen else total
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _run_minimum_0(x_r):
-    """float64 minimum of x over 1-d runs of one size."""
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = np.inf
+    """The minimum of x over 1-d runs of one size."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = x_r.dtype.type(np.inf)
+    seen = False   # a NaN term: the result is NaN
     n, j = x_r.size, 0
     while j + 8 <= n:
-        s0 = nan_minimum(s0, x_r[j])
-        s1 = nan_minimum(s1, x_r[j + 1])
-        s2 = nan_minimum(s2, x_r[j + 2])
-        s3 = nan_minimum(s3, x_r[j + 3])
-        s4 = nan_minimum(s4, x_r[j + 4])
-        s5 = nan_minimum(s5, x_r[j + 5])
-        s6 = nan_minimum(s6, x_r[j + 6])
-        s7 = nan_minimum(s7, x_r[j + 7])
+        a0 = x_r[j]
+        a1 = x_r[j + 1]
+        a2 = x_r[j + 2]
+        a3 = x_r[j + 3]
+        a4 = x_r[j + 4]
+        a5 = x_r[j + 5]
+        a6 = x_r[j + 6]
+        a7 = x_r[j + 7]
+        s0 = min(s0, a0)
+        s1 = min(s1, a1)
+        s2 = min(s2, a2)
+        s3 = min(s3, a3)
+        s4 = min(s4, a4)
+        s5 = min(s5, a5)
+        s6 = min(s6, a6)
+        s7 = min(s7, a7)
+        seen |= (a0 != a0) | (a1 != a1) | (a2 != a2) | (a3 != a3) | (a4 != a4) | (a5 != a5) | (a6 != a6) | (a7 != a7)
         j += 8
-    total = nan_minimum(nan_minimum(nan_minimum(s0, s1), nan_minimum(s2, s3)), nan_minimum(nan_minimum(s4, s5), nan_minimum(s6, s7)))
+    total = min(min(min(s0, s1), min(s2, s3)), min(min(s4, s5), min(s6, s7)))
     for rest in range(j, n):
-        total = nan_minimum(total, x_r[rest])
-    return total
+        a0 = x_r[rest]
+        total = min(total, a0)
+        seen |= a0 != a0
+    return np.nan if seen else total
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _run_sum_0(x_r):
-    """float64 sum of x over 1-d runs of one size."""
+    """The float64 sum of x over 1-d runs of one size."""
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
     n, j = x_r.size, 0
     while j + 8 <= n:
@@ -82,7 +106,7 @@ def _run_sum_0(x_r):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _run_sum_1(x_r, y_r):
-    """float64 sum of x * y over 1-d runs of one size."""
+    """The float64 sum of x * y over 1-d runs of one size."""
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
     n, j = x_r.size, 0
     while j + 8 <= n:
@@ -217,7 +241,7 @@ def sumprod_fiber(x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
 def _max_slice(x_t, y_t, beta):
     # y is not read when beta == 0 (it may be garbage)
     k, n, m = x_t.shape
-    total = np.empty(m)
+    total = np.empty(m, x_t.dtype)
     for p in range(k):
         if m == 1:   # axis 0: the slab is one contiguous run
             total[0] = _run_maximum_0(x_t[p, :, 0])
@@ -226,7 +250,8 @@ def _max_slice(x_t, y_t, beta):
             for j in range(n):
                 for i in range(m):
                     x = x_t[p, j, i]
-                    total[i] = nan_maximum(total[i], x)
+                    term = x
+                    total[i] = term if (term != term) | (term > total[i]) else total[i]
         for i in range(m):
             y_t[p, i] = total[i] if beta == 0.0 else nan_maximum(total[i], beta * y_t[p, i])
 
@@ -243,7 +268,7 @@ def max_slice(x, y, *, axis, beta=0.0):
 def _min_slice(x_t, y_t, beta):
     # y is not read when beta == 0 (it may be garbage)
     k, n, m = x_t.shape
-    total = np.empty(m)
+    total = np.empty(m, x_t.dtype)
     for p in range(k):
         if m == 1:   # axis 0: the slab is one contiguous run
             total[0] = _run_minimum_0(x_t[p, :, 0])
@@ -252,7 +277,8 @@ def _min_slice(x_t, y_t, beta):
             for j in range(n):
                 for i in range(m):
                     x = x_t[p, j, i]
-                    total[i] = nan_minimum(total[i], x)
+                    term = x
+                    total[i] = term if (term != term) | (term < total[i]) else total[i]
         for i in range(m):
             y_t[p, i] = total[i] if beta == 0.0 else nan_minimum(total[i], beta * y_t[p, i])
 

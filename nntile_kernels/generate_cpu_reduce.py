@@ -49,14 +49,20 @@ from .layout import fiber_partner_folds, slice_folds
 '''
 
 CHAINS = 8
-# combine -> (a total's start, the statement adding `{term}` to `{total}`, the function
-# merging two totals: None for +)
+# combine -> (a total's start, the statement adding the term `{term}` (a variable) to
+# `{total}`, the two-argument function the run helper's chains merge with, the
+# NaN-propagating one of the store). A maximum's statement is NumPy's NaN-propagating
+# select written with `|`, not `or`: short-circuiting is a branch that keeps LLVM from
+# vectorising the loop over i.
 COMBINE_SOURCE = {
-    "sum": ("0.0", "{total} += {term}", None),
-    "maximum": ("-np.inf", "{total} = nan_maximum({total}, {term})", "nan_maximum"),
-    "minimum": ("np.inf", "{total} = nan_minimum({total}, {term})", "nan_minimum"),
+    "sum": ("0.0", "{total} += {term}", None, None),
+    "maximum": ("-np.inf", "{total} = {term} if ({term} != {term}) | ({term} > {total}) "
+                "else {total}", "max", "nan_maximum"),
+    "minimum": ("np.inf", "{total} = {term} if ({term} != {term}) | ({term} < {total}) "
+                "else {total}", "min", "nan_minimum"),
 }
-_LOOP_NAMES = {"batch", "k", "n", "m", "p", "b", "j", "i", "total", "value", "rest"}
+_LOOP_NAMES = {"batch", "k", "n", "m", "p", "b", "j", "i", "total", "value", "rest", "term",
+               "seen", *(f"a{c}" for c in range(CHAINS)), *(f"s{c}" for c in range(CHAINS))}
 
 
 def _canonical(reduction):
@@ -74,12 +80,12 @@ def run_helper_name(reduction):
 
 
 def _added(reduction, total, term, pad):
-    return pad + COMBINE_SOURCE[reduction.combine][1].format(total=total, term=term)
-
-
-def _merged(reduction, a, b):
-    merge = COMBINE_SOURCE[reduction.combine][2]
-    return f"({a} + {b})" if merge is None else f"{merge}({a}, {b})"
+    """`total` combined with the term's source `term` (a sum adds it as it is; a maximum
+    names it `term` first, its select reads it three times)."""
+    statement = COMBINE_SOURCE[reduction.combine][1]
+    if reduction.combine == "sum":
+        return [pad + statement.format(total=total, term=term)]
+    return [f"{pad}term = {term}", pad + statement.format(total=total, term="term")]
 
 
 def _term_at(reduction, index):
@@ -88,29 +94,50 @@ def _term_at(reduction, index):
                    {name: f"{name}_r[{index}]" for name in reduction.inputs})
 
 
+def _pairwise(chains, merge):
+    """The chains merged pairwise, in a fixed grouping."""
+    while len(chains) > 1:
+        chains = [merge(a, b) for a, b in zip(chains[::2], chains[1::2])]
+    return chains[0]
+
+
 def run_helper_source(reduction):
-    """The float64 total of the term over 1-d runs, in CHAINS independent chains merged
-    pairwise, then the tail in order (cpu_common.row_sum's grouping)."""
+    """The total of the term over 1-d runs in CHAINS independent chains merged pairwise,
+    then the tail in order (cpu_common.row_sum's grouping): a float64 sum, or an
+    extremum in the run's dtype whose chains are plain max (min) with a NaN flag beside
+    them, as a branch-free select chain pipelines less (docs/benchmarks.md)."""
     arguments = ", ".join(f"{name}_r" for name in reduction.inputs)
+    first = reduction.inputs[0]
     chains = [f"s{c}" for c in range(CHAINS)]
-    start = COMBINE_SOURCE[reduction.combine][0]
-    pairs = [_merged(reduction, a, b) for a, b in zip(chains[::2], chains[1::2])]
-    quads = [_merged(reduction, a, b) for a, b in zip(pairs[::2], pairs[1::2])]
-    merged = _merged(reduction, *quads)
-    lines = ["", "", JIT, f"def {run_helper_name(reduction)}({arguments}):",
-             f'    """float64 {reduction.combine} of {reduction.term} over 1-d runs of one '
-             'size."""',
-             f"    {' = '.join(chains)} = {start}",
-             f"    n, j = {reduction.inputs[0]}_r.size, 0",
-             f"    while j + {CHAINS} <= n:"]
-    lines += [_added(reduction, chain, _term_at(reduction, "j" if c == 0 else f"j + {c}"),
-                     " " * 8) for c, chain in enumerate(chains)]
-    lines += [f"        j += {CHAINS}",
-              f"    total = {merged[1:-1] if merged.startswith('(') else merged}",
-              "    for rest in range(j, n):",
-              _added(reduction, "total", _term_at(reduction, "rest"), " " * 8),
-              "    return total"]
-    return lines
+    start, _, merge, _ = COMBINE_SOURCE[reduction.combine]
+    at = ["j" if c == 0 else f"j + {c}" for c in range(CHAINS)]
+    header = ["", "", JIT, f"def {run_helper_name(reduction)}({arguments}):",
+              f'    """The {"float64 " if merge is None else ""}{reduction.combine} of '
+              f'{reduction.term} over 1-d runs of one size."""']
+    if merge is None:   # a float64 sum
+        return [*header, f"    {' = '.join(chains)} = {start}",
+                f"    n, j = {first}_r.size, 0", f"    while j + {CHAINS} <= n:",
+                *(f"        {chain} += {_term_at(reduction, index)}"
+                  for chain, index in zip(chains, at)),
+                f"        j += {CHAINS}",
+                f"    total = {_pairwise(chains, lambda a, b: f'({a} + {b})')[1:-1]}",
+                "    for rest in range(j, n):",
+                f"        total += {_term_at(reduction, 'rest')}",
+                "    return total"]
+    terms = [f"a{c}" for c in range(CHAINS)]
+    return [*header, f"    {' = '.join(chains)} = {first}_r.dtype.type({start})",
+            "    seen = False   # a NaN term: the result is NaN",
+            f"    n, j = {first}_r.size, 0", f"    while j + {CHAINS} <= n:",
+            *(f"        {term} = {_term_at(reduction, index)}" for term, index in zip(terms, at)),
+            *(f"        {chain} = {merge}({chain}, {term})" for chain, term in zip(chains, terms)),
+            "        seen |= " + " | ".join(f"({term} != {term})" for term in terms),
+            f"        j += {CHAINS}",
+            f"    total = {_pairwise(chains, lambda a, b: f'{merge}({a}, {b})')}",
+            "    for rest in range(j, n):",
+            f"        a0 = {_term_at(reduction, 'rest')}",
+            f"        total = {merge}(total, a0)",
+            "        seen |= a0 != a0",
+            "    return np.nan if seen else total"]
 
 
 def _store(reduction, out_element, total, pad):
@@ -119,8 +146,15 @@ def _store(reduction, out_element, total, pad):
     if reduction.combine == "sum":
         return [f"{pad}value = alpha * {total}",
                 f"{pad}{out_element} = value if beta == 0.0 else value + beta * {out_element}"]
-    merged = _merged(reduction, total, f"beta * {out_element}")
-    return [f"{pad}{out_element} = {total} if beta == 0.0 else {merged}"]
+    merge = COMBINE_SOURCE[reduction.combine][3]
+    return [f"{pad}{out_element} = {total} if beta == 0.0 else "
+            f"{merge}({total}, beta * {out_element})"]
+
+
+def _total_dtype(reduction):
+    """The running totals' dtype argument: float64 for a sum, the tile dtype for an
+    extremum (exact either way; a float64 array would convert every element)."""
+    return "" if reduction.combine == "sum" else f", {reduction.inputs[0]}_t.dtype"
 
 
 def _loads(reduction, index, pad):
@@ -133,7 +167,7 @@ def _slice_loop(name, reduction):
     runs = ", ".join(f"{arg}_t[p, :, 0]" for arg in reduction.inputs)
     return [
         f"    k, n, m = {first}_t.shape",
-        "    total = np.empty(m)",
+        f"    total = np.empty(m{_total_dtype(reduction)})",
         "    for p in range(k):",
         "        if m == 1:   # axis 0: the slab is one contiguous run",
         f"            total[0] = {run_helper_name(reduction)}({runs})",
@@ -142,7 +176,7 @@ def _slice_loop(name, reduction):
         "            for j in range(n):",
         "                for i in range(m):",
         *_loads(reduction, "[p, j, i]", " " * 20),
-        _added(reduction, "total[i]", numba_expression(reduction.term), " " * 20),
+        *_added(reduction, "total[i]", numba_expression(reduction.term), " " * 20),
         "        for i in range(m):",
         *_store(reduction, f"{out}_t[p, i]", "total[i]", " " * 12)]
 
@@ -153,17 +187,17 @@ def _fiber_loop(name, reduction):
     runs = ", ".join(f"{arg}_t[b, p, j]" for arg in reduction.inputs)
     return [
         f"    batch, k, n, m = {first}_t.shape",
-        "    total = np.empty(n)",
+        f"    total = np.empty(n{_total_dtype(reduction)})",
         "    for b in range(batch):",
         f"        total[:] = {COMBINE_SOURCE[reduction.combine][0]}",
         "        for p in range(k):",
         "            if m == 1:   # axis 0: n independent totals, the loop over j vectorises",
         "                for j in range(n):",
         *_loads(reduction, "[b, p, j, 0]", " " * 20),
-        _added(reduction, "total[j]", numba_expression(reduction.term), " " * 20),
+        *_added(reduction, "total[j]", numba_expression(reduction.term), " " * 20),
         "            else:   # the m elements of (j, p, b) are a contiguous run",
         "                for j in range(n):",
-        _added(reduction, "total[j]", f"{run_helper_name(reduction)}({runs})", " " * 20),
+        *_added(reduction, "total[j]", f"{run_helper_name(reduction)}({runs})", " " * 20),
         "        for j in range(n):",
         *_store(reduction, f"{out}_t[b, j]", "total[j]", " " * 12)]
 
