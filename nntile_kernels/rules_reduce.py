@@ -96,8 +96,13 @@ class ArrayReduction:
         self._namespace = namespace
         self._term = compile(reduction.term, f"<{name}>", "eval")
 
-    def __call__(self, *arrays, axis, batch_ndim=0, alpha=1.0, beta=0.0):
+    def __call__(self, *arrays, axis, batch_ndim=0, beta=0.0, **alpha):
         reduction, xp = self.reduction, self._namespace["__xp__"]
+        if batch_ndim and reduction.shape == "slice" or alpha.keys() - (
+                {"alpha"} if reduction.combine == "sum" else set()):
+            raise TypeError(f"{self.__name__}: takes no "
+                            f"{', '.join(sorted(alpha)) or 'batch_ndim'}: {self.__signature__}")
+        alpha = alpha.get("alpha", 1.0)
         *inputs, out = arrays
         scope = {name: array.astype(wide(xp, array.dtype), copy=False)
                  for name, array in zip(reduction.inputs, inputs)}

@@ -186,3 +186,14 @@ def test_a_fiber_with_its_axis_0_sums_in_storage_order():
     for flat in x.reshape(4, -1, order="F").T:
         expected = [total + float(value) for total, value in zip(expected, flat)]
     assert [float(v) for v in f] == expected
+
+
+@pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
+@pytest.mark.parametrize("name, keywords", [("max_slice", {"alpha": 2.0}),
+                                             ("sum_slice", {"batch_ndim": 1}),
+                                             ("sum_fiber", {"gamma": 1.0})])
+def test_a_parameter_the_kernel_lacks_is_refused(table, name, keywords):
+    """max_slice has no alpha, a slice no batch_ndim: both tables refuse them alike."""
+    x, out = np.ones((3, 4), order="F"), np.ones(4)
+    with pytest.raises(TypeError):
+        table[name](x, out, axis=0, **keywords)
