@@ -11,7 +11,10 @@ sides run the same numba and the same tiles; each timing is the best of `repeat`
 the old and the new kernel called in alternation, one thread.
 
 BROADCAST_CASES (which --only names too) are the slice and fiber ops of
-rules_broadcast.py against their hand-written loops of 96442a2, on GPT-2's tile shapes.
+rules_broadcast.py against their hand-written loops of 96442a2 (scale_slice, NumPy's
+expression of generic_rope.py, and sum_backward's loop: aff0d51), and REDUCE_CASES
+the reductions of rules_reduce.py against their loops of aff0d51, on GPT-2's tile
+shapes. An old module imports the cpu_common.py of its own revision.
 """
 
 import argparse
@@ -30,6 +33,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout
 
 from nntile_kernels import cpu  # noqa: E402 - needs the path above
 from nntile_kernels.rules_broadcast import BROADCAST  # noqa: E402
+from nntile_kernels.rules_reduce import REDUCTIONS  # noqa: E402
 
 # kernel -> (revision, its module, arrays as letters of `tiles`, keyword parameters)
 CASES = {
@@ -92,13 +96,33 @@ BROADCAST_CASES = {
     "sumprod_fiber_backward": ("96442a2", "cpu_norm", _FIBER_SHAPES, {"alpha": 1.0}),
     "scale_fiber": ("96442a2", "cpu_math_fiber", _FIBER_SHAPES, {"alpha": 1.0}),
     "norm_fiber_backward": ("96442a2", "cpu_math_fiber", _FIBER_SHAPES, {"alpha": 1.0}),
+    "scale_slice": ("aff0d51", "generic_rope", _SLICE_SHAPES, {"alpha": 0.5}),
+    "sum_backward": ("aff0d51", "cpu_math_fiber", ((LAYER, 0, 0), (SCORES, 0, 0)),
+                     {"alpha": 0.5}),
+}
+# the reductions: kernel -> (revision, its module, shapes, keyword parameters)
+REDUCE_CASES = {
+    "sum_slice": ("aff0d51", "cpu_slice", _SLICE_SHAPES, {"alpha": 1.0, "beta": 0.0}),
+    "sum_slice beta=1": ("aff0d51", "cpu_slice", _SLICE_SHAPES, {"alpha": 0.5, "beta": 1.0}),
+    "sumprod_slice": ("aff0d51", "cpu_slice", _SLICE_SHAPES, {"alpha": 1.0, "beta": 0.0}),
+    "sum_fiber": ("aff0d51", "cpu_reduce", _FIBER_SHAPES, {"alpha": 1.0, "beta": 0.0}),
+    "sumprod_fiber": ("aff0d51", "cpu_norm", _FIBER_SHAPES, {"alpha": 1.0, "beta": 1.0}),
+    "max_slice": ("aff0d51", "cpu_math", _SLICE_SHAPES, {"beta": 0.0}),
+    "max_slice beta=1": ("aff0d51", "cpu_math", _SLICE_SHAPES, {"beta": 1.0}),
+    "min_slice": ("aff0d51", "cpu_math", _SLICE_SHAPES, {"beta": 0.0}),
 }
 
 
 def old_module(revision, name, folder):
-    """nntile_kernels/<name>.py of `revision`, imported as a sibling of the current modules."""
+    """nntile_kernels/<name>.py of `revision`, imported as a sibling of the current modules
+    (with the revision's own cpu_common.py: helpers such as row_dot have gone since)."""
     source = subprocess.run(["git", "show", f"{revision}:nntile_kernels/{name}.py"], cwd=ROOT,
                             check=True, capture_output=True, text=True).stdout
+    if name != "cpu_common" and "from .cpu_common import" in source:
+        common = old_module(revision, "cpu_common", folder)
+        sys.modules[common.__name__] = common
+        source = source.replace("from .cpu_common import",
+                                f"from .before_{revision}_cpu_common import")
     path = Path(folder) / f"before_{revision}_{name}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(f"nntile_kernels.before_{revision}_{name}",
@@ -109,9 +133,10 @@ def old_module(revision, name, folder):
 
 
 def old_kernel(module, name):
-    """The hand-written kernel; generic.py's take the array module first."""
+    """The hand-written kernel; generic*.py's take the array module first."""
     kernel = getattr(module, name)
-    return functools.partial(kernel, np) if module.__name__.endswith("_generic") else kernel
+    generic = "_generic" in module.__name__   # generic.py, generic_rope.py, ...
+    return functools.partial(kernel, np) if generic else kernel
 
 
 def make_tiles(edge, dtype, seed=0):
@@ -154,7 +179,9 @@ def broadcast_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
     slice (the shape without `axis`) or a fiber (`axis` and the batch dims); normal
     values, a norm's y in [0.1, 1) (never 0: both kernels skip y == 0 alike)."""
     broadcast, rng = BROADCAST[name], np.random.default_rng(seed)
-    if broadcast.shape == "slice":
+    if broadcast.shape == "scalar":
+        part = ()
+    elif broadcast.shape == "slice":
         part = shape[:axis] + shape[axis + 1:]
     else:
         part = (shape[axis], *shape[len(shape) - batch_ndim:])
@@ -167,24 +194,37 @@ def broadcast_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
     return arrays
 
 
-def run_broadcast(labels, modules, repeat):
-    """The broadcast cases: one row per tile shape and axis."""
+def reduce_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
+    """The arrays of a reduction: normal full tiles of `shape` and the output (a slice or
+    a fiber), which beta == 1 reads."""
+    reduction, rng = REDUCTIONS[name], np.random.default_rng(seed)
+    if reduction.shape == "slice":
+        part = shape[:axis] + shape[axis + 1:]
+    else:
+        part = (shape[axis], *shape[len(shape) - batch_ndim:])
+    return [np.asfortranarray(rng.standard_normal(size).astype(dtype))
+            for size in (*(shape for _ in reduction.inputs), part)]
+
+
+def run_axis_cases(labels, cases, make_arrays, kinds, modules, repeat):
+    """The broadcast or reduction cases: one row per tile shape and axis; `kinds` maps a
+    kernel to its shape ("slice", "fiber" or "scalar": no axis)."""
     print(f"\nns per element, best of {repeat}; before = the case's revision, after = this "
           "checkout")
     print("| kernel | tile, axis | fp32 before / after ns | fp64 before / after ns "
           "| bitwise fp32 / fp64 |")
     print("|---|---|---|---|---|")
     for label in labels:
-        revision, module, shapes, params = BROADCAST_CASES[label]
+        revision, module, shapes, params = cases[label]
         name = label.split()[0]
-        kernels = (getattr(modules[revision, module], name), cpu.KERNELS[name])
+        kernels = (old_kernel(modules[revision, module], name), cpu.KERNELS[name])
         for shape, axis, batch_ndim in shapes:
-            keywords = dict(params, axis=axis)
-            if BROADCAST[name].shape == "fiber":
+            keywords = dict(params) if kinds[name].shape == "scalar" else dict(params, axis=axis)
+            if kinds[name].shape == "fiber":
                 keywords["batch_ndim"] = batch_ndim
             cells, same = [], []
             for dtype in (np.float32, np.float64):
-                arrays = broadcast_arrays(name, shape, axis, batch_ndim, dtype)
+                arrays = make_arrays(name, shape, axis, batch_ndim, dtype)
                 for kernel in kernels:
                     kernel(*arrays, **keywords)   # compile outside the timing
                 calls = [lambda k=k, a=arrays, p=keywords: k(*a, **p) for k in kernels]
@@ -192,13 +232,14 @@ def run_broadcast(labels, modules, repeat):
                 cells.append(f"{before:.3f} / {after:.3f}")
                 outs = []
                 for kernel in kernels:
-                    fresh = broadcast_arrays(name, shape, axis, batch_ndim, dtype)
+                    fresh = make_arrays(name, shape, axis, batch_ndim, dtype)
                     kernel(*fresh, **keywords)
                     outs.append(fresh[-1])
                 same.append(np.array_equal(*outs, equal_nan=True))
             equal = " / ".join("yes" if flag else "no" for flag in same)
             tile = " x ".join(map(str, shape))
-            where = f"axis {axis}" + (f", batch_ndim {batch_ndim}" if batch_ndim else "")
+            where = ("whole" if kinds[name].shape == "scalar" else f"axis {axis}"
+                     + (f", batch_ndim {batch_ndim}" if batch_ndim else ""))
             print(f"| {label} | {tile}, {where} | {cells[0]} | {cells[1]} | {equal} |")
 
 
@@ -213,9 +254,12 @@ def main():
                  if not args.only or label.split()[0] in args.only}
         broadcasts = [label for label in BROADCAST_CASES
                       if not args.only or label.split()[0] in args.only]
+        reductions = [label for label in REDUCE_CASES
+                      if not args.only or label.split()[0] in args.only]
         modules = {(revision, name): old_module(revision, name, folder)
                    for revision, name in {case[:2] for case in (
-                       *cases.values(), *(BROADCAST_CASES[label] for label in broadcasts))}}
+                       *cases.values(), *(BROADCAST_CASES[label] for label in broadcasts),
+                       *(REDUCE_CASES[label] for label in reductions))}}
         if cases:
             print(f"ns per element, {args.edge} x {args.edge} tile, best of {args.repeat}; "
                   "before = the case's revision, after = this checkout")
@@ -238,7 +282,11 @@ def main():
             equal = " / ".join("yes" if flag else "no" for flag in same)
             print(f"| {label} | {cells[0]} | {cells[1]} | {equal} |")
         if broadcasts:
-            run_broadcast(broadcasts, modules, args.repeat)
+            run_axis_cases(broadcasts, BROADCAST_CASES, broadcast_arrays, BROADCAST, modules,
+                           args.repeat)
+        if reductions:
+            run_axis_cases(reductions, REDUCE_CASES, reduce_arrays, REDUCTIONS, modules,
+                           args.repeat)
 
 
 if __name__ == "__main__":

@@ -6,16 +6,17 @@ semantics as nntile_kernels.reference.
 
 import functools
 
-from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss, cpu_norm,  # noqa: I001
+from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
                cpu_reduce, cpu_rope, cpu_rules, cpu_rules_broadcast, cpu_rules_optim,
-               cpu_rules_params, cpu_slice, reference)
+               cpu_rules_params, cpu_rules_reduce, cpu_slice, reference)
 from .cpu_math import KERNELS as MATH_KERNELS
 from .cpu_math_fiber import KERNELS as MATH_FIBER_KERNELS
 from .rules_broadcast import BROADCAST
+from .rules_reduce import REDUCTIONS
 
 KERNELS = {
     **MATH_KERNELS,   # seed elementwise and reduction kernels (cpu_math.py)
-    **MATH_FIBER_KERNELS,   # seed fiber kernels and sum_backward (cpu_math_fiber.py)
+    **MATH_FIBER_KERNELS,   # norm_fiber (cpu_math_fiber.py)
     "gemm": cpu_blas.gemm,
     "transpose": cpu_reduce.transpose,
     # NumPy's own fill/memcpy/cast loops are already what a numba loop would be (clear,
@@ -34,15 +35,10 @@ KERNELS = {
     **cpu_rules_params.KERNELS,
     **cpu_rules_optim.KERNELS,
     "sum": cpu_reduce.sum,
-    "sum_fiber": cpu_reduce.sum_fiber,
     "mask_scalar": cpu_slice.mask_scalar,
     "mask_causal": cpu_slice.mask_causal,
     "rope": cpu_rope.rope,
     "rope_backward": cpu_rope.rope_backward,
-    "scale_slice": reference.scale_slice,   # one broadcast copy: NumPy's loop is enough
-    "sumprod_slice": cpu_slice.sumprod_slice,
-    "sum_slice": cpu_slice.sum_slice,
-    "sumprod_fiber": cpu_norm.sumprod_fiber,
     "softmax": cpu_reduce.softmax,
     "softmax_backward": reference.softmax_backward,   # vectorised NumPy is enough here
     "logsumexp": cpu_reduce.logsumexp,
@@ -63,8 +59,11 @@ KERNELS = {
     "copy_intersection": reference.copy_intersection,
     # the slice and fiber ops with a broadcast operand (add_slice, multiply_slice, the
     # softmax from a logsumexp and its backward, add_fiber, multiply_fiber, scale_fiber,
-    # ...): loops generated from rules_broadcast.py's formulas
+    # scale_slice, sum_backward, ...): loops generated from rules_broadcast.py's formulas
     **{name: getattr(cpu_rules_broadcast, name) for name in BROADCAST},
+    # the reductions along an axis (sum_slice, sumprod_slice, sum_fiber, sumprod_fiber):
+    # loops generated from rules_reduce.py's terms
+    **{name: getattr(cpu_rules_reduce, name) for name in REDUCTIONS},
 }
 # kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)
 KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)

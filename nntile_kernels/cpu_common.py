@@ -49,6 +49,8 @@ def fp16_uses_reference(position):
 # independent running sums: one running sum is a chain of dependent adds that neither
 # pipelines nor vectorizes (numba keeps IEEE order), 8 chains do both. The grouping is
 # fixed by position, so a tile's result does not depend on anything but its contents.
+# The reductions of rules_reduce.py generate their own such sums of their terms
+# (generate_cpu_reduce.py); these serve the hand-written softmax family.
 
 
 @njit(cache=True, nogil=True)
@@ -69,27 +71,6 @@ def row_sum(values):
     total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
     for rest in range(j, n):
         total += values[rest]
-    return total
-
-
-@njit(cache=True, nogil=True)
-def row_dot(x, y):
-    """float64 sum of x*y over two 1-d arrays of one size (products in their dtype)."""
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
-    n, j = x.size, 0
-    while j + 8 <= n:
-        s0 += x[j] * y[j]
-        s1 += x[j + 1] * y[j + 1]
-        s2 += x[j + 2] * y[j + 2]
-        s3 += x[j + 3] * y[j + 3]
-        s4 += x[j + 4] * y[j + 4]
-        s5 += x[j + 5] * y[j + 5]
-        s6 += x[j + 6] * y[j + 6]
-        s7 += x[j + 7] * y[j + 7]
-        j += 8
-    total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-    for rest in range(j, n):
-        total += x[rest] * y[rest]
     return total
 
 

@@ -1,6 +1,7 @@
-"""Numba kernels of the cpu table for the reductions along one axis (reference bodies
-in generic_math.py; the fiber ops are cpu_math_fiber.py's; the elementwise ops are
-loops generated from rules.py, cpu_rules.py).
+"""Numba kernels of the cpu table for the extremum counts and backward and the norms
+along one axis (reference bodies in generic_math.py; max_slice and min_slice are rules
+of rules_reduce.py, loops generated into cpu_rules_reduce.py; the fiber ops are
+cpu_math_fiber.py's; the elementwise ops are loops generated from rules.py, cpu_rules.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Reductions run over folded_t's
 C-ordered (n, k, m) view of the F-order fold (m, k, n), k the reduced axis. fp16 tiles
@@ -25,34 +26,6 @@ def _folds(x, axis, *slices):
     m, n = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
     return (folded_t(x, (m, x.shape[axis], n)),
             *(folded_t(s, (m, n)) for s in slices))
-
-
-@njit(cache=True, nogil=True)
-def _extremum(xt, yt, beta, sign):
-    """yt = sign * max over k of sign*xt, merged with beta*yt when beta != 0."""
-    n, k, m = xt.shape
-    for p in range(n):
-        for i in range(m):
-            best = sign * xt[p, 0, i]
-            for j in range(1, k):
-                best = max(best, sign * xt[p, j, i])
-            if beta != 0.0:
-                best = max(best, sign * beta * yt[p, i])
-            yt[p, i] = sign * best
-
-
-@fp16_uses_reference(0)
-def max_slice(x, y, *, axis, beta=0.0):
-    """y = max of x along `axis`, merged with beta*y if beta != 0."""
-    if x.size:
-        _extremum(*_folds(x, axis, y), beta, 1.0)
-
-
-@fp16_uses_reference(0)
-def min_slice(x, y, *, axis, beta=0.0):
-    """y = min of x along `axis`, merged with beta*y if beta != 0."""
-    if x.size:
-        _extremum(*_folds(x, axis, y), beta, -1.0)
 
 
 @njit(cache=True, nogil=True)
@@ -128,7 +101,7 @@ def norm_slice_backward(x, y, dy, dx, *, axis, alpha=1.0):
 
 # sub, div, tanh, sigmoid and their backwards are rules (rules.py, cpu_rules.py)
 KERNELS = {kernel.__name__: kernel for kernel in (
-    max_slice, min_slice, extremum_count, extremum_backward, norm_slice, norm_slice_backward)}
+    extremum_count, extremum_backward, norm_slice, norm_slice_backward)}
 
 # randn is whole-array uint64 hashing that NumPy already vectorises
 # (nntile_kernels/generic_random.py)

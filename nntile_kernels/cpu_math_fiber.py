@@ -1,5 +1,5 @@
-"""Numba kernels of the cpu table for norm_fiber and sum's backward (reference bodies in
-generic_math.py; scale_fiber and norm_fiber_backward are rules of rules_broadcast.py).
+"""Numba kernel of the cpu table for norm_fiber (reference body in generic_math.py;
+scale_fiber, norm_fiber_backward and sum_backward are rules of rules_broadcast.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. A tile is viewed through
 folded_t as (b, k, n, m): n the fiber's axis, m the dims before it, k the dims after it
@@ -40,17 +40,4 @@ def norm_fiber(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     _norm_fiber(*_fiber_folds(x, axis, batch_ndim, y), alpha, beta)
 
 
-@njit(cache=True, nogil=True)
-def _sum_backward(dy, x, y, alpha):
-    value = alpha * dy[0]
-    for i in range(y.size):
-        y[i] = x[i] + value
-
-
-@fp16_uses_reference(1)
-def sum_backward(dy, x, y, *, alpha=1.0):
-    """y = x + alpha * dy, dy 0-d."""
-    _sum_backward(dy.reshape(1), x.ravel("K"), y.ravel("K"), alpha)
-
-
-KERNELS = {kernel.__name__: kernel for kernel in (norm_fiber, sum_backward)}
+KERNELS = {"norm_fiber": norm_fiber}

@@ -1,5 +1,6 @@
-"""Numba reductions and transposes of the cpu table (add_fiber, the fiber broadcast, is a
-rule of rules_broadcast.py, its loop generated into cpu_rules_broadcast.py).
+"""Numba reductions and transposes of the cpu table (sum_fiber is a rule of
+rules_reduce.py, its loop generated into cpu_rules_reduce.py; add_fiber, the fiber
+broadcast, a rule of rules_broadcast.py, its loop in cpu_rules_broadcast.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Each wrapper folds its tile
 to a fixed rank and hands numba the C-ordered transpose (cpu_common.folded_t), so one
@@ -15,7 +16,7 @@ from numba import njit
 from . import reference
 from .cpu_common import F16, folded_t, row_max, row_sum
 from .cpu_fastmath import fast_exp
-from .layout import fiber_folds, fold
+from .layout import fold
 
 
 @njit(cache=True, nogil=True)
@@ -24,24 +25,6 @@ def _sum(x, y, alpha, beta):
     for i in range(x.size):
         total += x[i]
     y[0] = alpha * total if beta == 0.0 else alpha * total + beta * y[0]
-
-
-@njit(cache=True, nogil=True)
-def _sum_fiber(xt, yt, alpha, beta):
-    batch, k, n, m = xt.shape  # x is (m, n, k, batch), y is (n, batch)
-    total = np.empty(n)
-    for b in range(batch):
-        total[:] = 0.0
-        # Visit x in storage order; one running sum per fiber element.
-        for p in range(k):
-            if m == 1:   # PERF: axis 0: loop over j, not over a length-1 i (vectorizes)
-                for j in range(n):
-                    total[j] += xt[b, p, j, 0]
-                continue
-            for j in range(n):
-                total[j] += row_sum(xt[b, p, j])
-        for j in range(n):
-            yt[b, j] = alpha * total[j] if beta == 0.0 else alpha * total[j] + beta * yt[b, j]
 
 
 @njit(cache=True, nogil=True)
@@ -69,15 +52,6 @@ def sum(x, y, *, alpha=1.0, beta=0.0):  # noqa: A001 - the kernel's name in ever
     if x.dtype is F16:
         return reference.sum(x, y, alpha=alpha, beta=beta)
     _sum(x.ravel("K"), y.ravel("K"), float(alpha), float(beta))
-
-
-def sum_fiber(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
-    """y[j, batch] = alpha*sum of x over all dims but `axis` and the batch dims + beta*y."""
-    if x.dtype is F16:
-        return reference.sum_fiber(x, y, axis=axis, batch_ndim=batch_ndim, alpha=alpha, beta=beta)
-    m, n, k, batch = fiber_folds(x.shape, axis, batch_ndim)
-    xt, yt = folded_t(x, (m, n, k, batch)), folded_t(y, (n, batch))
-    _sum_fiber(xt, yt, float(alpha), float(beta))
 
 
 def transpose(x, y, *, alpha=1.0, ndim):

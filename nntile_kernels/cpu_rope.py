@@ -1,5 +1,5 @@
-"""Numba kernels of rope and rope_backward for the cpu table (scale_slice, a single
-broadcast copy, is NumPy's own loop: nntile_kernels.generic_rope.scale_slice).
+"""Numba kernels of rope and rope_backward for the cpu table (scale_slice is a rule of
+rules_broadcast.py, its loop generated into cpu_rules_broadcast.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. src is folded F-order to
 (head_dim, rest, broadcast) and the tables to (head_dim/2, rest); numba gets the

@@ -309,6 +309,51 @@ def sumprod_fiber_backward(f, x, dx, *, axis, batch_ndim=0, alpha=1.0):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _scale_slice(src_t, dst_t, alpha_f64):
+    cast = dst_t.dtype.type
+    alpha = cast(alpha_f64)
+    k, n, m = dst_t.shape
+    if m == 1:   # axis 0: a contiguous run along the axis vectorises
+        for p in range(k):
+            src = src_t[p, 0]
+            for j in range(n):
+                dst_t[p, j, 0] = alpha * src
+    else:
+        for p in range(k):
+            for j in range(n):
+                for i in range(m):
+                    src = src_t[p, i]
+                    dst_t[p, j, i] = alpha * src
+
+
+def scale_slice(src, dst, *, alpha, axis):
+    """dst = alpha * src (src: a slice along `axis`)"""
+    if dst.dtype is F16:
+        return reference.scale_slice(src, dst, alpha=alpha, axis=axis)
+    full, part = slice_folds(dst.shape, axis)
+    _scale_slice(folded_t(src, part), folded_t(dst, full), float(alpha))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _sum_backward(dy_t, x_t, y_t, alpha_f64):
+    cast = y_t.dtype.type
+    alpha = cast(alpha_f64)
+    n, = y_t.shape
+    dy = dy_t[0]
+    for i in range(n):
+        x = x_t[i]
+        y_t[i] = x + alpha * dy
+
+
+def sum_backward(dy, x, y, *, alpha=1.0):
+    """y = x + alpha * dy (dy: 0-d)"""
+    if y.dtype is F16:
+        return reference.sum_backward(dy, x, y, alpha=alpha)
+    full, part = (y.size,), (1,)
+    _sum_backward(folded_t(dy, part), folded_t(x, full), folded_t(y, full), float(alpha))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _scale_fiber(f_t, y_t, alpha_f64):
     cast = y_t.dtype.type
     alpha = cast(alpha_f64)

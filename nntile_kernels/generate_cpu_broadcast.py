@@ -2,12 +2,13 @@
 the slice and fiber ops), generated from its formula.
 
 The loops walk the C-ordered transposed views of cpu_common.folded_t, indexed backwards
-as cpu_slice.py's reductions do: a tile folded to (m, n, k) around the axis and a slice
-to (m, k); a tile folded to (m, n, k, batch) and a fiber to (n, batch). Each loop has
-an `m == 1` branch (axis 0: LayerNorm's channels, attention's keys) that walks the
-tiles' contiguous run along the axis with the partners loaded once per run: a loop
-over i of length 1 innermost stops LLVM from vectorising. A partner's value and the
-`let` temps that need nothing else are computed where the partner is loaded.
+as the reductions' loops do: a tile folded to (m, n, k) around the axis and a slice to
+(m, k); a tile folded to (m, n, k, batch) and a fiber to (n, batch); a tile flat and a
+0-d partner (sum_backward's dy) loaded once. Each slice or fiber loop has an `m == 1`
+branch (axis 0: LayerNorm's channels, attention's keys) that walks the tiles'
+contiguous run along the axis with the partners loaded once per run: a loop over i of
+length 1 innermost stops LLVM from vectorising. A partner's value and the `let` temps
+that need nothing else are computed where the partner is loaded.
 
     python -m nntile_kernels.generate_cpu_broadcast
 
@@ -56,6 +57,8 @@ NESTS = {
     "fiber": ("batch, k, n, m", (
         ((("q", "batch"), ("p", "k"), ("j", "n")), "[q, j]", (), "[q, p, j, 0]"),
         ((("q", "batch"), ("p", "k"), ("j", "n")), "[q, j]", (("i", "m"),), "[q, p, j, i]"))),
+    # a 0-d partner (sum_backward's dy): the tile is one run, loaded once; no m == 1 branch
+    "scalar": ("n,", (((), "[0]", (("i", "n"),), "[i]"),)),
 }
 _LOOP_NAMES = {"batch", "k", "n", "m", "p", "q", "j", "i", "cast"}
 
@@ -128,6 +131,9 @@ def loop_source(name, broadcast):
         elif rule.cases:
             lines.append("    else:")
         pad = " " * indent
+        if len(branches) == 1:
+            lines += _nest(broadcast, value, branches[0], indent)
+            continue
         lines.append(f"{pad}if m == 1:   # axis 0: a contiguous run along the axis vectorises")
         lines += _nest(broadcast, value, branches[0], indent + 4)
         lines.append(f"{pad}else:")
@@ -142,7 +148,9 @@ def kernel_source(name, broadcast):
     signature = broadcast_signature(broadcast)
     keywords = ", ".join(f"{p}={p}" for p in signature.parameters if p not in arrays)
     out = rule.output
-    if broadcast.shape == "slice":
+    if broadcast.shape == "scalar":
+        folds = f"    full, part = ({out}.size,), (1,)"
+    elif broadcast.shape == "slice":
         folds = f"    full, part = slice_folds({out}.shape, axis)"
     else:
         folds = f"    full, part = fiber_partner_folds({out}.shape, axis, batch_ndim)"
@@ -150,9 +158,10 @@ def kernel_source(name, broadcast):
              for arg in arrays]
     calls = ", ".join([*views, *(f"float({p})" for p in rule.params)])
     partners = ", ".join(broadcast.partners)
+    where = "0-d" if broadcast.shape == "scalar" else f"a {broadcast.shape} along `axis`"
     lines = loop_source(name, broadcast)
     lines += ["", "", f"def {name}{signature}:",
-              f'    """{_formula(rule)} ({partners}: a {broadcast.shape} along `axis`)"""',
+              f'    """{_formula(rule)} ({partners}: {where})"""',
               f"    if {out}.dtype is F16:",
               f"        return reference.{name}({', '.join(arrays)}, {keywords})",
               folds, f"    _{name}({calls})"]

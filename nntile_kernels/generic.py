@@ -18,6 +18,7 @@ from .layout import gemm_folds
 from .rounding import round_operand
 from .rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
 from .rules_broadcast import BROADCAST, ArrayBroadcast
+from .rules_reduce import REDUCTIONS, ArrayReduction
 
 # ---------------------------------------------------------------- products
 
@@ -69,12 +70,6 @@ def sum(xp, x, y, *, alpha=1.0, beta=0.0):  # noqa: A001 - the kernel's name in 
     store(y, x.sum(dtype=xp.float64), beta, y, alpha)
 
 
-def sum_fiber(xp, x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
-    """y[j, batch] = alpha*sum of x over all dims but `axis` and the batch dims + beta*y."""
-    total = x.sum(axis=fiber_axes(x.ndim, axis, batch_ndim), dtype=xp.float64)
-    store(y, total, beta, y, alpha)
-
-
 def add_fiber(xp, x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     """z = alpha*x (broadcast along all dims but `axis` and the batch dims) + beta*y.
 
@@ -82,13 +77,6 @@ def add_fiber(xp, x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     launch where the rule's array expressions (rules_broadcast.py) make three."""
     expanded = xp.expand_dims(x, fiber_axes(y.ndim, axis, batch_ndim))
     store(z, expanded, beta, y, alpha)
-
-
-def sumprod_fiber(xp, x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
-    """f = alpha * sum of x*y over all dims but `axis` and the batch dims + beta*f."""
-    product = x.astype(wide(xp, x.dtype), copy=False) * y  # fp16 products in fp32
-    total = product.sum(axis=fiber_axes(x.ndim, axis, batch_ndim), dtype=xp.float64)
-    store(f, total, beta, f, alpha)
 
 
 def softmax(xp, x, y, *, axis):
@@ -117,7 +105,7 @@ def table(xp, special):
     functions = {**vars(generic_loss), **vars(generic_slice), **vars(generic_rope),
                  **vars(generic_conv), **vars(generic_data), **globals()}
     namespace = rule_namespace(xp, special)
-    kernels = generic_math.table(xp)    # sub, div, hypot, tanh, sigmoid; max, min, norms
+    kernels = generic_math.table(xp)    # extremum counts, norms, randn, dropout
     # a kernel of this very table on reshaped tiles (the table is complete when it runs)
     kernels["reshaped_call"] = functools.partial(generic_data.reshaped_call, kernels)
     for name in KERNEL_NAMES:
@@ -129,6 +117,8 @@ def table(xp, special):
             kernels[name] = ArrayUpdate(name, UPDATES[name], namespace)
         elif name in BROADCAST:   # add_slice, multiply_fiber, ...: rules_broadcast.py
             kernels[name] = ArrayBroadcast(name, BROADCAST[name], namespace)
+        elif name in REDUCTIONS:   # sum_slice, sumprod_fiber, ...: rules_reduce.py
+            kernels[name] = ArrayReduction(name, REDUCTIONS[name], namespace)
         else:
             assert functions[name].__module__.startswith(__name__), f"{name} is a kernel here"
             kernels[name] = functools.partial(functions[name], xp)

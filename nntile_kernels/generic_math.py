@@ -1,5 +1,6 @@
-"""Reduction kernels (max, min, norms; the elementwise ops are rules.py's) written once
-against an array module `xp`.
+"""Reduction kernels (extremum counts, norms; the elementwise ops are rules.py's, the
+sums, max_slice and min_slice rules_reduce.py's) written once against an array module
+`xp`.
 
 Part of generic.table, so the NumPy reference and the CuPy table share these bodies:
 every line is an xp ufunc or reduction both modules spell alike. Arrays only: never imports
@@ -42,16 +43,6 @@ def _slice(y, x, axis):
 def _accumulate(out, value, beta, merge):
     """out = merge(value, beta*out), never reading `out` when beta == 0."""
     out[...] = value if beta == 0.0 else merge(value, beta * out)
-
-
-def max_slice(xp, x, y, *, axis, beta=0.0):
-    """y = max of x along `axis`, merged with beta*y (the max of earlier tiles) if beta != 0."""
-    _accumulate(y, _fold(x, axis).max(axis=1).reshape(y.shape, order="F"), beta, xp.maximum)
-
-
-def min_slice(xp, x, y, *, axis, beta=0.0):
-    """y = min of x along `axis`, merged with beta*y if beta != 0."""
-    _accumulate(y, _fold(x, axis).min(axis=1).reshape(y.shape, order="F"), beta, xp.minimum)
 
 
 def extremum_count(xp, x, y, count, *, axis, beta=0.0):
@@ -122,15 +113,9 @@ def norm_fiber(xp, x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
         y[...] = xp.hypot(alpha * norm, beta * y.astype(wide))
 
 
-def sum_backward(xp, dy, x, y, *, alpha=1.0):
-    """y = x + alpha * dy, dy 0-d broadcast everywhere: with y = x = dx, the gradient of a
-    total sum accumulated (dx is an input too, so the graph checks its shape and dtype)."""
-    y[...] = x + alpha * dy
-
-
 XP_KERNELS = {kernel.__name__: kernel for kernel in (
-    max_slice, min_slice, extremum_count, extremum_backward, norm_slice, norm_slice_backward,
-    norm_fiber, sum_backward, randn, dropout)}
+    extremum_count, extremum_backward, norm_slice, norm_slice_backward,
+    norm_fiber, randn, dropout)}
 
 
 def table(xp) -> dict:

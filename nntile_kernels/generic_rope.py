@@ -1,5 +1,5 @@
-"""xp-generic kernels of rotary position embeddings (NNTile's rope and rope_backward)
-and of scale_slice (a slice broadcast along one axis).
+"""xp-generic kernels of rotary position embeddings (NNTile's rope and rope_backward;
+scale_slice, a slice broadcast along one axis, is a rule of rules_broadcast.py).
 
 Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numba or cupy.
 rope's src is [head_dim, rest..., broadcast...] and its tables sin, cos are
@@ -41,8 +41,3 @@ def rope_backward(xp, sin, cos, dy, dx):
     out_even, out_odd = pairs(dx, sin)
     out_even += grad_even
     out_odd += grad_odd
-
-
-def scale_slice(xp, src, dst, *, alpha, axis):
-    """dst = alpha * src broadcast along `axis` (dst's axis is absent from src)."""
-    dst[...] = alpha * xp.expand_dims(src, axis)

@@ -1,7 +1,8 @@
-"""xp-generic kernels of the slice reductions: a tensor x and its slices along `axis`
-(x's shape with that axis removed), log-space reductions and the masks. The ops that
-broadcast a slice back are formulas of rules_broadcast.py (ArrayBroadcast evaluates
-them); add_slice's body here is the cuda table's entry only (cuda.py).
+"""xp-generic kernels of the slice ops: a tensor x and its slices along `axis` (x's
+shape with that axis removed): log-space reductions and the masks. The sums along an
+axis (sum_slice, sumprod_slice) are rules of rules_reduce.py (ArrayReduction evaluates
+them), the ops that broadcast a slice back formulas of rules_broadcast.py
+(ArrayBroadcast); add_slice's body here is the cuda table's entry only (cuda.py).
 
 Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numba or cupy.
 Nothing here synchronizes a CuPy stream.
@@ -9,18 +10,7 @@ Nothing here synchronizes a CuPy stream.
 
 import math
 
-from .generic_common import store, wide
-
-
-def sumprod_slice(xp, x, y, z, *, axis, alpha=1.0, beta=0.0):
-    """z = alpha * sum over `axis` of x*y (that axis removed) + beta*z; sums in float64."""
-    total = (x.astype(wide(xp, x.dtype), copy=False) * y).sum(axis=axis, dtype=xp.float64)
-    store(z, total, beta, z, alpha)
-
-
-def sum_slice(xp, x, s, *, axis, alpha=1.0, beta=0.0):
-    """s = alpha * sum over `axis` of x (that axis removed) + beta*s; sums in float64."""
-    store(s, x.sum(axis=axis, dtype=xp.float64), beta, s, alpha)
+from .generic_common import store
 
 
 def add_slice(xp, s, x, z, *, axis, alpha=1.0, beta=1.0):

@@ -14,7 +14,9 @@ fused_rules.py), so no backend can drift from another.
 The slice and fiber ops, whose operands broadcast along an axis (add_slice,
 softmax_from_logsumexp, add_fiber, scale_fiber, ...), are rules in this language too:
 rules_broadcast.py names which inputs broadcast, and its loops are generated apart
-(generate_cpu_broadcast.py, cpu_rules_broadcast.py).
+(generate_cpu_broadcast.py, cpu_rules_broadcast.py). The reductions along an axis
+(sum_slice, sumprod_fiber, max_slice, ...) reduce a term in this language
+(rules_reduce.py; generate_cpu_reduce.py, cpu_rules_reduce.py).
 """
 
 import builtins

@@ -5,11 +5,12 @@ scale_fiber, norm_fiber_backward, ...), each written once as a rules.py formula.
 A `Broadcast` is a Rule whose `partners` are not full tiles: of shape "slice" a partner
 is a full tile without `axis` (x's shape with that dim removed: a row sum, a
 logsumexp); of shape "fiber" it has only `axis` and the trailing `batch_ndim` dims (a
-norm per channel). The kernel takes `axis` (and, for fibers, `batch_ndim`) before the
-rule's params. ArrayBroadcast evaluates the formula with NumPy or CuPy on the partners
-expanded to the tiles' ndim (generic.py binds it), and generate_cpu_broadcast.py writes
-the numba loops over the folded views cpu_slice.py's reductions use
-(cpu_rules_broadcast.py), so the reference and the loop read one text.
+norm per channel); of shape "scalar" it is 0-d, broadcast over the whole tile
+(sum_backward's dy). The kernel takes `axis` (and, for fibers, `batch_ndim`) before
+the rule's params, a scalar's none. ArrayBroadcast evaluates the formula with NumPy or
+CuPy on the partners expanded to the tiles' ndim (generic.py binds it), and
+generate_cpu_broadcast.py writes the numba loops over the folded views the reductions
+use (cpu_rules_broadcast.py), so the reference and the loop read one text.
 
 Pure Python, imports rules.py only.
 """
@@ -20,16 +21,18 @@ from dataclasses import dataclass, replace
 from .rules import (ELEMENTWISE, FLOAT_LITERAL, ArrayRule, Rule, _spelled_out, literal_name,
                     renamed, rule_signature)
 
-SHAPES = ("slice", "fiber")
+SHAPES = ("slice", "fiber", "scalar")
 
 
 @dataclass(frozen=True)
 class Broadcast:
-    """`rule` with the inputs named in `partners` broadcast along `shape`'s dims."""
+    """`rule` with the inputs named in `partners` broadcast along `shape`'s dims;
+    `params_first` puts the params before `axis` in the signature (scale_slice's order)."""
 
     rule: Rule
     partners: tuple
     shape: str
+    params_first: bool = False
 
     def __post_init__(self):
         assert self.shape in SHAPES, self.shape
@@ -79,6 +82,12 @@ BROADCAST = {
     # the backward of sumprod_fiber: multiply_fiber accumulated into dx
     "sumprod_fiber_backward": Broadcast(replace(_MULTIPLY_FIBER, output="dx", accumulate=True),
                                         ("f",), "fiber"),
+    # scale with its x a slice (rope's scale_slice: alpha has no default, before axis)
+    "scale_slice": Broadcast(_renamed_rule(ELEMENTWISE["scale"], {"x": "src", "y": "dst"}),
+                             ("src",), "slice", params_first=True),
+    # the backward of sum: the 0-d dy added to every element of x (y = x = dx in place)
+    "sum_backward": Broadcast(Rule(("dy", "x"), "y", "x + alpha * dy", params=("alpha",),
+                                   defaults=(("alpha", 1.0),)), ("dy",), "scalar"),
     "scale_fiber": Broadcast(_renamed_rule(ELEMENTWISE["scale"], {"x": "f"},
                                            defaults=(("alpha", 1.0),)), ("f",), "fiber"),
     # hypot_backward's formula with the fiber's factor alpha^2 * dy / y first: a loop over
@@ -92,18 +101,25 @@ BROADCAST = {
 
 
 def broadcast_signature(broadcast):
-    """The rule's signature with `axis` (and a fiber's `batch_ndim=0`) before its params."""
+    """The rule's signature with `axis` (and a fiber's `batch_ndim=0`) before its params
+    (after them when `params_first`); a scalar's has no axis."""
     signature = rule_signature(broadcast.rule)
     arrays = [p for p in signature.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
     params = [p for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
-    axes = [inspect.Parameter("axis", inspect.Parameter.KEYWORD_ONLY)]
+    axes = []
+    if broadcast.shape != "scalar":
+        axes.append(inspect.Parameter("axis", inspect.Parameter.KEYWORD_ONLY))
     if broadcast.shape == "fiber":
         axes.append(inspect.Parameter("batch_ndim", inspect.Parameter.KEYWORD_ONLY, default=0))
-    return signature.replace(parameters=[*arrays, *axes, *params])
+    keywords = [*params, *axes] if broadcast.params_first else [*axes, *params]
+    return signature.replace(parameters=[*arrays, *keywords])
 
 
 def broadcast_axes(broadcast, ndim, axis, batch_ndim):
-    """The dims of a full tile of `ndim` dims that a partner lacks."""
+    """The dims of a full tile of `ndim` dims that a partner lacks (a scalar's: all,
+    which NumPy's broadcasting adds by itself)."""
+    if broadcast.shape == "scalar":
+        return ()
     if broadcast.shape == "slice":
         return (axis,)
     return tuple(dim for dim in range(ndim - batch_ndim) if dim != axis)
@@ -129,7 +145,7 @@ class ArrayBroadcast:
         self._rule = ArrayRule(name, broadcast.rule, namespace)
         self._xp = namespace["__xp__"]
 
-    def __call__(self, *arrays, axis, **params):
+    def __call__(self, *arrays, axis=None, **params):
         broadcast = self.broadcast
         batch_ndim = params.pop("batch_ndim", 0) if broadcast.shape == "fiber" else 0
         dims = broadcast_axes(broadcast, arrays[-1].ndim, axis, batch_ndim)

@@ -6,7 +6,7 @@ cuda_attention.memory_order gives); a partner is a raw array in its own memory o
 read at the index of element i's partner: of a slice, i % inner + inner * (i / (inner *
 length)); of a fiber, (i / inner) % length + length * (i / (inner * length * outer)),
 inner the product of the dims before `axis`, length its size, outer the product of the
-dims after it up to the batch dims (layout.fiber_folds' m, n, k).
+dims after it up to the batch dims (layout.fiber_folds' m, n, k); a 0-d partner's, 0.
 
 Not dispatched yet: cuda.py runs these ops as CuPy array expressions (add_slice the
 fused store, the softmax from a logsumexp and its backward cuda_attention.py's
@@ -20,9 +20,11 @@ from .rules_cuda import C_TYPES, _cpp_chosen, _cpp_typed
 PARTNER_INDEX = {
     "slice": "i % inner + inner * (i / (inner * length))",
     "fiber": "(i / inner) % length + length * (i / (inner * length * outer))",
+    "scalar": "0",
 }
 # the int64 sizes each shape's partner index reads, after the arrays
-INDEX_SIZES = {"slice": ("inner", "length"), "fiber": ("inner", "length", "outer")}
+INDEX_SIZES = {"slice": ("inner", "length"), "fiber": ("inner", "length", "outer"),
+               "scalar": ()}
 
 
 def cuda_broadcast_source(broadcast, dtype_name):

@@ -18,7 +18,8 @@ TOLERANCE = {np.float16: 0.0, np.float32: 2e-5, np.float64: 1e-13}  # fp16: the 
 PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha": 0.5},
           "sumprod_slice_backward": {"alpha": 2.0}, "scale_fiber": {"alpha": -3.0},
           "norm_fiber_backward": {"alpha": 1.5}, "add_fiber": {"alpha": 0.5, "beta": -2.0},
-          "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0}}
+          "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0},
+          "scale_slice": {"alpha": -2.0}, "sum_backward": {"alpha": 0.5}}
 
 
 def test_cpu_rules_broadcast_is_what_the_generator_writes():
@@ -46,6 +47,8 @@ def test_each_op_is_its_rule_in_both_tables():
     ("sumprod_fiber_backward", "(f, x, dx, *, axis, batch_ndim=0, alpha=1.0)"),
     ("scale_fiber", "(f, y, *, axis, batch_ndim=0, alpha=1.0)"),
     ("norm_fiber_backward", "(x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0)"),
+    ("scale_slice", "(src, dst, *, alpha, axis)"),
+    ("sum_backward", "(dy, x, y, *, alpha=1.0)"),
 ])
 def test_signatures_are_the_hand_written_kernels(name, expected):
     """The graph's ops pass these names as keywords: a rule's renaming must keep them."""
@@ -57,7 +60,9 @@ def _arrays(name, shape, axis, batch_ndim, dtype, rng):
     """Full tiles of `shape` and the partners (a slice or a fiber), F-ordered; a norm's y
     has zeros (a fiber of x all 0), the output NaN where the rule does not read it."""
     broadcast = BROADCAST[name]
-    if broadcast.shape == "slice":
+    if broadcast.shape == "scalar":
+        part = ()
+    elif broadcast.shape == "slice":
         part = shape[:axis] + shape[axis + 1:]
     else:
         part = (shape[axis], *shape[len(shape) - batch_ndim:])
@@ -74,7 +79,7 @@ def _arrays(name, shape, axis, batch_ndim, dtype, rng):
 
 
 def _call(table, name, arrays, axis, batch_ndim, params):
-    keywords = dict(params, axis=axis)
+    keywords = dict(params) if BROADCAST[name].shape == "scalar" else dict(params, axis=axis)
     if BROADCAST[name].shape == "fiber":
         keywords["batch_ndim"] = batch_ndim
     out = [array.copy(order="F") for array in arrays]

@@ -20,7 +20,8 @@ TOLERANCE = {"float64": 1e-13, "float32": 2e-5}
 PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha": 0.5},
           "sumprod_slice_backward": {"alpha": 2.0}, "scale_fiber": {"alpha": -3.0},
           "norm_fiber_backward": {"alpha": 1.5}, "add_fiber": {"alpha": 0.5, "beta": -2.0},
-          "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0}}
+          "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0},
+          "scale_slice": {"alpha": -2.0}, "sum_backward": {"alpha": 0.5}}
 
 
 def host_function(name, dtype):
@@ -60,8 +61,8 @@ def test_cpp_of_each_broadcast_rule_matches_its_numpy_evaluation(host_library, n
     broadcast, rng = BROADCAST[name], np.random.default_rng(axis)
     shape, batch_ndim = (4, 5, 3, 2), (1 if broadcast.shape == "fiber" else 0)
     m, n, k, _ = fiber_folds(shape, axis, batch_ndim)
-    part = (shape[:axis] + shape[axis + 1:] if broadcast.shape == "slice"
-            else (shape[axis], *shape[len(shape) - batch_ndim:]))
+    part = {"slice": shape[:axis] + shape[axis + 1:], "scalar": (),
+            "fiber": (shape[axis], *shape[len(shape) - batch_ndim:])}[broadcast.shape]
     names = (*broadcast.rule.inputs, broadcast.rule.output)
     arrays = {a: np.asfortranarray(rng.standard_normal(part if a in broadcast.partners
                                                        else shape).astype(dtype))
@@ -71,8 +72,9 @@ def test_cpp_of_each_broadcast_rule_matches_its_numpy_evaluation(host_library, n
         arrays["y"][0] = 0.0
     if not broadcast.rule.accumulate:
         arrays[broadcast.rule.output][...] = np.nan
-    keywords = dict(axis=axis, **({"batch_ndim": batch_ndim} if broadcast.shape == "fiber"
-                                  else {}))
+    keywords = ({} if broadcast.shape == "scalar" else
+                dict(axis=axis, **({"batch_ndim": batch_ndim} if broadcast.shape == "fiber"
+                                   else {})))
     # then beta == 0 (add_slice's, add_fiber's case): the input it leaves unread NaN
     calls = [(PARAMS.get(name, {}), ())]
     for _, value in broadcast.rule.cases:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from nntile_kernels import cpu, cpu_rules_broadcast, cpu_norm, cpu_reduce, cpu_slice
+from nntile_kernels import cpu, cpu_reduce, cpu_rules_broadcast, cpu_rules_reduce
 
 
 def tile(*shape, dtype=np.float32):
@@ -19,8 +19,8 @@ def test_one_numba_specialization_per_dtype_whatever_the_tile_shape():
         cpu.KERNELS["sum_fiber"](tile(*shape), y, axis=axis)
         assert y[0] == np.prod(shape) / shape[axis]
         cpu.KERNELS["softmax"](tile(*shape), tile(*shape), axis=axis)
-    float32 = [s for s in cpu_reduce._sum_fiber.signatures if str(s[0].dtype) == "float32"]
-    assert len(float32) == 1, cpu_reduce._sum_fiber.signatures
+    float32 = [s for s in cpu_rules_reduce._sum_fiber.signatures if str(s[0].dtype) == "float32"]
+    assert len(float32) == 1, cpu_rules_reduce._sum_fiber.signatures
     float32 = [s for s in cpu_reduce._softmax.signatures if str(s[0].dtype) == "float32"]
     assert len(float32) == 1, cpu_reduce._softmax.signatures
 
@@ -34,7 +34,7 @@ def test_slice_kernels_compile_once_per_dtype():
         cpu.KERNELS["sumprod_slice"](tile(*shape), tile(*shape), z, axis=axis)
         assert (z == shape[axis]).all()
         cpu.KERNELS["softmax_from_logsumexp"](tile(*part), tile(*shape), tile(*shape), axis=axis)
-    for kernel in (cpu_slice._sumprod_slice, cpu_rules_broadcast._softmax_from_logsumexp):
+    for kernel in (cpu_rules_reduce._sumprod_slice, cpu_rules_broadcast._softmax_from_logsumexp):
         float32 = [s for s in kernel.signatures if str(s[0].dtype) == "float32"]
         assert len(float32) == 1, kernel.signatures
 
@@ -55,8 +55,8 @@ def test_layer_norm_kernels_compile_once_per_dtype():
         assert (f == np.prod(shape) / shape[axis]).all()
         cpu.KERNELS["multiply_fiber"](f, tile(*shape), tile(*shape), axis=axis)
         cpu.KERNELS["sumprod_fiber_backward"](f, tile(*shape), tile(*shape), axis=axis)
-    kernels = (cpu_slice._sum_slice, cpu_rules_broadcast._add_slice,
-               cpu_rules_broadcast._multiply_slice, cpu_norm._sumprod_fiber,
+    kernels = (cpu_rules_reduce._sum_slice, cpu_rules_broadcast._add_slice,
+               cpu_rules_broadcast._multiply_slice, cpu_rules_reduce._sumprod_fiber,
                cpu_rules_broadcast._multiply_fiber, cpu_rules_broadcast._sumprod_fiber_backward)
     for kernel in kernels:
         float32 = [s for s in kernel.signatures if str(s[0].dtype) == "float32"]

@@ -1,0 +1,116 @@
+"""Reductions along an axis written once: sum_slice, sumprod_slice, sum_fiber and
+sumprod_fiber, each a per-element term (a rules.py formula of the input tiles: `x`,
+`x * y`) summed in float64 and stored as out = alpha * total + beta * out; max_slice
+and min_slice, the term's maximum (minimum) merged as out = maximum(total, beta * out).
+
+A `Reduction` of shape "slice" sums the term over `axis` (the output is the tile
+without that dim: a row sum); of shape "fiber" over every dim but `axis` and the
+trailing `batch_ndim` dims (the output has only those: a sum per channel). The store
+never reads out when beta == 0 (it may be garbage, or NaN). A maximum or minimum is NaN
+where a term is (NumPy's max, maximum). ArrayReduction evaluates
+the term with NumPy or CuPy and sums it (generic.py binds it: the reference and the
+cuda table), and generate_cpu_reduce.py writes the numba loops (cpu_rules_reduce.py),
+so both read one text. The broadcast ops that are their backwards (add_slice,
+sumprod_slice_backward, ...) are rules_broadcast.py's.
+
+Pure Python, imports rules.py and generic_common.py only (no numpy, numba or cupy).
+"""
+
+import inspect
+from dataclasses import dataclass
+
+from .generic_common import fiber_axes, store, wide
+from .rules import FLOAT_LITERAL, names_in
+
+SHAPES = ("slice", "fiber")
+# how terms combine: a float64 sum scaled by alpha, or NumPy's NaN-propagating maximum
+# and minimum (no alpha: max_slice's and min_slice's signatures have none)
+COMBINES = ("sum", "maximum", "minimum")
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """out = alpha * (float64 sum of `term` over `shape`'s dims) + beta * out, or
+    out = maximum(max of `term`, beta * out) (minimum likewise) by `combine`.
+
+    `term` names the `inputs` only (no params, no literals): it is computed in the
+    tile dtype (fp16 tiles in fp32, as the reference always did), then widened."""
+
+    inputs: tuple
+    output: str
+    term: str
+    shape: str
+    combine: str = "sum"
+
+    def __post_init__(self):
+        assert self.shape in SHAPES, self.shape
+        assert self.combine in COMBINES, self.combine
+        assert names_in(self.term) <= set(self.inputs), f"{self.term}: the inputs only"
+        assert not FLOAT_LITERAL.search(self.term), f"{self.term}: no literals"
+
+    def __repr__(self):
+        return f"Reduction({self.output} = {self.combine} of {self.term} over a {self.shape})"
+
+
+REDUCTIONS = {
+    "sum_slice": Reduction(("x",), "s", "x", "slice"),
+    # LayerNorm's and the softmax backward's dot along an axis (sumprod_slice(x, x) a
+    # sum of squares)
+    "sumprod_slice": Reduction(("x", "y"), "z", "x * y", "slice"),
+    "sum_fiber": Reduction(("x",), "y", "x", "fiber"),
+    "sumprod_fiber": Reduction(("x", "y"), "f", "x * y", "fiber"),
+    # the max pooling of a tiled axis: the partial maxima of its tiles merge with beta = 1
+    "max_slice": Reduction(("x",), "y", "x", "slice", "maximum"),
+    "min_slice": Reduction(("x",), "y", "x", "slice", "minimum"),
+}
+
+
+def reduction_signature(reduction):
+    """The arrays positional (the inputs, then the output), then `axis`, a fiber's
+    `batch_ndim=0`, a sum's `alpha=1.0` and `beta=0.0`, keyword-only."""
+    def keyword(name, *default):
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                 default=default[0] if default else inspect.Parameter.empty)
+    arrays = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+              for name in (*reduction.inputs, reduction.output)]
+    batch = [keyword("batch_ndim", 0)] if reduction.shape == "fiber" else []
+    alpha = [keyword("alpha", 1.0)] if reduction.combine == "sum" else []
+    return inspect.Signature([*arrays, keyword("axis"), *batch, *alpha, keyword("beta", 0.0)])
+
+
+def reduced_axes(reduction, ndim, axis, batch_ndim):
+    """The dims of a tile of `ndim` dims that the reduction sums over."""
+    return (axis,) if reduction.shape == "slice" else fiber_axes(ndim, axis, batch_ndim)
+
+
+class ArrayReduction:
+    """A Reduction evaluated by array expressions (NumPy or CuPy): the term on the
+    inputs (fp16 widened to fp32), its float64 sum (or its max, min) over the reduced
+    dims, the store."""
+
+    def __init__(self, name, reduction, namespace):
+        self.__name__ = self.__qualname__ = name
+        self.__doc__ = repr(reduction)
+        self.reduction = reduction
+        self.__signature__ = reduction_signature(reduction)
+        self._namespace = namespace
+        self._term = compile(reduction.term, f"<{name}>", "eval")
+
+    def __call__(self, *arrays, axis, batch_ndim=0, beta=0.0, **alpha):
+        reduction, xp = self.reduction, self._namespace["__xp__"]
+        if batch_ndim and reduction.shape == "slice" or alpha.keys() - (
+                {"alpha"} if reduction.combine == "sum" else set()):
+            raise TypeError(f"{self.__name__}: takes no "
+                            f"{', '.join(sorted(alpha)) or 'batch_ndim'}: {self.__signature__}")
+        alpha = alpha.get("alpha", 1.0)
+        *inputs, out = arrays
+        scope = {name: array.astype(wide(xp, array.dtype), copy=False)
+                 for name, array in zip(reduction.inputs, inputs)}
+        term = eval(self._term, self._namespace, scope)
+        axes = reduced_axes(reduction, inputs[0].ndim, axis, batch_ndim)
+        if reduction.combine == "sum":
+            store(out, term.sum(axis=axes, dtype=xp.float64), beta, out, alpha)
+            return
+        total = term.max(axis=axes) if reduction.combine == "maximum" else term.min(axis=axes)
+        merge = self._namespace[reduction.combine]   # xp.maximum, xp.minimum
+        out[...] = total if beta == 0.0 else merge(total, beta * out)

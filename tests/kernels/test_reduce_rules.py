@@ -1,0 +1,199 @@
+"""Reductions along an axis (nntile_kernels/rules_reduce.py): the NumPy evaluation of a
+term and its sum (the reference) and the generated numba loop (cpu_rules_reduce.py)
+agree on random tiles, axes and dtypes; an output's old contents are not read when
+beta == 0; the m == 1 run sums are the hand-written loops' 8-chain grouping; the
+kernels keep their signatures."""
+
+import inspect
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nntile_kernels import cpu, generate_cpu_reduce, reference
+from nntile_kernels.rules_reduce import REDUCTIONS, ArrayReduction
+
+DTYPES = (np.float16, np.float32, np.float64)
+TOLERANCE = {np.float16: 0.0, np.float32: 1e-5, np.float64: 1e-13}  # fp16: the reference
+
+
+def test_cpu_rules_reduce_is_what_the_generator_writes():
+    assert generate_cpu_reduce.TARGET.read_text() == generate_cpu_reduce.module_source(), (
+        "nntile_kernels/cpu_rules_reduce.py is stale: "
+        "run python -m nntile_kernels.generate_cpu_reduce")
+
+
+def test_each_op_is_its_rule_in_both_tables():
+    for name in REDUCTIONS:
+        assert cpu.KERNELS[name].__module__ == "nntile_kernels.cpu_rules_reduce", name
+        assert isinstance(reference.KERNELS[name], ArrayReduction), name
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("sum_slice", "(x, s, *, axis, alpha=1.0, beta=0.0)"),
+    ("sumprod_slice", "(x, y, z, *, axis, alpha=1.0, beta=0.0)"),
+    ("sum_fiber", "(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0)"),
+    ("sumprod_fiber", "(x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0)"),
+    ("max_slice", "(x, y, *, axis, beta=0.0)"),
+    ("min_slice", "(x, y, *, axis, beta=0.0)"),
+])
+def test_signatures_are_the_hand_written_kernels(name, expected):
+    assert str(inspect.signature(reference.KERNELS[name])) == expected
+    assert str(inspect.signature(cpu.KERNELS[name])) == expected
+
+
+def _exact(name, arrays, axis, batch_ndim, alpha, beta):
+    """The reduction in float64 NumPy, written apart from the rule (sums of x or x * y)."""
+    wide = [array.astype(np.float64) for array in arrays[:-1]]
+    term = wide[0] if len(wide) == 1 else wide[0] * wide[1]
+    reduction = REDUCTIONS[name]
+    dims = ((axis,) if reduction.shape == "slice"
+            else tuple(d for d in range(term.ndim - batch_ndim) if d != axis))
+    previous = arrays[-1].astype(np.float64)
+    if reduction.combine == "maximum":
+        total = term.max(axis=dims)
+        return total if beta == 0.0 else np.maximum(total, beta * previous)
+    if reduction.combine == "minimum":
+        total = term.min(axis=dims)
+        return total if beta == 0.0 else np.minimum(total, beta * previous)
+    return alpha * term.sum(axis=dims) + (beta * previous if beta else 0.0)
+
+
+def _params(name, alpha, beta):
+    return {"alpha": alpha, "beta": beta} if REDUCTIONS[name].combine == "sum" else {"beta": beta}
+
+
+def _out_shape(name, shape, axis, batch_ndim):
+    if REDUCTIONS[name].shape == "slice":
+        return shape[:axis] + shape[axis + 1:]
+    return (shape[axis], *shape[len(shape) - batch_ndim:])
+
+
+def _arrays(name, shape, axis, batch_ndim, dtype, rng):
+    """The inputs (normal, F-ordered) and the output (normal: read when beta != 0)."""
+    reduction = REDUCTIONS[name]
+    arrays = [np.asfortranarray(rng.standard_normal(shape).astype(dtype))
+              for _ in reduction.inputs]
+    out = rng.standard_normal(_out_shape(name, shape, axis, batch_ndim)).astype(dtype)
+    return [*arrays, np.asfortranarray(out)]
+
+
+def _call(table, name, arrays, axis, batch_ndim, params):
+    keywords = dict(params, axis=axis)
+    if REDUCTIONS[name].shape == "fiber":
+        keywords["batch_ndim"] = batch_ndim
+    out = [array.copy(order="F") for array in arrays]
+    table[name](*out, **keywords)
+    return out[-1]
+
+
+@st.composite
+def _cases(draw):
+    name = draw(st.sampled_from(sorted(REDUCTIONS)))
+    shape = tuple(draw(st.lists(st.integers(1, 19), min_size=1, max_size=4)))
+    axis = draw(st.integers(0, len(shape) - 1))
+    batch_ndim = (draw(st.integers(0, len(shape) - 1 - axis))
+                  if REDUCTIONS[name].shape == "fiber" else 0)
+    params = _params(name, draw(st.sampled_from([1.0, -0.5])),
+                     draw(st.sampled_from([0.0, 1.0, 0.25])))
+    return (name, shape, axis, batch_ndim, draw(st.sampled_from(DTYPES)), params,
+            draw(st.integers(0, 99)))
+
+
+@settings(max_examples=120, deadline=None)
+@given(case=_cases())
+def test_the_loop_computes_what_the_reference_evaluates(case):
+    name, shape, axis, batch_ndim, dtype, params, seed = case
+    arrays = _arrays(name, shape, axis, batch_ndim, dtype, np.random.default_rng(seed))
+    got = _call(cpu.KERNELS, name, arrays, axis, batch_ndim, params)
+    expected = _call(reference.KERNELS, name, arrays, axis, batch_ndim, params)
+    tolerance = TOLERANCE[dtype]
+    np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance)
+    exact = _exact(name, arrays, axis, batch_ndim, params.get("alpha", 1.0), params["beta"])
+    loose = {np.float16: 2e-2, np.float32: 1e-4, np.float64: 1e-12}[dtype]
+    np.testing.assert_allclose(got.astype(np.float64), exact, rtol=loose, atol=loose)
+
+
+@pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("axis", [0, 1, 2])
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_beta_zero_reads_no_output(table, name, dtype, axis):
+    """The output may be garbage (NaN) when beta == 0: it is overwritten, not scaled."""
+    shape = (3, 4, 5)
+    arrays = [np.asfortranarray(np.arange(60.0).reshape(shape).astype(dtype) / 8)
+              for _ in REDUCTIONS[name].inputs]
+    out = np.full(_out_shape(name, shape, axis, 0), np.nan, dtype, order="F")
+    table[name](*arrays, out, axis=axis, **_params(name, 2.0, 0.0))
+    assert not np.isnan(out).any()
+    np.testing.assert_allclose(out, _exact(name, [*arrays, out], axis, 0, 2.0, 0.0),
+                               rtol=2e-3 if dtype == np.float16 else 1e-6)
+
+
+@pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("name", ["max_slice", "min_slice"])
+def test_an_extremum_is_nan_where_a_term_is(table, name, axis):
+    """NumPy's max and maximum: a NaN in a slice (in the 8-chain body or the tail of a
+    run) or in the merged output gives NaN."""
+    x = np.asfortranarray(np.arange(43.0 * 3).reshape(43, 3))   # 5 rounds of 8, a tail of 3
+    x[0, 0], x[41, 1] = np.nan, np.nan
+    x = x if axis == 0 else np.asfortranarray(x.T)
+    y = np.array([1.0, 2.0, np.nan])
+    table[name](x, y, axis=axis, beta=1.0)
+    assert np.isnan(y).tolist() == [True, True, True]
+    table[name](x, y, axis=axis)
+    assert np.isnan(y).tolist() == [True, True, False]
+
+
+def _chained_sum(values):
+    """The 8-chain grouping the m == 1 run sums keep (cpu_common.row_sum's), in Python."""
+    chains = [0.0] * 8
+    whole = len(values) // 8 * 8
+    for index in range(whole):
+        chains[index % 8] += float(values[index])
+    total = ((chains[0] + chains[1]) + (chains[2] + chains[3])) + (
+        (chains[4] + chains[5]) + (chains[6] + chains[7]))
+    for value in values[whole:]:
+        total += float(value)
+    return total
+
+
+@pytest.mark.parametrize("length", [5, 8, 37, 300])
+def test_an_axis_0_slice_sums_its_run_in_8_chains(length):
+    """A slice along axis 0 (m == 1: LayerNorm's channels) is one contiguous run per
+    output: summed in the fixed 8-chain order of the hand-written loops, bitwise; values
+    of mixed magnitudes make another order round differently."""
+    rng = np.random.default_rng(length)
+    scales = 10.0 ** rng.integers(-8, 8, (length, 3))
+    x = np.asfortranarray(rng.standard_normal((length, 3)) * scales)
+    s = np.empty(3)
+    cpu.KERNELS["sum_slice"](x, s, axis=0)
+    assert [float(v) for v in s] == [_chained_sum(x[:, column]) for column in range(3)]
+    cpu.KERNELS["sumprod_slice"](x, x, s, axis=0)
+    assert [float(v) for v in s] == [_chained_sum(x[:, column] ** 2) for column in range(3)]
+
+
+def test_a_fiber_with_its_axis_0_sums_in_storage_order():
+    """A fiber along axis 0 (m == 1: LayerNorm's gamma): each output is a sum over the
+    other dims in storage order, one running total per fiber entry."""
+    rng = np.random.default_rng(0)
+    x = np.asfortranarray(rng.standard_normal((4, 6, 5)) * 10.0 ** rng.integers(-8, 8, (4, 6, 5)))
+    f = np.empty(4)
+    cpu.KERNELS["sum_fiber"](x, f, axis=0)
+    expected = [0.0] * 4
+    for flat in x.reshape(4, -1, order="F").T:
+        expected = [total + float(value) for total, value in zip(expected, flat)]
+    assert [float(v) for v in f] == expected
+
+
+@pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
+@pytest.mark.parametrize("name, keywords", [("max_slice", {"alpha": 2.0}),
+                                             ("sum_slice", {"batch_ndim": 1}),
+                                             ("sum_fiber", {"gamma": 1.0})])
+def test_a_parameter_the_kernel_lacks_is_refused(table, name, keywords):
+    """max_slice has no alpha, a slice no batch_ndim: both tables refuse them alike."""
+    x, out = np.ones((3, 4), order="F"), np.ones(4)
+    with pytest.raises(TypeError):
+        table[name](x, out, axis=0, **keywords)
