@@ -56,7 +56,7 @@ class ProgramBuilder(CarriedPartials, TreeGathers, PartialSums):
         self.outside_memo, self.best_memo = {}, {}   # PartialSums' memos by owner codes
         self.meets_memo = {}                # TreeGathers.meets_every by owner codes
         self.tensor_codes = {}              # tensor name -> its tiles' owner codes
-        self.tree_copies = {}   # key -> ((writes, phase), ranks reached, trees sent by then)
+        self.tree_copies = {}   # key -> gather.TreeCopies
         self.tensor_writes = {}             # tensor name -> ops of the walk writing it
         for key, holders in permanent_holders.items():
             self.version[key] = 0

@@ -38,6 +38,8 @@ derives the same shorter tree.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .axes import op_axes
@@ -46,6 +48,15 @@ from .partial import FAN_LIMIT
 
 
 FIBONACCI_HASH = 2654435761   # 2^32 / golden ratio: consecutive trees' heads spread evenly
+
+
+class TreeCopies(NamedTuple):
+    """Who holds a tile that gather trees gave out, and when they got it."""
+
+    writes: int          # the ops that had written its tensor by then
+    phase: str           # the phase of the op whose tree it was
+    holders: frozenset   # the ranks the trees reached
+    trees_after: int     # gathers_so_far after that op's tree
 
 
 class TreeGathers:
@@ -93,14 +104,14 @@ class TreeGathers:
         writes = self.tensor_writes.get(key[0], 0)
         earlier = self.tree_copies.get(key)
         reached = frozenset()
-        if earlier is not None and earlier[0][0] == writes and (
-                earlier[0][1] == phase or
-                (earlier[2] == self.gathers_so_far and key[0] in self.columns)):
-            reached = earlier[1]
+        if earlier is not None and earlier.writes == writes and (
+                earlier.phase == phase or
+                (earlier.trees_after == self.gathers_so_far and key[0] in self.columns)):
+            reached = earlier.holders
         fresh = [rank for rank in members if rank not in reached]
         # the tree count after this op's tree of the tile (send_down_tree counts it)
-        self.tree_copies[key] = ((writes, phase), reached.union(members),
-                                 self.gathers_so_far + bool(fresh))
+        self.tree_copies[key] = TreeCopies(writes, phase, reached.union(members),
+                                           self.gathers_so_far + bool(fresh))
         return fresh
 
     def note_writes(self, op):
