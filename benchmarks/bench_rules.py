@@ -13,8 +13,8 @@ the old and the new kernel called in alternation, one thread.
 BROADCAST_CASES (which --only names too) are the slice and fiber ops of
 rules_broadcast.py against their hand-written loops of 96442a2 (scale_slice, NumPy's
 expression of generic_rope.py, and sum_backward's loop: aff0d51), and REDUCE_CASES
-the reductions of rules_reduce.py against their loops of aff0d51, on GPT-2's tile
-shapes. An old module imports the cpu_common.py of its own revision.
+the reductions of rules_reduce.py against their loops of aff0d51 (the norms': 9676589),
+on GPT-2's tile shapes. An old module imports the cpu_common.py of its own revision.
 """
 
 import argparse
@@ -110,6 +110,10 @@ REDUCE_CASES = {
     "max_slice": ("aff0d51", "cpu_math", _SLICE_SHAPES, {"beta": 0.0}),
     "max_slice beta=1": ("aff0d51", "cpu_math", _SLICE_SHAPES, {"beta": 1.0}),
     "min_slice": ("aff0d51", "cpu_math", _SLICE_SHAPES, {"beta": 0.0}),
+    # the 2-norms (gradient clipping, RMSNorm): one float64 chain per output before
+    "norm_slice": ("9676589", "cpu_math", _SLICE_SHAPES, {"alpha": 1.0, "beta": 0.0}),
+    "norm_slice beta=1": ("9676589", "cpu_math", _SLICE_SHAPES, {"alpha": 0.5, "beta": 1.0}),
+    "norm_fiber": ("9676589", "cpu_math_fiber", _FIBER_SHAPES, {"alpha": 1.0, "beta": 1.0}),
 }
 
 

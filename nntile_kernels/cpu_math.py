@@ -1,7 +1,7 @@
-"""Numba kernels of the cpu table for the extremum counts and backward and the norms
-along one axis (reference bodies in generic_math.py; max_slice and min_slice are rules
-of rules_reduce.py, loops generated into cpu_rules_reduce.py; the fiber ops are
-cpu_math_fiber.py's; the elementwise ops are loops generated from rules.py, cpu_rules.py).
+"""Numba kernels of the cpu table for the extremum counts and backward and the norm's
+backward along one axis (reference bodies in generic_math.py; max_slice, min_slice,
+norm_slice and norm_fiber are rules of rules_reduce.py, loops generated into
+cpu_rules_reduce.py; the elementwise ops are loops generated from rules.py, cpu_rules.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Reductions run over folded_t's
 C-ordered (n, k, m) view of the F-order fold (m, k, n), k the reduced axis. fp16 tiles
@@ -64,24 +64,6 @@ def extremum_backward(x, y, count, dy, dx, *, axis):
 
 
 @njit(cache=True, nogil=True)
-def _norm_slice(xt, yt, alpha, beta):
-    n, k, m = xt.shape
-    for p in range(n):
-        for i in range(m):
-            total = 0.0   # float64: fp32 squares summed in fp64 cannot overflow
-            for j in range(k):
-                total += float(xt[p, j, i]) ** 2
-            norm = abs(alpha) * math.sqrt(total)
-            yt[p, i] = norm if beta == 0.0 else math.hypot(norm, beta * yt[p, i])
-
-
-@fp16_uses_reference(0)
-def norm_slice(x, y, *, axis, alpha=1.0, beta=0.0):
-    """y = hypot(alpha * 2-norm of x along `axis`, beta*y)."""
-    _norm_slice(*_folds(x, axis, y), alpha, beta)
-
-
-@njit(cache=True, nogil=True)
 def _norm_slice_backward(xt, yt, dyt, dxt, alpha):
     n, k, m = xt.shape
     for p in range(n):
@@ -101,7 +83,7 @@ def norm_slice_backward(x, y, dy, dx, *, axis, alpha=1.0):
 
 # sub, div, tanh, sigmoid and their backwards are rules (rules.py, cpu_rules.py)
 KERNELS = {kernel.__name__: kernel for kernel in (
-    extremum_count, extremum_backward, norm_slice, norm_slice_backward)}
+    extremum_count, extremum_backward, norm_slice_backward)}
 
 # randn is whole-array uint64 hashing that NumPy already vectorises
 # (nntile_kernels/generic_random.py)

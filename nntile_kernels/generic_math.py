@@ -1,6 +1,6 @@
-"""Reduction kernels (extremum counts, norms; the elementwise ops are rules.py's, the
-sums, max_slice and min_slice rules_reduce.py's) written once against an array module
-`xp`.
+"""Reduction kernels (extremum counts, the norm's backward; the elementwise ops are
+rules.py's, the sums, max_slice, min_slice and the norms rules_reduce.py's) written
+once against an array module `xp`.
 
 Part of generic.table, so the NumPy reference and the CuPy table share these bodies:
 every line is an xp ufunc or reduction both modules spell alike. Arrays only: never imports
@@ -62,18 +62,6 @@ def extremum_backward(xp, x, y, count, dy, dx, *, axis):
     folded += xp.where(hit, share, 0)
 
 
-def norm_slice(xp, x, y, *, axis, alpha=1.0, beta=0.0):
-    """y = hypot(alpha * 2-norm of x along `axis`, beta*y) (NNTile's norm_slice_inplace);
-    partial norms of the axis's tiles merge by the same hypot."""
-    folded = _fold(x, axis)
-    wide = xp.float32 if x.dtype == xp.float16 else x.dtype   # fp16 squares overflow
-    norm = xp.sqrt((folded.astype(wide) ** 2).sum(axis=1)).reshape(y.shape, order="F")
-    if beta == 0.0:
-        y[...] = xp.abs(alpha) * norm
-    else:
-        y[...] = xp.hypot(alpha * norm, beta * y.astype(wide))
-
-
 def norm_slice_backward(xp, x, y, dy, dx, *, axis, alpha=1.0):
     """dx += alpha^2 * x / y * dy, y and dy broadcast along `axis` (y = |alpha| * norm of x);
     0 where y == 0 (then x == 0 along the whole fiber)."""
@@ -83,39 +71,8 @@ def norm_slice_backward(xp, x, y, dy, dx, *, axis, alpha=1.0):
     folded += scale * _fold(x, axis)
 
 
-# ---------------------------------------------------------------- fibers
-
-
-def _fiber_fold(x, axis, batch_ndim):
-    """(m, n, k, b) F-order view of x: n its `axis`, b its trailing batch dims."""
-    first_batch = x.ndim - batch_ndim
-    sizes = (_prod(x.shape[:axis]), x.shape[axis], _prod(x.shape[axis + 1:first_batch]),
-             _prod(x.shape[first_batch:]))
-    return x.reshape(sizes, order="F")
-
-
-def _prod(sizes):
-    total = 1
-    for size in sizes:
-        total *= size
-    return total
-
-
-def norm_fiber(xp, x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
-    """y = hypot(alpha * 2-norm of x over all dims but `axis` and the batch dims, beta*y)
-    (NNTile's norm_fiber_inplace); partial norms merge by the same hypot."""
-    folded = _fiber_fold(x, axis, batch_ndim)
-    wide = xp.float32 if x.dtype == xp.float16 else x.dtype   # fp16 squares overflow
-    norm = xp.sqrt((folded.astype(wide) ** 2).sum(axis=(0, 2))).reshape(y.shape, order="F")
-    if beta == 0.0:
-        y[...] = xp.abs(alpha) * norm
-    else:
-        y[...] = xp.hypot(alpha * norm, beta * y.astype(wide))
-
-
 XP_KERNELS = {kernel.__name__: kernel for kernel in (
-    extremum_count, extremum_backward, norm_slice, norm_slice_backward,
-    norm_fiber, randn, dropout)}
+    extremum_count, extremum_backward, norm_slice_backward, randn, dropout)}
 
 
 def table(xp) -> dict:
