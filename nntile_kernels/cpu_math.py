@@ -1,5 +1,5 @@
-"""Numba kernels of the cpu table for the extremum counts and backward and the norm's
-backward along one axis (reference bodies in generic_math.py; max_slice, min_slice,
+"""Numba kernels of the cpu table for the extremum's and the norm's backward along one
+axis (reference bodies in generic_math.py; max_slice, min_slice, extremum_count,
 norm_slice and norm_fiber are rules of rules_reduce.py, loops generated into
 cpu_rules_reduce.py; the elementwise ops are loops generated from rules.py, cpu_rules.py).
 
@@ -26,23 +26,6 @@ def _folds(x, axis, *slices):
     m, n = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
     return (folded_t(x, (m, x.shape[axis], n)),
             *(folded_t(s, (m, n)) for s in slices))
-
-
-@njit(cache=True, nogil=True)
-def _extremum_count(xt, yt, ct, beta):
-    n, k, m = xt.shape
-    for p in range(n):
-        for i in range(m):
-            hits = 0
-            for j in range(k):
-                hits += xt[p, j, i] == yt[p, i]
-            ct[p, i] = hits if beta == 0.0 else hits + beta * ct[p, i]
-
-
-@fp16_uses_reference(0)
-def extremum_count(x, y, count, *, axis, beta=0.0):
-    """count = number of x equal to y along `axis` + beta*count."""
-    _extremum_count(*_folds(x, axis, y, count), beta)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -83,7 +66,7 @@ def norm_slice_backward(x, y, dy, dx, *, axis, alpha=1.0):
 
 # sub, div, tanh, sigmoid and their backwards are rules (rules.py, cpu_rules.py)
 KERNELS = {kernel.__name__: kernel for kernel in (
-    extremum_count, extremum_backward, norm_slice_backward)}
+    extremum_backward, norm_slice_backward)}
 
 # randn is whole-array uint64 hashing that NumPy already vectorises
 # (nntile_kernels/generic_random.py)

@@ -20,6 +20,15 @@ from .layout import fiber_partner_folds, slice_folds
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _run_count_0(x_r, y_s):
+    """The count of x == y over (n, 1) slabs of one size."""
+    total = 0
+    for j in range(x_r.shape[0]):
+        total += x_r[j, 0] == y_s
+    return total
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _run_maximum_0(x_r):
     """The maximum of x over 1-d runs of one size."""
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = x_r.dtype.type(-np.inf)
@@ -371,3 +380,31 @@ def norm_fiber(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
         return reference.norm_fiber(x, y, axis=axis, batch_ndim=batch_ndim, alpha=alpha, beta=beta)
     full, part = fiber_partner_folds(x.shape, axis, batch_ndim)
     _norm_fiber(folded_t(x, full), folded_t(y, part), float(alpha), float(beta))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _extremum_count(x_t, y_t, count_t, beta):
+    # count is not read when beta == 0 (it may be garbage)
+    k, n, m = x_t.shape
+    total = np.empty(m, np.int64)
+    for p in range(k):
+        if m == 1:   # axis 0: the slab is one contiguous run
+            total[0] = _run_count_0(x_t[p], y_t[p, 0])
+        else:
+            total[:] = 0
+            for j in range(n):
+                for i in range(m):
+                    x = x_t[p, j, i]
+                    y = y_t[p, i]
+                    total[i] += x == y
+        for i in range(m):
+            value = total[i]
+            count_t[p, i] = value if beta == 0.0 else value + beta * count_t[p, i]
+
+
+def extremum_count(x, y, count, *, axis, beta=0.0):
+    """count = (how many x == y over `axis`) + beta * count"""
+    if x.dtype is F16:
+        return reference.extremum_count(x, y, count, axis=axis, beta=beta)
+    full, part = slice_folds(x.shape, axis)
+    _extremum_count(folded_t(x, full), folded_t(y, part), folded_t(count, part), float(beta))

@@ -62,6 +62,7 @@ COMBINE_SOURCE = {
                 "else {total}", "max", "nan_maximum"),
     "minimum": ("np.inf", "{total} = {term} if ({term} != {term}) | ({term} < {total}) "
                 "else {total}", "min", "nan_minimum"),
+    "count": ("0", "{total} += {term}", None, None),
 }
 _LOOP_NAMES = {"batch", "k", "n", "m", "p", "b", "j", "i", "total", "value", "rest", "term",
                "seen", *(f"a{c}" for c in range(CHAINS)), *(f"s{c}" for c in range(CHAINS))}
@@ -70,8 +71,9 @@ _LOOP_NAMES = {"batch", "k", "n", "m", "p", "b", "j", "i", "total", "value", "re
 def _canonical(reduction):
     """The term with its inputs renamed by position (and marked when widened): one text
     per distinct term."""
-    return ("float64 " if reduction.widen else "") + renamed(
-        reduction.term, {name: f"a{index}" for index, name in enumerate(reduction.inputs)})
+    return ("float64 " if reduction.widen else "") + renamed(reduction.term, {
+        name: f"a{index}" + ("_partner" if name in reduction.partners else "")
+        for index, name in enumerate(reduction.inputs)})
 
 
 def run_helper_name(reduction):
@@ -86,7 +88,7 @@ def _added(reduction, total, term, pad):
     """`total` combined with the term's source `term` (a sum adds it as it is; a maximum
     names it `term` first, its select reads it three times)."""
     statement = COMBINE_SOURCE[reduction.combine][1]
-    if reduction.combine == "sum":
+    if reduction.combine in ("sum", "count"):
         return [pad + statement.format(total=total, term=term)]
     return [f"{pad}term = {term}", pad + statement.format(total=total, term="term")]
 
@@ -98,10 +100,18 @@ def _read(reduction, element):
     return f"np.float64({element})" if reduction.widen else element
 
 
+def _run_argument(reduction, name):
+    """A run helper's argument: a 1-d run of an input, or a partner's one value (a
+    slice's, the same along the run)."""
+    return f"{name}_s" if name in reduction.partners else f"{name}_r"
+
+
 def _term_at(reduction, index):
     """The term as numba source, each input read from its run at `index`."""
-    return renamed(numba_expression(reduction.term),
-                   {name: _read(reduction, f"{name}_r[{index}]") for name in reduction.inputs})
+    return renamed(numba_expression(reduction.term), {
+        name: _read(reduction, _run_argument(reduction, name)
+                    + ("" if name in reduction.partners else f"[{index}]"))
+        for name in reduction.inputs})
 
 
 def _pairwise(chains, merge):
@@ -116,14 +126,20 @@ def run_helper_source(reduction):
     then the tail in order (cpu_common.row_sum's grouping): a float64 sum, or an
     extremum in the run's dtype whose chains are plain max (min) with a NaN flag beside
     them, as a branch-free select chain pipelines less (docs/benchmarks.md)."""
-    arguments = ", ".join(f"{name}_r" for name in reduction.inputs)
+    arguments = ", ".join(_run_argument(reduction, name) for name in reduction.inputs)
     first = reduction.inputs[0]
     chains = [f"s{c}" for c in range(CHAINS)]
     start, _, merge, _ = COMBINE_SOURCE[reduction.combine]
     at = ["j" if c == 0 else f"j + {c}" for c in range(CHAINS)]
     header = ["", "", JIT, f"def {run_helper_name(reduction)}({arguments}):",
-              f'    """The {"float64 " if merge is None else ""}{reduction.combine} of '
-              f'{reduction.term} over 1-d runs of one size."""']
+              f'    """The {"float64 " * (reduction.combine == "sum")}{reduction.combine} of '
+              f'{reduction.term} over '
+              f'{"(n, 1) slabs" if reduction.combine == "count" else "1-d runs"} of one size."""']
+    if reduction.combine == "count":
+        # one int64 chain, which LLVM vectorises (integer adds reassociate) given a C
+        # layout: the (n, 1) slab x_t[p], not the strided-typed run x_t[p, :, 0]
+        return [*header, "    total = 0", f"    for j in range({first}_r.shape[0]):",
+                f"        total += {_term_at(reduction, 'j, 0')}", "    return total"]
     if merge is None:   # a float64 sum
         return [*header, f"    {' = '.join(chains)} = {start}",
                 f"    n, j = {first}_r.size, 0", f"    while j + {CHAINS} <= n:",
@@ -160,20 +176,29 @@ def _store(reduction, out_element, total, pad):
 
 
 def _total_dtype(reduction):
-    """The running totals' dtype argument: float64 for a sum, the tile dtype for an
-    extremum (exact either way; a float64 array would convert every element)."""
+    """The running totals' dtype argument: float64 for a sum, int64 for a count, the
+    tile dtype for an extremum (exact either way; a float64 array would convert every
+    element)."""
+    if reduction.combine == "count":
+        return ", np.int64"
     return "" if reduction.combine == "sum" else f", {reduction.inputs[0]}_t.dtype"
 
 
-def _loads(reduction, index, pad):
-    return [f"{pad}{name} = {_read(reduction, f'{name}_t{index}')}"
+def _loads(reduction, index, partner_index, pad):
+    """Each input's element: a tile's at `index`, a partner's (a slice's) at
+    `partner_index`."""
+    return [f"{pad}{name} = "
+            + _read(reduction, f"{name}_t" + (partner_index if name in reduction.partners
+                                              else index))
             for name in reduction.inputs]
 
 
 def _slice_loop(name, reduction):
     """(m, n, k) tiles, an (m, k) output: m running totals per k-slab."""
     out, first = reduction.output, reduction.inputs[0]
-    runs = ", ".join(f"{arg}_t[p, :, 0]" for arg in reduction.inputs)
+    run = "[p]" if reduction.combine == "count" else "[p, :, 0]"   # run_helper_source
+    runs = ", ".join(f"{arg}_t[p, 0]" if arg in reduction.partners else f"{arg}_t{run}"
+                     for arg in reduction.inputs)
     return [
         f"    k, n, m = {first}_t.shape",
         f"    total = np.empty(m{_total_dtype(reduction)})",
@@ -184,7 +209,7 @@ def _slice_loop(name, reduction):
         f"            total[:] = {COMBINE_SOURCE[reduction.combine][0]}",
         "            for j in range(n):",
         "                for i in range(m):",
-        *_loads(reduction, "[p, j, i]", " " * 20),
+        *_loads(reduction, "[p, j, i]", "[p, i]", " " * 20),
         *_added(reduction, "total[i]", numba_expression(reduction.term), " " * 20),
         "        for i in range(m):",
         *_store(reduction, f"{out}_t[p, i]", "total[i]", " " * 12)]
@@ -202,7 +227,7 @@ def _fiber_loop(name, reduction):
         "        for p in range(k):",
         "            if m == 1:   # axis 0: n independent totals, the loop over j vectorises",
         "                for j in range(n):",
-        *_loads(reduction, "[b, p, j, 0]", " " * 20),
+        *_loads(reduction, "[b, p, j, 0]", None, " " * 20),
         *_added(reduction, "total[j]", numba_expression(reduction.term), " " * 20),
         "            else:   # the m elements of (j, p, b) are a contiguous run",
         "                for j in range(n):",
@@ -226,15 +251,20 @@ def kernel_source(name, reduction):
     else:
         folds = f"    full, part = fiber_partner_folds({first}.shape, axis, batch_ndim)"
         over = "every dim but `axis` and the batch dims"
-    views = ", ".join(f"folded_t({arg}, {'part' if arg == out else 'full'})" for arg in arrays)
-    params = ("alpha", "beta") if reduction.combine == "sum" else ("beta",)
+    views = ", ".join(f"folded_t({arg}, "
+                      f"{'part' if arg in (out, *reduction.partners) else 'full'})"
+                      for arg in arrays)
+    params = ("alpha", "beta") if reduction.takes_alpha else ("beta",)
     default = Reduction(reduction.inputs, out, reduction.term, reduction.shape,
                         reduction.combine)
     if (reduction.finish, reduction.merge) != (default.finish, default.merge):
         doc = (f"{out} = {renamed(reduction.merge, {'value': reduction.finish})}:\n"
-               f"    total the float64 {reduction.combine} of {reduction.term} over {over}")
+               f"    total the {'int64' if reduction.combine == 'count' else 'float64'} "
+               f"{reduction.combine} of {reduction.term} over {over}")
     elif reduction.combine == "sum":
         doc = f"{out} = alpha * (sum of {reduction.term} over {over}, in float64) + beta * {out}"
+    elif reduction.combine == "count":
+        doc = f"{out} = (how many {reduction.term} over {over}) + beta * {out}"
     else:
         merge = reduction.combine
         doc = f"{out} = {merge}({merge} of {reduction.term} over {over}, beta * {out})"

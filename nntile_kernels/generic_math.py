@@ -1,6 +1,6 @@
-"""Reduction kernels (extremum counts, the norm's backward; the elementwise ops are
-rules.py's, the sums, max_slice, min_slice and the norms rules_reduce.py's) written
-once against an array module `xp`.
+"""The extremum's and the norm's backward (the elementwise ops are rules.py's; the sums,
+max_slice, min_slice, extremum_count and the norms rules_reduce.py's) written once
+against an array module `xp`.
 
 Part of generic.table, so the NumPy reference and the CuPy table share these bodies:
 every line is an xp ufunc or reduction both modules spell alike. Arrays only: never imports
@@ -40,19 +40,6 @@ def _slice(y, x, axis):
 # ---------------------------------------------------------------- reductions
 
 
-def _accumulate(out, value, beta, merge):
-    """out = merge(value, beta*out), never reading `out` when beta == 0."""
-    out[...] = value if beta == 0.0 else merge(value, beta * out)
-
-
-def extremum_count(xp, x, y, count, *, axis, beta=0.0):
-    """count = number of x equal to y (broadcast along `axis`) + beta*count: how many
-    entries share the extremum, so its gradient can be split among them."""
-    hits = (_fold(x, axis) == _slice(y, x, axis)).sum(axis=1)
-    value = hits.reshape(count.shape, order="F").astype(count.dtype)
-    _accumulate(count, value, beta, lambda a, b: a + b)
-
-
 def extremum_backward(xp, x, y, count, dy, dx, *, axis):
     """dx += dy / count where x equals the extremum y (all broadcast along `axis`): ties
     share the gradient equally, which does not depend on how the axis is tiled."""
@@ -72,7 +59,7 @@ def norm_slice_backward(xp, x, y, dy, dx, *, axis, alpha=1.0):
 
 
 XP_KERNELS = {kernel.__name__: kernel for kernel in (
-    extremum_count, extremum_backward, norm_slice_backward, randn, dropout)}
+    extremum_backward, norm_slice_backward, randn, dropout)}
 
 
 def table(xp) -> dict:

@@ -29,7 +29,9 @@ from .rules import FLOAT_LITERAL, FUNCTIONS, names_in
 SHAPES = ("slice", "fiber")
 # how terms combine: a float64 sum scaled by alpha, or NumPy's NaN-propagating maximum
 # and minimum (no alpha: max_slice's and min_slice's signatures have none)
-COMBINES = ("sum", "maximum", "minimum")
+# and minimum (no alpha: max_slice's and min_slice's signatures have none), or an int64
+# count of true terms (exact; one chain of integer adds vectorises, float64 ones do not)
+COMBINES = ("sum", "maximum", "minimum", "count")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class Reduction:
     widen: bool = False
     finish: str = None
     merge: str = None
+    # inputs shaped as the output (a slice's), broadcast along the axis
+    partners: tuple = ()
 
     def __post_init__(self):
         assert self.shape in SHAPES, self.shape
@@ -63,13 +67,22 @@ class Reduction:
         if self.finish is None:   # frozen: the defaults are set through object
             object.__setattr__(self, "finish", "alpha * total" if summed else "total")
         if self.merge is None:
-            object.__setattr__(self, "merge", f"value + beta * {self.output}" if summed
-                               else f"{self.combine}(value, beta * {self.output})")
+            object.__setattr__(self, "merge", f"{self.combine}(value, beta * {self.output})"
+                               if self.combine in ("maximum", "minimum")
+                               else f"value + beta * {self.output}")
         # an extremum's signature has no alpha (max_slice's, min_slice's)
         given = {"total", "alpha"} if summed else {"total"}
         assert names_in(self.finish) - set(FUNCTIONS) <= given, self.finish
+        assert set(self.partners) <= set(self.inputs[1:]), "a partner follows the tile"
+        assert not self.partners or self.shape == "slice", "a slice's partners only"
+        assert self.combine != "count" or self.shape == "slice", "a slice's counts only"
         assert names_in(self.merge) - set(FUNCTIONS) <= {"value", "beta", self.output}, \
             self.merge
+
+    @property
+    def takes_alpha(self):
+        """Whether the kernel has an alpha: its finish reads one."""
+        return "alpha" in names_in(self.finish)
 
     def __repr__(self):
         return f"Reduction({self.output} = {self.combine} of {self.term} over a {self.shape})"
@@ -91,19 +104,23 @@ REDUCTIONS = {
                             finish="fabs(alpha) * sqrt(total)", merge="hypot(value, beta * y)"),
     "norm_fiber": Reduction(("x",), "y", "x * x", "fiber", widen=True,
                             finish="fabs(alpha) * sqrt(total)", merge="hypot(value, beta * y)"),
+    # how many entries share the extremum y of their slice, so that its gradient is split
+    # among them (a count: exact in the float64 total)
+    "extremum_count": Reduction(("x", "y"), "count", "x == y", "slice", "count",
+                                partners=("y",)),
 }
 
 
 def reduction_signature(reduction):
     """The arrays positional (the inputs, then the output), then `axis`, a fiber's
-    `batch_ndim=0`, a sum's `alpha=1.0` and `beta=0.0`, keyword-only."""
+    `batch_ndim=0`, `alpha=1.0` where the finish reads it and `beta=0.0`, keyword-only."""
     def keyword(name, *default):
         return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                                  default=default[0] if default else inspect.Parameter.empty)
     arrays = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
               for name in (*reduction.inputs, reduction.output)]
     batch = [keyword("batch_ndim", 0)] if reduction.shape == "fiber" else []
-    alpha = [keyword("alpha", 1.0)] if reduction.combine == "sum" else []
+    alpha = [keyword("alpha", 1.0)] if reduction.takes_alpha else []
     return inspect.Signature([*arrays, keyword("axis"), *batch, *alpha, keyword("beta", 0.0)])
 
 
@@ -134,7 +151,7 @@ class ArrayReduction:
     def __call__(self, *arrays, axis, batch_ndim=0, beta=0.0, **alpha):
         reduction, xp = self.reduction, self._namespace["__xp__"]
         if batch_ndim and reduction.shape == "slice" or alpha.keys() - (
-                {"alpha"} if reduction.combine == "sum" else set()):
+                {"alpha"} if reduction.takes_alpha else set()):
             raise TypeError(f"{self.__name__}: takes no "
                             f"{', '.join(sorted(alpha)) or 'batch_ndim'}: {self.__signature__}")
         alpha = alpha.get("alpha", 1.0)
@@ -142,6 +159,9 @@ class ArrayReduction:
         scope = {name: array.astype(xp.float64 if reduction.widen else wide(xp, array.dtype),
                                     copy=False)
                  for name, array in zip(reduction.inputs, inputs)}
+        broadcast = (*inputs[0].shape[:axis], 1, *inputs[0].shape[axis + 1:])
+        for name in reduction.partners:   # a slice, broadcast along the axis
+            scope[name] = scope[name].reshape(broadcast, order="F")
         term = eval(self._term, self._namespace, scope)
         axes = reduced_axes(reduction, inputs[0].ndim, axis, batch_ndim)
         if reduction.combine == "sum":
@@ -149,6 +169,8 @@ class ArrayReduction:
             if self._plain_sum:
                 store(out, total, beta, out, alpha)
                 return
+        elif reduction.combine == "count":
+            total = term.sum(axis=axes)
         elif reduction.combine == "maximum":
             total = term.max(axis=axes)
         else:

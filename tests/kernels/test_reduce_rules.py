@@ -39,6 +39,7 @@ def test_each_op_is_its_rule_in_both_tables():
     ("min_slice", "(x, y, *, axis, beta=0.0)"),
     ("norm_slice", "(x, y, *, axis, alpha=1.0, beta=0.0)"),
     ("norm_fiber", "(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0)"),
+    ("extremum_count", "(x, y, count, *, axis, beta=0.0)"),
 ])
 def test_signatures_are_the_hand_written_kernels(name, expected):
     assert str(inspect.signature(reference.KERNELS[name])) == expected
@@ -47,8 +48,12 @@ def test_signatures_are_the_hand_written_kernels(name, expected):
 
 def _exact(name, arrays, axis, batch_ndim, alpha, beta):
     """The reduction in float64 NumPy, written apart from the rule (sums of x or x * y,
-    extrema of x, 2-norms of x)."""
+    extrema of x, 2-norms of x, counts of x == y)."""
     wide = [array.astype(np.float64) for array in arrays[:-1]]
+    if name == "extremum_count":
+        along = [1 if d == axis else size for d, size in enumerate(wide[0].shape)]
+        hits = (wide[0] == wide[1].reshape(along, order="F")).sum(axis=axis)
+        return hits + (beta * arrays[-1].astype(np.float64) if beta else 0.0)
     term = wide[0] if len(wide) == 1 else wide[0] * wide[1]
     reduction = REDUCTIONS[name]
     dims = ((axis,) if reduction.shape == "slice"
@@ -67,7 +72,7 @@ def _exact(name, arrays, axis, batch_ndim, alpha, beta):
 
 
 def _params(name, alpha, beta):
-    return {"alpha": alpha, "beta": beta} if REDUCTIONS[name].combine == "sum" else {"beta": beta}
+    return {"alpha": alpha, "beta": beta} if REDUCTIONS[name].takes_alpha else {"beta": beta}
 
 
 def _out_shape(name, shape, axis, batch_ndim):
@@ -77,12 +82,20 @@ def _out_shape(name, shape, axis, batch_ndim):
 
 
 def _arrays(name, shape, axis, batch_ndim, dtype, rng):
-    """The inputs (normal, F-ordered) and the output (normal: read when beta != 0)."""
+    """The inputs (normal, F-ordered) and the output (normal: read when beta != 0);
+    extremum_count's x in whole numbers (ties) and y its maximum along the axis."""
     reduction = REDUCTIONS[name]
     arrays = [np.asfortranarray(rng.standard_normal(shape).astype(dtype))
               for _ in reduction.inputs]
+    if reduction.partners:
+        arrays = _with_maximum(np.round(arrays[0] * 2), axis)
     out = rng.standard_normal(_out_shape(name, shape, axis, batch_ndim)).astype(dtype)
     return [*arrays, np.asfortranarray(out)]
+
+
+def _with_maximum(x, axis):
+    """x and its maximum along `axis`: extremum_count's tile and partner."""
+    return [np.asfortranarray(x), np.asfortranarray(x.max(axis=axis))]
 
 
 def _call(table, name, arrays, axis, batch_ndim, params):
@@ -130,6 +143,8 @@ def test_beta_zero_reads_no_output(table, name, dtype, axis):
     shape = (3, 4, 5)
     arrays = [np.asfortranarray(np.arange(60.0).reshape(shape).astype(dtype) / 8)
               for _ in REDUCTIONS[name].inputs]
+    if REDUCTIONS[name].partners:
+        arrays = _with_maximum(np.arange(60.0).reshape(shape).astype(dtype) % 7, axis)
     out = np.full(_out_shape(name, shape, axis, 0), np.nan, dtype, order="F")
     table[name](*arrays, out, axis=axis, **_params(name, 2.0, 0.0))
     assert not np.isnan(out).any()
