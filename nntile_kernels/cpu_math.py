@@ -28,24 +28,6 @@ def _folds(x, axis, *slices):
             *(folded_t(s, (m, n)) for s in slices))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _extremum_backward(xt, yt, ct, dyt, dxt):
-    n, k, m = xt.shape
-    for p in range(n):
-        for i in range(m):
-            share = dyt[p, i] / ct[p, i]
-            for j in range(k):
-                if xt[p, j, i] == yt[p, i]:
-                    dxt[p, j, i] += share
-
-
-@fp16_uses_reference(0)
-def extremum_backward(x, y, count, dy, dx, *, axis):
-    """dx += dy / count where x equals the extremum y along `axis`."""
-    xt, yt, ct, dyt = _folds(x, axis, y, count, dy)
-    _extremum_backward(xt, yt, ct, dyt, _folds(dx, axis)[0])
-
-
 @njit(cache=True, nogil=True)
 def _norm_slice_backward(xt, yt, dyt, dxt, alpha):
     n, k, m = xt.shape
@@ -66,7 +48,7 @@ def norm_slice_backward(x, y, dy, dx, *, axis, alpha=1.0):
 
 # sub, div, tanh, sigmoid and their backwards are rules (rules.py, cpu_rules.py)
 KERNELS = {kernel.__name__: kernel for kernel in (
-    extremum_backward, norm_slice_backward)}
+    norm_slice_backward,)}
 
 # randn is whole-array uint64 hashing that NumPy already vectorises
 # (nntile_kernels/generic_random.py)

@@ -40,15 +40,6 @@ def _slice(y, x, axis):
 # ---------------------------------------------------------------- reductions
 
 
-def extremum_backward(xp, x, y, count, dy, dx, *, axis):
-    """dx += dy / count where x equals the extremum y (all broadcast along `axis`): ties
-    share the gradient equally, which does not depend on how the axis is tiled."""
-    hit = _fold(x, axis) == _slice(y, x, axis)
-    share = _slice(dy, x, axis) / _slice(count, x, axis)
-    folded = _fold(dx, axis)
-    folded += xp.where(hit, share, 0)
-
-
 def norm_slice_backward(xp, x, y, dy, dx, *, axis, alpha=1.0):
     """dx += alpha^2 * x / y * dy, y and dy broadcast along `axis` (y = |alpha| * norm of x);
     0 where y == 0 (then x == 0 along the whole fiber)."""
@@ -59,7 +50,7 @@ def norm_slice_backward(xp, x, y, dy, dx, *, axis, alpha=1.0):
 
 
 XP_KERNELS = {kernel.__name__: kernel for kernel in (
-    extremum_backward, norm_slice_backward, randn, dropout)}
+    norm_slice_backward, randn, dropout)}
 
 
 def table(xp) -> dict:

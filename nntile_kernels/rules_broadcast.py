@@ -97,6 +97,11 @@ BROADCAST = {
         Rule(("x", "y", "dy"), "dx", "where(y == 0.0, 0.0, alpha * alpha * dy / safe * x)",
              accumulate=True, let=(("safe", "where(y == 0.0, 1.0, y)"),), params=("alpha",),
              defaults=(("alpha", 1.0),)), ("y", "dy"), "fiber"),
+    # the backward of max_slice, min_slice: the entries equal to their slice's extremum y
+    # share its gradient dy equally (count = extremum_count), whatever the axis's tiling
+    "extremum_backward": Broadcast(
+        Rule(("x", "y", "count", "dy"), "dx", "where(x == y, share, 0.0)", accumulate=True,
+             let=(("share", "dy / count"),)), ("y", "count", "dy"), "slice"),
 }
 
 

@@ -49,6 +49,7 @@ def test_each_op_is_its_rule_in_both_tables():
     ("norm_fiber_backward", "(x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0)"),
     ("scale_slice", "(src, dst, *, alpha, axis)"),
     ("sum_backward", "(dy, x, y, *, alpha=1.0)"),
+    ("extremum_backward", "(x, y, count, dy, dx, *, axis)"),
 ])
 def test_signatures_are_the_hand_written_kernels(name, expected):
     """The graph's ops pass these names as keywords: a rule's renaming must keep them."""
@@ -156,3 +157,20 @@ def test_norm_fiber_backward_adds_nothing_where_the_norm_is_zero(table, axis):
     table["norm_fiber_backward"](x, y, dy, dx, axis=axis, alpha=1.0)
     expected = np.array([[1.0, 1.0 + 10.0 * 3.0 / 5.0], [1.0, 1.0 + 10.0 * 4.0 / 5.0]])
     np.testing.assert_allclose(dx, expected.T if axis == 0 else expected, rtol=1e-15)
+
+
+@pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_extremum_backward_splits_dy_among_ties(table, dtype, axis):
+    """The entries equal to their slice's maximum share its dy (2 ties: half each), the
+    others get nothing, even where the count is 0 and dy / count is inf."""
+    x = np.array([[5.0, 1.0, 5.0], [2.0, 9.0, 3.0]], dtype)   # slices along axis 1
+    y, count = np.array([5.0, 9.0], dtype), np.array([2.0, 0.0], dtype)
+    dy = np.array([3.0, 4.0], dtype)
+    x = np.asfortranarray(x.T if axis == 0 else x)
+    dx = np.full_like(x, 1.0, order="F")
+    with np.errstate(divide="ignore"):   # the reference's dy / count, as NumPy's loop's
+        table["extremum_backward"](x, y, count, dy, dx, axis=axis)
+    expected = np.array([[2.5, 1.0, 2.5], [1.0, np.inf, 1.0]])
+    np.testing.assert_array_equal(dx, expected.T if axis == 0 else expected)
