@@ -1,7 +1,7 @@
-"""Numba kernels of the cpu table for the extremum's and the norm's backward along one
-axis (reference bodies in generic_math.py; max_slice, min_slice, extremum_count,
-norm_slice and norm_fiber are rules of rules_reduce.py, loops generated into
-cpu_rules_reduce.py; the elementwise ops are loops generated from rules.py, cpu_rules.py).
+"""Numba kernel of the cpu table for the norm's backward along one axis (reference body
+in generic_math.py; max_slice, min_slice, extremum_count, norm_slice and norm_fiber are
+rules of rules_reduce.py, loops generated into cpu_rules_reduce.py; extremum_backward a
+rule of rules_broadcast.py; the elementwise ops are loops generated from rules.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Reductions run over folded_t's
 C-ordered (n, k, m) view of the F-order fold (m, k, n), k the reduced axis. fp16 tiles

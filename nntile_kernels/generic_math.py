@@ -1,6 +1,7 @@
-"""The extremum's and the norm's backward (the elementwise ops are rules.py's; the sums,
-max_slice, min_slice, extremum_count and the norms rules_reduce.py's) written once
-against an array module `xp`.
+"""The norm's backward along an axis, randn and dropout (the elementwise ops are
+rules.py's; the sums, max_slice, min_slice, extremum_count and the norms
+rules_reduce.py's; extremum_backward rules_broadcast.py's) written once against an
+array module `xp`.
 
 Part of generic.table, so the NumPy reference and the CuPy table share these bodies:
 every line is an xp ufunc or reduction both modules spell alike. Arrays only: never imports
