@@ -12,8 +12,8 @@ the old and the new kernel called in alternation, one thread.
 
 BROADCAST_CASES (which --only names too) are the slice and fiber ops of
 rules_broadcast.py against their hand-written loops of 96442a2 (scale_slice, NumPy's
-expression of generic_rope.py, and sum_backward's loop: aff0d51; extremum_backward's:
-9676589), and REDUCE_CASES
+expression of generic_rope.py, and sum_backward's loop: aff0d51; extremum_backward's
+and norm_slice_backward's: 9676589), and REDUCE_CASES
 the reductions of rules_reduce.py against their loops of aff0d51 (the norms' and
 extremum_count's: 9676589), on GPT-2's tile shapes. An old module imports the
 cpu_common.py of its own revision.
@@ -101,6 +101,7 @@ BROADCAST_CASES = {
     "scale_slice": ("aff0d51", "generic_rope", _SLICE_SHAPES, {"alpha": 0.5}),
     "sum_backward": ("aff0d51", "cpu_math_fiber", ((LAYER, 0, 0), (SCORES, 0, 0)),
                      {"alpha": 0.5}),
+    "norm_slice_backward": ("9676589", "cpu_math", _SLICE_SHAPES, {"alpha": 1.0}),
     # max pooling's backward (x in whole numbers, y its maximum: ties share dy)
     "extremum_backward": ("9676589", "cpu_math", _SLICE_SHAPES, {}),
 }
@@ -198,7 +199,8 @@ def broadcast_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
     arrays = []
     for array in (*broadcast.rule.inputs, broadcast.rule.output):
         size = part if array in broadcast.partners else shape
-        values = (rng.uniform(0.1, 1.0, size) if (name, array) == ("norm_fiber_backward", "y")
+        values = (rng.uniform(0.1, 1.0, size)
+                  if name.startswith("norm_") and array == "y"
                   else rng.standard_normal(size))
         arrays.append(np.asfortranarray(values.astype(dtype)))
     if name == "extremum_backward":   # x, y = its maximum, count = how many equal it

@@ -9,12 +9,14 @@ import functools
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
                cpu_reduce, cpu_rope, cpu_rules, cpu_rules_broadcast, cpu_rules_optim,
                cpu_rules_params, cpu_rules_reduce, cpu_slice, reference)
-from .cpu_math import KERNELS as MATH_KERNELS
 from .rules_broadcast import BROADCAST
 from .rules_reduce import REDUCTIONS
 
 KERNELS = {
-    **MATH_KERNELS,   # seed elementwise and reduction kernels (cpu_math.py)
+    # randn and dropout are whole-array uint64 hashing that NumPy already vectorises
+    # (generic_random.py)
+    "randn": reference.randn,
+    "dropout": reference.dropout,
     "gemm": cpu_blas.gemm,
     "transpose": cpu_reduce.transpose,
     # NumPy's own fill/memcpy/cast loops are already what a numba loop would be (clear,

@@ -19,7 +19,8 @@ PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha":
           "sumprod_slice_backward": {"alpha": 2.0}, "scale_fiber": {"alpha": -3.0},
           "norm_fiber_backward": {"alpha": 1.5}, "add_fiber": {"alpha": 0.5, "beta": -2.0},
           "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0},
-          "scale_slice": {"alpha": -2.0}, "sum_backward": {"alpha": 0.5}}
+          "scale_slice": {"alpha": -2.0}, "sum_backward": {"alpha": 0.5},
+          "norm_slice_backward": {"alpha": -0.5}}
 
 
 def test_cpu_rules_broadcast_is_what_the_generator_writes():
@@ -50,6 +51,7 @@ def test_each_op_is_its_rule_in_both_tables():
     ("scale_slice", "(src, dst, *, alpha, axis)"),
     ("sum_backward", "(dy, x, y, *, alpha=1.0)"),
     ("extremum_backward", "(x, y, count, dy, dx, *, axis)"),
+    ("norm_slice_backward", "(x, y, dy, dx, *, axis, alpha=1.0)"),
 ])
 def test_signatures_are_the_hand_written_kernels(name, expected):
     """The graph's ops pass these names as keywords: a rule's renaming must keep them."""
@@ -71,7 +73,7 @@ def _arrays(name, shape, axis, batch_ndim, dtype, rng):
     for array in (*broadcast.rule.inputs, broadcast.rule.output):
         size = part if array in broadcast.partners else shape
         arrays[array] = np.array(rng.standard_normal(size), dtype, order="F")
-    if name == "norm_fiber_backward":
+    if name.startswith("norm_"):   # a norm is >= 0, and 0 where x is
         arrays["y"] = np.array(np.abs(arrays["y"]), order="F")
         arrays["y"].flat[::3] = 0.0
     if not broadcast.rule.accumulate:
