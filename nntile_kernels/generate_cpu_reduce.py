@@ -1,6 +1,6 @@
 """Writes cpu_rules_reduce.py: the numba loop of each reduction rule (rules_reduce.py:
 sum_slice, sumprod_slice, sum_fiber, sumprod_fiber, max_slice, min_slice, norm_slice,
-norm_fiber), generated from its term, finish and merge.
+norm_fiber, extremum_count), generated from its term, finish and merge.
 
 The loops walk the C-ordered transposed views of cpu_common.folded_t, indexed
 backwards, in storage order, as the hand-written loops they replace did (so float64
@@ -10,8 +10,10 @@ fiber reduction folds it to (m, n, k, batch) and keeps n. Where the summed eleme
 are a contiguous run (a slice's axis 0, m == 1; a fiber's m > 1) a generated helper
 sums the term over the run in 8 independent float64 chains (cpu_common.row_sum's
 grouping: one chain of dependent adds neither pipelines nor vectorises; a maximum or
-minimum keeps 8 chains too, cpu_common.row_max's); a fiber with m == 1 loops over j
-innermost, whose n running totals are independent already.
+minimum keeps 8 chains too, cpu_common.row_max's; a count one int64 chain, which LLVM
+vectorises); a fiber with m == 1 loops over j innermost, whose n running totals are
+independent already. A widening rule's loops square fp32 norms exactly in float64,
+where the hand-written ones squared in fp32: fp32 norms are not bitwise theirs.
 
     python -m nntile_kernels.generate_cpu_reduce
 

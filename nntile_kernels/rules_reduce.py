@@ -5,7 +5,8 @@ and min_slice, the term's maximum (minimum) merged as out = maximum(total, beta 
 norm_slice and norm_fiber, the squares of x widened to float64 first (fp32 squares
 overflow past 1.8e19; a product of two fp32 is exact in float64), their sum
 finished as |alpha| * sqrt(total) and merged with the old norm as
-hypot(value, beta * out).
+hypot(value, beta * out); extremum_count, the int64 count of x == y, y a slice
+partner (broadcast along the axis), stored as out = total + beta * out.
 
 A `Reduction` of shape "slice" sums the term over `axis` (the output is the tile
 without that dim: a row sum); of shape "fiber" over every dim but `axis` and the
