@@ -12,9 +12,11 @@ the old and the new kernel called in alternation, one thread.
 
 BROADCAST_CASES (which --only names too) are the slice and fiber ops of
 rules_broadcast.py against their hand-written loops of 96442a2 (scale_slice, NumPy's
-expression of generic_rope.py, and sum_backward's loop: aff0d51), and REDUCE_CASES
-the reductions of rules_reduce.py against their loops of aff0d51, on GPT-2's tile
-shapes. An old module imports the cpu_common.py of its own revision.
+expression of generic_rope.py, and sum_backward's loop: aff0d51; extremum_backward's
+and norm_slice_backward's: 9676589), and REDUCE_CASES
+the reductions of rules_reduce.py against their loops of aff0d51 (the norms' and
+extremum_count's: 9676589), on GPT-2's tile shapes. An old module imports the
+cpu_common.py of its own revision.
 """
 
 import argparse
@@ -99,6 +101,9 @@ BROADCAST_CASES = {
     "scale_slice": ("aff0d51", "generic_rope", _SLICE_SHAPES, {"alpha": 0.5}),
     "sum_backward": ("aff0d51", "cpu_math_fiber", ((LAYER, 0, 0), (SCORES, 0, 0)),
                      {"alpha": 0.5}),
+    "norm_slice_backward": ("9676589", "cpu_math", _SLICE_SHAPES, {"alpha": 1.0}),
+    # max pooling's backward (x in whole numbers, y its maximum: ties share dy)
+    "extremum_backward": ("9676589", "cpu_math", _SLICE_SHAPES, {}),
 }
 # the reductions: kernel -> (revision, its module, shapes, keyword parameters)
 REDUCE_CASES = {
@@ -110,6 +115,12 @@ REDUCE_CASES = {
     "max_slice": ("aff0d51", "cpu_math", _SLICE_SHAPES, {"beta": 0.0}),
     "max_slice beta=1": ("aff0d51", "cpu_math", _SLICE_SHAPES, {"beta": 1.0}),
     "min_slice": ("aff0d51", "cpu_math", _SLICE_SHAPES, {"beta": 0.0}),
+    # the 2-norms (gradient clipping, RMSNorm): one float64 chain per output before
+    "norm_slice": ("9676589", "cpu_math", _SLICE_SHAPES, {"alpha": 1.0, "beta": 0.0}),
+    "norm_slice beta=1": ("9676589", "cpu_math", _SLICE_SHAPES, {"alpha": 0.5, "beta": 1.0}),
+    "norm_fiber": ("9676589", "cpu_math_fiber", _FIBER_SHAPES, {"alpha": 1.0, "beta": 1.0}),
+    # max pooling's backward: how many entries share each slice's maximum
+    "extremum_count": ("9676589", "cpu_math", _SLICE_SHAPES, {"beta": 0.0}),
 }
 
 
@@ -188,22 +199,34 @@ def broadcast_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
     arrays = []
     for array in (*broadcast.rule.inputs, broadcast.rule.output):
         size = part if array in broadcast.partners else shape
-        values = (rng.uniform(0.1, 1.0, size) if (name, array) == ("norm_fiber_backward", "y")
+        values = (rng.uniform(0.1, 1.0, size)
+                  if name.startswith("norm_") and array == "y"
                   else rng.standard_normal(size))
         arrays.append(np.asfortranarray(values.astype(dtype)))
+    if name == "extremum_backward":   # x, y = its maximum, count = how many equal it
+        x = np.round(arrays[0] * 2)
+        y = x.max(axis=axis)
+        count = (x == np.expand_dims(y, axis)).sum(axis=axis).astype(dtype)
+        arrays[:3] = [np.asfortranarray(array) for array in (x, y, count)]
     return arrays
 
 
 def reduce_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
     """The arrays of a reduction: normal full tiles of `shape` and the output (a slice or
-    a fiber), which beta == 1 reads."""
+    a fiber), which beta == 1 reads; extremum_count's partner y is its tile's maximum
+    along the axis, the tile in whole numbers (ties)."""
     reduction, rng = REDUCTIONS[name], np.random.default_rng(seed)
     if reduction.shape == "slice":
         part = shape[:axis] + shape[axis + 1:]
     else:
         part = (shape[axis], *shape[len(shape) - batch_ndim:])
-    return [np.asfortranarray(rng.standard_normal(size).astype(dtype))
-            for size in (*(shape for _ in reduction.inputs), part)]
+    arrays = [np.asfortranarray(rng.standard_normal(size).astype(dtype))
+              for size in (*(part if name in reduction.partners else shape
+                             for name in reduction.inputs), part)]
+    if reduction.partners:
+        arrays[0] = np.asfortranarray(np.round(arrays[0] * 2))
+        arrays[1] = np.asfortranarray(arrays[0].max(axis=axis))
+    return arrays
 
 
 def run_axis_cases(labels, cases, make_arrays, kinds, modules, repeat):

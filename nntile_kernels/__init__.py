@@ -67,7 +67,8 @@ KERNEL_NAMES = (
     "transpose",
     "valid_count",
 )
-# seed elementwise and reduction kernels (bodies in generic_math.py and cpu_math.py)
+# seed elementwise and reduction kernels (rules of rules.py, rules_reduce.py and
+# rules_broadcast.py; randn and dropout generic_random.py's)
 MATH_KERNEL_NAMES = (
     "div", "extremum_backward", "extremum_count", "hypot", "hypot_backward",
     "dropout", "hypot_scalar_inverse", "max_slice", "maximum", "min_slice", "minimum", "norm_fiber",

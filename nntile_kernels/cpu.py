@@ -9,14 +9,14 @@ import functools
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
                cpu_reduce, cpu_rope, cpu_rules, cpu_rules_broadcast, cpu_rules_optim,
                cpu_rules_params, cpu_rules_reduce, cpu_slice, reference)
-from .cpu_math import KERNELS as MATH_KERNELS
-from .cpu_math_fiber import KERNELS as MATH_FIBER_KERNELS
 from .rules_broadcast import BROADCAST
 from .rules_reduce import REDUCTIONS
 
 KERNELS = {
-    **MATH_KERNELS,   # seed elementwise and reduction kernels (cpu_math.py)
-    **MATH_FIBER_KERNELS,   # norm_fiber (cpu_math_fiber.py)
+    # randn and dropout are whole-array uint64 hashing that NumPy already vectorises
+    # (generic_random.py)
+    "randn": reference.randn,
+    "dropout": reference.dropout,
     "gemm": cpu_blas.gemm,
     "transpose": cpu_reduce.transpose,
     # NumPy's own fill/memcpy/cast loops are already what a numba loop would be (clear,
@@ -61,8 +61,8 @@ KERNELS = {
     # softmax from a logsumexp and its backward, add_fiber, multiply_fiber, scale_fiber,
     # scale_slice, sum_backward, ...): loops generated from rules_broadcast.py's formulas
     **{name: getattr(cpu_rules_broadcast, name) for name in BROADCAST},
-    # the reductions along an axis (sum_slice, sumprod_slice, sum_fiber, sumprod_fiber):
-    # loops generated from rules_reduce.py's terms
+    # the reductions along an axis (sum_slice, sumprod_slice, sum_fiber, sumprod_fiber,
+    # max_slice, min_slice, norm_slice, norm_fiber): loops generated from rules_reduce.py
     **{name: getattr(cpu_rules_reduce, name) for name in REDUCTIONS},
 }
 # kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)

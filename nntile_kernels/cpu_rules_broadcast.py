@@ -415,3 +415,71 @@ def norm_fiber_backward(x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0):
         return reference.norm_fiber_backward(x, y, dy, dx, axis=axis, batch_ndim=batch_ndim, alpha=alpha)
     full, part = fiber_partner_folds(dx.shape, axis, batch_ndim)
     _norm_fiber_backward(folded_t(x, full), folded_t(y, part), folded_t(dy, part), folded_t(dx, full), float(alpha))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _norm_slice_backward(x_t, y_t, dy_t, dx_t, alpha_f64):
+    cast = dx_t.dtype.type
+    L0_0 = cast(0.0)
+    L1_0 = cast(1.0)
+    alpha = cast(alpha_f64)
+    k, n, m = dx_t.shape
+    if m == 1:   # axis 0: a contiguous run along the axis vectorises
+        for p in range(k):
+            y = y_t[p, 0]
+            dy = dy_t[p, 0]
+            safe = where(y == L0_0, L1_0, y)
+            for j in range(n):
+                x = x_t[p, j, 0]
+                dx_t[p, j, 0] += where(y == L0_0, L0_0, alpha * alpha * dy / safe * x)
+    else:
+        for p in range(k):
+            for j in range(n):
+                for i in range(m):
+                    y = y_t[p, i]
+                    dy = dy_t[p, i]
+                    safe = where(y == L0_0, L1_0, y)
+                    x = x_t[p, j, i]
+                    dx_t[p, j, i] += where(y == L0_0, L0_0, alpha * alpha * dy / safe * x)
+
+
+def norm_slice_backward(x, y, dy, dx, *, axis, alpha=1.0):
+    """safe = where(y == 0.0, 1.0, y); dx += where(y == 0.0, 0.0, alpha * alpha * dy / safe * x) (y, dy: a slice along `axis`)"""
+    if dx.dtype is F16:
+        return reference.norm_slice_backward(x, y, dy, dx, axis=axis, alpha=alpha)
+    full, part = slice_folds(dx.shape, axis)
+    _norm_slice_backward(folded_t(x, full), folded_t(y, part), folded_t(dy, part), folded_t(dx, full), float(alpha))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _extremum_backward(x_t, y_t, count_t, dy_t, dx_t):
+    cast = dx_t.dtype.type
+    L0_0 = cast(0.0)
+    k, n, m = dx_t.shape
+    if m == 1:   # axis 0: a contiguous run along the axis vectorises
+        for p in range(k):
+            y = y_t[p, 0]
+            count = count_t[p, 0]
+            dy = dy_t[p, 0]
+            share = dy / count
+            for j in range(n):
+                x = x_t[p, j, 0]
+                dx_t[p, j, 0] += where(x == y, share, L0_0)
+    else:
+        for p in range(k):
+            for j in range(n):
+                for i in range(m):
+                    y = y_t[p, i]
+                    count = count_t[p, i]
+                    dy = dy_t[p, i]
+                    share = dy / count
+                    x = x_t[p, j, i]
+                    dx_t[p, j, i] += where(x == y, share, L0_0)
+
+
+def extremum_backward(x, y, count, dy, dx, *, axis):
+    """share = dy / count; dx += where(x == y, share, 0.0) (y, count, dy: a slice along `axis`)"""
+    if dx.dtype is F16:
+        return reference.extremum_backward(x, y, count, dy, dx, axis=axis)
+    full, part = slice_folds(dx.shape, axis)
+    _extremum_backward(folded_t(x, full), folded_t(y, part), folded_t(count, part), folded_t(dy, part), folded_t(dx, full))

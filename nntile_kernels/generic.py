@@ -105,7 +105,7 @@ def table(xp, special):
     functions = {**vars(generic_loss), **vars(generic_slice), **vars(generic_rope),
                  **vars(generic_conv), **vars(generic_data), **globals()}
     namespace = rule_namespace(xp, special)
-    kernels = generic_math.table(xp)    # extremum counts, norms, randn, dropout
+    kernels = generic_math.table(xp)    # randn, dropout
     # a kernel of this very table on reshaped tiles (the table is complete when it runs)
     kernels["reshaped_call"] = functools.partial(generic_data.reshaped_call, kernels)
     for name in KERNEL_NAMES:

@@ -1,121 +1,16 @@
-"""Reduction kernels (extremum counts, norms; the elementwise ops are rules.py's, the
-sums, max_slice and min_slice rules_reduce.py's) written once against an array module
-`xp`.
+"""randn and dropout (generic_random.py) bound to an array module `xp`: the
+elementwise ops are rules.py's; the sums, extrema, extremum_count and the norms
+rules_reduce.py's; extremum_backward and the norms' backwards rules_broadcast.py's.
 
-Part of generic.table, so the NumPy reference and the CuPy table share these bodies:
-every line is an xp ufunc or reduction both modules spell alike. Arrays only: never imports
-nntile_spmd, mpi4py, numba or cupy. Calling convention of nntile_kernels.reference, with `xp`
-bound first by table(xp). Reductions fold a tile F-order to (m, k, n), k the reduced
-axis, so any axis reduces with one xp call and no copy.
+Part of generic.table, so the NumPy reference and the CuPy table share these bodies.
+Arrays only: never imports nntile_spmd, mpi4py, numba or cupy.
 """
 
 import functools
 
 from .generic_random import dropout, randn
 
-
-def _fold(x, axis):
-    """(m, k, n) F-order view of x around `axis`."""
-    m = n = 1
-    for size in x.shape[:axis]:
-        m *= size
-    for size in x.shape[axis + 1:]:
-        n *= size
-    return x.reshape((m, x.shape[axis], n), order="F")
-
-
-def _slice(y, x, axis):
-    """(m, 1, n) view of a slice of x (x's shape without `axis`), broadcast along k."""
-    m, _, n = _fold(x, axis).shape
-    return y.reshape((m, 1, n), order="F")
-
-
-# ---------------------------------------------------------------- elementwise
-
-
-# sub, div, tanh, sigmoid, hypot, maximum, minimum and their backwards are rules
-# (rules.py), not functions here.
-
-
-# ---------------------------------------------------------------- reductions
-
-
-def _accumulate(out, value, beta, merge):
-    """out = merge(value, beta*out), never reading `out` when beta == 0."""
-    out[...] = value if beta == 0.0 else merge(value, beta * out)
-
-
-def extremum_count(xp, x, y, count, *, axis, beta=0.0):
-    """count = number of x equal to y (broadcast along `axis`) + beta*count: how many
-    entries share the extremum, so its gradient can be split among them."""
-    hits = (_fold(x, axis) == _slice(y, x, axis)).sum(axis=1)
-    value = hits.reshape(count.shape, order="F").astype(count.dtype)
-    _accumulate(count, value, beta, lambda a, b: a + b)
-
-
-def extremum_backward(xp, x, y, count, dy, dx, *, axis):
-    """dx += dy / count where x equals the extremum y (all broadcast along `axis`): ties
-    share the gradient equally, which does not depend on how the axis is tiled."""
-    hit = _fold(x, axis) == _slice(y, x, axis)
-    share = _slice(dy, x, axis) / _slice(count, x, axis)
-    folded = _fold(dx, axis)
-    folded += xp.where(hit, share, 0)
-
-
-def norm_slice(xp, x, y, *, axis, alpha=1.0, beta=0.0):
-    """y = hypot(alpha * 2-norm of x along `axis`, beta*y) (NNTile's norm_slice_inplace);
-    partial norms of the axis's tiles merge by the same hypot."""
-    folded = _fold(x, axis)
-    wide = xp.float32 if x.dtype == xp.float16 else x.dtype   # fp16 squares overflow
-    norm = xp.sqrt((folded.astype(wide) ** 2).sum(axis=1)).reshape(y.shape, order="F")
-    if beta == 0.0:
-        y[...] = xp.abs(alpha) * norm
-    else:
-        y[...] = xp.hypot(alpha * norm, beta * y.astype(wide))
-
-
-def norm_slice_backward(xp, x, y, dy, dx, *, axis, alpha=1.0):
-    """dx += alpha^2 * x / y * dy, y and dy broadcast along `axis` (y = |alpha| * norm of x);
-    0 where y == 0 (then x == 0 along the whole fiber)."""
-    norm, grad = _slice(y, x, axis), _slice(dy, x, axis)
-    scale = xp.where(norm == 0, 0, (alpha * alpha) * grad / xp.where(norm == 0, 1, norm))
-    folded = _fold(dx, axis)
-    folded += scale * _fold(x, axis)
-
-
-# ---------------------------------------------------------------- fibers
-
-
-def _fiber_fold(x, axis, batch_ndim):
-    """(m, n, k, b) F-order view of x: n its `axis`, b its trailing batch dims."""
-    first_batch = x.ndim - batch_ndim
-    sizes = (_prod(x.shape[:axis]), x.shape[axis], _prod(x.shape[axis + 1:first_batch]),
-             _prod(x.shape[first_batch:]))
-    return x.reshape(sizes, order="F")
-
-
-def _prod(sizes):
-    total = 1
-    for size in sizes:
-        total *= size
-    return total
-
-
-def norm_fiber(xp, x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
-    """y = hypot(alpha * 2-norm of x over all dims but `axis` and the batch dims, beta*y)
-    (NNTile's norm_fiber_inplace); partial norms merge by the same hypot."""
-    folded = _fiber_fold(x, axis, batch_ndim)
-    wide = xp.float32 if x.dtype == xp.float16 else x.dtype   # fp16 squares overflow
-    norm = xp.sqrt((folded.astype(wide) ** 2).sum(axis=(0, 2))).reshape(y.shape, order="F")
-    if beta == 0.0:
-        y[...] = xp.abs(alpha) * norm
-    else:
-        y[...] = xp.hypot(alpha * norm, beta * y.astype(wide))
-
-
-XP_KERNELS = {kernel.__name__: kernel for kernel in (
-    extremum_count, extremum_backward, norm_slice, norm_slice_backward,
-    norm_fiber, randn, dropout)}
+XP_KERNELS = {kernel.__name__: kernel for kernel in (randn, dropout)}
 
 
 def table(xp) -> dict:

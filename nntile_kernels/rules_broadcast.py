@@ -59,6 +59,15 @@ _ADD_SLICE = _renamed_rule(ELEMENTWISE["add"], {"x": "s", "y": "x"},
 _MULTIPLY_SLICE = _renamed_rule(ELEMENTWISE["multiply"], {"x": "s", "y": "x"})
 _MULTIPLY_FIBER = _renamed_rule(ELEMENTWISE["multiply"], {"x": "f", "y": "x"})
 
+# dx += alpha^2 * dy / y * x, y = |alpha| * the norm of x (hypot_backward's formula with
+# the factor alpha^2 * dy / y first: a loop over the tile's run hoists it, one division
+# per y entry as the hand-written loops did, and fp64 tiles get their results bitwise);
+# 0 where y == 0 (x is 0 along that fiber or slice)
+_NORM_BACKWARD = Rule(("x", "y", "dy"), "dx",
+                      "where(y == 0.0, 0.0, alpha * alpha * dy / safe * x)", accumulate=True,
+                      let=(("safe", "where(y == 0.0, 1.0, y)"),), params=("alpha",),
+                      defaults=(("alpha", 1.0),))
+
 BROADCAST = {
     "add_slice": Broadcast(_ADD_SLICE, ("s",), "slice"),
     "multiply_slice": Broadcast(_MULTIPLY_SLICE, ("s",), "slice"),
@@ -90,13 +99,14 @@ BROADCAST = {
                                    defaults=(("alpha", 1.0),)), ("dy",), "scalar"),
     "scale_fiber": Broadcast(_renamed_rule(ELEMENTWISE["scale"], {"x": "f"},
                                            defaults=(("alpha", 1.0),)), ("f",), "fiber"),
-    # hypot_backward's formula with the fiber's factor alpha^2 * dy / y first: a loop over
-    # the tile's run hoists it (one division per fiber entry, as the hand-written loop
-    # did), and fp64 tiles get its results bitwise; 0 where y == 0 (x is 0 on that fiber)
-    "norm_fiber_backward": Broadcast(
-        Rule(("x", "y", "dy"), "dx", "where(y == 0.0, 0.0, alpha * alpha * dy / safe * x)",
-             accumulate=True, let=(("safe", "where(y == 0.0, 1.0, y)"),), params=("alpha",),
-             defaults=(("alpha", 1.0),)), ("y", "dy"), "fiber"),
+    "norm_fiber_backward": Broadcast(_NORM_BACKWARD, ("y", "dy"), "fiber"),
+    # the same with y and dy a slice
+    "norm_slice_backward": Broadcast(_NORM_BACKWARD, ("y", "dy"), "slice"),
+    # the backward of max_slice, min_slice: the entries equal to their slice's extremum y
+    # share its gradient dy equally (count = extremum_count), whatever the axis's tiling
+    "extremum_backward": Broadcast(
+        Rule(("x", "y", "count", "dy"), "dx", "where(x == y, share, 0.0)", accumulate=True,
+             let=(("share", "dy / count"),)), ("y", "count", "dy"), "slice"),
 }
 
 

@@ -1,7 +1,12 @@
 """Reductions along an axis written once: sum_slice, sumprod_slice, sum_fiber and
 sumprod_fiber, each a per-element term (a rules.py formula of the input tiles: `x`,
 `x * y`) summed in float64 and stored as out = alpha * total + beta * out; max_slice
-and min_slice, the term's maximum (minimum) merged as out = maximum(total, beta * out).
+and min_slice, the term's maximum (minimum) merged as out = maximum(total, beta * out);
+norm_slice and norm_fiber, the squares of x widened to float64 first (fp32 squares
+overflow past 1.8e19; a product of two fp32 is exact in float64), their sum
+finished as |alpha| * sqrt(total) and merged with the old norm as
+hypot(value, beta * out); extremum_count, the int64 count of x == y, y a slice
+partner (broadcast along the axis), stored as out = total + beta * out.
 
 A `Reduction` of shape "slice" sums the term over `axis` (the output is the tile
 without that dim: a row sum); of shape "fiber" over every dim but `axis` and the
@@ -20,12 +25,14 @@ import inspect
 from dataclasses import dataclass
 
 from .generic_common import fiber_axes, store, wide
-from .rules import FLOAT_LITERAL, names_in
+from .rules import FLOAT_LITERAL, FUNCTIONS, names_in
 
 SHAPES = ("slice", "fiber")
 # how terms combine: a float64 sum scaled by alpha, or NumPy's NaN-propagating maximum
 # and minimum (no alpha: max_slice's and min_slice's signatures have none)
-COMBINES = ("sum", "maximum", "minimum")
+# and minimum (no alpha: max_slice's and min_slice's signatures have none), or an int64
+# count of true terms (exact; one chain of integer adds vectorises, float64 ones do not)
+COMBINES = ("sum", "maximum", "minimum", "count")
 
 
 @dataclass(frozen=True)
@@ -34,19 +41,49 @@ class Reduction:
     out = maximum(max of `term`, beta * out) (minimum likewise) by `combine`.
 
     `term` names the `inputs` only (no params, no literals): it is computed in the
-    tile dtype (fp16 tiles in fp32, as the reference always did), then widened."""
+    tile dtype (fp16 tiles in fp32, as the reference always did), then widened; with
+    `widen`, on the inputs widened to float64 first. `finish` (of the combined `total`
+    and `alpha`) is the value stored where beta == 0; `merge` (of that `value`, `beta`
+    and the output's old contents, by its name) the one stored otherwise. By default a
+    sum's are alpha * total and value + beta * out, an extremum's total and
+    maximum(value, beta * out)."""
 
     inputs: tuple
     output: str
     term: str
     shape: str
     combine: str = "sum"
+    widen: bool = False
+    finish: str = None
+    merge: str = None
+    # inputs shaped as the output (a slice's), broadcast along the axis
+    partners: tuple = ()
 
     def __post_init__(self):
         assert self.shape in SHAPES, self.shape
         assert self.combine in COMBINES, self.combine
         assert names_in(self.term) <= set(self.inputs), f"{self.term}: the inputs only"
         assert not FLOAT_LITERAL.search(self.term), f"{self.term}: no literals"
+        summed = self.combine == "sum"
+        if self.finish is None:   # frozen: the defaults are set through object
+            object.__setattr__(self, "finish", "alpha * total" if summed else "total")
+        if self.merge is None:
+            object.__setattr__(self, "merge", f"{self.combine}(value, beta * {self.output})"
+                               if self.combine in ("maximum", "minimum")
+                               else f"value + beta * {self.output}")
+        # an extremum's signature has no alpha (max_slice's, min_slice's)
+        given = {"total", "alpha"} if summed else {"total"}
+        assert names_in(self.finish) - set(FUNCTIONS) <= given, self.finish
+        assert set(self.partners) <= set(self.inputs[1:]), "a partner follows the tile"
+        assert not self.partners or self.shape == "slice", "a slice's partners only"
+        assert self.combine != "count" or self.shape == "slice", "a slice's counts only"
+        assert names_in(self.merge) - set(FUNCTIONS) <= {"value", "beta", self.output}, \
+            self.merge
+
+    @property
+    def takes_alpha(self):
+        """Whether the kernel has an alpha: its finish reads one."""
+        return "alpha" in names_in(self.finish)
 
     def __repr__(self):
         return f"Reduction({self.output} = {self.combine} of {self.term} over a {self.shape})"
@@ -62,19 +99,29 @@ REDUCTIONS = {
     # the max pooling of a tiled axis: the partial maxima of its tiles merge with beta = 1
     "max_slice": Reduction(("x",), "y", "x", "slice", "maximum"),
     "min_slice": Reduction(("x",), "y", "x", "slice", "minimum"),
+    # the 2-norms of clipping and of RMSNorm; partial norms of a tiled axis merge by the
+    # same hypot (NNTile's norm_slice_inplace, norm_fiber_inplace)
+    "norm_slice": Reduction(("x",), "y", "x * x", "slice", widen=True,
+                            finish="fabs(alpha) * sqrt(total)", merge="hypot(value, beta * y)"),
+    "norm_fiber": Reduction(("x",), "y", "x * x", "fiber", widen=True,
+                            finish="fabs(alpha) * sqrt(total)", merge="hypot(value, beta * y)"),
+    # how many entries share the extremum y of their slice, so that its gradient is split
+    # among them (a count: exact in the float64 total)
+    "extremum_count": Reduction(("x", "y"), "count", "x == y", "slice", "count",
+                                partners=("y",)),
 }
 
 
 def reduction_signature(reduction):
     """The arrays positional (the inputs, then the output), then `axis`, a fiber's
-    `batch_ndim=0`, a sum's `alpha=1.0` and `beta=0.0`, keyword-only."""
+    `batch_ndim=0`, `alpha=1.0` where the finish reads it and `beta=0.0`, keyword-only."""
     def keyword(name, *default):
         return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                                  default=default[0] if default else inspect.Parameter.empty)
     arrays = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
               for name in (*reduction.inputs, reduction.output)]
     batch = [keyword("batch_ndim", 0)] if reduction.shape == "fiber" else []
-    alpha = [keyword("alpha", 1.0)] if reduction.combine == "sum" else []
+    alpha = [keyword("alpha", 1.0)] if reduction.takes_alpha else []
     return inspect.Signature([*arrays, keyword("axis"), *batch, *alpha, keyword("beta", 0.0)])
 
 
@@ -85,8 +132,8 @@ def reduced_axes(reduction, ndim, axis, batch_ndim):
 
 class ArrayReduction:
     """A Reduction evaluated by array expressions (NumPy or CuPy): the term on the
-    inputs (fp16 widened to fp32), its float64 sum (or its max, min) over the reduced
-    dims, the store."""
+    inputs (fp16 widened to fp32; all to float64 with `widen`), its float64 sum (or its
+    max, min) over the reduced dims, the finish and the merge."""
 
     def __init__(self, name, reduction, namespace):
         self.__name__ = self.__qualname__ = name
@@ -95,22 +142,40 @@ class ArrayReduction:
         self.__signature__ = reduction_signature(reduction)
         self._namespace = namespace
         self._term = compile(reduction.term, f"<{name}>", "eval")
+        self._finish = compile(reduction.finish, f"<{name} finish>", "eval")
+        self._merge = compile(reduction.merge, f"<{name} merge>", "eval")
+        # a sum stored as alpha * total + beta * out takes generic_common.store: one fused
+        # pass on a GPU instead of a pass per operator of the formulas
+        self._plain_sum = reduction.combine == "sum" and (reduction.finish, reduction.merge) == (
+            "alpha * total", f"value + beta * {reduction.output}")
 
     def __call__(self, *arrays, axis, batch_ndim=0, beta=0.0, **alpha):
         reduction, xp = self.reduction, self._namespace["__xp__"]
         if batch_ndim and reduction.shape == "slice" or alpha.keys() - (
-                {"alpha"} if reduction.combine == "sum" else set()):
+                {"alpha"} if reduction.takes_alpha else set()):
             raise TypeError(f"{self.__name__}: takes no "
                             f"{', '.join(sorted(alpha)) or 'batch_ndim'}: {self.__signature__}")
         alpha = alpha.get("alpha", 1.0)
         *inputs, out = arrays
-        scope = {name: array.astype(wide(xp, array.dtype), copy=False)
+        scope = {name: array.astype(xp.float64 if reduction.widen else wide(xp, array.dtype),
+                                    copy=False)
                  for name, array in zip(reduction.inputs, inputs)}
+        broadcast = (*inputs[0].shape[:axis], 1, *inputs[0].shape[axis + 1:])
+        for name in reduction.partners:   # a slice, broadcast along the axis
+            scope[name] = scope[name].reshape(broadcast, order="F")
         term = eval(self._term, self._namespace, scope)
         axes = reduced_axes(reduction, inputs[0].ndim, axis, batch_ndim)
         if reduction.combine == "sum":
-            store(out, term.sum(axis=axes, dtype=xp.float64), beta, out, alpha)
-            return
-        total = term.max(axis=axes) if reduction.combine == "maximum" else term.min(axis=axes)
-        merge = self._namespace[reduction.combine]   # xp.maximum, xp.minimum
-        out[...] = total if beta == 0.0 else merge(total, beta * out)
+            total = term.sum(axis=axes, dtype=xp.float64)
+            if self._plain_sum:
+                store(out, total, beta, out, alpha)
+                return
+        elif reduction.combine == "count":
+            total = term.sum(axis=axes)
+        elif reduction.combine == "maximum":
+            total = term.max(axis=axes)
+        else:
+            total = term.min(axis=axes)
+        value = eval(self._finish, self._namespace, {"total": total, "alpha": alpha})
+        out[...] = value if beta == 0.0 else eval(
+            self._merge, self._namespace, {"value": value, "beta": beta, reduction.output: out})

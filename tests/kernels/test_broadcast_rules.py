@@ -19,7 +19,8 @@ PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha":
           "sumprod_slice_backward": {"alpha": 2.0}, "scale_fiber": {"alpha": -3.0},
           "norm_fiber_backward": {"alpha": 1.5}, "add_fiber": {"alpha": 0.5, "beta": -2.0},
           "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0},
-          "scale_slice": {"alpha": -2.0}, "sum_backward": {"alpha": 0.5}}
+          "scale_slice": {"alpha": -2.0}, "sum_backward": {"alpha": 0.5},
+          "norm_slice_backward": {"alpha": -0.5}}
 
 
 def test_cpu_rules_broadcast_is_what_the_generator_writes():
@@ -49,6 +50,8 @@ def test_each_op_is_its_rule_in_both_tables():
     ("norm_fiber_backward", "(x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0)"),
     ("scale_slice", "(src, dst, *, alpha, axis)"),
     ("sum_backward", "(dy, x, y, *, alpha=1.0)"),
+    ("extremum_backward", "(x, y, count, dy, dx, *, axis)"),
+    ("norm_slice_backward", "(x, y, dy, dx, *, axis, alpha=1.0)"),
 ])
 def test_signatures_are_the_hand_written_kernels(name, expected):
     """The graph's ops pass these names as keywords: a rule's renaming must keep them."""
@@ -70,7 +73,7 @@ def _arrays(name, shape, axis, batch_ndim, dtype, rng):
     for array in (*broadcast.rule.inputs, broadcast.rule.output):
         size = part if array in broadcast.partners else shape
         arrays[array] = np.array(rng.standard_normal(size), dtype, order="F")
-    if name == "norm_fiber_backward":
+    if name.startswith("norm_"):   # a norm is >= 0, and 0 where x is
         arrays["y"] = np.array(np.abs(arrays["y"]), order="F")
         arrays["y"].flat[::3] = 0.0
     if not broadcast.rule.accumulate:
@@ -156,3 +159,20 @@ def test_norm_fiber_backward_adds_nothing_where_the_norm_is_zero(table, axis):
     table["norm_fiber_backward"](x, y, dy, dx, axis=axis, alpha=1.0)
     expected = np.array([[1.0, 1.0 + 10.0 * 3.0 / 5.0], [1.0, 1.0 + 10.0 * 4.0 / 5.0]])
     np.testing.assert_allclose(dx, expected.T if axis == 0 else expected, rtol=1e-15)
+
+
+@pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_extremum_backward_splits_dy_among_ties(table, dtype, axis):
+    """The entries equal to their slice's maximum share its dy (2 ties: half each), the
+    others get nothing, even where the count is 0 and dy / count is inf."""
+    x = np.array([[5.0, 1.0, 5.0], [2.0, 9.0, 3.0]], dtype)   # slices along axis 1
+    y, count = np.array([5.0, 9.0], dtype), np.array([2.0, 0.0], dtype)
+    dy = np.array([3.0, 4.0], dtype)
+    x = np.asfortranarray(x.T if axis == 0 else x)
+    dx = np.full_like(x, 1.0, order="F")
+    with np.errstate(divide="ignore"):   # the reference's dy / count, as NumPy's loop's
+        table["extremum_backward"](x, y, count, dy, dx, axis=axis)
+    expected = np.array([[2.5, 1.0, 2.5], [1.0, np.inf, 1.0]])
+    np.testing.assert_array_equal(dx, expected.T if axis == 0 else expected)

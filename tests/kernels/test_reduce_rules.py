@@ -2,7 +2,7 @@
 term and its sum (the reference) and the generated numba loop (cpu_rules_reduce.py)
 agree on random tiles, axes and dtypes; an output's old contents are not read when
 beta == 0; the m == 1 run sums are the hand-written loops' 8-chain grouping; the
-kernels keep their signatures."""
+kernels keep their signatures; the norms square in float64."""
 
 import inspect
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nntile_kernels import cpu, generate_cpu_reduce, reference
-from nntile_kernels.rules_reduce import REDUCTIONS, ArrayReduction
+from nntile_kernels.rules_reduce import REDUCTIONS, ArrayReduction, Reduction
 
 DTYPES = (np.float16, np.float32, np.float64)
 TOLERANCE = {np.float16: 0.0, np.float32: 1e-5, np.float64: 1e-13}  # fp16: the reference
@@ -37,6 +37,9 @@ def test_each_op_is_its_rule_in_both_tables():
     ("sumprod_fiber", "(x, y, f, *, axis, batch_ndim=0, alpha=1.0, beta=0.0)"),
     ("max_slice", "(x, y, *, axis, beta=0.0)"),
     ("min_slice", "(x, y, *, axis, beta=0.0)"),
+    ("norm_slice", "(x, y, *, axis, alpha=1.0, beta=0.0)"),
+    ("norm_fiber", "(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0)"),
+    ("extremum_count", "(x, y, count, *, axis, beta=0.0)"),
 ])
 def test_signatures_are_the_hand_written_kernels(name, expected):
     assert str(inspect.signature(reference.KERNELS[name])) == expected
@@ -44,13 +47,21 @@ def test_signatures_are_the_hand_written_kernels(name, expected):
 
 
 def _exact(name, arrays, axis, batch_ndim, alpha, beta):
-    """The reduction in float64 NumPy, written apart from the rule (sums of x or x * y)."""
+    """The reduction in float64 NumPy, written apart from the rule (sums of x or x * y,
+    extrema of x, 2-norms of x, counts of x == y)."""
     wide = [array.astype(np.float64) for array in arrays[:-1]]
+    if name == "extremum_count":
+        along = [1 if d == axis else size for d, size in enumerate(wide[0].shape)]
+        hits = (wide[0] == wide[1].reshape(along, order="F")).sum(axis=axis)
+        return hits + (beta * arrays[-1].astype(np.float64) if beta else 0.0)
     term = wide[0] if len(wide) == 1 else wide[0] * wide[1]
     reduction = REDUCTIONS[name]
     dims = ((axis,) if reduction.shape == "slice"
             else tuple(d for d in range(term.ndim - batch_ndim) if d != axis))
     previous = arrays[-1].astype(np.float64)
+    if name.startswith("norm_"):
+        norm = abs(alpha) * np.sqrt((term * term).sum(axis=dims))
+        return norm if beta == 0.0 else np.hypot(norm, beta * previous)
     if reduction.combine == "maximum":
         total = term.max(axis=dims)
         return total if beta == 0.0 else np.maximum(total, beta * previous)
@@ -61,7 +72,7 @@ def _exact(name, arrays, axis, batch_ndim, alpha, beta):
 
 
 def _params(name, alpha, beta):
-    return {"alpha": alpha, "beta": beta} if REDUCTIONS[name].combine == "sum" else {"beta": beta}
+    return {"alpha": alpha, "beta": beta} if REDUCTIONS[name].takes_alpha else {"beta": beta}
 
 
 def _out_shape(name, shape, axis, batch_ndim):
@@ -71,12 +82,20 @@ def _out_shape(name, shape, axis, batch_ndim):
 
 
 def _arrays(name, shape, axis, batch_ndim, dtype, rng):
-    """The inputs (normal, F-ordered) and the output (normal: read when beta != 0)."""
+    """The inputs (normal, F-ordered) and the output (normal: read when beta != 0);
+    extremum_count's x in whole numbers (ties) and y its maximum along the axis."""
     reduction = REDUCTIONS[name]
     arrays = [np.asfortranarray(rng.standard_normal(shape).astype(dtype))
               for _ in reduction.inputs]
+    if reduction.partners:
+        arrays = _with_maximum(np.round(arrays[0] * 2), axis)
     out = rng.standard_normal(_out_shape(name, shape, axis, batch_ndim)).astype(dtype)
     return [*arrays, np.asfortranarray(out)]
+
+
+def _with_maximum(x, axis):
+    """x and its maximum along `axis`: extremum_count's tile and partner."""
+    return [np.asfortranarray(x), np.asfortranarray(x.max(axis=axis))]
 
 
 def _call(table, name, arrays, axis, batch_ndim, params):
@@ -124,6 +143,8 @@ def test_beta_zero_reads_no_output(table, name, dtype, axis):
     shape = (3, 4, 5)
     arrays = [np.asfortranarray(np.arange(60.0).reshape(shape).astype(dtype) / 8)
               for _ in REDUCTIONS[name].inputs]
+    if REDUCTIONS[name].partners:
+        arrays = _with_maximum(np.arange(60.0).reshape(shape).astype(dtype) % 7, axis)
     out = np.full(_out_shape(name, shape, axis, 0), np.nan, dtype, order="F")
     table[name](*arrays, out, axis=axis, **_params(name, 2.0, 0.0))
     assert not np.isnan(out).any()
@@ -197,3 +218,52 @@ def test_a_parameter_the_kernel_lacks_is_refused(table, name, keywords):
     x, out = np.ones((3, 4), order="F"), np.ones(4)
     with pytest.raises(TypeError):
         table[name](x, out, axis=0, **keywords)
+
+
+@pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
+@pytest.mark.parametrize("name, axis", [("norm_slice", 0), ("norm_slice", 1),
+                                        ("norm_fiber", 0), ("norm_fiber", 1)])
+def test_a_norm_squares_fp32_in_float64(table, name, axis):
+    """A norm widens x before squaring it: fp32 squares of 1e20 overflow (3.4e38 is fp32's
+    largest; the hand-written loops and the reference gave inf), float64 ones do not,
+    and the norm, 3e20 or so, is an fp32 again."""
+    x = np.full((9, 4), 1e20, np.float32, order="F")
+    x[::2] *= -1
+    length = x.shape[axis] if name == "norm_slice" else x.shape[1 - axis]
+    out = np.empty(x.shape[1 - axis] if name == "norm_slice" else x.shape[axis], np.float32)
+    table[name](x, out, axis=axis)
+    np.testing.assert_allclose(out, np.sqrt(length) * 1e20, rtol=1e-6)
+    previous = out.copy()
+    table[name](x, out, axis=axis, alpha=-1.0, beta=1.0)   # hypot(norm, norm)
+    np.testing.assert_allclose(out, np.sqrt(2.0) * previous, rtol=1e-6)
+
+
+def test_a_norm_sums_its_squares_in_the_loops_order():
+    """norm_slice along axis 0 sums each run's squares in the 8 chains of sum_slice;
+    along another axis, and norm_fiber along axis 0, one running float64 total per
+    output in storage order (the hand-written loops' order), bitwise."""
+    rng = np.random.default_rng(3)
+    x = np.asfortranarray(rng.standard_normal((37, 3)) * 10.0 ** rng.integers(-8, 8, (37, 3)))
+    y = np.empty(3)
+    cpu.KERNELS["norm_slice"](x, y, axis=0, alpha=-2.0)
+    assert [float(v) for v in y] == [2.0 * np.sqrt(_chained_sum(x[:, c] ** 2)) for c in range(3)]
+    xt = np.asfortranarray(x.T)
+    cpu.KERNELS["norm_slice"](xt, y, axis=1, alpha=-2.0)
+    expected = [0.0] * 3
+    for column in xt.T:
+        expected = [total + value * value for total, value in zip(expected, column)]
+    assert [float(v) for v in y] == [2.0 * np.sqrt(total) for total in expected]
+    cpu.KERNELS["norm_fiber"](xt, y, axis=0, alpha=-2.0)
+    assert [float(v) for v in y] == [2.0 * np.sqrt(total) for total in expected]
+
+
+def test_a_rule_names_nothing_its_store_is_not_given():
+    """A finish sees the total and alpha (no alpha for an extremum), a merge the value,
+    beta and the old output: anything else is refused where the rule is written."""
+    with pytest.raises(AssertionError):
+        Reduction(("x",), "y", "x", "slice", finish="alpha * total + beta")
+    with pytest.raises(AssertionError):
+        Reduction(("x",), "y", "x", "slice", "maximum", finish="alpha * total")
+    with pytest.raises(AssertionError):
+        Reduction(("x",), "y", "x", "slice", merge="hypot(value, total)")
+    assert Reduction(("x",), "y", "x", "slice").merge == "value + beta * y"
