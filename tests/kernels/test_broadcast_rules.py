@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nntile_kernels import cpu, generate_cpu_broadcast, reference
+from nntile_kernels import cpu, reference
 from nntile_kernels.rules_broadcast import BROADCAST, ArrayBroadcast
 
 DTYPES = (np.float16, np.float32, np.float64)
@@ -21,13 +21,6 @@ PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha":
           "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0},
           "scale_slice": {"alpha": -2.0}, "sum_backward": {"alpha": 0.5},
           "norm_slice_backward": {"alpha": -0.5}}
-
-
-def test_cpu_rules_broadcast_is_what_the_generator_writes():
-    assert (generate_cpu_broadcast.TARGET.read_text()
-            == generate_cpu_broadcast.module_source()), (
-        "nntile_kernels/cpu_rules_broadcast.py is stale: "
-        "run python -m nntile_kernels.generate_cpu_broadcast")
 
 
 def test_each_op_is_its_rule_in_both_tables():

@@ -1,22 +1,23 @@
-"""The numba loops of the elementwise rules and the optimizer updates are generated from
-rules.py's formulas
-(nntile_kernels/generate_cpu_rules.py writes nntile_kernels/cpu_rules*.py); this fails
-when a rule changed and the modules were not written again, and checks what the formulas
-promise at the edges on every CPU backend."""
+"""The numba loops of the rules are generated from their formulas (`python -m
+nntile_kernels.generate` writes nntile_kernels/cpu_rules*.py); this fails when a rule or
+a generator changed and the modules were not written again, and checks what the
+elementwise formulas promise at the edges on every CPU backend."""
 
 import numpy as np
 import pytest
 
-from nntile_kernels import cpu, generate_cpu_rules, reference
+from nntile_kernels import cpu, generate, generate_cpu_rules, reference
 from nntile_kernels.fused_rules import ELEMENT_RULES
 from nntile_kernels.rules import ELEMENTWISE, UPDATES
 
 
-@pytest.mark.parametrize("module", sorted(generate_cpu_rules.MODULES))
-def test_each_generated_module_is_what_the_generator_writes(module):
-    stale = f"nntile_kernels/{module}.py is stale: run python -m nntile_kernels.generate_cpu_rules"
-    written = generate_cpu_rules.target(module).read_text()
-    assert written == generate_cpu_rules.module_source(module), stale
+GENERATED = generate.generated()
+
+
+@pytest.mark.parametrize("path", sorted(GENERATED), ids=lambda path: path.name)
+def test_each_generated_module_is_what_its_generator_writes(path):
+    stale = f"nntile_kernels/{path.name} is stale: run python -m nntile_kernels.generate"
+    assert path.read_text() == GENERATED[path], stale
 
 
 def test_every_rule_has_its_loop_and_its_fused_element_rule():

@@ -11,17 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nntile_kernels import cpu, generate_cpu_reduce, reference
+from nntile_kernels import cpu, reference
 from nntile_kernels.rules_reduce import REDUCTIONS, ArrayReduction, Reduction
 
 DTYPES = (np.float16, np.float32, np.float64)
 TOLERANCE = {np.float16: 0.0, np.float32: 1e-5, np.float64: 1e-13}  # fp16: the reference
-
-
-def test_cpu_rules_reduce_is_what_the_generator_writes():
-    assert generate_cpu_reduce.TARGET.read_text() == generate_cpu_reduce.module_source(), (
-        "nntile_kernels/cpu_rules_reduce.py is stale: "
-        "run python -m nntile_kernels.generate_cpu_reduce")
 
 
 def test_each_op_is_its_rule_in_both_tables():
