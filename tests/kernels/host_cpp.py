@@ -1,8 +1,11 @@
-"""Building the rules' C++ for the host (test_broadcast_rules_cpp.py; the same build as
-test_kernels_rules.py's fixture, which can call this too): the text a GPU compiles,
-checked without a GPU."""
+"""Building the rules' C++ for the host (test_kernels_rules.py, test_broadcast_rules_cpp.py):
+the text a GPU compiles, checked without a GPU.
+
+Without a C++ compiler on PATH those checks skip, saying so; NNTILE_SPMD_REQUIRE_CXX=1
+(.ci/run sets it) turns the skip into a failure, so CI never loses them silently."""
 
 import ctypes
+import os
 import shutil
 import subprocess
 
@@ -23,7 +26,11 @@ using std::isfinite; using std::pow; using std::sqrt; using std::tanh;
 def host_library(folder, source):
     """`source` (after HOST_PRELUDE) compiled into a shared library in `folder`, loaded."""
     if CXX is None:
-        pytest.skip("needs a C++ compiler (g++) to build the rules' C++ for the host")
+        reason = ("no C++ compiler (g++ or c++) on PATH: the rules' CUDA text is not "
+                  "compiled for the host")
+        if os.environ.get("NNTILE_SPMD_REQUIRE_CXX"):
+            pytest.fail(f"NNTILE_SPMD_REQUIRE_CXX is set but there is {reason}")
+        pytest.skip(reason)
     (folder / "rules.cpp").write_text(HOST_PRELUDE + source)
     library = folder / "rules.so"
     subprocess.run([CXX, "-O1", "-shared", "-fPIC", "-o", str(library), str(folder / "rules.cpp")],

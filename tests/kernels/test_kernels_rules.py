@@ -8,27 +8,19 @@ without a GPU.
 """
 
 import ctypes
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 from helpers import BETA_CASE_PARAMS, LOOPED_RULES, OTHER_CASE_PARAMS, RULE_PARAMS, UPDATE_PARAMS
+from host_cpp import host_library as compile_host_library
 
 from nntile_kernels import reference
 from nntile_kernels.rules import ELEMENTWISE, UPDATES, names_in
 from nntile_kernels.rules_cuda import (C_TYPES, CUDA_PREAMBLE, cuda_source, cuda_update_source,
                                        typed_literals)
 
-CXX = shutil.which("g++") or shutil.which("c++")
 TOLERANCE = {"float64": (1e-13, 1e-13), "float32": (2e-5, 2e-5)}
 
-_HOST_PRELUDE = """
-#include <cmath>
-using std::erf; using std::exp; using std::fabs; using std::fmax; using std::hypot; using std::pow;
-using std::sqrt; using std::tanh;
-#define __device__
-"""
 
 
 
@@ -61,17 +53,9 @@ def host_update(name, dtype):
 
 @pytest.fixture(scope="module")
 def host_library(tmp_path_factory):
-    if CXX is None:
-        pytest.skip("needs a C++ compiler (g++) to build the rules' C++ for the host")
-    folder = tmp_path_factory.mktemp("rules")
-    source = folder / "rules.cpp"
-    source.write_text(_HOST_PRELUDE + CUDA_PREAMBLE + "".join(
+    return compile_host_library(tmp_path_factory.mktemp("rules"), CUDA_PREAMBLE + "".join(
         host_function(name, dtype) for name in LOOPED_RULES for dtype in C_TYPES) + "".join(
         host_update(name, dtype) for name in UPDATES for dtype in C_TYPES))
-    library = folder / "rules.so"
-    subprocess.run([CXX, "-O1", "-shared", "-fPIC", "-o", str(library), str(source)],
-                   check=True, capture_output=True, text=True)
-    return ctypes.CDLL(str(library))
 
 
 def _pointer(dtype):
