@@ -98,7 +98,7 @@ def megatron_activation_bytes(args, plan, mesh) -> int:
     tp = list(mesh).index("tp")
     return sum(tensor.shape[0] * args.batch * 8 for tensor in plan.graph.tensors()
                if tensor.role == "parameter" and tensor.ndim == 2
-               and plan.distributions[tensor.name].mesh[1][tp] == ("block", 1))
+               and plan.distributions[tensor.name].mesh.rules[tp].spelling() == ("block", 1))
 
 
 def pipeline_boundary_bytes(args, mesh) -> int:

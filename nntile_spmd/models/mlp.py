@@ -61,13 +61,16 @@ class MLP(Classifier):
                          with_grads=False, name=f"{self.graph.name}_forward")
 
     def reference_forward(self, params: dict, x) -> np.ndarray:
-        """NumPy logits (out, batch) for parameters `params` and inputs x (features, batch)."""
-        act = REFERENCE_ACTIVATIONS[self.activation]
+        """NumPy logits (out, batch) for parameters `params` and inputs x (features, batch),
+        in float64; the activation is the kernels' NumPy reference, its formula's one
+        definition (tests/kernels checks it against PyTorch's)."""
+        from nntile_kernels.reference import KERNELS   # NumPy and SciPy, loaded when asked
+        activation = KERNELS[self.activation]
         h = np.asarray(x, dtype=np.float64)
         for layer in range(1, len(self.layer_sizes)):
             h = params[f"w{layer}"] @ h + params[f"b{layer}"][:, None]
             if layer < len(self.layer_sizes) - 1:
-                h = act(h)
+                activation(h, h)
         return h
 
 
@@ -135,16 +138,3 @@ def init_linear_params(layer_sizes, rng, dtype="fp32") -> dict:
         params[f"w{layer}"] = rng.uniform(-bound, bound, (fan_out, fan_in)).astype(numpy_dtype)
         params[f"b{layer}"] = rng.uniform(-bound, bound, fan_out).astype(numpy_dtype)
     return params
-
-
-def _gelu(x):
-    from scipy.special import erf   # here: only the NumPy reference needs scipy.special
-    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
-
-
-REFERENCE_ACTIVATIONS = {
-    "gelu": _gelu,
-    "gelutanh": lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
-    "relu": lambda x: np.maximum(x, 0.0),
-    "silu": lambda x: x / (1.0 + np.exp(-x)),
-}

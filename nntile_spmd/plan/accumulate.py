@@ -45,6 +45,12 @@ class Reduction(NamedTuple):
     reads_output_first: bool
 
 
+class PartialChoice(NamedTuple):
+    """Where a group's partial sums run: a rank per step, and the tree over them."""
+    step_ranks: object     # the rank of each step (a list, or an array when planning alone)
+    order: object          # tree order, root first
+
+
 def accumulation_chains(ops, view_inputs=frozenset()) -> dict:
     """{op name: name of the next op of `ops` (in walk order) touching the op's output,
     where that op accumulates into it}: its only output, not read as an input, beta 1,
@@ -97,7 +103,7 @@ class CarriedPartials:
         return waiting.get(group.outputs[0]) if waiting else None
 
     def carried_choice(self, group):
-        """(step ranks, tree order) of partial steps adding into the partials carried to
+        """The PartialChoice of partial steps adding into the partials carried to
         a group that partial_choice leaves to its owners (adds_into_carried), else None."""
         carried = self.carried_to(group)
         if carried is None:
@@ -110,7 +116,7 @@ class CarriedPartials:
                 code = self.owner[key]
                 codes.add(code)
                 fetches = fetches or bool(self.outside(rank, code))
-        return (step_ranks, order) if self.adds_into_carried(
+        return PartialChoice(step_ranks, order) if self.adds_into_carried(
             carried, owner, step_ranks, fetches, codes) else None
 
     def adds_into_carried(self, carried, owner, step_ranks, fetches, codes) -> bool:

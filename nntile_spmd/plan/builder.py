@@ -15,6 +15,7 @@ group the member that sender_of names for the reader (plan/partial.py).
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import NamedTuple
 
 from .accumulate import CarriedPartials, Reduction
 from .distribution import REPLICATED, group_of
@@ -25,6 +26,12 @@ from .partial import PartialSums
 from .tile_tables import OwnerTable, partial_name
 
 TAG_LIMIT = 32000   # MPI guarantees tags up to 32767 only
+
+
+class BetaParams(NamedTuple):
+    """A step's KernelParams (kept, so its id stays its own) and them with beta set."""
+    params: object
+    with_beta: object
 
 
 class PlanError(ValueError):
@@ -141,9 +148,10 @@ class ProgramBuilder(CarriedPartials, TreeGathers, PartialSums):
         out_key = group.outputs[0]
         owner = self.owner_of(out_key)
         choice = self.partial_choice(group) or self.carried_choice(group)
-        carried = self.take_carried(group, None if choice is None else choice[0])
+        carried = self.take_carried(group, None if choice is None else choice.step_ranks)
         if choice is not None:
-            return self.run_partial(group, owner, *choice, carried=carried)
+            return self.run_partial(group, owner, choice.step_ranks, choice.order,
+                                    carried=carried)
         for index, step in enumerate(group.steps):
             self.run_step(list(self.ranks_of(out_key)), group, step, index, step.keys)
 
@@ -173,10 +181,10 @@ class ProgramBuilder(CarriedPartials, TreeGathers, PartialSums):
     def with_beta(self, params, beta_attr, beta):
         """params with beta set; PERF: one shared KernelParams per (params, beta)."""
         cached = self.beta_params.get((id(params), beta))
-        if cached is None or cached[0] is not params:
-            cached = self.beta_params[(id(params), beta)] = (
+        if cached is None or cached.params is not params:
+            cached = self.beta_params[(id(params), beta)] = BetaParams(
                 params, params.with_values(**{beta_attr: beta}))
-        return cached[1]
+        return cached.with_beta
 
     def run_partial(self, group, owner, step_ranks, order, carried=None):
         """Steps on `step_ranks`, then a binomial tree up `order` to its first rank

@@ -6,10 +6,70 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 REPLICATED = -1
+# an AxisRule's tuple spellings: (kind, number of arguments) -> the fields they set
+AXIS_RULE_SPELLINGS = {
+    ("replicate", 0): (),
+    ("block", 1): ("dim",),
+    ("block", 3): ("dim", "inner", "joint"),
+    ("cyclic", 1): ("index",),
+    ("fixed", 1): ("index",),
+    ("fold", 1): ("dim",),
+}
+
+
+class AxisRule(NamedTuple):
+    """How one mesh axis places a tensor's tiles (plan/mesh.py's axis_index reads it).
+
+    Spelled as a tuple in TileDistribution.mesh_layout: ("replicate",) every index
+    holds the tile; ("block", dim) tile rows along `dim` cut into the axis's size
+    contiguous blocks; ("block", dim, inner, joint) the same over a joint grid of
+    `joint` blocks shared with the axes inside it (`inner` blocks of theirs per block
+    of this axis: HSDP's dp x fsdp), this axis taking the high digit; ("cyclic", index)
+    tile t at (t + index) % size; ("fixed", index) every tile at one index (a pipeline
+    stage); ("fold", dim) 2 x size blocks along `dim`, block j with block
+    2 size - 1 - j (zigzag)."""
+
+    kind: str
+    dim: int | None = None     # block, fold: the tensor dim the axis cuts
+    index: int = 0             # cyclic: the offset of tile 0; fixed: the one index
+    inner: int = 1             # block over a joint grid: the inner axes' blocks ...
+    joint: int | None = None   # ... and the joint grid's (None: the axis alone)
+
+    @classmethod
+    def parse(cls, rule) -> AxisRule:
+        """An AxisRule from its tuple spelling (an AxisRule stays as it is)."""
+        if isinstance(rule, AxisRule):
+            return rule
+        kind, *args = rule
+        fields = AXIS_RULE_SPELLINGS.get((kind, len(args)))
+        if fields is None:
+            raise ValueError(f"mesh axis rule {tuple(rule)!r}: expected one of "
+                             f"{', '.join(spelling_pattern(key) for key in AXIS_RULE_SPELLINGS)}")
+        return cls(kind, **{name: int(arg) for name, arg in zip(fields, args)})
+
+    def spelling(self) -> tuple:
+        """The tuple that parse() reads back: the rule as users write it."""
+        arguments = 3 if self.joint is not None else 0 if self.kind == "replicate" else 1
+        return (self.kind, *(getattr(self, name)
+                             for name in AXIS_RULE_SPELLINGS[self.kind, arguments]))
+
+
+def spelling_pattern(key) -> str:
+    """A tuple spelling as the error shows it: ('block', dim)."""
+    fields = AXIS_RULE_SPELLINGS[key]
+    return f"({key[0]!r}, {', '.join(fields)})" if fields else f"({key[0]!r},)"
+
+
+class MeshLayout(NamedTuple):
+    """A mesh layout's mesh shape and one AxisRule per mesh axis."""
+
+    shape: tuple
+    rules: tuple
 
 
 def group_code(index):
@@ -34,7 +94,7 @@ class TileDistribution:
     offset: int = 0
     function: object = field(default=None, compare=False)
     owner_list: tuple | None = None    # custom(owners): ranks in column-major tile order
-    mesh: tuple | None = None          # mesh_layout: (mesh shape, one rule per mesh axis)
+    mesh: MeshLayout | None = None     # mesh_layout: its shape and one rule per mesh axis
 
     @classmethod
     def round_robin(cls, offset: int = 0) -> TileDistribution:
@@ -73,10 +133,14 @@ class TileDistribution:
 
     @classmethod
     def mesh_layout(cls, shape: tuple, rules: tuple) -> TileDistribution:
-        """Placement on a device mesh of `shape` (plan/mesh.py): per mesh axis
-        ("block", dim), ("cyclic", offset) or ("replicate",). Tiles held by a proper
-        sub-grid get a group code below REPLICATED (plan.mesh.mesh_groups)."""
-        return cls("mesh", mesh=(tuple(shape), tuple(rules)))
+        """Placement on a device mesh of `shape` (plan/mesh.py): one AxisRule (or its
+        tuple spelling: ("block", dim), ("cyclic", offset), ("replicate",), ...) per
+        mesh axis. Tiles held by a proper sub-grid get a group code below REPLICATED
+        (plan.mesh.mesh_groups)."""
+        rules = tuple(AxisRule.parse(rule) for rule in rules)
+        if len(rules) != len(shape):
+            raise ValueError(f"mesh layout of {len(shape)} axes given {len(rules)} rules")
+        return cls("mesh", mesh=MeshLayout(tuple(shape), rules))
 
     @classmethod
     def replicated(cls) -> TileDistribution:
@@ -145,9 +209,8 @@ def custom_detail(spec) -> str:
 def mesh_detail(spec) -> str:
     if spec.mesh is None:
         return ""
-    shape, rules = spec.mesh
-    return ", ".join(f"{size}:" + " ".join(str(part) for part in rule)
-                     for size, rule in zip(shape, rules))
+    return ", ".join(f"{size}:" + " ".join(str(part) for part in rule.spelling())
+                     for size, rule in zip(*spec.mesh))
 
 
 def _mesh(spec, linear, grid, nranks):

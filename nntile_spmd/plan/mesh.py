@@ -25,12 +25,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from .distribution import group_code
+from .distribution import AxisRule, group_code
 
 MESH_AXES = ("dp", "fsdp", "tp", "pp", "cp")
 BATCH_AXES = ("dp", "fsdp")
 SCHEDULES = ("gpipe", "1f1b")
 CP_RULES = {"contiguous": "block", "zigzag": "fold"}   # cp_layout -> the axis rule
+REPLICATE = AxisRule("replicate")
 
 
 @dataclass(frozen=True)
@@ -165,32 +166,34 @@ class Mesh:
             for axis, _ in self.axes:
                 if axis == "pp":
                     stage = stages[tensor.name]
-                    rules.append(("replicate",) if stage is None else ("fixed", stage))
+                    rules.append(REPLICATE if stage is None else AxisRule("fixed", index=stage))
                 elif axis == "tp":
-                    rules.append(("block", hidden_dims[-1]) if hidden_dims else ("replicate",))
+                    rules.append(AxisRule("block", hidden_dims[-1]) if hidden_dims
+                                 else REPLICATE)
                 elif axis == "cp":   # the last: a [key, query] tensor's query dim
-                    rules.append((CP_RULES[self.cp_layout], sequence_dims[-1])
-                                 if sequence_dims else ("replicate",))
+                    rules.append(AxisRule(CP_RULES[self.cp_layout], sequence_dims[-1])
+                                 if sequence_dims else REPLICATE)
                 elif batch_dims:
-                    rules.append(("block", batch_dims[-1]) + batch_rule[axis])
+                    rules.append(AxisRule("block", batch_dims[-1], **batch_rule[axis]))
                 elif axis == "fsdp" and tensor.role in SHARDED_ROLES and tensor.ndim > 0:
                     # as the fsdp preset: a parameter, its gradient and state share tiles
                     offsets.setdefault(tuple(dims), len(offsets))
-                    rules.append(("cyclic", offsets[tuple(dims)]))
+                    rules.append(AxisRule("cyclic", index=offsets[tuple(dims)]))
                 else:
-                    rules.append(("replicate",))
+                    rules.append(REPLICATE)
             result[tensor.name] = TileDistribution.mesh_layout(self.shape, tuple(rules))
         return result
 
     def batch_rules(self) -> dict:
-        """{batch axis: extra block arguments}. With dp and fsdp both (HSDP) the batch
-        is blocked over their joint grid, the outer axis taking the high part of the
-        block index: (inner axis size, joint size); one batch axis needs none."""
+        """{batch axis: its block rule's joint-grid fields}. With dp and fsdp both (HSDP)
+        the batch is blocked over their joint grid, the outer axis taking the high part
+        of the block index; one batch axis needs none."""
         batch = [(name, size) for name, size in self.axes if name in BATCH_AXES]
         if len(batch) < 2:
-            return {name: () for name, _ in batch}
-        total = math.prod(size for _, size in batch)
-        return {name: (math.prod(size for _, size in batch[index + 1:]), total)
+            return {name: {} for name, _ in batch}
+        joint = math.prod(size for _, size in batch)
+        return {name: {"inner": math.prod(size for _, size in batch[index + 1:]),
+                       "joint": joint}
                 for index, (name, _) in enumerate(batch)}
 
     @property
@@ -249,11 +252,11 @@ def column_layout(spec):
     then sums on the rank of each row in the tile's tp column, instead of on the
     one rank holding the shard (fetching the rows' activations) or on the first
     rank of each row (fetching every column's shards: the whole matrix per rank)."""
-    if spec.kind != "mesh" or not any(rule[0] == "cyclic" for rule in spec.mesh[1]):
+    if spec.kind != "mesh" or not any(rule.kind == "cyclic" for rule in spec.mesh.rules):
         return None
     shape, rules = spec.mesh
-    widened = tuple(("replicate",) if rule[0] == "cyclic" else rule for rule in rules)
-    if all(rule[0] == "replicate" for rule in widened):
+    widened = tuple(REPLICATE if rule.kind == "cyclic" else rule for rule in rules)
+    if all(rule.kind == "replicate" for rule in widened):
         return None   # the whole world: counts like a replicated tile
     return type(spec).mesh_layout(shape, widened)
 
@@ -282,20 +285,29 @@ def mesh_owners(spec, linear, grid, nranks):
 
 def axis_index(rule, size, coords, linear, grid):
     """Each tile's index along one mesh axis, or None where every index holds it."""
-    if rule[0] == "replicate":
-        return None
-    if rule[0] == "cyclic":
-        return (linear + rule[1]) % size
-    if rule[0] == "fixed":   # every tile at one index: a pipeline stage
-        return rule[1]
-    if rule[0] == "fold":    # 2 x size blocks, block j with block 2 size - 1 - j (zigzag)
-        block = coords[rule[1]] * 2 * size // max(grid[rule[1]], 1)
-        return np.minimum(block, 2 * size - 1 - block)
-    dim = rule[1]
-    if len(rule) == 4:   # one of several batch axes (HSDP): a digit of the joint block
-        inner, total = rule[2], rule[3]
-        return coords[dim] * total // max(grid[dim], 1) // inner % size
-    return coords[dim] * size // max(grid[dim], 1)
+    return AXIS_INDEX[rule.kind](rule, size, coords, linear, grid)
+
+
+def _block_index(rule, size, coords, linear, grid):
+    """Tile rows along rule.dim in `size` contiguous blocks; over a joint grid, this
+    axis's digit of the joint block index."""
+    joint = rule.joint or size
+    return coords[rule.dim] * joint // max(grid[rule.dim], 1) // rule.inner % size
+
+
+def _fold_index(rule, size, coords, linear, grid):
+    block = coords[rule.dim] * 2 * size // max(grid[rule.dim], 1)
+    return np.minimum(block, 2 * size - 1 - block)
+
+
+# AxisRule.kind -> the tiles' indices along the axis (None: every index holds them)
+AXIS_INDEX = {
+    "replicate": lambda rule, size, coords, linear, grid: None,
+    "block": _block_index,
+    "cyclic": lambda rule, size, coords, linear, grid: (linear + rule.index) % size,
+    "fixed": lambda rule, size, coords, linear, grid: rule.index,
+    "fold": _fold_index,
+}
 
 
 def traffic_by_mesh_axis(plan, mesh, phases=None) -> dict:

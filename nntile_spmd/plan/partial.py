@@ -48,6 +48,7 @@ import zlib
 
 import numpy as np
 
+from .accumulate import PartialChoice
 from .axes import op_axes
 from .distribution import REPLICATED, group_of
 from .instructions import key_str
@@ -101,7 +102,7 @@ class PartialSums:
         return found
 
     def partial_choice(self, group):
-        """(step ranks, tree order) when partial sums cost fewer bytes, else None."""
+        """A PartialChoice when partial sums cost fewer bytes, else None."""
         op = group.op
         if self.deterministic or len(group.steps) < 2 or op.spec.combine is None:
             return None   # owner sums in tile order / nothing to choose / steps overwrite
@@ -136,12 +137,12 @@ class PartialSums:
             return None
         step_ranks, order, messages = self.partial_plan(group, owner)
         if len(sources) > FAN_LIMIT:
-            return step_ranks, order
+            return PartialChoice(step_ranks, order)
         fetched = {(rank, key) for step, rank in zip(group.steps, step_ranks)
                    for key in step.keys[:n_inputs] if outside(rank, owner_of[key])}
         partial_cost = sum(meta[key].nbytes for _, key in fetched) + \
             messages * meta[out_key].nbytes
-        return (step_ranks, order) if partial_cost < owner_cost else None
+        return PartialChoice(step_ranks, order) if partial_cost < owner_cost else None
 
     def sharing(self, op, position, coord, owner) -> int:
         """Groups of `op` with the same owner whose output tiles meet input `position`'s

@@ -72,10 +72,10 @@ class ShortGroups:
         if step_ranks == ():
             choice = self.partial_choice(group)
             step_ranks = decided[facts.classes[index]] = None if choice is None else \
-                tuple(choice[0])
+                tuple(choice.step_ranks)
         if step_ranks is None and self.carried_to(group) is not None:
             choice = self.carried_choice(group)   # per group: the carry is not a class fact
-            step_ranks = None if choice is None else tuple(choice[0])
+            step_ranks = None if choice is None else tuple(choice.step_ranks)
         carried = self.take_carried(group, step_ranks)
         if step_ranks is not None:
             order, _ = self.tree_plan(step_ranks, owner, tree_text(group.op.name, out_key))

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..graph.dtypes import ITEMSIZE
-from .accumulate import Reduction
+from .accumulate import PartialChoice, Reduction
 from .distribution import REPLICATED, group_of
 from .partial import FAN_LIMIT, rotated, tree_text
 
@@ -135,10 +135,11 @@ class TableSteps:
         owner = self.owner[group.outputs[0]]
         choice = self.table_choice(group, arrays, owner) or \
             self.table_carried_choice(group, arrays, owner)
-        carried = self.take_carried(group, None if choice is None else choice[0])
+        carried = self.take_carried(group, None if choice is None else choice.step_ranks)
         if choice is None:
             return self.table_owner_computes(group, arrays)
-        return self.table_partial(group, owner, arrays, *choice, carried)
+        return self.table_partial(group, owner, arrays, choice.step_ranks, choice.order,
+                                  carried)
 
     def missing(self, exec_owner, codes):
         """outside(exec_owner, code) for an array of owner codes."""
@@ -189,7 +190,7 @@ class TableSteps:
         return np.array([members[0] for members in self.groups], np.int64)
 
     def table_choice(self, group, arrays, owner):
-        """PartialSums.partial_choice over the arrays: (step ranks, tree order) or None."""
+        """PartialSums.partial_choice over the arrays: a PartialChoice or None."""
         op = group.op
         if self.deterministic or len(group.steps) < 2 or op.spec.combine is None:
             return None
@@ -215,7 +216,7 @@ class TableSteps:
         tree, messages = self.tree_order(step_ranks, owner,
                                          tree_text(op.name, group.outputs[0]))
         if len(np.unique(self.first_holders(np.concatenate(sources)))) > FAN_LIMIT:
-            return step_ranks, tree
+            return PartialChoice(step_ranks, tree)
         fetched = 0
         for position, tiles in enumerate(arrays.tiles):
             away = ~self.holds(step_ranks, arrays.codes[:, position])
@@ -223,7 +224,7 @@ class TableSteps:
             _, first = np.unique(pairs, return_index=True)
             fetched += int(arrays.nbytes[away, position][first].sum())
         partial_cost = fetched + messages * self.meta[group.outputs[0]].nbytes
-        return (step_ranks, tree) if partial_cost < owner_cost else None
+        return PartialChoice(step_ranks, tree) if partial_cost < owner_cost else None
 
     def table_carried_choice(self, group, arrays, owner):
         """CarriedPartials.carried_choice over the arrays."""
@@ -239,7 +240,7 @@ class TableSteps:
             return None
         tree, _ = self.tree_order(step_ranks, owner, tree_text(group.op.name,
                                                                 group.outputs[0]))
-        return step_ranks, tree
+        return PartialChoice(step_ranks, tree)
 
     def signature_ranks(self, group, arrays, preferred, wide, out_key):
         """PartialSums.best_rank of every step, by its memo's signature (owner codes,

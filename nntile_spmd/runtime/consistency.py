@@ -12,10 +12,21 @@ tile moves. Imports no mpi4py.
 from __future__ import annotations
 
 import zlib
+from typing import NamedTuple
 
 import numpy as np
 
 FIELDS = ("execute counter", "phases", "data bound with bind_data", "runtime scalars")
+
+
+class RankState(NamedTuple):
+    """What a rank's fingerprint hashes, in full: gathered only when fingerprints differ,
+    to say what differs."""
+
+    executes: int
+    phases: object
+    bound: dict      # tensor name -> hash of the array last bound with bind_data
+    scalars: dict    # runtime scalar name -> value
 
 
 def data_hash(array) -> int:
@@ -57,7 +68,7 @@ class RankAgreement:
                      for field in range(len(FIELDS)) if every[rank][field] != every[0][field]]
         if not differing:
             return
-        details = world.agree((self.executes, phases_key, self.bound, dict(scalars)),
+        details = world.agree(RankState(self.executes, phases_key, self.bound, dict(scalars)),
                               "the details of a fingerprint mismatch")
         raise RuntimeError(describe_mismatch(self.graph_name, differing, details))
 
@@ -77,22 +88,22 @@ def different_keys(mine: dict, rank0: dict) -> list:
 
 
 def describe_bound(rank, mine, rank0) -> str:
-    return f"rank {rank} bound different data than rank 0 for {different_keys(mine[2], rank0[2])}"
+    return (f"rank {rank} bound different data than rank 0 for "
+            f"{different_keys(mine.bound, rank0.bound)}")
 
 
 def describe_scalars(rank, mine, rank0) -> str:
-    return "; ".join(f"runtime scalar {name!r} is {mine[3].get(name)!r} on rank {rank} but "
-                     f"{rank0[3].get(name)!r} on rank 0"
-                     for name in different_keys(mine[3], rank0[3]))
+    return "; ".join(f"runtime scalar {name!r} is {mine.scalars.get(name)!r} on rank {rank} "
+                     f"but {rank0.scalars.get(name)!r} on rank 0"
+                     for name in different_keys(mine.scalars, rank0.scalars))
 
 
 def describe_step(rank, mine, rank0) -> str:
-    return (f"rank {rank} is at execute #{mine[0]} with phases {mine[1]}, rank 0 "
-            f"at execute #{rank0[0]} with phases {rank0[1]}")
+    return (f"rank {rank} is at execute #{mine.executes} with phases {mine.phases}, rank 0 "
+            f"at execute #{rank0.executes} with phases {rank0.phases}")
 
 
-# fingerprint field -> (rank, its details, rank 0's details) -> what differs, in words;
-# details are (executes, phases, {bound name: hash}, {scalar name: value})
+# fingerprint field -> (rank, its RankState, rank 0's) -> what differs, in words
 MISMATCH_LINES = {"execute counter": describe_step, "phases": describe_step,
                   "data bound with bind_data": describe_bound,
                   "runtime scalars": describe_scalars}

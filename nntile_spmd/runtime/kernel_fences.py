@@ -19,11 +19,19 @@ array module is passed in (tests use tests/stand_in_device.py).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 # Completed entries are dropped every this many records (each query of an event is a driver call),
 # so buffers freed for good go back to the pool. A dropped buffer later used for a
 # receive waits for the latest kernel, as unknown memory does: safe, at worst a longer
 # wait than its own last kernel's.
 SWEEP_EVERY = 64
+
+
+class Fence(NamedTuple):
+    """A buffer (kept alive, so its id stays its own) and the event after a kernel on it."""
+    buffer: object
+    event: object
 
 
 class KernelFences:
@@ -32,8 +40,8 @@ class KernelFences:
     def __init__(self, xp):
         self.cuda = xp.cuda
         self.start = self.latest = self.record()   # the work queued before this execute
-        self.last_write = {}    # id(buffer) -> (buffer, event after the kernel that wrote it)
-        self.last_use = {}      # id(buffer) -> (buffer, event after the last kernel using it)
+        self.last_write = {}    # id(buffer) -> Fence after the kernel that wrote it
+        self.last_use = {}      # id(buffer) -> Fence after the last kernel using it
         self.records = 0
 
     def record(self):
@@ -45,9 +53,9 @@ class KernelFences:
         """A kernel on `arrays` (inputs and outputs) writing `written` was queued."""
         event = self.latest = self.record()
         for array in arrays:
-            self.last_use[id(array)] = (array, event)
+            self.last_use[id(array)] = Fence(array, event)
         for array in written:
-            self.last_write[id(array)] = (array, event)
+            self.last_write[id(array)] = Fence(array, event)
         self.records += 1
         if self.records % SWEEP_EVERY == 0:
             self.sweep()
@@ -59,15 +67,15 @@ class KernelFences:
     def before_send(self, array):
         """Block until the kernel that wrote `array` has finished."""
         entry = self.last_write.get(id(array))
-        (self.start if entry is None else entry[1]).synchronize()
+        (self.start if entry is None else entry.event).synchronize()
 
     def before_recv(self, buffer):
         """Block until no queued kernel reads or writes `buffer`."""
         entry = self.last_use.get(id(buffer))
-        (self.latest if entry is None else entry[1]).synchronize()
+        (self.latest if entry is None else entry.event).synchronize()
 
     def sweep(self):
         """Forget the buffers whose last kernel has finished (their memory may go back)."""
         for table in (self.last_write, self.last_use):
-            for key in [key for key, (_, event) in table.items() if event.done]:
+            for key in [key for key, fence in table.items() if fence.event.done]:
                 del table[key]

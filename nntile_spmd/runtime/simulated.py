@@ -5,12 +5,21 @@ with in-memory messages and the same semantics as MPI (tests, planning at scale)
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from typing import NamedTuple
 
 import numpy as np
 
 from .device import select_device
 from .thread_budget import TaskThreads, simulated_task_threads
 from .stats import Traffic
+
+
+class Envelope(NamedTuple):
+    """A simulated message's address, its mailbox key and a receive's handle."""
+
+    source: int
+    target: int
+    tag: int
 
 
 class SimulatedTransport:
@@ -32,7 +41,7 @@ class SimulatedTransport:
         message = storage_bytes(array).copy()
         self.traffic.sent_bytes += message.nbytes
         self.traffic.sent_messages += 1
-        self.mailbox[(self.rank, peer, tag)].append(message)
+        self.mailbox[Envelope(self.rank, peer, tag)].append(message)
 
     def wait_send(self, handle):
         pass
@@ -41,7 +50,7 @@ class SimulatedTransport:
         return True             # the message was copied into the mailbox at post_send
 
     def post_recv(self, peer, tag, buffer):
-        return (peer, self.rank, tag)
+        return Envelope(peer, self.rank, tag)
 
     def test_recv(self, handle):
         return bool(self.mailbox.get(handle))
@@ -55,8 +64,8 @@ class SimulatedTransport:
         target = storage_bytes(buffer)
         if message.nbytes > target.nbytes:
             raise RuntimeError(f"message truncated: {message.nbytes} bytes from rank "
-                               f"{handle[0]} (tag {handle[2]}) into a {target.nbytes}-byte "
-                               f"buffer on rank {handle[1]}")
+                               f"{handle.source} (tag {handle.tag}) into a "
+                               f"{target.nbytes}-byte buffer on rank {handle.target}")
         target[:message.nbytes] = message
         self.traffic.received_bytes += message.nbytes
         self.traffic.received_messages += 1

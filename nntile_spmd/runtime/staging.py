@@ -10,6 +10,8 @@ tile's Fortran order (Device.to_host): MPI moves raw bytes into a Fortran buffer
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .kernel_fences import KernelFences
@@ -31,6 +33,13 @@ class StagingMeter:
         self.held -= array.nbytes
 
 
+class StagedHandle(NamedTuple):
+    """A host-staged transfer: the inner transport's handle and the host buffer it uses."""
+
+    inner: object
+    host: np.ndarray
+
+
 class HostStagedTransport:
     """Wraps a transport; handles carry the host buffer alongside the request."""
 
@@ -41,36 +50,36 @@ class HostStagedTransport:
 
     def post_send(self, peer, tag, array):
         host = self.staging.take(self.device.to_host(array))
-        return self.inner.post_send(peer, tag, host), host
+        return StagedHandle(self.inner.post_send(peer, tag, host), host)
 
     def wait_send(self, handle):
-        self.inner.wait_send(handle[0])
-        self.staging.give_back(handle[1])
+        self.inner.wait_send(handle.inner)
+        self.staging.give_back(handle.host)
 
     def test_send(self, handle):
         """True once the send completed (then its host buffer is given back: the
         executor never asks again about a completed handle)."""
-        done = self.inner.test_send(handle[0])
+        done = self.inner.test_send(handle.inner)
         if done:
-            self.staging.give_back(handle[1])
+            self.staging.give_back(handle.host)
         return done
 
     def post_recv(self, peer, tag, buffer):
         host = self.staging.take(np.empty(buffer.shape, dtype=buffer.dtype, order="F"))
-        return self.inner.post_recv(peer, tag, host), host
+        return StagedHandle(self.inner.post_recv(peer, tag, host), host)
 
     def test_recv(self, handle):
-        return self.inner.test_recv(handle[0])
+        return self.inner.test_recv(handle.inner)
 
     def wait_recv(self, handle, describe):
-        self.inner.wait_recv(handle[0], describe)
+        self.inner.wait_recv(handle.inner, describe)
 
     def cancel_receives(self):
         self.inner.cancel_receives()
 
     def finish_recv(self, handle, buffer):
-        buffer[...] = self.device.xp.asarray(self.inner.finish_recv(handle[0], handle[1]))
-        self.staging.give_back(handle[1])
+        buffer[...] = self.device.xp.asarray(self.inner.finish_recv(handle.inner, handle.host))
+        self.staging.give_back(handle.host)
         return buffer
 
 

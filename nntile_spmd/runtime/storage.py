@@ -30,6 +30,15 @@ buffer still in use cannot both be accounted in program order.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+
+class SlotSpares(NamedTuple):
+    """A ProgramIndex's slot -> spare list, and the store whose lists they are."""
+    store: object
+    lists: list
+
+
 class TileStore:
     """key -> tile array, plus posted receive buffers and spares, with measured bytes."""
 
@@ -125,11 +134,11 @@ class TileStore:
         """slot -> spare list of its (shape, dtype) for a ProgramIndex (program_index.py);
         derived once per index: an index belongs to one rank, hence to one store."""
         cached = index.scratch.get("slot_spares")
-        if cached is None or cached[0] is not self:
+        if cached is None or cached.store is not self:
             kind_spares = self.spare_lists(index.kind_specs)
-            cached = index.scratch["slot_spares"] = (self, [kind_spares[kind]
-                                                            for kind in index.kinds])
-        return cached[1]
+            cached = index.scratch["slot_spares"] = SlotSpares(
+                self, [kind_spares[kind] for kind in index.kinds])
+        return cached.lists
 
     def trim_spare(self, keep_bytes):
         """Give spare buffers back to the allocator until at most `keep_bytes` remain."""

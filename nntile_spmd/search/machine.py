@@ -12,7 +12,7 @@ import threadpoolctl
 
 from ..runtime.thread_budget import threads_from_env
 from ..simulate.calibrate import fit_rates, measure_ops
-from ..simulate.machine import MachineModel
+from ..simulate.machine import MachineModel, MessageCost
 from ..simulate.workloads import gpt2_workload, mlp_workload
 
 # Small versions of the calibration's two workloads, each at a large and a small tile
@@ -135,4 +135,4 @@ def measure_messages(comm) -> dict:
     rates = fit_rates([("send", 1, n, s) for n, s in zip(MESSAGE_SIZES, sends)]
                       + [("recv", 1, n, s) for n, s in zip(MESSAGE_SIZES, receives)])
     return {"latency_s": latency, "bandwidth_bytes_per_s": bandwidth,
-            "send_cpu": tuple(rates["send"]), "recv_cpu": tuple(rates["recv"])}
+            "send_cpu": MessageCost(*rates["send"]), "recv_cpu": MessageCost(*rates["recv"])}

@@ -33,7 +33,7 @@ from ..plan.instructions import Exec
 from ..plan.tiling import TilingStrategy
 from ..runtime.simulated import SimulatedWorld
 from ..runtime.stats import KERNEL_S, TASKS
-from .machine import FUSED, MachineModel, op_type_of, task_work
+from .machine import FUSED, MachineModel, MessageCost, op_type_of, task_work
 from .shared_core import switch_penalty
 from .turns import measure_turn
 from .workloads import WORKLOADS
@@ -152,7 +152,8 @@ def ping_pong(repeats=200) -> dict:
     latency, bandwidth, send_a, send_b, recv_a, recv_b, share = run_on_two_ranks(
         "nntile_spmd.simulate.pingpong", repeats)
     return {"latency_s": latency, "bandwidth_bytes_per_s": bandwidth,
-            "send_cpu": (send_a, send_b), "recv_cpu": (recv_a, recv_b), "spin_share": share}
+            "send_cpu": MessageCost(send_a, send_b), "recv_cpu": MessageCost(recv_a, recv_b),
+            "spin_share": share}
 
 
 def calibrate(workload_names=("mlp", "gpt2"), threads_list=None, steps=8,
@@ -175,9 +176,10 @@ def calibrate(workload_names=("mlp", "gpt2"), threads_list=None, steps=8,
             setattr(model, name, value)
         log(f"  MPI: latency {model.latency_s * 1e6:.1f} us, "
             f"bandwidth {model.bandwidth_bytes_per_s / 1e9:.2f} GB/s; a SEND costs "
-            f"{model.send_cpu[0] * 1e6:.1f} us + {model.send_cpu[1] * 2**20 * 1e6:.0f} "
-            f"us/MiB of CPU, a RECV {model.recv_cpu[0] * 1e6:.1f} us + "
-            f"{model.recv_cpu[1] * 2**20 * 1e6:.0f} us/MiB")
+            f"{model.send_cpu.fixed_s * 1e6:.1f} us + "
+            f"{model.send_cpu.per_byte_s * 2**20 * 1e6:.0f} us/MiB of CPU, a RECV "
+            f"{model.recv_cpu.fixed_s * 1e6:.1f} us + "
+            f"{model.recv_cpu.per_byte_s * 2**20 * 1e6:.0f} us/MiB")
     if with_mpi and shared_cores:
         log(f"  a rank waiting on a shared core spins {model.spin_share:.2f} of its "
             "core-mate's lead in CPU time")

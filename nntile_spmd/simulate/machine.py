@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field, replace
+from typing import NamedTuple
 
 from ..plan.device_profile import PROFILES, DeviceProfile, device_profile
 from ..plan.instructions import Exec
@@ -38,6 +39,15 @@ CORE_SHARING = ("own", "node", "bound")
 FALLBACK_RATE = (5e-6, 1e-9)
 
 
+class MessageCost(NamedTuple):
+    """CPU seconds of one SEND or RECV through the runtime's transport."""
+    fixed_s: float = 0.0
+    per_byte_s: float = 0.0
+
+    def seconds(self, nbytes: int) -> float:
+        return self.fixed_s + self.per_byte_s * nbytes
+
+
 @dataclass
 class MachineModel:
     """Seconds per task, per unit of work and per message on one machine."""
@@ -48,8 +58,8 @@ class MachineModel:
     bandwidth_bytes_per_s: float = 5e9
     # CPU seconds of one SEND and one RECV through the runtime's transport, fixed
     # part and per byte (pingpong.message_costs); 0 in files that predate them
-    send_cpu: tuple = (0.0, 0.0)
-    recv_cpu: tuple = (0.0, 0.0)
+    send_cpu: MessageCost = MessageCost()   # a (fixed, per byte) pair is read as one
+    recv_cpu: MessageCost = MessageCost()
     # "own" | "node" | "bound" (CORE_SHARING): whether ranks share cores at all. The
     # fields after it up to switch_penalty_s are read only when they do
     core_sharing: str = "own"
@@ -103,6 +113,7 @@ class MachineModel:
         return self.task_overhead_s + profile.task_seconds(instruction.flops, nbytes)
 
     def __post_init__(self):
+        self.send_cpu, self.recv_cpu = MessageCost(*self.send_cpu), MessageCost(*self.recv_cpu)
         if self.core_sharing not in CORE_SHARING:
             raise ValueError(f"MachineModel: core_sharing must be one of {CORE_SHARING}, "
                              f"got {self.core_sharing!r}")
@@ -134,10 +145,10 @@ class MachineModel:
         return self.latency_s + nbytes / self.bandwidth_bytes_per_s
 
     def send_seconds(self, nbytes: int) -> float:
-        return self.send_cpu[0] + self.send_cpu[1] * nbytes
+        return self.send_cpu.seconds(nbytes)
 
     def recv_seconds(self, nbytes: int) -> float:
-        return self.recv_cpu[0] + self.recv_cpu[1] * nbytes
+        return self.recv_cpu.seconds(nbytes)
 
     def at_speed(self, factor: float) -> MachineModel:
         """This machine running every CPU cost `factor` times slower: kernels, the
@@ -147,8 +158,8 @@ class MachineModel:
         return replace(
             self, task_overhead_s=self.task_overhead_s * factor,
             switch_penalty_s=self.switch_penalty_s * factor,
-            send_cpu=tuple(c * factor for c in self.send_cpu),
-            recv_cpu=tuple(c * factor for c in self.recv_cpu),
+            send_cpu=MessageCost(*(c * factor for c in self.send_cpu)),
+            recv_cpu=MessageCost(*(c * factor for c in self.recv_cpu)),
             op_types={op_type: {threads: [a * factor, b * factor]
                                 for threads, (a, b) in by_threads.items()}
                       for op_type, by_threads in self.op_types.items()},
@@ -168,10 +179,7 @@ class MachineModel:
         unknown = set(data) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"{path}: unknown machine-model fields {sorted(unknown)}")
-        for pair in ("send_cpu", "recv_cpu"):
-            if pair in data:
-                data[pair] = tuple(data[pair])     # JSON has lists
-        return cls(**data)
+        return cls(**data)     # JSON's lists become MessageCosts in __post_init__
 
 
 def cpu_profile(machine: MachineModel, memory_bytes=None) -> DeviceProfile:
@@ -184,7 +192,7 @@ def cpu_profile(machine: MachineModel, memory_bytes=None) -> DeviceProfile:
         raise ValueError(f"cpu_profile: the machine model ({machine.source}) has no "
                          "calibrated gemm")
     a, b = gemm[max(gemm, key=int)]
-    per_byte = machine.recv_cpu[1]
+    per_byte = machine.recv_cpu.per_byte_s
     return DeviceProfile("cpu (calibrated)", "cpu", max(machine.task_overhead_s + a, 1e-9),
                          1.0 / per_byte if per_byte > 0 else default.bandwidth_bytes_per_s,
                          1.0 / b if b > 0 else default.peak_flops,

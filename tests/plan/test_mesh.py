@@ -15,6 +15,7 @@ import pytest
 
 import nntile_spmd as nt
 from nntile_spmd.models import build_mlp
+from nntile_spmd.plan.distribution import AxisRule, TileDistribution
 from nntile_spmd.plan.mesh import Mesh, mesh_groups, traffic_by_mesh_axis
 from nntile_spmd.train import Trainer
 from nntile_spmd.train.optim import add_optimizer
@@ -99,6 +100,32 @@ def test_owners_follow_the_grid():
     fsdp = mlp_plan(4, {"fsdp": 2, "tp": 2})
     w1 = {tuple(fsdp.ranks_of_owner(int(o))) for o in fsdp.owners["w1"].reshape(-1)}
     assert w1 == {(0,), (1,), (2,), (3,)}
+
+
+ROWS = np.arange(8)[:, None] + np.zeros((1, 2), int)   # an (8, 2) tile grid's row
+
+
+@pytest.mark.parametrize("spelling, owners", [
+    (("replicate",), np.full((8, 2), -1)),
+    (("block", 1), np.array([[0, 2]] * 8)),
+    (("block", 0, 2, 4), ROWS // 4),                  # the outer digit of 4 joint blocks
+    (("cyclic", 3), (np.arange(16).reshape((8, 2), order="F") + 3) % 4),
+    (("fixed", 1), np.ones((8, 2), int)),
+    (("fold", 0), np.minimum(ROWS, 7 - ROWS))])      # 8 blocks, j paired with 7 - j
+def test_mesh_layout_reads_each_rule_spelling(spelling, owners):
+    """A mesh layout's rules are AxisRules read by field; their tuple spellings
+    round-trip, and a one-axis layout of 4 ranks places an (8, 2) grid as they say."""
+    layout = TileDistribution.mesh_layout((4,), [spelling])
+    (rule,) = layout.mesh.rules
+    assert isinstance(rule, AxisRule) and rule.spelling() == spelling
+    assert layout == TileDistribution.mesh_layout((4,), [rule])
+    np.testing.assert_array_equal(layout.owners((8, 2), 4), owners)
+
+
+@pytest.mark.parametrize("spelling", [("block",), ("block", 1, 2), ("cyclic",), ("ring", 0)])
+def test_mesh_layout_rejects_a_bad_rule(spelling):
+    with pytest.raises(ValueError, match="mesh axis rule .*expected one of"):
+        TileDistribution.mesh_layout((2,), [spelling])
 
 
 def test_dump_plan_names_groups():

@@ -227,7 +227,7 @@ def test_meshes_step_by_step(graph_name, mesh, nranks, monkeypatch):
         known = decided.get(facts.classes[index], ())
         if known != ():
             choice = self.partial_choice(group)
-            assert known == (None if choice is None else tuple(choice[0])), group.outputs
+            assert known == (None if choice is None else tuple(choice.step_ranks)), group.outputs
             classed["checked"] += 1
         return real_add(self, group, index, facts, decided)
     monkeypatch.setattr(rank_groups.ShortGroups, "add_classed_group", checking)
