@@ -349,8 +349,7 @@ def sum_backward(dy, x, y, *, alpha=1.0):
     """y = x + alpha * dy (dy: 0-d)"""
     if y.dtype is F16:
         return reference.sum_backward(dy, x, y, alpha=alpha)
-    full, part = (y.size,), (1,)
-    _sum_backward(folded_t(dy, part), folded_t(x, full), folded_t(y, full), float(alpha))
+    _sum_backward(dy.ravel("F"), x.ravel("F"), y.ravel("F"), float(alpha))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -370,8 +369,7 @@ def mse_backward(x, y, dloss, dx, *, alpha=1.0):
     """dx += 2.0 * alpha * dloss * (x - y) (dloss: 0-d)"""
     if dx.dtype is F16:
         return reference.mse_backward(x, y, dloss, dx, alpha=alpha)
-    full, part = (dx.size,), (1,)
-    _mse_backward(folded_t(x, full), folded_t(y, full), folded_t(dloss, part), folded_t(dx, full), float(alpha))
+    _mse_backward(x.ravel("F"), y.ravel("F"), dloss.ravel("F"), dx.ravel("F"), float(alpha))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -22,10 +22,10 @@ from .layout import fiber_partner_folds, slice_folds
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _run_count_0(labels_r, ignore_index):
-    """The count of labels != ignore_index over (n, 1) slabs of one size."""
+    """The count of labels != ignore_index over 1-d runs of one size."""
     total = 0
     for j in range(labels_r.shape[0]):
-        total += labels_r[j, 0] != ignore_index
+        total += labels_r[j] != ignore_index
     return total
 
 
@@ -453,8 +453,7 @@ def sum(x, y, *, alpha=1.0, beta=0.0):
     """y = alpha * (sum of x over the tile, in float64) + beta * y"""
     if x.dtype is F16 or y.dtype is F16:
         return reference.sum(x, y, alpha=alpha, beta=beta)
-    full, part = (x.size,), (1,)
-    _sum(folded_t(x, full), folded_t(y, part), float(alpha), float(beta))
+    _sum(x.ravel("F"), y.ravel("F"), float(alpha), float(beta))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -469,8 +468,7 @@ def mse(x, y, loss, *, alpha=1.0, beta=0.0):
     """loss = alpha * (sum of (x - y) * (x - y) of float64 inputs over the tile, in float64) + beta * loss"""
     if x.dtype is F16 or loss.dtype is F16:
         return reference.mse(x, y, loss, alpha=alpha, beta=beta)
-    full, part = (x.size,), (1,)
-    _mse(folded_t(x, full), folded_t(y, full), folded_t(loss, part), float(alpha), float(beta))
+    _mse(x.ravel("F"), y.ravel("F"), loss.ravel("F"), float(alpha), float(beta))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -485,5 +483,4 @@ def valid_count(labels, count, *, ignore_index=-100, beta=0.0):
     """count = (how many labels != ignore_index over the tile) + beta * count"""
     if labels.dtype is F16 or count.dtype is F16:
         return reference.valid_count(labels, count, ignore_index=ignore_index, beta=beta)
-    full, part = (1, labels.size), (1,)
-    _valid_count(folded_t(labels, full), folded_t(count, part), int(ignore_index), float(beta))
+    _valid_count(labels.ravel("F"), count.ravel("F"), int(ignore_index), float(beta))

@@ -3,8 +3,9 @@ the slice and fiber ops), generated from its formula.
 
 The loops walk the C-ordered transposed views of cpu_common.folded_t, indexed backwards
 as the reductions' loops do: a tile folded to (m, n, k) around the axis and a slice to
-(m, k); a tile folded to (m, n, k, batch) and a fiber to (n, batch); a tile flat and a
-0-d partner (sum_backward's dy) loaded once. Each slice or fiber loop has an `m == 1`
+(m, k); a tile folded to (m, n, k, batch) and a fiber to (n, batch); a tile flat (its
+ravel("F"), the (n,) fold's view at less cost per call) and a 0-d partner
+(sum_backward's dy, mse_backward's dloss) loaded once. Each slice or fiber loop has an `m == 1`
 branch (axis 0: LayerNorm's channels, attention's keys) that walks the tiles'
 contiguous run along the axis with the partners loaded once per run: a loop over i of
 length 1 innermost stops LLVM from vectorising. A partner's value and the `let` temps
@@ -149,13 +150,17 @@ def kernel_source(name, broadcast):
     keywords = ", ".join(f"{p}={p}" for p in signature.parameters if p not in arrays)
     out = rule.output
     if broadcast.shape == "scalar":
-        folds = f"    full, part = ({out}.size,), (1,)"
+        folds = None   # the views below need no fold
     elif broadcast.shape == "slice":
         folds = f"    full, part = slice_folds({out}.shape, axis)"
     else:
         folds = f"    full, part = fiber_partner_folds({out}.shape, axis, batch_ndim)"
     views = [f"folded_t({arg}, {'part' if arg in broadcast.partners else 'full'})"
              for arg in arrays]
+    if broadcast.shape == "scalar":
+        # folded_t's (n,) fold, a view of an F-ordered tile as the fold is, without the
+        # cost of reshape's arguments (a call's fixed cost shows on small tiles)
+        views = [f'{arg}.ravel("F")' for arg in arrays]
     calls = ", ".join([*views, *(f"float({p})" for p in rule.params)])
     partners = ", ".join(broadcast.partners)
     where = "0-d" if broadcast.shape == "scalar" else f"a {broadcast.shape} along `axis`"
@@ -164,7 +169,7 @@ def kernel_source(name, broadcast):
               f'    """{_formula(rule)} ({partners}: {where})"""',
               f"    if {out}.dtype is F16:",
               f"        return reference.{name}({', '.join(arrays)}, {keywords})",
-              folds, f"    _{name}({calls})"]
+              *([folds] if folds else []), f"    _{name}({calls})"]
     return "\n".join(lines) + "\n"
 
 

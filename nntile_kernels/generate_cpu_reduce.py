@@ -74,10 +74,16 @@ _LOOP_NAMES = {"batch", "k", "n", "m", "p", "b", "j", "i", "total", "value", "re
                "seen", *(f"a{c}" for c in range(CHAINS)), *(f"s{c}" for c in range(CHAINS))}
 
 
+def _slabs(reduction):
+    """Whether the run helper takes (n, 1) slabs: a slice's count (run_helper_source)."""
+    return reduction.combine == "count" and reduction.shape == "slice"
+
+
 def _canonical(reduction):
-    """The term with its inputs renamed by position (and marked when widened): one text
-    per distinct term."""
-    return ("float64 " if reduction.widen else "") + renamed(reduction.term, {
+    """The term with its inputs renamed by position (and marked when widened, or taken
+    in slabs): one text per distinct term."""
+    return ("float64 " if reduction.widen else "") + ("slabs " if _slabs(reduction) else "") \
+        + renamed(reduction.term, {
         name: f"a{index}" + ("_partner" if name in reduction.partners else "")
         for index, name in enumerate(reduction.inputs)})
 
@@ -146,12 +152,13 @@ def run_helper_source(reduction):
     header = ["", "", JIT, f"def {run_helper_name(reduction)}({arguments}):",
               f'    """The {"float64 " * (reduction.combine == "sum")}{reduction.combine} of '
               f'{reduction.term} over '
-              f'{"(n, 1) slabs" if reduction.combine == "count" else "1-d runs"} of one size."""']
+              f'{"(n, 1) slabs" if _slabs(reduction) else "1-d runs"} of one size."""']
     if reduction.combine == "count":
         # one int64 chain, which LLVM vectorises (integer adds reassociate) given a C
-        # layout: the (n, 1) slab x_t[p], not the strided-typed run x_t[p, :, 0]
+        # layout: a slice's (n, 1) slab x_t[p], not the strided-typed run x_t[p, :, 0]
+        index = "j, 0" if _slabs(reduction) else "j"
         return [*header, "    total = 0", f"    for j in range({first}_r.shape[0]):",
-                f"        total += {_term_at(reduction, 'j, 0')}", "    return total"]
+                f"        total += {_term_at(reduction, index)}", "    return total"]
     if merge is None:   # a float64 sum
         return [*header, f"    {' = '.join(chains)} = {start}",
                 f"    n, j = {first}_r.size, 0", f"    while j + {CHAINS} <= n:",
@@ -249,8 +256,7 @@ def _fiber_loop(name, reduction):
 
 
 def _whole_loop(name, reduction):
-    """A flat tile (a count's an (n, 1) slab, as its run helper takes), a 0-d output: the
-    total of its one contiguous run."""
+    """A flat tile, a 0-d output: the total of its one contiguous run."""
     runs = ", ".join([*(f"{arg}_t" for arg in reduction.inputs), *_param_names(reduction)])
     return [f"    total = {run_helper_name(reduction)}({runs})",
             *_store(reduction, f"{reduction.output}_t[0]", "total", " " * 4)]
@@ -275,8 +281,7 @@ def kernel_source(name, reduction):
     half = f"{first}.dtype is F16" + (f" or {out}.dtype is F16"
                                       if reduction.shape == "whole" else "")
     if reduction.shape == "whole":
-        run = f"(1, {first}.size)" if reduction.combine == "count" else f"({first}.size,)"
-        folds = f"    full, part = {run}, (1,)"
+        folds = None   # the views below need no fold
         over = "the tile"
     elif reduction.shape == "slice":
         folds = f"    full, part = slice_folds({first}.shape, axis)"
@@ -287,6 +292,10 @@ def kernel_source(name, reduction):
     views = ", ".join(f"folded_t({arg}, "
                       f"{'part' if arg in (out, *reduction.partners) else 'full'})"
                       for arg in arrays)
+    if reduction.shape == "whole":
+        # folded_t's (n,) fold, a view of an F-ordered tile as the fold is, without the
+        # cost of reshape's arguments (a call's fixed cost shows on small tiles)
+        views = ", ".join(f'{arg}.ravel("F")' for arg in arrays)
     scalars = ("alpha", "beta") if reduction.takes_alpha else ("beta",)
     # a param is cast as its default is typed (an int ignore_index stays an int)
     casts = [f"{type(default).__name__}({name})" for name, default in reduction.params]
@@ -311,7 +320,8 @@ def kernel_source(name, reduction):
              f'    """{doc}"""',
              f"    if {half}:",
              f"        return reference.{name}({', '.join(arrays)}, {keywords})",
-             folds, f"    _{name}({', '.join([views, *casts, *(f'float({p})' for p in scalars)])})"]
+             *([folds] if folds else []),
+             f"    _{name}({', '.join([views, *casts, *(f'float({p})' for p in scalars)])})"]
     return "\n".join(lines) + "\n"
 
 

@@ -20,7 +20,7 @@ PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha":
           "norm_fiber_backward": {"alpha": 1.5}, "add_fiber": {"alpha": 0.5, "beta": -2.0},
           "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0},
           "scale_slice": {"alpha": -2.0}, "sum_backward": {"alpha": 0.5},
-          "norm_slice_backward": {"alpha": -0.5}}
+          "norm_slice_backward": {"alpha": -0.5}, "mse_backward": {"alpha": 1.5}}
 
 
 def test_each_op_is_its_rule_in_both_tables():
@@ -43,6 +43,7 @@ def test_each_op_is_its_rule_in_both_tables():
     ("norm_fiber_backward", "(x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0)"),
     ("scale_slice", "(src, dst, *, alpha, axis)"),
     ("sum_backward", "(dy, x, y, *, alpha=1.0)"),
+    ("mse_backward", "(x, y, dloss, dx, *, alpha=1.0)"),
     ("extremum_backward", "(x, y, count, dy, dx, *, axis)"),
     ("norm_slice_backward", "(x, y, dy, dx, *, axis, alpha=1.0)"),
 ])
