@@ -7,8 +7,8 @@ semantics as nntile_kernels.reference.
 import functools
 
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
-               cpu_reduce, cpu_rope, cpu_rules, cpu_rules_broadcast, cpu_rules_optim,
-               cpu_rules_params, cpu_rules_reduce, cpu_slice, reference)
+               cpu_reduce, cpu_rope, cpu_rules, cpu_rules_broadcast, cpu_rules_broadcast_scalar,
+               cpu_rules_optim, cpu_rules_params, cpu_rules_reduce, cpu_slice, reference)
 from .rules_broadcast import BROADCAST
 from .rules_reduce import REDUCTIONS
 
@@ -56,8 +56,9 @@ KERNELS = {
     # the slice and fiber ops with a broadcast operand (add_slice, multiply_slice, the
     # softmax from a logsumexp and its backward, add_fiber, multiply_fiber, scale_fiber,
     # scale_slice, sum_backward, mse_backward, ...): loops generated from
-    # rules_broadcast.py's formulas
-    **{name: getattr(cpu_rules_broadcast, name) for name in BROADCAST},
+    # rules_broadcast.py's formulas (a 0-d partner's in cpu_rules_broadcast_scalar.py)
+    **{name: getattr(cpu_rules_broadcast_scalar if broadcast.shape == "scalar"
+                     else cpu_rules_broadcast, name) for name, broadcast in BROADCAST.items()},
     # the reductions along an axis (sum_slice, sumprod_slice, sum_fiber, sumprod_fiber,
     # max_slice, min_slice, norm_slice, norm_fiber, extremum_count) and of a whole tile
     # (sum, mse, valid_count): loops generated from rules_reduce.py

@@ -335,44 +335,6 @@ def scale_slice(src, dst, *, alpha, axis):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _sum_backward(dy_t, x_t, y_t, alpha_f64):
-    cast = y_t.dtype.type
-    alpha = cast(alpha_f64)
-    n, = y_t.shape
-    dy = dy_t[0]
-    for i in range(n):
-        x = x_t[i]
-        y_t[i] = x + alpha * dy
-
-
-def sum_backward(dy, x, y, *, alpha=1.0):
-    """y = x + alpha * dy (dy: 0-d)"""
-    if y.dtype is F16:
-        return reference.sum_backward(dy, x, y, alpha=alpha)
-    _sum_backward(dy.ravel("F"), x.ravel("F"), y.ravel("F"), float(alpha))
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _mse_backward(x_t, y_t, dloss_t, dx_t, alpha_f64):
-    cast = dx_t.dtype.type
-    L2_0 = cast(2.0)
-    alpha = cast(alpha_f64)
-    n, = dx_t.shape
-    dloss = dloss_t[0]
-    for i in range(n):
-        x = x_t[i]
-        y = y_t[i]
-        dx_t[i] += L2_0 * alpha * dloss * (x - y)
-
-
-def mse_backward(x, y, dloss, dx, *, alpha=1.0):
-    """dx += 2.0 * alpha * dloss * (x - y) (dloss: 0-d)"""
-    if dx.dtype is F16:
-        return reference.mse_backward(x, y, dloss, dx, alpha=alpha)
-    _mse_backward(x.ravel("F"), y.ravel("F"), dloss.ravel("F"), dx.ravel("F"), float(alpha))
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
 def _scale_fiber(f_t, y_t, alpha_f64):
     cast = y_t.dtype.type
     alpha = cast(alpha_f64)

@@ -10,8 +10,8 @@ norm per channel); of shape "scalar" it is 0-d, broadcast over the whole tile
 `batch_ndim`) before the rule's params, a scalar's none. ArrayBroadcast evaluates the
 formula with NumPy or CuPy on the partners expanded to the tiles' ndim (generic.py
 binds it), and generate_cpu_broadcast.py writes the numba loops over the folded views
-the reductions use (cpu_rules_broadcast.py), so the reference and the loop read one
-text.
+the reductions use (cpu_rules_broadcast.py; a 0-d partner's over the flat tile,
+cpu_rules_broadcast_scalar.py), so the reference and the loop read one text.
 
 Pure Python, imports rules.py only.
 """

@@ -24,8 +24,9 @@ PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha":
 
 
 def test_each_op_is_its_rule_in_both_tables():
-    for name in BROADCAST:
-        assert cpu.KERNELS[name].__module__ == "nntile_kernels.cpu_rules_broadcast", name
+    for name, broadcast in BROADCAST.items():
+        module = "cpu_rules_broadcast" + ("_scalar" if broadcast.shape == "scalar" else "")
+        assert cpu.KERNELS[name].__module__ == f"nntile_kernels.{module}", name
         assert isinstance(reference.KERNELS[name], ArrayBroadcast), name
 
 
