@@ -82,8 +82,8 @@ def _slabs(reduction):
 def _canonical(reduction):
     """The term with its inputs renamed by position (and marked when widened, or taken
     in slabs): one text per distinct term."""
-    return ("float64 " if reduction.widen else "") + ("slabs " if _slabs(reduction) else "") \
-        + renamed(reduction.term, {
+    marks = ("float64 " if reduction.widen else "") + ("slabs " if _slabs(reduction) else "")
+    return marks + renamed(reduction.term, {
         name: f"a{index}" + ("_partner" if name in reduction.partners else "")
         for index, name in enumerate(reduction.inputs)})
 
