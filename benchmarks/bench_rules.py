@@ -13,10 +13,11 @@ the old and the new kernel called in alternation, one thread.
 BROADCAST_CASES (which --only names too) are the slice and fiber ops of
 rules_broadcast.py against their hand-written loops of 96442a2 (scale_slice, NumPy's
 expression of generic_rope.py, and sum_backward's loop: aff0d51; extremum_backward's
-and norm_slice_backward's: 9676589), and REDUCE_CASES
+and norm_slice_backward's: 9676589; mse_backward's: 0cb1cb0), and REDUCE_CASES
 the reductions of rules_reduce.py against their loops of aff0d51 (the norms' and
-extremum_count's: 9676589), on GPT-2's tile shapes. An old module imports the
-cpu_common.py of its own revision.
+extremum_count's: 9676589; a whole tile's sum and mse: 0cb1cb0, and valid_count, the
+NumPy expression of generic_loss.py the cpu table called), on GPT-2's tile shapes. An
+old module imports the cpu_common.py of its own revision.
 """
 
 import argparse
@@ -81,6 +82,8 @@ LAYER = (768, 512)
 SCORES = (64, 512, 12, 4)
 _SLICE_SHAPES = ((LAYER, 0, 0), (LAYER, 1, 0), (SCORES, 0, 0), (SCORES, 1, 0))
 _FIBER_SHAPES = ((LAYER, 0, 0), (LAYER, 1, 0), (SCORES, 2, 1))
+# a whole tile (no axis): a layer's activations, and its MLP's [4C, T]
+_WHOLE_SHAPES = ((LAYER, 0, 0), ((4 * LAYER[0], LAYER[1]), 0, 0))
 # kernel -> (revision, its module, ((shape, axis, batch_ndim), ...), keyword parameters)
 BROADCAST_CASES = {
     "add_slice": ("96442a2", "cpu_slice", _SLICE_SHAPES, {"alpha": -1.0, "beta": 1.0}),
@@ -104,6 +107,8 @@ BROADCAST_CASES = {
     "norm_slice_backward": ("9676589", "cpu_math", _SLICE_SHAPES, {"alpha": 1.0}),
     # max pooling's backward (x in whole numbers, y its maximum: ties share dy)
     "extremum_backward": ("9676589", "cpu_math", _SLICE_SHAPES, {}),
+    # the backward of mse, its dloss 0-d
+    "mse_backward": ("0cb1cb0", "cpu_loss", _WHOLE_SHAPES, {"alpha": 0.5}),
 }
 # the reductions: kernel -> (revision, its module, shapes, keyword parameters)
 REDUCE_CASES = {
@@ -121,6 +126,11 @@ REDUCE_CASES = {
     "norm_fiber": ("9676589", "cpu_math_fiber", _FIBER_SHAPES, {"alpha": 1.0, "beta": 1.0}),
     # max pooling's backward: how many entries share each slice's maximum
     "extremum_count": ("9676589", "cpu_math", _SLICE_SHAPES, {"beta": 0.0}),
+    # a whole tile to a 0-d output: one float64 chain before (valid_count: NumPy's
+    # count_nonzero of the comparison, int64 labels with a quarter ignored)
+    "sum": ("0cb1cb0", "cpu_reduce", _WHOLE_SHAPES, {"alpha": 1.0, "beta": 0.0}),
+    "mse": ("0cb1cb0", "cpu_loss", _WHOLE_SHAPES, {"alpha": 0.5, "beta": 1.0}),
+    "valid_count": ("0cb1cb0", "generic_loss", _WHOLE_SHAPES, {"beta": 0.0}),
 }
 
 
@@ -202,7 +212,7 @@ def broadcast_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
         values = (rng.uniform(0.1, 1.0, size)
                   if name.startswith("norm_") and array == "y"
                   else rng.standard_normal(size))
-        arrays.append(np.asfortranarray(values.astype(dtype)))
+        arrays.append(np.array(values.astype(dtype), order="F"))   # a 0-d partner stays 0-d
     if name == "extremum_backward":   # x, y = its maximum, count = how many equal it
         x = np.round(arrays[0] * 2)
         y = x.max(axis=axis)
@@ -216,22 +226,28 @@ def reduce_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
     a fiber), which beta == 1 reads; extremum_count's partner y is its tile's maximum
     along the axis, the tile in whole numbers (ties)."""
     reduction, rng = REDUCTIONS[name], np.random.default_rng(seed)
-    if reduction.shape == "slice":
+    if reduction.shape == "whole":
+        part = ()
+    elif reduction.shape == "slice":
         part = shape[:axis] + shape[axis + 1:]
     else:
         part = (shape[axis], *shape[len(shape) - batch_ndim:])
-    arrays = [np.asfortranarray(rng.standard_normal(size).astype(dtype))
+    # np.array keeps a 0-d output 0-d (np.asfortranarray would make it 1-d)
+    arrays = [np.array(rng.standard_normal(size).astype(dtype), order="F")
               for size in (*(part if name in reduction.partners else shape
                              for name in reduction.inputs), part)]
     if reduction.partners:
         arrays[0] = np.asfortranarray(np.round(arrays[0] * 2))
         arrays[1] = np.asfortranarray(arrays[0].max(axis=axis))
+    if name == "valid_count":
+        arrays[0] = np.asfortranarray(np.where(rng.random(shape) < 0.25, -100,
+                                               rng.integers(0, 50257, shape)))
     return arrays
 
 
 def run_axis_cases(labels, cases, make_arrays, kinds, modules, repeat):
     """The broadcast or reduction cases: one row per tile shape and axis; `kinds` maps a
-    kernel to its shape ("slice", "fiber" or "scalar": no axis)."""
+    kernel to its shape ("slice", "fiber", or "scalar" and "whole": no axis)."""
     print(f"\nns per element, best of {repeat}; before = the case's revision, after = this "
           "checkout")
     print("| kernel | tile, axis | fp32 before / after ns | fp64 before / after ns "
@@ -242,7 +258,8 @@ def run_axis_cases(labels, cases, make_arrays, kinds, modules, repeat):
         name = label.split()[0]
         kernels = (old_kernel(modules[revision, module], name), cpu.KERNELS[name])
         for shape, axis, batch_ndim in shapes:
-            keywords = dict(params) if kinds[name].shape == "scalar" else dict(params, axis=axis)
+            whole = kinds[name].shape in ("scalar", "whole")
+            keywords = dict(params) if whole else dict(params, axis=axis)
             if kinds[name].shape == "fiber":
                 keywords["batch_ndim"] = batch_ndim
             cells, same = [], []
@@ -261,7 +278,7 @@ def run_axis_cases(labels, cases, make_arrays, kinds, modules, repeat):
                 same.append(np.array_equal(*outs, equal_nan=True))
             equal = " / ".join("yes" if flag else "no" for flag in same)
             tile = " x ".join(map(str, shape))
-            where = ("whole" if kinds[name].shape == "scalar" else f"axis {axis}"
+            where = ("whole" if whole else f"axis {axis}"
                      + (f", batch_ndim {batch_ndim}" if batch_ndim else ""))
             print(f"| {label} | {tile}, {where} | {cells[0]} | {cells[1]} | {equal} |")
 

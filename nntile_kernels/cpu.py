@@ -7,8 +7,8 @@ semantics as nntile_kernels.reference.
 import functools
 
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
-               cpu_reduce, cpu_rope, cpu_rules, cpu_rules_broadcast, cpu_rules_optim,
-               cpu_rules_params, cpu_rules_reduce, cpu_slice, reference)
+               cpu_reduce, cpu_rope, cpu_rules, cpu_rules_broadcast, cpu_rules_broadcast_scalar,
+               cpu_rules_optim, cpu_rules_params, cpu_rules_reduce, cpu_slice, reference)
 from .rules_broadcast import BROADCAST
 from .rules_reduce import REDUCTIONS
 
@@ -34,7 +34,6 @@ KERNELS = {
     **cpu_rules.KERNELS,
     **cpu_rules_params.KERNELS,
     **cpu_rules_optim.KERNELS,
-    "sum": cpu_reduce.sum,
     "mask_scalar": cpu_slice.mask_scalar,
     "mask_causal": cpu_slice.mask_causal,
     "rope": cpu_rope.rope,
@@ -48,9 +47,6 @@ KERNELS = {
     "cross_entropy_backward": cpu_loss.cross_entropy_backward,
     "cross_entropy_lse": cpu_loss.cross_entropy_lse,
     "cross_entropy_lse_backward": cpu_loss.cross_entropy_lse_backward,
-    "valid_count": cpu_loss.valid_count,
-    "mse": cpu_loss.mse,
-    "mse_backward": cpu_loss.mse_backward,
     "embedding": cpu_loss.embedding,
     "embedding_backward": cpu_loss.embedding_backward,
     "conv2d_inplace": cpu_conv.conv2d_inplace,
@@ -59,10 +55,13 @@ KERNELS = {
     "copy_intersection": reference.copy_intersection,
     # the slice and fiber ops with a broadcast operand (add_slice, multiply_slice, the
     # softmax from a logsumexp and its backward, add_fiber, multiply_fiber, scale_fiber,
-    # scale_slice, sum_backward, ...): loops generated from rules_broadcast.py's formulas
-    **{name: getattr(cpu_rules_broadcast, name) for name in BROADCAST},
+    # scale_slice, sum_backward, mse_backward, ...): loops generated from
+    # rules_broadcast.py's formulas (a 0-d partner's in cpu_rules_broadcast_scalar.py)
+    **{name: getattr(cpu_rules_broadcast_scalar if broadcast.shape == "scalar"
+                     else cpu_rules_broadcast, name) for name, broadcast in BROADCAST.items()},
     # the reductions along an axis (sum_slice, sumprod_slice, sum_fiber, sumprod_fiber,
-    # max_slice, min_slice, norm_slice, norm_fiber): loops generated from rules_reduce.py
+    # max_slice, min_slice, norm_slice, norm_fiber, extremum_count) and of a whole tile
+    # (sum, mse, valid_count): loops generated from rules_reduce.py
     **{name: getattr(cpu_rules_reduce, name) for name in REDUCTIONS},
 }
 # kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)

@@ -1,4 +1,5 @@
-"""Numba losses (cross-entropy, MSE) and embedding lookups of the cpu table.
+"""Numba cross-entropies and embedding lookups of the cpu table (mse and valid_count are
+reductions of rules_reduce.py, mse_backward a broadcast rule: their loops are generated).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Multi-dim tiles reach numba
 as C-ordered transposed views (cpu_common.folded_t), indexed backwards. Loss sums
@@ -105,22 +106,6 @@ def _cross_entropy_lse_backward(logits_t, lse, labels, count, dloss, dlogits_t, 
     return -1
 
 
-@njit(cache=True, nogil=True)
-def _mse(x, y, loss, alpha, beta):
-    total = 0.0
-    for i in range(x.size):
-        diff = float(x[i]) - float(y[i])
-        total += diff * diff
-    loss[0] = alpha * total if beta == 0.0 else alpha * total + beta * loss[0]
-
-
-@njit(cache=True, nogil=True)
-def _mse_backward(x, y, dloss, dx, alpha):
-    scale = dx.dtype.type(2.0 * alpha * dloss[0])
-    for i in range(x.size):
-        dx[i] += scale * (x[i] - y[i])
-
-
 def _columns_t(logits, labels):
     """logits folded to (classes, batch) and transposed, and labels as a flat view."""
     return folded_t(logits, (logits.shape[0], labels.size)), labels.ravel("K")
@@ -140,12 +125,6 @@ def cross_entropy_backward(logits, labels, dloss, dlogits, *, alpha=1.0):
     logits_t, labels1 = _columns_t(logits, labels)
     dlogits_t = folded_t(dlogits, logits_t.shape[::-1])
     _cross_entropy_backward(logits_t, labels1, dloss.ravel("K"), dlogits_t, float(alpha))
-
-
-def valid_count(labels, count, *, ignore_index=-100, beta=0.0):
-    """count (0-d) = number of labels != ignore_index + beta*count."""
-    # vectorised NumPy (count_nonzero of a comparison) is as fast as a numba loop here
-    reference.valid_count(labels, count, ignore_index=ignore_index, beta=beta)
 
 
 def cross_entropy_lse(logits, lse, labels, count, loss, *, ignore_index=-100, num_classes,
@@ -178,20 +157,6 @@ def cross_entropy_lse_backward(logits, lse, labels, count, dloss, dlogits, *,
                                       int(num_classes), int(class_offset))
     if bad >= 0:
         raise label_error("cross_entropy_lse_backward", labels1[bad], num_classes, ignore_index)
-
-
-def mse(x, y, loss, *, alpha=1.0, beta=0.0):
-    """loss (0-d) = alpha*sum((x - y)^2) + beta*loss."""
-    if x.dtype is F16:
-        return reference.mse(x, y, loss, alpha=alpha, beta=beta)
-    _mse(x.ravel("K"), y.ravel("K"), loss.ravel("K"), float(alpha), float(beta))
-
-
-def mse_backward(x, y, dloss, dx, *, alpha=1.0):
-    """dx += 2*alpha*dloss*(x - y)."""
-    if x.dtype is F16:
-        return reference.mse_backward(x, y, dloss, dx, alpha=alpha)
-    _mse_backward(x.ravel("K"), y.ravel("K"), dloss.ravel("K"), dx.ravel("K"), float(alpha))
 
 
 # ---------------------------------------------------------------- embedding

@@ -1,5 +1,5 @@
-"""Numba reductions and transposes of the cpu table (sum_fiber is a rule of
-rules_reduce.py, its loop generated into cpu_rules_reduce.py; add_fiber, the fiber
+"""Numba softmax family and transposes of the cpu table (sum and sum_fiber are rules of
+rules_reduce.py, their loops generated into cpu_rules_reduce.py; add_fiber, the fiber
 broadcast, a rule of rules_broadcast.py, its loop in cpu_rules_broadcast.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Each wrapper folds its tile
@@ -20,14 +20,6 @@ from .layout import fold
 
 
 @njit(cache=True, nogil=True)
-def _sum(x, y, alpha, beta):
-    total = 0.0
-    for i in range(x.size):
-        total += x[i]
-    y[0] = alpha * total if beta == 0.0 else alpha * total + beta * y[0]
-
-
-@njit(cache=True, nogil=True)
 def _transpose(xt, yt, alpha):
     n, m = xt.shape  # x is (m, n), y is (n, m)
     a = yt.dtype.type(alpha)
@@ -45,13 +37,6 @@ def _transpose(xt, yt, alpha):
             for j in range(j0, min(j0 + block, n)):
                 for i in range(i0, min(i0 + block, m)):
                     yt[i, j] = a * xt[j, i]
-
-
-def sum(x, y, *, alpha=1.0, beta=0.0):  # noqa: A001 - the kernel's name in every table
-    """y (0-d) = alpha*sum(x) + beta*y."""
-    if x.dtype is F16:
-        return reference.sum(x, y, alpha=alpha, beta=beta)
-    _sum(x.ravel("K"), y.ravel("K"), float(alpha), float(beta))
 
 
 def transpose(x, y, *, alpha=1.0, ndim):

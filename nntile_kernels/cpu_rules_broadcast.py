@@ -335,25 +335,6 @@ def scale_slice(src, dst, *, alpha, axis):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _sum_backward(dy_t, x_t, y_t, alpha_f64):
-    cast = y_t.dtype.type
-    alpha = cast(alpha_f64)
-    n, = y_t.shape
-    dy = dy_t[0]
-    for i in range(n):
-        x = x_t[i]
-        y_t[i] = x + alpha * dy
-
-
-def sum_backward(dy, x, y, *, alpha=1.0):
-    """y = x + alpha * dy (dy: 0-d)"""
-    if y.dtype is F16:
-        return reference.sum_backward(dy, x, y, alpha=alpha)
-    full, part = (y.size,), (1,)
-    _sum_backward(folded_t(dy, part), folded_t(x, full), folded_t(y, full), float(alpha))
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
 def _scale_fiber(f_t, y_t, alpha_f64):
     cast = y_t.dtype.type
     alpha = cast(alpha_f64)

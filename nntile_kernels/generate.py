@@ -17,7 +17,9 @@ def generated() -> dict:
     """{path of a generated module: the source its generator writes now}."""
     files = {generate_cpu_rules.target(module): generate_cpu_rules.module_source(module)
              for module in generate_cpu_rules.MODULES}
-    files[generate_cpu_broadcast.TARGET] = generate_cpu_broadcast.module_source()
+    broadcast = generate_cpu_broadcast
+    files.update({broadcast.target(module): broadcast.module_source(module)
+                  for module in broadcast.MODULES})
     files[generate_cpu_reduce.TARGET] = generate_cpu_reduce.module_source()
     return files
 

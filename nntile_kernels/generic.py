@@ -63,11 +63,7 @@ def cast(xp, x, y):
 
 
 # ---------------------------------------------------------------- reductions
-
-
-def sum(xp, x, y, *, alpha=1.0, beta=0.0):  # noqa: A001 - the kernel's name in every table
-    """y (0-d) = alpha*sum(x) + beta*y."""
-    store(y, x.sum(dtype=xp.float64), beta, y, alpha)
+# sum, sum_slice, sum_fiber, ... are rules_reduce.py's reductions.
 
 
 def add_fiber(xp, x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):

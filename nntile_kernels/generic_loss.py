@@ -1,4 +1,6 @@
-"""xp-generic kernels of the losses and the embedding (the optimizers are rules.py's).
+"""xp-generic kernels of the cross-entropies and the embedding (the optimizers are
+rules.py's; mse and valid_count reductions of rules_reduce.py, mse_backward a broadcast
+rule of rules_broadcast.py).
 
 Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numba or cupy
 (NumPy only for errstate, which CuPy arrays ignore). Two CPU-GPU sync points, both
@@ -37,11 +39,6 @@ def cross_entropy_backward(xp, logits, labels, dloss, dlogits, *, alpha=1.0):
     probs = _softmax_rows(xp, logits.astype(xp.float64))
     classes = xp.arange(logits.shape[0]).reshape((-1,) + (1,) * labels.ndim)
     dlogits += (alpha * dloss) * (probs - (classes == labels))
-
-
-def valid_count(xp, labels, count, *, ignore_index=-100, beta=0.0):
-    """count (0-d) = number of labels != ignore_index + beta*count."""
-    store(count, xp.count_nonzero(labels != ignore_index), beta, count)
 
 
 def _check_labels(kernel, labels, valid, num_classes, ignore_index):
@@ -83,17 +80,6 @@ def cross_entropy_lse_backward(xp, logits, lse, labels, count, dloss, dlogits, *
     # where() keeps dloss/count on the device; with count 0 nothing is valid
     scale = xp.where(valid, dloss / xp.where(count == 0, 1, count), 0)
     dlogits += scale * (xp.exp(logits - lse) - onehot)
-
-
-def mse(xp, x, y, loss, *, alpha=1.0, beta=0.0):
-    """loss (0-d) = alpha*sum((x - y)^2) + beta*loss."""
-    diff = x.astype(xp.float64) - y
-    store(loss, (diff * diff).sum(), beta, loss, alpha)
-
-
-def mse_backward(xp, x, y, dloss, dx, *, alpha=1.0):
-    """dx += 2*alpha*dloss*(x - y)."""
-    dx += (2.0 * alpha * dloss) * (x - y)
 
 
 # ---------------------------------------------------------------- embedding

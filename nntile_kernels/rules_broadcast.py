@@ -6,11 +6,12 @@ A `Broadcast` is a Rule whose `partners` are not full tiles: of shape "slice" a 
 is a full tile without `axis` (x's shape with that dim removed: a row sum, a
 logsumexp); of shape "fiber" it has only `axis` and the trailing `batch_ndim` dims (a
 norm per channel); of shape "scalar" it is 0-d, broadcast over the whole tile
-(sum_backward's dy). The kernel takes `axis` (and, for fibers, `batch_ndim`) before
-the rule's params, a scalar's none. ArrayBroadcast evaluates the formula with NumPy or
-CuPy on the partners expanded to the tiles' ndim (generic.py binds it), and
-generate_cpu_broadcast.py writes the numba loops over the folded views the reductions
-use (cpu_rules_broadcast.py), so the reference and the loop read one text.
+(sum_backward's dy, mse_backward's dloss). The kernel takes `axis` (and, for fibers,
+`batch_ndim`) before the rule's params, a scalar's none. ArrayBroadcast evaluates the
+formula with NumPy or CuPy on the partners expanded to the tiles' ndim (generic.py
+binds it), and generate_cpu_broadcast.py writes the numba loops over the folded views
+the reductions use (cpu_rules_broadcast.py; a 0-d partner's over the flat tile,
+cpu_rules_broadcast_scalar.py), so the reference and the loop read one text.
 
 Pure Python, imports rules.py only.
 """
@@ -97,6 +98,11 @@ BROADCAST = {
     # the backward of sum: the 0-d dy added to every element of x (y = x = dx in place)
     "sum_backward": Broadcast(Rule(("dy", "x"), "y", "x + alpha * dy", params=("alpha",),
                                    defaults=(("alpha", 1.0),)), ("dy",), "scalar"),
+    # the backward of mse (loss = alpha * sum((x - y)^2)) with the 0-d dloss; the factor
+    # first, one product per call
+    "mse_backward": Broadcast(Rule(("x", "y", "dloss"), "dx", "2.0 * alpha * dloss * (x - y)",
+                                   accumulate=True, params=("alpha",),
+                                   defaults=(("alpha", 1.0),)), ("dloss",), "scalar"),
     "scale_fiber": Broadcast(_renamed_rule(ELEMENTWISE["scale"], {"x": "f"},
                                            defaults=(("alpha", 1.0),)), ("f",), "fiber"),
     "norm_fiber_backward": Broadcast(_NORM_BACKWARD, ("y", "dy"), "fiber"),

@@ -20,12 +20,13 @@ PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha":
           "norm_fiber_backward": {"alpha": 1.5}, "add_fiber": {"alpha": 0.5, "beta": -2.0},
           "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0},
           "scale_slice": {"alpha": -2.0}, "sum_backward": {"alpha": 0.5},
-          "norm_slice_backward": {"alpha": -0.5}}
+          "norm_slice_backward": {"alpha": -0.5}, "mse_backward": {"alpha": 1.5}}
 
 
 def test_each_op_is_its_rule_in_both_tables():
-    for name in BROADCAST:
-        assert cpu.KERNELS[name].__module__ == "nntile_kernels.cpu_rules_broadcast", name
+    for name, broadcast in BROADCAST.items():
+        module = "cpu_rules_broadcast" + ("_scalar" if broadcast.shape == "scalar" else "")
+        assert cpu.KERNELS[name].__module__ == f"nntile_kernels.{module}", name
         assert isinstance(reference.KERNELS[name], ArrayBroadcast), name
 
 
@@ -43,6 +44,7 @@ def test_each_op_is_its_rule_in_both_tables():
     ("norm_fiber_backward", "(x, y, dy, dx, *, axis, batch_ndim=0, alpha=1.0)"),
     ("scale_slice", "(src, dst, *, alpha, axis)"),
     ("sum_backward", "(dy, x, y, *, alpha=1.0)"),
+    ("mse_backward", "(x, y, dloss, dx, *, alpha=1.0)"),
     ("extremum_backward", "(x, y, count, dy, dx, *, axis)"),
     ("norm_slice_backward", "(x, y, dy, dx, *, axis, alpha=1.0)"),
 ])

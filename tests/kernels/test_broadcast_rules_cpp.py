@@ -22,7 +22,7 @@ PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha":
           "norm_fiber_backward": {"alpha": 1.5}, "add_fiber": {"alpha": 0.5, "beta": -2.0},
           "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0},
           "scale_slice": {"alpha": -2.0}, "sum_backward": {"alpha": 0.5},
-          "norm_slice_backward": {"alpha": -0.5}}
+          "norm_slice_backward": {"alpha": -0.5}, "mse_backward": {"alpha": 1.5}}
 
 
 def host_function(name, dtype):

@@ -1,8 +1,8 @@
-"""Reductions along an axis (nntile_kernels/rules_reduce.py): the NumPy evaluation of a
-term and its sum (the reference) and the generated numba loop (cpu_rules_reduce.py)
-agree on random tiles, axes and dtypes; an output's old contents are not read when
-beta == 0; the m == 1 run sums are the hand-written loops' 8-chain grouping; the
-kernels keep their signatures; the norms square in float64."""
+"""Reductions along an axis or of a whole tile (nntile_kernels/rules_reduce.py): the
+NumPy evaluation of a term and its sum (the reference) and the generated numba loop
+(cpu_rules_reduce.py) agree on random tiles, axes and dtypes; an output's old contents
+are not read when beta == 0; the m == 1 run sums and a whole tile's are the 8-chain
+grouping; the kernels keep their signatures; the norms and mse square in float64."""
 
 import inspect
 
@@ -34,6 +34,9 @@ def test_each_op_is_its_rule_in_both_tables():
     ("norm_slice", "(x, y, *, axis, alpha=1.0, beta=0.0)"),
     ("norm_fiber", "(x, y, *, axis, batch_ndim=0, alpha=1.0, beta=0.0)"),
     ("extremum_count", "(x, y, count, *, axis, beta=0.0)"),
+    ("sum", "(x, y, *, alpha=1.0, beta=0.0)"),
+    ("mse", "(x, y, loss, *, alpha=1.0, beta=0.0)"),
+    ("valid_count", "(labels, count, *, ignore_index=-100, beta=0.0)"),
 ])
 def test_signatures_are_the_hand_written_kernels(name, expected):
     assert str(inspect.signature(reference.KERNELS[name])) == expected
@@ -42,16 +45,23 @@ def test_signatures_are_the_hand_written_kernels(name, expected):
 
 def _exact(name, arrays, axis, batch_ndim, alpha, beta):
     """The reduction in float64 NumPy, written apart from the rule (sums of x or x * y,
-    extrema of x, 2-norms of x, counts of x == y)."""
+    extrema of x, 2-norms of x, counts of x == y; of a whole tile: sums of x, of
+    (x - y)^2, counts of labels != -100)."""
     wide = [array.astype(np.float64) for array in arrays[:-1]]
-    if name == "extremum_count":
-        along = [1 if d == axis else size for d, size in enumerate(wide[0].shape)]
-        hits = (wide[0] == wide[1].reshape(along, order="F")).sum(axis=axis)
+    if name in ("extremum_count", "valid_count"):
+        if name == "valid_count":
+            hits = (arrays[0] != -100).sum()
+        else:
+            along = [1 if d == axis else size for d, size in enumerate(wide[0].shape)]
+            hits = (wide[0] == wide[1].reshape(along, order="F")).sum(axis=axis)
         return hits + (beta * arrays[-1].astype(np.float64) if beta else 0.0)
-    term = wide[0] if len(wide) == 1 else wide[0] * wide[1]
+    term = {1: lambda x: x, 2: lambda x, y: x * y}[len(wide)](*wide)
+    if name == "mse":
+        term = (wide[0] - wide[1]) ** 2
     reduction = REDUCTIONS[name]
-    dims = ((axis,) if reduction.shape == "slice"
-            else tuple(d for d in range(term.ndim - batch_ndim) if d != axis))
+    dims = {"slice": (axis,), "whole": tuple(range(term.ndim)),
+            "fiber": tuple(d for d in range(term.ndim - batch_ndim) if d != axis)}[
+        reduction.shape]
     previous = arrays[-1].astype(np.float64)
     if name.startswith("norm_"):
         norm = abs(alpha) * np.sqrt((term * term).sum(axis=dims))
@@ -70,6 +80,8 @@ def _params(name, alpha, beta):
 
 
 def _out_shape(name, shape, axis, batch_ndim):
+    if REDUCTIONS[name].shape == "whole":
+        return ()
     if REDUCTIONS[name].shape == "slice":
         return shape[:axis] + shape[axis + 1:]
     return (shape[axis], *shape[len(shape) - batch_ndim:])
@@ -77,14 +89,18 @@ def _out_shape(name, shape, axis, batch_ndim):
 
 def _arrays(name, shape, axis, batch_ndim, dtype, rng):
     """The inputs (normal, F-ordered) and the output (normal: read when beta != 0);
-    extremum_count's x in whole numbers (ties) and y its maximum along the axis."""
+    extremum_count's x in whole numbers (ties) and y its maximum along the axis;
+    valid_count's labels int64, about a quarter of them the ignored -100."""
     reduction = REDUCTIONS[name]
     arrays = [np.asfortranarray(rng.standard_normal(shape).astype(dtype))
               for _ in reduction.inputs]
     if reduction.partners:
         arrays = _with_maximum(np.round(arrays[0] * 2), axis)
+    if name == "valid_count":
+        arrays = [np.asfortranarray(np.where(rng.random(shape) < 0.25, -100,
+                                             rng.integers(0, 9, shape)))]
     out = rng.standard_normal(_out_shape(name, shape, axis, batch_ndim)).astype(dtype)
-    return [*arrays, np.asfortranarray(out)]
+    return [*arrays, np.array(out, order="F")]   # np.array keeps a 0-d output 0-d
 
 
 def _with_maximum(x, axis):
@@ -93,7 +109,7 @@ def _with_maximum(x, axis):
 
 
 def _call(table, name, arrays, axis, batch_ndim, params):
-    keywords = dict(params, axis=axis)
+    keywords = dict(params) if REDUCTIONS[name].shape == "whole" else dict(params, axis=axis)
     if REDUCTIONS[name].shape == "fiber":
         keywords["batch_ndim"] = batch_ndim
     out = [array.copy(order="F") for array in arrays]
@@ -110,7 +126,9 @@ def _cases(draw):
                   if REDUCTIONS[name].shape == "fiber" else 0)
     params = _params(name, draw(st.sampled_from([1.0, -0.5])),
                      draw(st.sampled_from([0.0, 1.0, 0.25])))
-    return (name, shape, axis, batch_ndim, draw(st.sampled_from(DTYPES)), params,
+    # an fp16 count of more than 65504 labels is inf (test_valid_count_... has fp16 counts)
+    dtypes = DTYPES[1:] if name == "valid_count" else DTYPES
+    return (name, shape, axis, batch_ndim, draw(st.sampled_from(dtypes)), params,
             draw(st.integers(0, 99)))
 
 
@@ -139,11 +157,20 @@ def test_beta_zero_reads_no_output(table, name, dtype, axis):
               for _ in REDUCTIONS[name].inputs]
     if REDUCTIONS[name].partners:
         arrays = _with_maximum(np.arange(60.0).reshape(shape).astype(dtype) % 7, axis)
+    if name == "valid_count":
+        arrays = [np.asfortranarray(np.arange(60).reshape(shape) % 7 - 100)]
+    if name == "mse":
+        arrays[1] = np.asfortranarray(arrays[1] * 0.5)
     out = np.full(_out_shape(name, shape, axis, 0), np.nan, dtype, order="F")
-    table[name](*arrays, out, axis=axis, **_params(name, 2.0, 0.0))
+    table[name](*arrays, out, **_keywords(name, axis), **_params(name, 2.0, 0.0))
     assert not np.isnan(out).any()
     np.testing.assert_allclose(out, _exact(name, [*arrays, out], axis, 0, 2.0, 0.0),
                                rtol=2e-3 if dtype == np.float16 else 1e-6)
+
+
+def _keywords(name, axis):
+    """axis=axis, but for a whole tile (none)."""
+    return {} if REDUCTIONS[name].shape == "whole" else {"axis": axis}
 
 
 @pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
@@ -188,6 +215,47 @@ def test_an_axis_0_slice_sums_its_run_in_8_chains(length):
     assert [float(v) for v in s] == [_chained_sum(x[:, column]) for column in range(3)]
     cpu.KERNELS["sumprod_slice"](x, x, s, axis=0)
     assert [float(v) for v in s] == [_chained_sum(x[:, column] ** 2) for column in range(3)]
+
+
+@pytest.mark.parametrize("shape", [(), (5,), (8, 1), (37, 3, 2), (300, 7)])
+def test_a_whole_tile_sums_its_run_in_8_chains(shape):
+    """sum and mse total a whole tile as one contiguous run in storage order, in the fixed
+    8-chain grouping, bitwise (the hand-written loops kept one chain); mse squares x - y
+    of fp32 tiles in float64, as the reference does."""
+    rng = np.random.default_rng(len(shape))
+    x = np.array(rng.standard_normal(shape) * 10.0 ** rng.integers(-8, 8, shape), order="F")
+    y = np.array(rng.standard_normal(shape), np.float32, order="F")
+    out = np.array(0.0)
+    cpu.KERNELS["sum"](x, out, alpha=-0.5)
+    assert float(out) == -0.5 * _chained_sum(x.ravel("F"))
+    x32 = x.astype(np.float32)
+    loss = np.array(0.0, np.float32)
+    cpu.KERNELS["mse"](x32, y, loss)
+    wide = x32.ravel("F").astype(np.float64) - y.ravel("F")
+    assert float(loss) == np.float32(_chained_sum(wide * wide))
+
+
+@pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
+@pytest.mark.parametrize("ignore_index", [-100, 0, 3])
+def test_valid_count_counts_the_labels_it_does_not_ignore(table, ignore_index):
+    """ignore_index is the term's param, compared as the int it is; a count merges with
+    beta * count, and an fp16 count takes the reference."""
+    labels = np.asfortranarray(np.arange(-1, 23).reshape(4, 6) % 5)
+    labels[0, 0] = -100
+    for dtype in (np.float16, np.float32, np.float64):
+        count = np.array(0.5, dtype)
+        table["valid_count"](labels, count, ignore_index=ignore_index, beta=2.0)
+        assert float(count) == 1.0 + np.count_nonzero(labels != ignore_index)
+
+
+@pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
+@pytest.mark.parametrize("name, keywords", [("sum", {"axis": 0}), ("mse", {"batch_ndim": 1}),
+                                             ("valid_count", {"alpha": 2.0})])
+def test_a_whole_tile_takes_no_axis(table, name, keywords):
+    """A whole tile's reduction has no axis, no batch_ndim, and a count no alpha."""
+    arrays = [np.ones((3, 4), order="F") for _ in REDUCTIONS[name].inputs]
+    with pytest.raises(TypeError):
+        table[name](*arrays, np.array(0.0), **keywords)
 
 
 def test_a_fiber_with_its_axis_0_sums_in_storage_order():
