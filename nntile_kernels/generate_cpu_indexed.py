@@ -177,12 +177,11 @@ def kernel_source(name, indexed):
     arrays = (*indexed.inputs, indexed.output)
     signature = indexed_signature(indexed)
     keywords = [f"{p}={p}" for p in signature.parameters if p not in arrays]
-    calls = [*(f"folded_t({a}, {'part' if a in indexed.partners else 'full'})" for a in arrays), *(f"float({p})" for p in indexed.params),
-             *(f"int({offset})" for offset in indexed.offsets)]
-    copied = _copied(indexed)
-    if copied:
-        calls.append(f"np.may_share_memory({copied}, {indexed.output})")
-    out = indexed.output
+    out, copied = indexed.output, _copied(indexed)
+    calls = [*(f"folded_t({a}, {'part' if a in indexed.partners else 'full'})" for a in arrays),
+             *(f"float({p})" for p in indexed.params),
+             *(f"int({offset})" for offset in indexed.offsets),
+             *([f"np.may_share_memory({copied}, {out})"] if copied else [])]
     target = f"({out}0, {out}1)" if indexed.paired else out
     values = f"({', '.join(indexed.values)})" if indexed.paired else indexed.values[0]
     cases = "".join(f"; {value} where {condition}" for condition, value in indexed.cases)
