@@ -22,16 +22,29 @@ def _takes(*tiles):
     return tiles[-1].dtype is not F16 and all(tile.flags.f_contiguous for tile in tiles)
 
 
+def _same(tile, out):
+    """Is `tile` the output itself (in place), not just overlapping it?"""
+    return tile is out or (np.may_share_memory(tile, out) and tile.ctypes.data == out.ctypes.data
+                           and tile.strides == out.strides)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
-def _mask_scalar(mask_t, x_t, y_t, val_f64):
+def _mask_scalar(mask_t, x_t, y_t, val_f64, in_place):
     cast = y_t.dtype.type
     val = cast(val_f64)
     rest, lead = y_t.shape
-    for q in range(rest):
-        for i in range(lead):
-            mask = mask_t[i]
-            x = x_t[q, i]
-            y_t[q, i] = where(mask, x, val)
+    if in_place:   # x is y
+        for q in range(rest):
+            for i in range(lead):
+                mask = mask_t[i]
+                x = y_t[q, i]
+                y_t[q, i] = where(mask, x, val)
+    else:
+        for q in range(rest):
+            for i in range(lead):
+                mask = mask_t[i]
+                x = x_t[q, i]
+                y_t[q, i] = where(mask, x, val)
 
 
 def mask_scalar(mask, x, y, *, val, batch_ndim=0):
@@ -41,7 +54,8 @@ def mask_scalar(mask, x, y, *, val, batch_ndim=0):
     if not y.size:
         return
     full, part = (mask.size, -1), (mask.size,)
-    _mask_scalar(folded_t(mask, part), folded_t(x, full), folded_t(y, full), float(val))
+    _mask_scalar(folded_t(mask, part), folded_t(x, full), folded_t(y, full), float(val),
+                 _same(x, y))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -49,16 +63,23 @@ def _mask_causal(x_t, y_t, val_f64, key_offset, query_offset, in_place):
     cast = y_t.dtype.type
     val = cast(val_f64)
     rest, n1, n0 = y_t.shape
-    for q in range(rest):
-        for p1 in range(n1):
-            query = p1
-            bound = min(max(0, (query + query_offset) - (key_offset) + 1), n0)
-            if not in_place:
+    if in_place:   # x is y
+        for q in range(rest):
+            for p1 in range(n1):
+                query = p1
+                bound = min(max(0, (query + query_offset) - (key_offset) + 1), n0)
+                for p0 in range(bound, n0):
+                    y_t[q, p1, p0] = val
+    else:
+        for q in range(rest):
+            for p1 in range(n1):
+                query = p1
+                bound = min(max(0, (query + query_offset) - (key_offset) + 1), n0)
                 for p0 in range(0, bound):
                     x = x_t[q, p1, p0]
                     y_t[q, p1, p0] = x
-            for p0 in range(bound, n0):
-                y_t[q, p1, p0] = val
+                for p0 in range(bound, n0):
+                    y_t[q, p1, p0] = val
 
 
 def mask_causal(x, y, *, val, key_offset=0, query_offset=0):
@@ -70,7 +91,7 @@ def mask_causal(x, y, *, val, key_offset=0, query_offset=0):
         return
     full = y.shape[:2] + (-1,)
     _mask_causal(folded_t(x, full), folded_t(y, full), float(val), int(key_offset),
-                 int(query_offset), np.may_share_memory(x, y))
+                 int(query_offset), _same(x, y))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

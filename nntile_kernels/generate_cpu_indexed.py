@@ -49,6 +49,12 @@ from .cpu_fastmath import where  # noqa: F401 - formulas may call where
 def _takes(*tiles):
     """Do the loops take these tiles (not fp16, F-contiguous)?"""
     return tiles[-1].dtype is not F16 and all(tile.flags.f_contiguous for tile in tiles)
+
+
+def _same(tile, out):
+    """Is `tile` the output itself (in place), not just overlapping it?"""
+    return tile is out or (np.may_share_memory(tile, out) and tile.ctypes.data == out.ctypes.data
+                           and tile.strides == out.strides)
 '''
 
 # a case's condition: the innermost position (plus an offset expression) compared with
@@ -68,22 +74,24 @@ def _casts(indexed, texts):
     return lines + [f"    {name} = cast({name}_f64)" for name in params]
 
 
-def _loads(indexed, text, index, pad):
-    """The tile inputs `text` names, loaded at `index`."""
-    return [f"{pad}{name} = {name}_t{index}" for name in indexed.inputs
+def _loads(indexed, text, index, pad, in_place):
+    """The tile inputs `text` names, loaded at `index` (in place, the one that is the
+    output through the output's view)."""
+    views = {name: indexed.output if in_place and name == _aliased(indexed) else name
+             for name in indexed.inputs}
+    return [f"{pad}{name} = {views[name]}_t{index}" for name in indexed.inputs
             if name not in indexed.partners and name in names_in(text)]
 
 
-def _partner_loop(indexed):
+def _partner_loop(indexed, in_place):
     """Partners loaded once per element of the leading run; paired, both values computed
-    before either is stored (the output may be the input)."""
-    lines = [f"    rest, lead{', _' if indexed.paired else ''} = {indexed.output}_t.shape",
-             "    for q in range(rest):", "        for i in range(lead):"]
+    before either is stored."""
+    lines = ["    for q in range(rest):", "        for i in range(lead):"]
     pad, used = " " * 12, set().union(*map(names_in, indexed.values))
     lines += [f"{pad}{name} = {name}_t[i]" for name in indexed.partners if name in used]
     sign = "+=" if indexed.accumulate else "="
     if not indexed.paired:
-        lines += _loads(indexed, indexed.values[0], "[q, i]", pad)
+        lines += _loads(indexed, indexed.values[0], "[q, i]", pad, in_place)
         return lines + [f"{pad}{indexed.output}_t[q, i] {sign} "
                         f"{numba_expression(indexed.values[0])}"]
     for half in (0, 1):
@@ -94,20 +102,19 @@ def _partner_loop(indexed):
     return lines + [f"{pad}{indexed.output}_t[q, i, {half}] {sign} new{half}" for half in (0, 1)]
 
 
-def _run(indexed, value, start, stop, pad, index):
-    """The innermost loop over [start, stop) writing `value`; none where `value` is an
-    input copied and the call is in place."""
+def _run(indexed, value, start, stop, pad, index, in_place):
+    """The innermost loop over [start, stop) writing `value`; none where `value` is the
+    output itself (in place, a copy of the input that is the output)."""
+    if in_place and value == _aliased(indexed):
+        return []
     inner = indexed.positions[0][0]
     lines = [f"{pad}for p0 in range({start}, {stop}):"]
     body = pad + "    "
     if inner in names_in(value):
         lines.append(f"{body}{inner} = p0")
-    lines += _loads(indexed, value, index, body)
+    lines += _loads(indexed, value, index, body, in_place)
     sign = "+=" if indexed.accumulate else "="
-    lines.append(f"{body}{indexed.output}_t{index} {sign} {numba_expression(value)}")
-    if value in indexed.inputs and not indexed.accumulate:
-        return [f"{pad}if not in_place:", *("    " + line for line in lines)]
-    return lines
+    return lines + [f"{body}{indexed.output}_t{index} {sign} {numba_expression(value)}"]
 
 
 def _boundary(indexed, condition):
@@ -121,12 +128,11 @@ def _boundary(indexed, condition):
     return bound + (" + 1" if operator in (">", "<=") else ""), operator in (">", ">=")
 
 
-def _position_loop(indexed):
+def _position_loop(indexed, in_place):
     """One loop per position axis, the outer positions named where the cases read them;
     the innermost split at the case's boundary."""
     count = len(indexed.positions)
-    sizes = ", ".join(f"n{axis}" for axis in reversed(range(count)))
-    lines = [f"    rest, {sizes} = {indexed.output}_t.shape", "    for q in range(rest):"]
+    lines = ["    for q in range(rest):"]
     pad = " " * 8
     for axis in reversed(range(1, count)):
         lines.append(f"{pad}for p{axis} in range(n{axis}):")
@@ -136,29 +142,46 @@ def _position_loop(indexed):
     lines += [f"{pad}{name} = p{axis}" for name, axis in indexed.positions[1:] if name in read]
     assert len(indexed.cases) <= 1, "one case: a run at the head or the tail"
     if not indexed.cases:
-        return lines + _run(indexed, indexed.values[0], 0, "n0", pad, index)
+        return lines + _run(indexed, indexed.values[0], 0, "n0", pad, index, in_place)
     (condition, case), = indexed.cases
     bound, tail = _boundary(indexed, condition)
     lines.append(f"{pad}bound = min(max(0, {bound}), n0)")
     head, rest = (indexed.values[0], case) if tail else (case, indexed.values[0])
-    return (lines + _run(indexed, head, 0, "bound", pad, index)
-            + _run(indexed, rest, "bound", "n0", pad, index))
+    return (lines + _run(indexed, head, 0, "bound", pad, index, in_place)
+            + _run(indexed, rest, "bound", "n0", pad, index, in_place))
 
 
-def _copied(indexed):
-    """The input a branch copies unchanged (then the call says whether it is the output)."""
-    copied = [value for _, value in indexed.branches() if value in indexed.inputs]
-    return copied[0] if copied and indexed.positions and not indexed.accumulate else None
+def _aliased(indexed):
+    """The tile input that may be the output (NNTile's in-place masks), or None: then the
+    call says whether it is, and in place the loop reads it through the output's view.
+    Two views of one array may overlap, so LLVM vectorises no loop that reads one and
+    writes the other; one array read and written element by element it does."""
+    tiles = [name for name in indexed.inputs if name not in indexed.partners]
+    alone = len(tiles) == 1 and not indexed.paired and not indexed.accumulate
+    return tiles[0] if alone else None
+
+
+def _shapes(indexed):
+    if indexed.positions:
+        sizes = ", ".join(f"n{axis}" for axis in reversed(range(len(indexed.positions))))
+        return f"    rest, {sizes} = {indexed.output}_t.shape"
+    return f"    rest, lead{', _' if indexed.paired else ''} = {indexed.output}_t.shape"
 
 
 def loop_source(name, indexed):
     arrays = (*indexed.inputs, indexed.output)
     assert not _LOOP_NAMES & {*arrays, *indexed.params, *indexed.offsets}, name
     arguments = [f"{array}_t" for array in arrays] + [f"{p}_f64" for p in indexed.params]
-    arguments += [*indexed.offsets, *(["in_place"] if _copied(indexed) else [])]
+    arguments += [*indexed.offsets, *(["in_place"] if _aliased(indexed) else [])]
     texts = [*indexed.values, *(value for _, value in indexed.cases)]
-    lines = ["", "", JIT, f"def _{name}({', '.join(arguments)}):", *_casts(indexed, texts)]
-    return lines + (_position_loop(indexed) if indexed.positions else _partner_loop(indexed))
+    lines = ["", "", JIT, f"def _{name}({', '.join(arguments)}):", *_casts(indexed, texts),
+             _shapes(indexed)]
+    loop = _position_loop if indexed.positions else _partner_loop
+    if not _aliased(indexed):
+        return lines + loop(indexed, False)
+    return (lines + [f"    if in_place:   # {_aliased(indexed)} is {indexed.output}"]
+            + ["    " + line for line in loop(indexed, True)]
+            + ["    else:"] + ["    " + line for line in loop(indexed, False)])
 
 
 def _folds(indexed):
@@ -177,11 +200,11 @@ def kernel_source(name, indexed):
     arrays = (*indexed.inputs, indexed.output)
     signature = indexed_signature(indexed)
     keywords = [f"{p}={p}" for p in signature.parameters if p not in arrays]
-    out, copied = indexed.output, _copied(indexed)
+    out, copied = indexed.output, _aliased(indexed)
     calls = [*(f"folded_t({a}, {'part' if a in indexed.partners else 'full'})" for a in arrays),
              *(f"float({p})" for p in indexed.params),
              *(f"int({offset})" for offset in indexed.offsets),
-             *([f"np.may_share_memory({copied}, {out})"] if copied else [])]
+             *([f"_same({copied}, {out})"] if copied else [])]
     target = f"({out}0, {out}1)" if indexed.paired else out
     values = f"({', '.join(indexed.values)})" if indexed.paired else indexed.values[0]
     cases = "".join(f"; {value} where {condition}" for condition, value in indexed.cases)

@@ -108,7 +108,8 @@ def test_generated_run_split_is_the_condition(condition, in_place):
     def njit(cache, **options):   # source run by exec has no file to cache to
         return numba.njit(**options)
     namespace = {"np": np, "njit": njit, "folded_t": folded_t,
-                 "F16": F16, "where": where, "_takes": cpu_rules_indexed._takes}
+                 "F16": F16, "where": where, "_takes": cpu_rules_indexed._takes,
+                 "_same": cpu_rules_indexed._same}
     exec(kernel_source("case", rule), namespace)
     array = ArrayIndexed("case", rule, rule_namespace(np, scipy.special))
     x = np.asfortranarray(np.random.default_rng(1).standard_normal((7, 5, 2)))
