@@ -63,23 +63,16 @@ def _mask_causal(x_t, y_t, val_f64, key_offset, query_offset, in_place):
     cast = y_t.dtype.type
     val = cast(val_f64)
     rest, n1, n0 = y_t.shape
-    if in_place:   # x is y
-        for q in range(rest):
-            for p1 in range(n1):
-                query = p1
-                bound = min(max(0, (query + query_offset) - (key_offset) + 1), n0)
-                for p0 in range(bound, n0):
-                    y_t[q, p1, p0] = val
-    else:
-        for q in range(rest):
-            for p1 in range(n1):
-                query = p1
-                bound = min(max(0, (query + query_offset) - (key_offset) + 1), n0)
-                for p0 in range(0, bound):
+    for q in range(rest):
+        for p1 in range(n1):
+            query = p1
+            bound = min(max(0, (query + query_offset) - (key_offset) + 1), n0)
+            if not in_place:
+                for p0 in range(bound):
                     x = x_t[q, p1, p0]
                     y_t[q, p1, p0] = x
-                for p0 in range(bound, n0):
-                    y_t[q, p1, p0] = val
+            for p0 in range(bound, n0):
+                y_t[q, p1, p0] = val
 
 
 def mask_causal(x, y, *, val, key_offset=0, query_offset=0):

@@ -9,7 +9,9 @@ element: its condition compares the innermost position plus an offset with what 
 outer loops know (`key + key_offset > query + query_offset`), so it holds on a run at
 the head or the tail of each innermost column, and the loop writes the two runs apart
 (the old mask_causal's split). A run whose value is an input copied unchanged is not
-written when that input is the output (in place: the causal mask writes its tail only).
+written when that input is the output (in place: the causal mask writes its tail only);
+a loop without positions reads such an input through the output's view when it is the
+output (mask_scalar in place: one array, which LLVM vectorises).
 
     python -m nntile_kernels.generate
 
@@ -102,19 +104,22 @@ def _partner_loop(indexed, in_place):
     return lines + [f"{pad}{indexed.output}_t[q, i, {half}] {sign} new{half}" for half in (0, 1)]
 
 
-def _run(indexed, value, start, stop, pad, index, in_place):
-    """The innermost loop over [start, stop) writing `value`; none where `value` is the
-    output itself (in place, a copy of the input that is the output)."""
-    if in_place and value == _aliased(indexed):
-        return []
+def _run(indexed, value, start, stop, pad, index):
+    """The innermost loop over [start, stop) writing `value`; in place, none where `value`
+    is the input that is the output (a copy onto itself)."""
     inner = indexed.positions[0][0]
-    lines = [f"{pad}for p0 in range({start}, {stop}):"]
+    # a run from 0 is range(stop), as in the hand-written loop
+    bounds = stop if start == 0 else f"{start}, {stop}"
+    lines = [f"{pad}for p0 in range({bounds}):"]
     body = pad + "    "
     if inner in names_in(value):
         lines.append(f"{body}{inner} = p0")
-    lines += _loads(indexed, value, index, body, in_place)
+    lines += _loads(indexed, value, index, body, False)
     sign = "+=" if indexed.accumulate else "="
-    return lines + [f"{body}{indexed.output}_t{index} {sign} {numba_expression(value)}"]
+    lines.append(f"{body}{indexed.output}_t{index} {sign} {numba_expression(value)}")
+    if value == _aliased(indexed):
+        return [f"{pad}if not in_place:", *("    " + line for line in lines)]
+    return lines
 
 
 def _boundary(indexed, condition):
@@ -128,9 +133,10 @@ def _boundary(indexed, condition):
     return bound + (" + 1" if operator in (">", "<=") else ""), operator in (">", ">=")
 
 
-def _position_loop(indexed, in_place):
+def _position_loop(indexed):
     """One loop per position axis, the outer positions named where the cases read them;
-    the innermost split at the case's boundary."""
+    the innermost split at the case's boundary. The in-place test stays in the loop, as
+    in the hand-written one (hoisted, two copies of the nest compiled slower)."""
     count = len(indexed.positions)
     lines = ["    for q in range(rest):"]
     pad = " " * 8
@@ -142,13 +148,13 @@ def _position_loop(indexed, in_place):
     lines += [f"{pad}{name} = p{axis}" for name, axis in indexed.positions[1:] if name in read]
     assert len(indexed.cases) <= 1, "one case: a run at the head or the tail"
     if not indexed.cases:
-        return lines + _run(indexed, indexed.values[0], 0, "n0", pad, index, in_place)
+        return lines + _run(indexed, indexed.values[0], 0, "n0", pad, index)
     (condition, case), = indexed.cases
     bound, tail = _boundary(indexed, condition)
     lines.append(f"{pad}bound = min(max(0, {bound}), n0)")
     head, rest = (indexed.values[0], case) if tail else (case, indexed.values[0])
-    return (lines + _run(indexed, head, 0, "bound", pad, index, in_place)
-            + _run(indexed, rest, "bound", "n0", pad, index, in_place))
+    return (lines + _run(indexed, head, 0, "bound", pad, index)
+            + _run(indexed, rest, "bound", "n0", pad, index))
 
 
 def _aliased(indexed):
@@ -176,12 +182,13 @@ def loop_source(name, indexed):
     texts = [*indexed.values, *(value for _, value in indexed.cases)]
     lines = ["", "", JIT, f"def _{name}({', '.join(arguments)}):", *_casts(indexed, texts),
              _shapes(indexed)]
-    loop = _position_loop if indexed.positions else _partner_loop
+    if indexed.positions:
+        return lines + _position_loop(indexed)
     if not _aliased(indexed):
-        return lines + loop(indexed, False)
+        return lines + _partner_loop(indexed, False)
     return (lines + [f"    if in_place:   # {_aliased(indexed)} is {indexed.output}"]
-            + ["    " + line for line in loop(indexed, True)]
-            + ["    else:"] + ["    " + line for line in loop(indexed, False)])
+            + ["    " + line for line in _partner_loop(indexed, True)]
+            + ["    else:"] + ["    " + line for line in _partner_loop(indexed, False)])
 
 
 def _folds(indexed):
