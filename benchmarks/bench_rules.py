@@ -133,6 +133,8 @@ INDEXED_CASES = {
                             {"val": -np.inf, "key_offset": 256, "query_offset": 512}),
     "mask_causal out of place": ("0cb1cb0", "cpu_slice", _SCORES, False, {"val": -np.inf}),
     "mask_scalar": ("0cb1cb0", "cpu_slice", _SCORES, True, {"val": -np.inf, "batch_ndim": 1}),
+    "mask_scalar causal": ("0cb1cb0", "cpu_slice", _SCORES, True,
+                           {"val": -np.inf, "batch_ndim": 1}),
     "rope": ("0cb1cb0", "cpu_rope", (64, 512, 12), False, {}),
     "rope_backward": ("0cb1cb0", "cpu_rope", (64, 512, 12), False, {}),
 }
@@ -243,13 +245,16 @@ def reduce_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
     return arrays
 
 
-def indexed_arrays(name, shape, in_place, dtype, seed=0):
+def indexed_arrays(label, shape, in_place, dtype, seed=0):
     """The arrays of an indexed rule's kernel: normal tiles, a mask over the two leading
-    dims (half kept), rope's tables over the pairs and the second dim."""
-    rng = np.random.default_rng(seed)
+    dims (half kept at random, or the causal one: runs a branch predicts), rope's tables
+    over the pairs and the second dim."""
+    rng, name = np.random.default_rng(seed), label.split()[0]
     tiles = [np.asfortranarray(rng.standard_normal(shape).astype(dtype)) for _ in range(2)]
     if name == "mask_scalar":
-        tiles.insert(0, np.asfortranarray(rng.random(shape[:2]) < 0.5))
+        keys, queries = np.indices(shape[:2])
+        mask = keys <= queries if "causal" in label else rng.random(shape[:2]) < 0.5
+        tiles.insert(0, np.asfortranarray(mask))
     elif name.startswith("rope"):
         tables = (shape[0] // 2, shape[1])
         tiles[:0] = [np.asfortranarray(rng.standard_normal(tables).astype(dtype))
@@ -271,7 +276,7 @@ def run_indexed_cases(labels, modules, repeat):
         kernels = (old_kernel(modules[revision, module], name), cpu.KERNELS[name])
         cells, same = [], []
         for dtype in (np.float32, np.float64):
-            arrays = indexed_arrays(name, shape, in_place, dtype)
+            arrays = indexed_arrays(label, shape, in_place, dtype)
             for kernel in kernels:
                 kernel(*arrays, **params)   # compile outside the timing
             calls = [lambda k=k, a=arrays, p=params: k(*a, **p) for k in kernels]
@@ -279,7 +284,7 @@ def run_indexed_cases(labels, modules, repeat):
             cells.append(f"{before:.3f} / {after:.3f}")
             outs = []
             for kernel in kernels:
-                fresh = indexed_arrays(name, shape, in_place, dtype)
+                fresh = indexed_arrays(label, shape, in_place, dtype)
                 kernel(*fresh, **params)
                 outs.append(fresh[-1])
             same.append(np.array_equal(*outs, equal_nan=True))
