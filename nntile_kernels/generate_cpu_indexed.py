@@ -62,7 +62,8 @@ def _same(tile, out):
 # a case's condition: the innermost position (plus an offset expression) compared with
 # an expression the outer loops know
 _COMPARISON = re.compile(r"^\s*(\w+)(?:\s*\+\s*(.+?))?\s*(>=|<=|>|<)\s*(.+?)\s*$")
-_LOOP_NAMES = {"rest", "q", "i", "cast", "bound", "in_place", "new0", "new1"}
+_LOOP_NAMES = {"rest", "lead", "q", "i", "cast", "bound", "in_place", "new0", "new1",
+               "full", "part", *(f"{prefix}{axis}" for prefix in "pn" for axis in range(4))}
 
 
 def _casts(indexed, texts):
