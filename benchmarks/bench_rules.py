@@ -16,8 +16,10 @@ expression of generic_rope.py, and sum_backward's loop: aff0d51; extremum_backwa
 and norm_slice_backward's: 9676589; mse_backward's: 0cb1cb0), and REDUCE_CASES
 the reductions of rules_reduce.py against their loops of aff0d51 (the norms' and
 extremum_count's: 9676589; a whole tile's sum and mse: 0cb1cb0, and valid_count, the
-NumPy expression of generic_loss.py the cpu table called), on GPT-2's tile shapes. An
-old module imports the cpu_common.py of its own revision.
+NumPy expression of generic_loss.py the cpu table called), on GPT-2's tile shapes.
+INDEXED_CASES are the masks and rope of rules_indexed.py against their loops of 0cb1cb0
+(cpu_slice.py, cpu_rope.py) on attention's tiles. An old module imports the
+cpu_common.py of its own revision.
 """
 
 import argparse
@@ -132,6 +134,21 @@ REDUCE_CASES = {
     "mse": ("0cb1cb0", "cpu_loss", _WHOLE_SHAPES, {"alpha": 0.5, "beta": 1.0}),
     "valid_count": ("0cb1cb0", "generic_loss", _WHOLE_SHAPES, {"beta": 0.0}),
 }
+# the masks on GPT-2's scores [keys, queries, heads] (the graph masks in place; a tile
+# off the diagonal has offsets) and rope on Llama's [head_dim, T, heads] with its
+# [head_dim/2, T] tables: kernel -> (revision, module, tile shape, in place, parameters)
+_SCORES = (512, 512, 12)
+INDEXED_CASES = {
+    "mask_causal": ("0cb1cb0", "cpu_slice", _SCORES, True, {"val": -np.inf}),
+    "mask_causal offsets": ("0cb1cb0", "cpu_slice", _SCORES, True,
+                            {"val": -np.inf, "key_offset": 256, "query_offset": 512}),
+    "mask_causal out of place": ("0cb1cb0", "cpu_slice", _SCORES, False, {"val": -np.inf}),
+    "mask_scalar": ("0cb1cb0", "cpu_slice", _SCORES, True, {"val": -np.inf, "batch_ndim": 1}),
+    "mask_scalar causal": ("0cb1cb0", "cpu_slice", _SCORES, True,
+                           {"val": -np.inf, "batch_ndim": 1}),
+    "rope": ("0cb1cb0", "cpu_rope", (64, 512, 12), False, {}),
+    "rope_backward": ("0cb1cb0", "cpu_rope", (64, 512, 12), False, {}),
+}
 
 
 def old_module(revision, name, folder):
@@ -245,6 +262,54 @@ def reduce_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
     return arrays
 
 
+def indexed_arrays(label, shape, in_place, dtype, seed=0):
+    """The arrays of an indexed rule's kernel: normal tiles, a mask over the two leading
+    dims (half kept at random, or the causal one: runs a branch predicts), rope's tables
+    over the pairs and the second dim."""
+    rng, name = np.random.default_rng(seed), label.split()[0]
+    tiles = [np.asfortranarray(rng.standard_normal(shape).astype(dtype)) for _ in range(2)]
+    if name == "mask_scalar":
+        keys, queries = np.indices(shape[:2])
+        mask = keys <= queries if "causal" in label else rng.random(shape[:2]) < 0.5
+        tiles.insert(0, np.asfortranarray(mask))
+    elif name.startswith("rope"):
+        tables = (shape[0] // 2, shape[1])
+        tiles[:0] = [np.asfortranarray(rng.standard_normal(tables).astype(dtype))
+                     for _ in range(2)]
+    if in_place:
+        tiles[-1] = tiles[-2]
+    return tiles
+
+
+def run_indexed_cases(labels, modules, repeat):
+    """One row per case: the old loop and the generated one on the same tiles."""
+    print(f"\nns per element, best of {repeat}; before = 0cb1cb0, after = this checkout")
+    print("| kernel | tile | fp32 before / after ns | fp64 before / after ns "
+          "| bitwise fp32 / fp64 |")
+    print("|---|---|---|---|---|")
+    for label in labels:
+        revision, module, shape, in_place, params = INDEXED_CASES[label]
+        name = label.split()[0]
+        kernels = (old_kernel(modules[revision, module], name), cpu.KERNELS[name])
+        cells, same = [], []
+        for dtype in (np.float32, np.float64):
+            arrays = indexed_arrays(label, shape, in_place, dtype)
+            for kernel in kernels:
+                kernel(*arrays, **params)   # compile outside the timing
+            calls = [lambda k=k, a=arrays, p=params: k(*a, **p) for k in kernels]
+            before, after = best_ns(calls, repeat, np.prod(shape))
+            cells.append(f"{before:.3f} / {after:.3f}")
+            outs = []
+            for kernel in kernels:
+                fresh = indexed_arrays(label, shape, in_place, dtype)
+                kernel(*fresh, **params)
+                outs.append(fresh[-1])
+            same.append(np.array_equal(*outs, equal_nan=True))
+        equal = " / ".join("yes" if flag else "no" for flag in same)
+        tile = " x ".join(map(str, shape)) + (", in place" if in_place else "")
+        print(f"| {label} | {tile} | {cells[0]} | {cells[1]} | {equal} |")
+
+
 def run_axis_cases(labels, cases, make_arrays, kinds, modules, repeat):
     """The broadcast or reduction cases: one row per tile shape and axis; `kinds` maps a
     kernel to its shape ("slice", "fiber", or "scalar" and "whole": no axis)."""
@@ -296,10 +361,13 @@ def main():
                       if not args.only or label.split()[0] in args.only]
         reductions = [label for label in REDUCE_CASES
                       if not args.only or label.split()[0] in args.only]
+        indexed = [label for label in INDEXED_CASES
+                   if not args.only or label.split()[0] in args.only]
         modules = {(revision, name): old_module(revision, name, folder)
                    for revision, name in {case[:2] for case in (
                        *cases.values(), *(BROADCAST_CASES[label] for label in broadcasts),
-                       *(REDUCE_CASES[label] for label in reductions))}}
+                       *(REDUCE_CASES[label] for label in reductions),
+                       *(INDEXED_CASES[label] for label in indexed))}}
         if cases:
             print(f"ns per element, {args.edge} x {args.edge} tile, best of {args.repeat}; "
                   "before = the case's revision, after = this checkout")
@@ -327,6 +395,8 @@ def main():
         if reductions:
             run_axis_cases(reductions, REDUCE_CASES, reduce_arrays, REDUCTIONS, modules,
                            args.repeat)
+        if indexed:
+            run_indexed_cases(indexed, modules, args.repeat)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,11 @@ semantics as nntile_kernels.reference.
 import functools
 
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
-               cpu_reduce, cpu_rope, cpu_rules, cpu_rules_broadcast, cpu_rules_broadcast_scalar,
-               cpu_rules_optim, cpu_rules_params, cpu_rules_reduce, cpu_slice, reference)
+               cpu_reduce, cpu_rules, cpu_rules_broadcast, cpu_rules_broadcast_scalar,
+               cpu_rules_indexed, cpu_rules_optim, cpu_rules_params, cpu_rules_reduce,
+               reference)
 from .rules_broadcast import BROADCAST
+from .rules_indexed import INDEXED
 from .rules_reduce import REDUCTIONS
 
 KERNELS = {
@@ -34,10 +36,6 @@ KERNELS = {
     **cpu_rules.KERNELS,
     **cpu_rules_params.KERNELS,
     **cpu_rules_optim.KERNELS,
-    "mask_scalar": cpu_slice.mask_scalar,
-    "mask_causal": cpu_slice.mask_causal,
-    "rope": cpu_rope.rope,
-    "rope_backward": cpu_rope.rope_backward,
     "softmax": cpu_reduce.softmax,
     "softmax_backward": reference.softmax_backward,   # vectorised NumPy is enough here
     "logsumexp": cpu_reduce.logsumexp,
@@ -63,6 +61,9 @@ KERNELS = {
     # max_slice, min_slice, norm_slice, norm_fiber, extremum_count) and of a whole tile
     # (sum, mse, valid_count): loops generated from rules_reduce.py
     **{name: getattr(cpu_rules_reduce, name) for name in REDUCTIONS},
+    # the masks (mask_scalar, mask_causal) and rope, rope_backward: loops generated from
+    # rules_indexed.py's formulas
+    **{name: getattr(cpu_rules_indexed, name) for name in INDEXED},
 }
 # kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)
 KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)

@@ -1,16 +1,17 @@
 """Writes every generated kernel module again from the formulas (rules.py,
-rules_broadcast.py, rules_reduce.py), after a formula or a generator changed:
+rules_broadcast.py, rules_reduce.py, rules_indexed.py), after a formula or a generator changed:
 
     python -m nntile_kernels.generate
 
 The generated modules are committed, so importing the kernels never runs a generator;
 tests/kernels/test_generated_rules.py fails while any of them differs from what this
-writes. Pure Python: imports the three generators only.
+writes. Pure Python: imports the generators only.
 """
 
 import sys
 
-from . import generate_cpu_broadcast, generate_cpu_reduce, generate_cpu_rules
+from . import (generate_cpu_broadcast, generate_cpu_indexed, generate_cpu_reduce,
+               generate_cpu_rules)
 
 
 def generated() -> dict:
@@ -21,6 +22,7 @@ def generated() -> dict:
     files.update({broadcast.target(module): broadcast.module_source(module)
                   for module in broadcast.MODULES})
     files[generate_cpu_reduce.TARGET] = generate_cpu_reduce.module_source()
+    files[generate_cpu_indexed.TARGET] = generate_cpu_indexed.module_source()
     return files
 
 

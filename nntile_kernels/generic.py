@@ -12,12 +12,13 @@ id and label checks (generic_loss.py): scalars that live in tiles stay 0-d array
 import functools
 
 from . import (KERNEL_NAMES, generic_conv, generic_data, generic_loss, generic_math,
-               generic_rope, generic_slice)
+               generic_slice)
 from .generic_common import fiber_axes, store, wide
 from .layout import gemm_folds
 from .rounding import round_operand
 from .rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
 from .rules_broadcast import BROADCAST, ArrayBroadcast
+from .rules_indexed import INDEXED, ArrayIndexed
 from .rules_reduce import REDUCTIONS, ArrayReduction
 
 # ---------------------------------------------------------------- products
@@ -98,7 +99,7 @@ def maxsumexp(xp, x, y, *, axis):
 
 def table(xp, special):
     """Every kernel of KERNEL_NAMES on `xp` arrays; `special` is its scipy.special."""
-    functions = {**vars(generic_loss), **vars(generic_slice), **vars(generic_rope),
+    functions = {**vars(generic_loss), **vars(generic_slice),
                  **vars(generic_conv), **vars(generic_data), **globals()}
     namespace = rule_namespace(xp, special)
     kernels = generic_math.table(xp)    # randn, dropout
@@ -115,6 +116,8 @@ def table(xp, special):
             kernels[name] = ArrayBroadcast(name, BROADCAST[name], namespace)
         elif name in REDUCTIONS:   # sum_slice, sumprod_fiber, ...: rules_reduce.py
             kernels[name] = ArrayReduction(name, REDUCTIONS[name], namespace)
+        elif name in INDEXED:   # the masks and rope: rules_indexed.py
+            kernels[name] = ArrayIndexed(name, INDEXED[name], namespace)
         else:
             assert functions[name].__module__.startswith(__name__), f"{name} is a kernel here"
             kernels[name] = functools.partial(functions[name], xp)

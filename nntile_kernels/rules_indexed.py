@@ -1,0 +1,179 @@
+"""Rules that name where an element is: the masks (mask_scalar, mask_causal) and the rotary
+position embedding (rope, rope_backward), each written once in the language of rules.py.
+
+An `Indexed` rule is a formula of the element (or, `paired`, of the pair of elements)
+with what an elementwise rule lacks:
+
+- `positions` name the element's index along the leading dims of the tile, integers; a
+  case's condition compares them with the integer `offsets` params (mask_causal's key
+  past its query), so a case picks the value by where the element is;
+- `partners` hold only the tile's leading dims and are broadcast over its trailing
+  ones: a partner of P elements goes with each F-order run of P elements (of P pairs
+  when paired) of the tile; mask_scalar's bool mask picks x or val, rope's sin and cos
+  rotate;
+- `paired` tiles are seen as the pairs of adjacent elements along dim 0 (rope's
+  (x[2i], x[2i+1])): an array `x` is `x0`, `x1` in the formulas, and `values` gives
+  the two new values of the output's pair.
+
+ArrayIndexed evaluates the text with NumPy or CuPy (generic.py binds it): positions are
+aranges, partners expanded or folded to the tile, cases `where`s;
+generate_cpu_indexed.py writes the numba loops (cpu_rules_indexed.py), and
+rules_cuda_indexed.py the C++ of a CUDA kernel, so every backend reads one text.
+
+Pure Python, imports rules.py only.
+"""
+
+import inspect
+from dataclasses import dataclass
+
+from .rules import names_in
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """out = values[0] (or +=, when accumulate) where no case holds, else the first case's
+    value; paired, the output's pair gets (values[0], values[1]).
+
+    `positions` are ((name, axis), ...) over the leading axes 0, 1, ...; `params` float
+    scalars cast to the tile dtype, `offsets` integer ones (default 0) that only cases
+    read; `booleans` the inputs that are bool tiles; `layout` ((keyword, default), ...)
+    the kernel takes but the formula needs not (mask_scalar's batch_ndim: its mask's
+    ndim says it).
+    """
+
+    inputs: tuple
+    output: str
+    values: tuple
+    accumulate: bool = False
+    cases: tuple = ()  # ((condition on positions and offsets, value), ...)
+    partners: tuple = ()
+    positions: tuple = ()
+    paired: bool = False
+    params: tuple = ()
+    offsets: tuple = ()
+    booleans: tuple = ()
+    layout: tuple = ()
+
+    def __post_init__(self):
+        assert len(self.values) == (2 if self.paired else 1), self
+        assert set(self.partners) <= set(self.inputs), "partners are inputs"
+        assert not (self.partners and self.positions), "a partner or positions, not both"
+        assert tuple(axis for _, axis in self.positions) == tuple(range(len(self.positions)))
+        known = {name for name, _ in self.positions} | set(self.offsets)
+        for condition, _ in self.cases:
+            assert names_in(condition) <= known, f"{condition}: positions and offsets only"
+        assert not (self.cases and self.paired), "a pair's values have no cases"
+
+    def __repr__(self):
+        sign = "+=" if self.accumulate else "="
+        return f"Indexed({self.output} {sign} {', '.join(self.values)})"
+
+    def branches(self):
+        """(condition or None, value) in the order they are tried (unpaired)."""
+        return (*self.cases, (None, self.values[0]))
+
+
+INDEXED = {
+    # y = x where the mask (x's leading dims) holds, else val (y may be x: in place)
+    "mask_scalar": Indexed(("mask", "x"), "y", ("where(mask, x, val)",), partners=("mask",),
+                           params=("val",), booleans=("mask",), layout=(("batch_ndim", 0),)),
+    # attention scores [keys, queries, batch...]: val where the key (dim 0) is past the
+    # query (dim 1), counted from the tile's offsets in the whole matrix
+    "mask_causal": Indexed(("x",), "y", ("x",),
+                           cases=(("key + key_offset > query + query_offset", "val"),),
+                           positions=(("key", 0), ("query", 1)), params=("val",),
+                           offsets=("key_offset", "query_offset")),
+    # src [head_dim, rest..., broadcast...], sin and cos [head_dim/2, rest...]: the pair
+    # (src[2i], src[2i+1]) rotated by the angle of sin[i], cos[i]
+    "rope": Indexed(("sin", "cos", "src"), "dst",
+                    ("cos * src0 - sin * src1", "sin * src0 + cos * src1"),
+                    partners=("sin", "cos"), paired=True),
+    # the transposed rotation (the inverse) of dy, accumulated into dx
+    "rope_backward": Indexed(("sin", "cos", "dy"), "dx",
+                             ("cos * dy0 + sin * dy1", "cos * dy1 - sin * dy0"),
+                             accumulate=True, partners=("sin", "cos"), paired=True),
+}
+
+
+def indexed_signature(indexed):
+    """The arrays positional (the inputs, then the output), then the params, the offsets
+    (default 0) and the layout keywords, keyword-only."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    return inspect.Signature(
+        [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+         for name in (*indexed.inputs, indexed.output)]
+        + [inspect.Parameter(name, keyword) for name in indexed.params]
+        + [inspect.Parameter(name, keyword, default=0) for name in indexed.offsets]
+        + [inspect.Parameter(name, keyword, default=default)
+           for name, default in indexed.layout])
+
+
+def given_keywords(name, indexed, keywords):
+    """(params, offsets as ints) of a call, the layout keywords dropped; a missing or
+    unknown one raises."""
+    keywords = {key: value for key, value in keywords.items()
+                if key not in dict(indexed.layout)}
+    offsets = {key: int(keywords.pop(key, 0)) for key in indexed.offsets}
+    if keywords.keys() != set(indexed.params):
+        raise TypeError(f"{name}: takes the parameters {', '.join(indexed.params) or 'none'}, "
+                        f"got {', '.join(sorted(keywords)) or 'none'}")
+    return keywords, offsets
+
+
+def pair_views(tile, size):
+    """(first, second) of each pair of `tile` folded F-order to (2, size, rest): views of
+    an F-contiguous tile in NumPy and CuPy alike."""
+    folded = tile.reshape((2, size, -1), order="F")
+    return folded[0], folded[1]
+
+
+class ArrayIndexed:
+    """An Indexed rule evaluated by array expressions (NumPy or CuPy), the formula's own
+    text compiled once: positions are aranges along their axes, partners expanded to the
+    tile's ndim (paired: folded to (P, 1) beside the (P, rest) pair views), and a case
+    a `where` over the value it replaces."""
+
+    def __init__(self, name, indexed, namespace):
+        self.__name__ = self.__qualname__ = name
+        self.__doc__ = repr(indexed)
+        self.indexed = indexed
+        self.__signature__ = indexed_signature(indexed)
+        self._namespace, self._xp, self._codes = namespace, namespace["__xp__"], {}
+
+    def _eval(self, text, scope):
+        code = self._codes.get(text)
+        if code is None:
+            code = self._codes[text] = compile(text, f"<{self.__name__}>", "eval")
+        return eval(code, self._namespace, scope)
+
+    def __call__(self, *arrays, **keywords):
+        indexed, xp = self.indexed, self._xp
+        params, offsets = given_keywords(self.__name__, indexed, keywords)
+        *inputs, out = arrays
+        scope = {**params, **offsets}
+        if indexed.paired:
+            size = inputs[indexed.inputs.index(indexed.partners[0])].size
+            for name, array in zip(indexed.inputs, inputs):
+                if name in indexed.partners:
+                    scope[name] = array.reshape((size, 1), order="F")
+                else:
+                    scope[f"{name}0"], scope[f"{name}1"] = pair_views(array, size)
+            news = [self._eval(text, scope) for text in indexed.values]
+            for view, new in zip(pair_views(out, size), news):
+                self._store(view, new)
+            return
+        for name, array in zip(indexed.inputs, inputs):
+            scope[name] = (array.reshape(array.shape + (1,) * (out.ndim - array.ndim))
+                           if name in indexed.partners else array)
+        for name, axis in indexed.positions:
+            scope[name] = xp.arange(out.shape[axis]).reshape((-1,) + (1,) * (out.ndim - axis - 1))
+        value = self._eval(indexed.values[0], scope)
+        for condition, case in reversed(indexed.cases):
+            value = xp.where(self._eval(condition, scope), self._eval(case, scope), value)
+        self._store(out, value)
+
+    def _store(self, out, value):
+        if self.indexed.accumulate:
+            out += value
+        else:
+            out[...] = value

@@ -1,0 +1,185 @@
+"""Rules that name where an element is (nntile_kernels/rules_indexed.py: the masks and
+rope): the NumPy evaluation of a formula (the reference) and its generated numba loop
+(cpu_rules_indexed.py) agree bitwise, in place or not, with offsets; every comparison
+the loop generator turns into a run split gives what the rule says; and the rules' C++
+(rules_cuda_indexed.py), compiled for the host, computes what NumPy does."""
+
+import ctypes
+import inspect
+
+import numba
+import numpy as np
+import pytest
+import scipy.special
+from host_cpp import host_library as compile_host_library
+
+from nntile_kernels import cpu, cpu_rules_indexed, reference
+from nntile_kernels.cpu_common import F16, folded_t
+from nntile_kernels.cpu_fastmath import where
+from nntile_kernels.generate_cpu_indexed import kernel_source
+from nntile_kernels.rules import rule_namespace
+from nntile_kernels.rules_cuda import C_TYPES, CUDA_PREAMBLE
+from nntile_kernels.rules_cuda_indexed import cuda_indexed_source, index_sizes
+from nntile_kernels.rules_indexed import INDEXED, ArrayIndexed, Indexed
+
+
+def _arrays(name, dtype, rng, shape=(6, 4, 3, 2)):
+    """A call's arrays and keywords: a mask over the two leading dims, scores with
+    offsets, a rope over head_dim 6 with tables over (3, 4)."""
+    def tile(*dims):
+        return np.asfortranarray(rng.standard_normal(dims).astype(dtype))
+    if name == "mask_scalar":
+        mask = np.asfortranarray(rng.random(shape[:2]) < 0.5)
+        return [mask, tile(*shape), tile(*shape)], dict(val=-np.inf, batch_ndim=2)
+    if name == "mask_causal":
+        return [tile(*shape), tile(*shape)], dict(val=-2.5, key_offset=3, query_offset=5)
+    return [tile(3, 4), tile(3, 4), tile(*shape), tile(*shape)], {}
+
+
+def test_each_op_is_its_rule_in_both_tables():
+    for name in INDEXED:
+        assert cpu.KERNELS[name].__module__ == "nntile_kernels.cpu_rules_indexed", name
+        assert isinstance(reference.KERNELS[name], ArrayIndexed), name
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("mask_scalar", "(mask, x, y, *, val, batch_ndim=0)"),
+    ("mask_causal", "(x, y, *, val, key_offset=0, query_offset=0)"),
+    ("rope", "(sin, cos, src, dst)"),
+    ("rope_backward", "(sin, cos, dy, dx)"),
+])
+def test_signatures_are_the_hand_written_kernels(name, expected):
+    for table in (cpu.KERNELS, reference.KERNELS):
+        assert str(inspect.signature(table[name])) == expected
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(INDEXED))
+def test_loop_is_bitwise_the_reference(name, dtype, in_place):
+    """In place, the output is the tile input (the graph's masks are in place); rope in
+    place too. fp16 tiles take the reference itself."""
+    arrays, keywords = _arrays(name, dtype, np.random.default_rng(3))
+    if in_place:
+        arrays[-1] = arrays[-2]
+    results = []
+    for table in (cpu.KERNELS, reference.KERNELS):
+        copies = [array.copy(order="F") for array in arrays]
+        if in_place:
+            copies[-1] = copies[-2]
+        table[name](*copies, **keywords)
+        results.append(copies[-1])
+    np.testing.assert_array_equal(*results)
+
+
+def test_the_masks_pick_what_they_say():
+    x = np.asfortranarray(np.arange(24.0).reshape(4, 3, 2))
+    y = np.empty_like(x)
+    cpu.KERNELS["mask_causal"](x, y, val=-1.0, key_offset=1, query_offset=2)
+    keys, queries = np.meshgrid(np.arange(1, 5), np.arange(2, 5), indexing="ij")
+    np.testing.assert_array_equal(y, np.where((keys > queries)[..., None], -1.0, x))
+    mask = np.asfortranarray([[True, False, True], [False, True, True],
+                              [True, True, False], [False, False, True]])
+    cpu.KERNELS["mask_scalar"](mask, x, y, val=7.0, batch_ndim=1)
+    np.testing.assert_array_equal(y, np.where(mask[..., None], x, 7.0))
+
+
+def test_tiles_of_another_layout_take_the_reference():
+    """A C-ordered tile would fold to a copy: the loop must not write it."""
+    rng = np.random.default_rng(0)
+    x = np.ascontiguousarray(rng.standard_normal((5, 4, 3)))
+    expected = x.copy()
+    reference.KERNELS["mask_causal"](x, expected, val=0.0)
+    got = x.copy()
+    cpu.KERNELS["mask_causal"](x, got, val=0.0)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("condition", [
+    "key + offset > query", "key + offset >= query", "key + offset < query",
+    "key + offset <= query", "key > query + offset", "key <= query + offset",
+])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_generated_run_split_is_the_condition(condition, in_place):
+    """Every comparison the generator turns into a run at the head or the tail of a
+    column, each side of it, against the NumPy evaluation of the same rule."""
+    rule = Indexed(("x",), "y", ("x",), cases=((condition, "val"),),
+                   positions=(("key", 0), ("query", 1)), params=("val",), offsets=("offset",))
+    def njit(cache, **options):   # source run by exec has no file to cache to
+        return numba.njit(**options)
+    namespace = {"np": np, "njit": njit, "folded_t": folded_t,
+                 "F16": F16, "where": where, "_takes": cpu_rules_indexed._takes,
+                 "_same": cpu_rules_indexed._same}
+    exec(kernel_source("case", rule), namespace)
+    array = ArrayIndexed("case", rule, rule_namespace(np, scipy.special))
+    x = np.asfortranarray(np.random.default_rng(1).standard_normal((7, 5, 2)))
+    for offset in (-9, -2, 0, 3, 9):
+        expected, got = x.copy(order="F"), x.copy(order="F")
+        array(x.copy(order="F"), expected, val=-1.0, offset=offset)
+        source = got if in_place else x.copy(order="F")
+        namespace["case"](source, got, val=-1.0, offset=offset)
+        np.testing.assert_array_equal(got, expected, err_msg=f"{condition}, offset {offset}")
+
+
+# ---------------------------------------------------------------- the C++ on the host
+
+
+def host_function(name, dtype):
+    """A C++ loop over the elements (or pairs) applying the kernel's operation text."""
+    indexed, ctype = INDEXED[name], C_TYPES[dtype]
+    _, _, operation = cuda_indexed_source(indexed, dtype)
+    arrays = []
+    for arg in indexed.inputs:
+        kind = "bool" if arg in indexed.booleans else ctype
+        arrays.append(f"const {kind}* {arg}_partner" if arg in indexed.partners
+                      else f"const {ctype}* {'' if indexed.paired else 'in_'}{arg}")
+    params = ", ".join([*arrays, *(f"long long {size}" for size in index_sizes(indexed)),
+                        *(f"double {param}_f64" for param in indexed.params),
+                        *(f"long long {offset}" for offset in indexed.offsets)])
+    out = indexed.output
+    if indexed.paired:
+        loads, output = "", f"{ctype}* {out}"
+    else:
+        loads = " ".join(f"const {ctype} {arg} = in_{arg}[i];" for arg in indexed.inputs
+                         if arg not in indexed.partners) + f" {ctype}& {out} = out[i];"
+        output = f"{ctype}* out"
+    return (f'extern "C" void {name}_{dtype}({params}, {output}, long long n) {{\n'
+            f"  for (long long i = 0; i < n; ++i) {{\n    {loads}\n    {operation}\n  }}\n}}\n")
+
+
+@pytest.fixture(scope="module")
+def host_library(tmp_path_factory):
+    return compile_host_library(tmp_path_factory.mktemp("indexed_rules"), CUDA_PREAMBLE + "".join(
+        host_function(name, dtype) for name in INDEXED for dtype in C_TYPES))
+
+
+def _pointer(array):
+    kind = {np.dtype(np.float64): ctypes.c_double, np.dtype(np.float32): ctypes.c_float,
+            np.dtype(np.bool_): ctypes.c_bool}[array.dtype]
+    return array.ctypes.data_as(ctypes.POINTER(kind))
+
+
+@pytest.mark.parametrize("dtype", sorted(C_TYPES))
+@pytest.mark.parametrize("name", sorted(INDEXED))
+def test_cpp_of_each_indexed_rule_matches_its_numpy_evaluation(host_library, name, dtype):
+    """The masks select, so they are bitwise; rope's products may be contracted into
+    fused multiply-adds by the host compiler, hence a tolerance."""
+    indexed = INDEXED[name]
+    arrays, keywords = _arrays(name, dtype, np.random.default_rng(5))
+    expected = arrays[-1].copy(order="F")
+    reference.KERNELS[name](*arrays[:-1], expected, **keywords)
+    got = arrays[-1].copy(order="F")
+    partner = arrays[0]
+    sizes = {"n0": arrays[-1].shape[0], "n1": arrays[-1].shape[1], "lead": partner.size}
+    count = got.size // 2 if indexed.paired else got.size
+    getattr(host_library, f"{name}_{dtype}")(
+        *[_pointer(array) for array in arrays[:-1]],
+        *[ctypes.c_longlong(sizes[size]) for size in index_sizes(indexed)],
+        *[ctypes.c_double(keywords[param]) for param in indexed.params],
+        *[ctypes.c_longlong(keywords[offset]) for offset in indexed.offsets],
+        _pointer(got), ctypes.c_longlong(count))
+    if indexed.paired:
+        tolerance = 1e-13 if dtype == "float64" else 2e-6
+        np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance)
+    else:
+        np.testing.assert_array_equal(got, expected)
