@@ -8,9 +8,10 @@ import functools
 
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
                cpu_reduce, cpu_rope, cpu_rules, cpu_rules_broadcast, cpu_rules_optim,
-               cpu_rules_params, cpu_rules_reduce, cpu_slice, reference)
+               cpu_rules_params, cpu_rules_reduce, cpu_rules_softmax, cpu_slice, reference)
 from .rules_broadcast import BROADCAST
 from .rules_reduce import REDUCTIONS
+from .rules_softmax import EXP_REDUCTIONS
 
 KERNELS = {
     # randn and dropout are whole-array uint64 hashing that NumPy already vectorises
@@ -29,8 +30,8 @@ KERNELS = {
     "add_box": reference.add_box,
     "reshape_box": cpu_data.reshape_box,
     # the activations, their backwards, add, multiply, scale, hypot, maximum, minimum,
-    # pow, add_scalar: loops generated from rules.py's formulas, as are the SGD, Adam and
-    # AdamW steps
+    # pow, add_scalar, logsumexp_merge: loops generated from rules.py's formulas, as are
+    # the SGD, Adam and AdamW steps
     **cpu_rules.KERNELS,
     **cpu_rules_params.KERNELS,
     **cpu_rules_optim.KERNELS,
@@ -39,11 +40,7 @@ KERNELS = {
     "mask_causal": cpu_slice.mask_causal,
     "rope": cpu_rope.rope,
     "rope_backward": cpu_rope.rope_backward,
-    "softmax": cpu_reduce.softmax,
     "softmax_backward": reference.softmax_backward,   # vectorised NumPy is enough here
-    "logsumexp": cpu_reduce.logsumexp,
-    "logsumexp_merge": cpu_reduce.logsumexp_merge,
-    "maxsumexp": cpu_reduce.maxsumexp,
     "cross_entropy": cpu_loss.cross_entropy,
     "cross_entropy_backward": cpu_loss.cross_entropy_backward,
     "cross_entropy_lse": cpu_loss.cross_entropy_lse,
@@ -64,6 +61,9 @@ KERNELS = {
     # the reductions along an axis (sum_slice, sumprod_slice, sum_fiber, sumprod_fiber,
     # max_slice, min_slice, norm_slice, norm_fiber): loops generated from rules_reduce.py
     **{name: getattr(cpu_rules_reduce, name) for name in REDUCTIONS},
+    # the softmax family (softmax, logsumexp, maxsumexp): loops generated from
+    # rules_softmax.py; logsumexp_merge is an elementwise rule (cpu_rules_params.py)
+    **{name: getattr(cpu_rules_softmax, name) for name in EXP_REDUCTIONS},
 }
 # kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)
 KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)

@@ -1,16 +1,17 @@
 """Writes every generated kernel module again from the formulas (rules.py,
-rules_broadcast.py, rules_reduce.py), after a formula or a generator changed:
+rules_broadcast.py, rules_reduce.py, rules_softmax.py), after a formula or a generator changed:
 
     python -m nntile_kernels.generate
 
 The generated modules are committed, so importing the kernels never runs a generator;
 tests/kernels/test_generated_rules.py fails while any of them differs from what this
-writes. Pure Python: imports the three generators only.
+writes. Pure Python: imports the generators only.
 """
 
 import sys
 
-from . import generate_cpu_broadcast, generate_cpu_reduce, generate_cpu_rules
+from . import (generate_cpu_broadcast, generate_cpu_reduce, generate_cpu_rules,
+               generate_cpu_softmax)
 
 
 def generated() -> dict:
@@ -19,6 +20,7 @@ def generated() -> dict:
              for module in generate_cpu_rules.MODULES}
     files[generate_cpu_broadcast.TARGET] = generate_cpu_broadcast.module_source()
     files[generate_cpu_reduce.TARGET] = generate_cpu_reduce.module_source()
+    files[generate_cpu_softmax.TARGET] = generate_cpu_softmax.module_source()
     return files
 
 

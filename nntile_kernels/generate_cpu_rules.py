@@ -19,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 
-from .rules import (ELEMENTWISE, UPDATES, computed_cases, element_texts, names_in,
+from .rules import (ELEMENTWISE, UPDATES, computed_cases, element_texts, names_in, needed_let,
                     numba_constants, numba_expression, renamed, skip_condition)
 
 HEADER = '''"""Numba loops of {what} of rules.py.
@@ -71,8 +71,8 @@ def _formula(rule):
 
 def _loop(rule, value, out_tile, indent):
     """One loop over the tiles computing `value`, loading only the inputs it names."""
-    let = [(temp, numba_expression(text)) for temp, text in rule.let]
-    used = set().union(names_in(value), *(names_in(text) for _, text in rule.let))
+    let = [(temp, numba_expression(text)) for temp, text in needed_let(rule, value)]
+    used = set().union(names_in(value), *(names_in(text) for _, text in needed_let(rule, value)))
     pad = " " * indent
     lines = [f"{pad}for i in range({out_tile}.size):"]
     lines += [f"{pad}    {arg} = {arg}_tile[i]" for arg in rule.inputs if arg in used]

@@ -19,6 +19,7 @@ from .rounding import round_operand
 from .rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
 from .rules_broadcast import BROADCAST, ArrayBroadcast
 from .rules_reduce import REDUCTIONS, ArrayReduction
+from .rules_softmax import EXP_REDUCTIONS, ArrayExpReduction
 
 # ---------------------------------------------------------------- products
 
@@ -79,22 +80,9 @@ def add_fiber(xp, x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     store(z, expanded, beta, y, alpha)
 
 
-def softmax(xp, x, y, *, axis):
-    """y = exp(x - max) / sum(exp(x - max)) along `axis`."""
-    shifted = xp.exp(x - x.max(axis=axis, keepdims=True))
-    y[...] = shifted / shifted.sum(axis=axis, keepdims=True)
-
-
 def softmax_backward(xp, y, dy, dx, *, axis):
     """dx += y * (dy - sum(y * dy along `axis`)), the backward of y = softmax(x)."""
     dx += y * (dy - (y * dy).sum(axis=axis, keepdims=True))
-
-
-def maxsumexp(xp, x, y, *, axis):
-    """y[0] = max along `axis`, y[1] = sum(exp(x - max)) along `axis`."""
-    top = x.max(axis=axis, keepdims=True)
-    y[0] = xp.squeeze(top, axis=axis)
-    y[1] = xp.exp(x - top).sum(axis=axis)
 
 
 # ---------------------------------------------------------------- the table
@@ -119,6 +107,8 @@ def table(xp, special):
             kernels[name] = ArrayBroadcast(name, BROADCAST[name], namespace)
         elif name in REDUCTIONS:   # sum_slice, sumprod_fiber, ...: rules_reduce.py
             kernels[name] = ArrayReduction(name, REDUCTIONS[name], namespace)
+        elif name in EXP_REDUCTIONS:   # softmax, logsumexp, maxsumexp: rules_softmax.py
+            kernels[name] = ArrayExpReduction(name, EXP_REDUCTIONS[name], namespace)
         else:
             assert functions[name].__module__.startswith(__name__), f"{name} is a kernel here"
             kernels[name] = functools.partial(functions[name], xp)
