@@ -15,7 +15,9 @@ rules_broadcast.py against their hand-written loops of 96442a2 (scale_slice, Num
 expression of generic_rope.py, and sum_backward's loop: aff0d51; extremum_backward's
 and norm_slice_backward's: 9676589), and REDUCE_CASES
 the reductions of rules_reduce.py against their loops of aff0d51 (the norms' and
-extremum_count's: 9676589), on GPT-2's tile shapes. An old module imports the
+extremum_count's: 9676589), on GPT-2's tile shapes; SOFTMAX_CASES the softmax family
+of rules_softmax.py against the loops of 0cb1cb0's cpu_reduce.py (logsumexp_merge, an
+elementwise rule now, is a case of CASES). An old module imports the
 cpu_common.py of its own revision.
 """
 
@@ -36,6 +38,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout
 from nntile_kernels import cpu  # noqa: E402 - needs the path above
 from nntile_kernels.rules_broadcast import BROADCAST  # noqa: E402
 from nntile_kernels.rules_reduce import REDUCTIONS  # noqa: E402
+from nntile_kernels.rules_softmax import EXP_REDUCTIONS  # noqa: E402
 
 # kernel -> (revision, its module, arrays as letters of `tiles`, keyword parameters)
 CASES = {
@@ -73,6 +76,8 @@ CASES = {
     "sgd_step momentum=0.9 nesterov": ("96442a2", "cpu_optim", "sgpm",
                                        {"lr": 0.01, "momentum": 0.9, "weight_decay": 0.1,
                                         "nesterov": True}),
+    "logsumexp_merge": ("0cb1cb0", "cpu_reduce", "xyz", {"alpha": 1.0, "beta": 1.0}),
+    "logsumexp_merge beta=0": ("0cb1cb0", "cpu_reduce", "xyz", {"alpha": 0.5, "beta": 0.0}),
 }
 
 # GPT-2's tiles: [C, T] activations (768 x 512; LayerNorm's slices along C, axis 0) and
@@ -121,6 +126,15 @@ REDUCE_CASES = {
     "norm_fiber": ("9676589", "cpu_math_fiber", _FIBER_SHAPES, {"alpha": 1.0, "beta": 1.0}),
     # max pooling's backward: how many entries share each slice's maximum
     "extremum_count": ("9676589", "cpu_math", _SLICE_SHAPES, {"beta": 0.0}),
+}
+# the softmax family of rules_softmax.py against the hand-written loops of 0cb1cb0, on
+# the [C, T] tile and the scores along the keys (axis 0: attention's) and the queries
+_SOFTMAX_SHAPES = ((LAYER, 0, 0), (LAYER, 1, 0), (SCORES, 0, 0), (SCORES, 1, 0))
+SOFTMAX_CASES = {
+    "softmax": ("0cb1cb0", "cpu_reduce", _SOFTMAX_SHAPES, {}),
+    "logsumexp": ("0cb1cb0", "cpu_reduce", _SOFTMAX_SHAPES, {"beta": 0.0}),
+    "logsumexp beta=1": ("0cb1cb0", "cpu_reduce", _SOFTMAX_SHAPES, {"beta": 1.0}),
+    "maxsumexp": ("0cb1cb0", "cpu_reduce", _SOFTMAX_SHAPES, {}),
 }
 
 
@@ -229,6 +243,16 @@ def reduce_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
     return arrays
 
 
+def softmax_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
+    """x (normal, times 4: exp spans a wide range) and the output: the tile (softmax),
+    the slice (logsumexp, which beta == 1 reads) or the (2, slice) pair (maxsumexp)."""
+    rng = np.random.default_rng(seed)
+    part = shape[:axis] + shape[axis + 1:]
+    out = {"softmax": shape, "maxsumexp": (2, *part)}.get(name, part)
+    return [np.asfortranarray((rng.standard_normal(size) * 4).astype(dtype))
+            for size in (shape, out)]
+
+
 def run_axis_cases(labels, cases, make_arrays, kinds, modules, repeat):
     """The broadcast or reduction cases: one row per tile shape and axis; `kinds` maps a
     kernel to its shape ("slice", "fiber" or "scalar": no axis)."""
@@ -279,10 +303,13 @@ def main():
                       if not args.only or label.split()[0] in args.only]
         reductions = [label for label in REDUCE_CASES
                       if not args.only or label.split()[0] in args.only]
+        softmaxes = [label for label in SOFTMAX_CASES
+                     if not args.only or label.split()[0] in args.only]
         modules = {(revision, name): old_module(revision, name, folder)
                    for revision, name in {case[:2] for case in (
                        *cases.values(), *(BROADCAST_CASES[label] for label in broadcasts),
-                       *(REDUCE_CASES[label] for label in reductions))}}
+                       *(REDUCE_CASES[label] for label in reductions),
+                       *(SOFTMAX_CASES[label] for label in softmaxes))}}
         if cases:
             print(f"ns per element, {args.edge} x {args.edge} tile, best of {args.repeat}; "
                   "before = the case's revision, after = this checkout")
@@ -309,6 +336,10 @@ def main():
                            args.repeat)
         if reductions:
             run_axis_cases(reductions, REDUCE_CASES, reduce_arrays, REDUCTIONS, modules,
+                           args.repeat)
+        if softmaxes:   # each reduces a slice
+            slices = {name: argparse.Namespace(shape="slice") for name in EXP_REDUCTIONS}
+            run_axis_cases(softmaxes, SOFTMAX_CASES, softmax_arrays, slices, modules,
                            args.repeat)
 
 

@@ -274,9 +274,10 @@ LOG_ADD_EXP = ((("top", "maximum(a, b)"), ("low", "minimum(a, b)"),
 # (called like add; y is not read when beta == 0); alpha, beta >= 0, log(0.0) = -inf
 ELEMENTWISE["logsumexp_merge"] = Rule(
     ("x", "y"), "z", LOG_ADD_EXP[1],
-    let=(("a", "x + log(alpha)"), ("b", "y + log(beta)"), *LOG_ADD_EXP[0]),
+    let=(("log_alpha", "log(alpha)"), ("log_beta", "log(beta)"), ("a", "x + log_alpha"),
+         ("b", "y + log_beta"), *LOG_ADD_EXP[0]),
     params=("alpha", "beta"), defaults=(("alpha", 1.0), ("beta", 1.0)),
-    cases=(("beta == 0.0", "x + log(alpha)"),))
+    cases=(("beta == 0.0", "x + log_alpha"),))
 
 # PyTorch's SGD. Without momentum the velocity is neither read nor written (it may be
 # uninitialized); at step 1 it is not read; nesterov (a flag: True is 1.0) adds the
