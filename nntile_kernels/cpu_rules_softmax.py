@@ -20,7 +20,7 @@ from .cpu_rules_reduce import _run_maximum_0, _run_sum_0
 from .layout import slice_folds
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _slab_top(x_s, tops, shifts):
     """The maximum of each column of the (n, m) slab (NaN where an entry is) and its
     shift, where(isfinite(top), top, 0.0)."""
@@ -38,7 +38,7 @@ def _slab_top(x_s, tops, shifts):
         shifts[i] = where(math.isfinite(tops[i]), tops[i], L0_0)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _slab_sum(x_s, shifts, totals, scratch):
     """totals: the float64 sum of exp(x - shift) down each column of the slab;
     scratch: a run of n where m == 1, its terms summed in 8 chains."""
@@ -56,7 +56,7 @@ def _slab_sum(x_s, shifts, totals, scratch):
             totals[i] += term
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _slab_sum_keep(x_s, shifts, totals, e_s):
     """totals: the float64 sum of exp(x - shift) down each column of the slab;
     each term stored in the (n, m) slab e_s of the output tile."""

@@ -62,6 +62,10 @@ from .cpu_rules_reduce import {RUN_MAX}, {RUN_SUM}
 from .layout import slice_folds
 '''
 
+# the slab helpers are inlined into each kernel: a call per slab costs the short runs of
+# attention's key axis (64 keys a slab) more than its work (docs/benchmarks.md)
+INLINED = JIT[:-1] + ', inline="always")'
+
 # names of the generated loops that a store's texts must not take
 _LOOP_NAMES = {"k", "n", "m", "p", "j", "i", "tops", "shifts", "totals", "scratch", "value",
                "term", "x_s", "e_s", "x_r", "e_r", "y_r", "x_t"}
@@ -86,7 +90,7 @@ def helpers_source():
     term = numba_expression(TERM)
     shift = renamed(numba_expression(SHIFT), {"top": "tops[i]"})
     maximum = COMBINE_SOURCE["maximum"][1].format(total="tops[i]", term="term")
-    lines = ["", "", JIT, "def _slab_top(x_s, tops, shifts):",
+    lines = ["", "", INLINED, "def _slab_top(x_s, tops, shifts):",
              f'    """The maximum of each column of the (n, m) slab (NaN where an entry '
              f'is) and its\n    shift, {SHIFT}."""',
              "    n, m = x_s.shape",
@@ -106,7 +110,7 @@ def helpers_source():
         what = ("each term stored in the (n, m) slab e_s of the output tile" if keep else
                 "scratch: a run of n where m == 1, its terms summed in 8 chains")
         at = renamed(term, {"x": "x_r[j]", "shift": "shift"})
-        lines += ["", "", JIT, f"def {name}(x_s, shifts, totals, {out}):",
+        lines += ["", "", INLINED, f"def {name}(x_s, shifts, totals, {out}):",
                   f'    """totals: the float64 sum of {TERM} down each column of the slab;\n'
                   f'    {what}."""',
                   "    n, m = x_s.shape",
