@@ -17,7 +17,8 @@ and norm_slice_backward's: 9676589), and REDUCE_CASES
 the reductions of rules_reduce.py against their loops of aff0d51 (the norms' and
 extremum_count's: 9676589), on GPT-2's tile shapes; SOFTMAX_CASES the softmax family
 of rules_softmax.py against the loops of 0cb1cb0's cpu_reduce.py (logsumexp_merge, an
-elementwise rule now, is a case of CASES). An old module imports the
+elementwise rule now, is a case of CASES), and softmax_backward's two rules against its
+NumPy expression of 0cb1cb0's generic.py. An old module imports the
 cpu_common.py of its own revision.
 """
 
@@ -135,6 +136,9 @@ SOFTMAX_CASES = {
     "logsumexp": ("0cb1cb0", "cpu_reduce", _SOFTMAX_SHAPES, {"beta": 0.0}),
     "logsumexp beta=1": ("0cb1cb0", "cpu_reduce", _SOFTMAX_SHAPES, {"beta": 1.0}),
     "maxsumexp": ("0cb1cb0", "cpu_reduce", _SOFTMAX_SHAPES, {}),
+    # NumPy's expression before; now sumprod_slice's and softmax_from_logsumexp_backward's
+    # loops
+    "softmax_backward": ("0cb1cb0", "generic", _SOFTMAX_SHAPES, {}),
 }
 
 
@@ -245,12 +249,13 @@ def reduce_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
 
 def softmax_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
     """x (normal, times 4: exp spans a wide range) and the output: the tile (softmax),
-    the slice (logsumexp, which beta == 1 reads) or the (2, slice) pair (maxsumexp)."""
+    the slice (logsumexp, which beta == 1 reads) or the (2, slice) pair (maxsumexp);
+    softmax_backward's y, dy and dx, three tiles."""
     rng = np.random.default_rng(seed)
     part = shape[:axis] + shape[axis + 1:]
     out = {"softmax": shape, "maxsumexp": (2, *part)}.get(name, part)
-    return [np.asfortranarray((rng.standard_normal(size) * 4).astype(dtype))
-            for size in (shape, out)]
+    sizes = (shape,) * 3 if name == "softmax_backward" else (shape, out)
+    return [np.asfortranarray((rng.standard_normal(size) * 4).astype(dtype)) for size in sizes]
 
 
 def run_axis_cases(labels, cases, make_arrays, kinds, modules, repeat):
@@ -338,7 +343,8 @@ def main():
             run_axis_cases(reductions, REDUCE_CASES, reduce_arrays, REDUCTIONS, modules,
                            args.repeat)
         if softmaxes:   # each reduces a slice
-            slices = {name: argparse.Namespace(shape="slice") for name in EXP_REDUCTIONS}
+            slices = {name: argparse.Namespace(shape="slice")
+                      for name in (*EXP_REDUCTIONS, "softmax_backward")}
             run_axis_cases(softmaxes, SOFTMAX_CASES, softmax_arrays, slices, modules,
                            args.repeat)
 

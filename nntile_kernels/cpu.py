@@ -6,9 +6,12 @@ semantics as nntile_kernels.reference.
 
 import functools
 
+import numpy as np
+
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
                cpu_reduce, cpu_rope, cpu_rules, cpu_rules_broadcast, cpu_rules_optim,
-               cpu_rules_params, cpu_rules_reduce, cpu_rules_softmax, cpu_slice, reference)
+               cpu_rules_params, cpu_rules_reduce, cpu_rules_softmax, cpu_slice, generic,
+               reference)
 from .rules_broadcast import BROADCAST
 from .rules_reduce import REDUCTIONS
 from .rules_softmax import EXP_REDUCTIONS
@@ -40,7 +43,6 @@ KERNELS = {
     "mask_causal": cpu_slice.mask_causal,
     "rope": cpu_rope.rope,
     "rope_backward": cpu_rope.rope_backward,
-    "softmax_backward": reference.softmax_backward,   # vectorised NumPy is enough here
     "cross_entropy": cpu_loss.cross_entropy,
     "cross_entropy_backward": cpu_loss.cross_entropy_backward,
     "cross_entropy_lse": cpu_loss.cross_entropy_lse,
@@ -67,3 +69,5 @@ KERNELS = {
 }
 # kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)
 KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)
+# sumprod_slice then softmax_from_logsumexp_backward, this table's loops (generic.py)
+KERNELS["softmax_backward"] = functools.partial(generic.softmax_backward, np, KERNELS)

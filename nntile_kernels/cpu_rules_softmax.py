@@ -16,18 +16,20 @@ from numba import njit
 from . import reference
 from .cpu_common import F16, folded_t
 from .cpu_fastmath import fast_exp, nan_maximum, nan_minimum, where  # noqa: F401
-from .cpu_rules_reduce import _run_maximum_0, _run_sum_0
+from .cpu_common import row_max
+from .cpu_rules_reduce import _run_sum_0
 from .layout import slice_folds
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _slab_top(x_s, tops, shifts):
-    """The maximum of each column of the (n, m) slab (NaN where an entry is) and its
-    shift, where(isfinite(top), top, 0.0)."""
+    """The maximum of each column of the (n, m) slab (NaN where an entry is; a run's,
+    where m == 1, skips NaN: _slab_sum restores it) and its shift,
+    where(isfinite(top), top, 0.0)."""
     n, m = x_s.shape
     L0_0 = x_s.dtype.type(0.0)
     if m == 1:   # axis 0: one contiguous run, in 8 chains
-        tops[0] = _run_maximum_0(x_s.reshape(n))
+        tops[0] = row_max(x_s.reshape(n))
     else:
         tops[:] = -np.inf
         for j in range(n):
@@ -39,15 +41,18 @@ def _slab_top(x_s, tops, shifts):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _slab_sum(x_s, shifts, totals, scratch):
+def _slab_sum(x_s, tops, shifts, totals, scratch):
     """totals: the float64 sum of exp(x - shift) down each column of the slab;
-    scratch: a run of n where m == 1, its terms summed in 8 chains."""
+    scratch: a run of n where m == 1, its terms summed in 8 chains. A NaN entry makes its total NaN (no other term is: x - shift is
+    never inf - inf), and its run's maximum NaN here."""
     n, m = x_s.shape
     if m == 1:   # axis 0: the terms fill a run, summed in 8 chains
         x_r, e_r, shift = x_s.reshape(n), scratch.reshape(n), shifts[0]
         for j in range(n):
             e_r[j] = fast_exp(x_r[j] - shift)
         totals[0] = _run_sum_0(e_r)
+        if totals[0] != totals[0]:
+            tops[0] = np.nan
         return
     totals[:] = 0.0
     for j in range(n):
@@ -57,15 +62,18 @@ def _slab_sum(x_s, shifts, totals, scratch):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _slab_sum_keep(x_s, shifts, totals, e_s):
+def _slab_sum_keep(x_s, tops, shifts, totals, e_s):
     """totals: the float64 sum of exp(x - shift) down each column of the slab;
-    each term stored in the (n, m) slab e_s of the output tile."""
+    each term stored in the (n, m) slab e_s of the output tile. A NaN entry makes its total NaN (no other term is: x - shift is
+    never inf - inf), and its run's maximum NaN here."""
     n, m = x_s.shape
     if m == 1:   # axis 0: the terms fill a run, summed in 8 chains
         x_r, e_r, shift = x_s.reshape(n), e_s.reshape(n), shifts[0]
         for j in range(n):
             e_r[j] = fast_exp(x_r[j] - shift)
         totals[0] = _run_sum_0(e_r)
+        if totals[0] != totals[0]:
+            tops[0] = np.nan
         return
     totals[:] = 0.0
     for j in range(n):
@@ -82,7 +90,7 @@ def _softmax(x_t, y_t):
     tops, shifts, totals = np.empty(m, x_t.dtype), np.empty(m, x_t.dtype), np.empty(m)
     for p in range(k):
         _slab_top(x_t[p], tops, shifts)
-        _slab_sum_keep(x_t[p], shifts, totals, y_t[p])
+        _slab_sum_keep(x_t[p], tops, shifts, totals, y_t[p])
         if m == 1:   # axis 0: one contiguous run
             y_r = y_t[p].reshape(n)
             for j in range(n):
@@ -112,7 +120,7 @@ def _logsumexp(x_t, y_t, beta):
     L1_0 = x_t.dtype.type(1.0)
     for p in range(k):
         _slab_top(x_t[p], tops, shifts)
-        _slab_sum(x_t[p], shifts, totals, scratch)
+        _slab_sum(x_t[p], tops, shifts, totals, scratch)
         for i in range(m):
             value = where(math.isfinite(tops[i]), shifts[i] + math.log(where(math.isfinite(tops[i]), totals[i], L1_0)), tops[i])
             if beta == 0.0:
@@ -148,7 +156,7 @@ def _maxsumexp(x_t, y_t):
     scratch = np.empty((n if m == 1 else 0, 1), x_t.dtype)
     for p in range(k):
         _slab_top(x_t[p], tops, shifts)
-        _slab_sum(x_t[p], shifts, totals, scratch)
+        _slab_sum(x_t[p], tops, shifts, totals, scratch)
         for i in range(m):
             y_t[p, i, 0] = tops[i]
             y_t[p, i, 1] = totals[i]

@@ -3,17 +3,19 @@ softmax, logsumexp, maxsumexp), generated from its shift, its term and each stor
 
 Each loop walks the C-ordered transposed view of the tile folded to (m, n, k) around
 the axis (cpu_common.folded_t), indexed backwards, in storage order, in two passes
-over each k-slab: the maxima (m running ones, NaN-propagating; a contiguous run, the
-slab of axis 0 where m == 1, in the 8 chains of max_slice's run helper) and their
-shifts, then the float64 sums of the terms, each computed in the tile dtype (fp32
-tiles through cpu_fastmath.fast_exp's vectorised fp32 path, whatever the axis: the
-hand-written maxsumexp exponentiated fp32 tiles in float64 where m > 1 and in fp32
-where m == 1). Where m == 1 the terms fill a run (the output tile's own, or a scratch
-run of the tile dtype) summed in the 8 float64 chains of sum_slice's run helper (the
-hand-written loops' row_sum grouping); where m > 1 the m running totals take each
-term as it comes. A tile store (softmax) writes each term into the output as it sums
-it and divides it there afterwards; a slice store finishes each slice's values (and
-merges them with the old output where beta != 0).
+over each k-slab: the maxima and their shifts, then the float64 sums of the terms.
+Where m > 1, m running maxima (NaN-propagating: max_slice's select) and m running
+totals take each entry as it comes. Where m == 1 (axis 0: attention's keys, a
+contiguous run) cpu_common.row_max's 8 chains take the maximum, skipping NaN, cheaper
+than max_slice's flagged chains: a NaN entry makes the run's sum NaN, and the maximum
+is set NaN from it; the terms fill a run (the output tile's own, or a scratch run of
+the tile dtype) summed in the 8 float64 chains of sum_slice's run helper (the
+hand-written loops' row_sum grouping). Each term is computed in the tile dtype on both
+branches (fp32 through cpu_fastmath.fast_exp's vectorised fp32 path: the hand-written
+maxsumexp exponentiated fp32 tiles in float64 where m > 1, in fp32 where m == 1). A
+tile store (softmax) writes each term into the output as it sums it and divides it
+there afterwards; a slice store finishes each slice's values (and merges them with the
+old output where beta != 0).
 
     python -m nntile_kernels.generate_cpu_softmax
 
@@ -35,9 +37,8 @@ from .rules_softmax import EXP_REDUCTIONS, SHIFT, TERM, exp_reduction_signature
 
 TARGET = Path(__file__).with_name("cpu_rules_softmax.py")
 
-# the run helpers of cpu_rules_reduce.py this module calls: the maximum and the float64
-# sum of a run of x (max_slice's and sum_slice's, generated from their rules)
-RUN_MAX = run_helper_name(REDUCTIONS["max_slice"])
+# the float64 sum of a run of x in 8 chains: sum_slice's run helper (cpu_rules_reduce.py,
+# generated from its rule)
 RUN_SUM = run_helper_name(REDUCTIONS["sum_slice"])
 
 HEADER = f'''"""Numba loops of the softmax family of rules_softmax.py (softmax, logsumexp,
@@ -58,7 +59,8 @@ from numba import njit
 from . import reference
 from .cpu_common import F16, folded_t
 from .cpu_fastmath import fast_exp, nan_maximum, nan_minimum, where  # noqa: F401
-from .cpu_rules_reduce import {RUN_MAX}, {RUN_SUM}
+from .cpu_common import row_max
+from .cpu_rules_reduce import {RUN_SUM}
 from .layout import slice_folds
 '''
 
@@ -92,11 +94,12 @@ def helpers_source():
     maximum = COMBINE_SOURCE["maximum"][1].format(total="tops[i]", term="term")
     lines = ["", "", INLINED, "def _slab_top(x_s, tops, shifts):",
              f'    """The maximum of each column of the (n, m) slab (NaN where an entry '
-             f'is) and its\n    shift, {SHIFT}."""',
+             f'is; a run\'s,\n    where m == 1, skips NaN: _slab_sum restores it) and its '
+             f'shift,\n    {SHIFT}."""',
              "    n, m = x_s.shape",
              *_constants([SHIFT], "x_s", "    "),
              "    if m == 1:   # axis 0: one contiguous run, in 8 chains",
-             f"        tops[0] = {RUN_MAX}(x_s.reshape(n))",
+             "        tops[0] = row_max(x_s.reshape(n))",
              "    else:",
              "        tops[:] = -np.inf",
              "        for j in range(n):",
@@ -110,15 +113,18 @@ def helpers_source():
         what = ("each term stored in the (n, m) slab e_s of the output tile" if keep else
                 "scratch: a run of n where m == 1, its terms summed in 8 chains")
         at = renamed(term, {"x": "x_r[j]", "shift": "shift"})
-        lines += ["", "", INLINED, f"def {name}(x_s, shifts, totals, {out}):",
+        lines += ["", "", INLINED, f"def {name}(x_s, tops, shifts, totals, {out}):",
                   f'    """totals: the float64 sum of {TERM} down each column of the slab;\n'
-                  f'    {what}."""',
+                  f'    {what}. A NaN entry makes its total NaN (no other term is: x - '
+                  f'shift is\n    never inf - inf), and its run\'s maximum NaN here."""',
                   "    n, m = x_s.shape",
                   "    if m == 1:   # axis 0: the terms fill a run, summed in 8 chains",
                   f"        x_r, e_r, shift = x_s.reshape(n), {out}.reshape(n), shifts[0]",
                   "        for j in range(n):",
                   f"            e_r[j] = {at}",
                   f"        totals[0] = {RUN_SUM}(e_r)",
+                  "        if totals[0] != totals[0]:",
+                  "            tops[0] = np.nan",
                   "        return",
                   "    totals[:] = 0.0",
                   "    for j in range(n):",
@@ -134,7 +140,7 @@ def _tile_store(reduction):
     value = numba_expression(reduction.values[0])
     at_run = renamed(value, {**_slice_scope(0), "e": "y_r[j]"})
     at = renamed(value, {**_slice_scope("i"), "e": "y_t[p, j, i]"})
-    return ["        _slab_sum_keep(x_t[p], shifts, totals, y_t[p])",
+    return ["        _slab_sum_keep(x_t[p], tops, shifts, totals, y_t[p])",
             "        if m == 1:   # axis 0: one contiguous run",
             "            y_r = y_t[p].reshape(n)",
             "            for j in range(n):",
@@ -150,7 +156,8 @@ def _slice_store(reduction):
     merged with the old out where beta != 0."""
     out = reduction.output
     values = [renamed(numba_expression(value), _slice_scope("i")) for value in reduction.values]
-    lines = ["        _slab_sum(x_t[p], shifts, totals, scratch)", "        for i in range(m):"]
+    lines = ["        _slab_sum(x_t[p], tops, shifts, totals, scratch)",
+             "        for i in range(m):"]
     if len(values) > 1:
         return lines + [f"            {out}_t[p, i, {index}] = {value}"
                         for index, value in enumerate(values)]

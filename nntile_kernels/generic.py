@@ -80,9 +80,14 @@ def add_fiber(xp, x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     store(z, expanded, beta, y, alpha)
 
 
-def softmax_backward(xp, y, dy, dx, *, axis):
-    """dx += y * (dy - sum(y * dy along `axis`)), the backward of y = softmax(x)."""
-    dx += y * (dy - (y * dy).sum(axis=axis, keepdims=True))
+def softmax_backward(xp, table, y, dy, dx, *, axis):
+    """dx += y * (dy - d), d = sum(y * dy along `axis`): the backward of y = softmax(x)
+    as two rules of `table`, the reduction sumprod_slice (rules_reduce.py: d in float64,
+    stored in the tile dtype) then the broadcast softmax_from_logsumexp_backward
+    (rules_broadcast.py), whose formula this is."""
+    d = xp.empty(y.shape[:axis] + y.shape[axis + 1:], y.dtype, order="F")
+    table["sumprod_slice"](y, dy, d, axis=axis)
+    table["softmax_from_logsumexp_backward"](y, dy, d, dx, axis=axis)
 
 
 # ---------------------------------------------------------------- the table
@@ -94,8 +99,10 @@ def table(xp, special):
                  **vars(generic_conv), **vars(generic_data), **globals()}
     namespace = rule_namespace(xp, special)
     kernels = generic_math.table(xp)    # randn, dropout
-    # a kernel of this very table on reshaped tiles (the table is complete when it runs)
+    # kernels calling this very table's (the table is complete when they run): a kernel on
+    # reshaped tiles, and softmax_backward's two rules
     kernels["reshaped_call"] = functools.partial(generic_data.reshaped_call, kernels)
+    kernels["softmax_backward"] = functools.partial(softmax_backward, xp, kernels)
     for name in KERNEL_NAMES:
         if name in kernels:
             continue

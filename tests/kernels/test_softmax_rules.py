@@ -3,7 +3,8 @@ the texts (the reference) and the generated numba loops (cpu_rules_softmax.py) a
 with each other and with float64 SciPy on random tiles, axes and dtypes; slices of
 -inf (masked scores), +inf and NaN give what the reference gives; logsumexp's output
 is not read when beta == 0; axis 0 (the loops' contiguous-run branch) and axis 1
-agree on a tile and its transpose; logsumexp_merge is an elementwise rule."""
+agree on a tile and its transpose; logsumexp_merge is an elementwise rule;
+softmax_backward is two rules of its table."""
 
 import inspect
 
@@ -169,3 +170,24 @@ def test_logsumexp_merge_keeps_minus_inf_and_reads_no_y_where_beta_is_zero():
                                    rtol=1e-15)
         table["logsumexp_merge"](x, np.full(6, np.nan), z, alpha=2.0, beta=0.0)
         np.testing.assert_allclose(z, x + np.log(2.0), rtol=1e-15)
+
+
+@pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_softmax_backward_is_sumprod_slice_then_its_broadcast_rule(table, dtype, axis):
+    """dx += y * (dy - sum(y * dy)) along the axis, as the table's sumprod_slice then
+    softmax_from_logsumexp_backward, bitwise; against float64 NumPy."""
+    rng = np.random.default_rng(axis)
+    y, dy, dx = (np.asfortranarray(rng.standard_normal((5, 9, 4)).astype(dtype))
+                 for _ in range(3))
+    got = dx.copy(order="F")
+    table["softmax_backward"](y, dy, got, axis=axis)
+    d = np.empty(y.shape[:axis] + y.shape[axis + 1:], dtype, order="F")
+    table["sumprod_slice"](y, dy, d, axis=axis)
+    composed = dx.copy(order="F")
+    table["softmax_from_logsumexp_backward"](y, dy, d, composed, axis=axis)
+    np.testing.assert_array_equal(got, composed)
+    wide = [a.astype(np.float64) for a in (y, dy, dx)]
+    exact = wide[2] + wide[0] * (wide[1] - (wide[0] * wide[1]).sum(axis=axis, keepdims=True))
+    np.testing.assert_allclose(got, exact, rtol=LOOSE[dtype] * 10, atol=LOOSE[dtype] * 10)
