@@ -23,9 +23,8 @@ from .layout import slice_folds
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _slab_top(x_s, tops, shifts):
-    """The maximum of each column of the (n, m) slab (NaN where an entry is; a run's,
-    where m == 1, skips NaN: _slab_sum restores it) and its shift,
-    where(isfinite(top), top, 0.0)."""
+    """The maximum of each column of the (n, m) slab, skipping NaN (_slab_sum sets it
+    NaN where an entry is), and its shift, where(isfinite(top), top, 0.0)."""
     n, m = x_s.shape
     L0_0 = x_s.dtype.type(0.0)
     if m == 1:   # axis 0: one contiguous run, in 8 chains
@@ -34,8 +33,7 @@ def _slab_top(x_s, tops, shifts):
         tops[:] = -np.inf
         for j in range(n):
             for i in range(m):
-                term = x_s[j, i]
-                tops[i] = term if (term != term) | (term > tops[i]) else tops[i]
+                tops[i] = max(tops[i], x_s[j, i])   # numba's max keeps tops[i] over a NaN
     for i in range(m):
         shifts[i] = where(math.isfinite(tops[i]), tops[i], L0_0)
 
@@ -43,44 +41,48 @@ def _slab_top(x_s, tops, shifts):
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _slab_sum(x_s, tops, shifts, totals, scratch):
     """totals: the float64 sum of exp(x - shift) down each column of the slab;
-    scratch: a run of n where m == 1, its terms summed in 8 chains. A NaN entry makes its total NaN (no other term is: x - shift is
-    never inf - inf), and its run's maximum NaN here."""
+    scratch: a run of n where m == 1, its terms summed in 8 chains.
+    A NaN entry makes its total NaN (no other term is: x - shift is never inf -
+    inf), and its maximum NaN here (NumPy's max)."""
     n, m = x_s.shape
     if m == 1:   # axis 0: the terms fill a run, summed in 8 chains
         x_r, e_r, shift = x_s.reshape(n), scratch.reshape(n), shifts[0]
         for j in range(n):
             e_r[j] = fast_exp(x_r[j] - shift)
         totals[0] = _run_sum_0(e_r)
-        if totals[0] != totals[0]:
-            tops[0] = np.nan
-        return
-    totals[:] = 0.0
-    for j in range(n):
-        for i in range(m):
-            term = fast_exp(x_s[j, i] - shifts[i])
-            totals[i] += term
+    else:
+        totals[:] = 0.0
+        for j in range(n):
+            for i in range(m):
+                term = fast_exp(x_s[j, i] - shifts[i])
+                totals[i] += term
+    for i in range(m):
+        if totals[i] != totals[i]:
+            tops[i] = np.nan
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _slab_sum_keep(x_s, tops, shifts, totals, e_s):
     """totals: the float64 sum of exp(x - shift) down each column of the slab;
-    each term stored in the (n, m) slab e_s of the output tile. A NaN entry makes its total NaN (no other term is: x - shift is
-    never inf - inf), and its run's maximum NaN here."""
+    each term stored in the (n, m) slab e_s of the output tile.
+    A NaN entry makes its total NaN (no other term is: x - shift is never inf -
+    inf), and its maximum NaN here (NumPy's max)."""
     n, m = x_s.shape
     if m == 1:   # axis 0: the terms fill a run, summed in 8 chains
         x_r, e_r, shift = x_s.reshape(n), e_s.reshape(n), shifts[0]
         for j in range(n):
             e_r[j] = fast_exp(x_r[j] - shift)
         totals[0] = _run_sum_0(e_r)
-        if totals[0] != totals[0]:
-            tops[0] = np.nan
-        return
-    totals[:] = 0.0
-    for j in range(n):
-        for i in range(m):
-            term = fast_exp(x_s[j, i] - shifts[i])
-            e_s[j, i] = term
-            totals[i] += term
+    else:
+        totals[:] = 0.0
+        for j in range(n):
+            for i in range(m):
+                term = fast_exp(x_s[j, i] - shifts[i])
+                e_s[j, i] = term
+                totals[i] += term
+    for i in range(m):
+        if totals[i] != totals[i]:
+            tops[i] = np.nan
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

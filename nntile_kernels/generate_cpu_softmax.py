@@ -1,21 +1,20 @@
 """Writes cpu_rules_softmax.py: the numba loops of the softmax family (rules_softmax.py:
 softmax, logsumexp, maxsumexp), generated from its shift, its term and each store.
 
-Each loop walks the C-ordered transposed view of the tile folded to (m, n, k) around
-the axis (cpu_common.folded_t), indexed backwards, in storage order, in two passes
-over each k-slab: the maxima and their shifts, then the float64 sums of the terms.
-Where m > 1, m running maxima (NaN-propagating: max_slice's select) and m running
-totals take each entry as it comes. Where m == 1 (axis 0: attention's keys, a
-contiguous run) cpu_common.row_max's 8 chains take the maximum, skipping NaN, cheaper
-than max_slice's flagged chains: a NaN entry makes the run's sum NaN, and the maximum
-is set NaN from it; the terms fill a run (the output tile's own, or a scratch run of
-the tile dtype) summed in the 8 float64 chains of sum_slice's run helper (the
-hand-written loops' row_sum grouping). Each term is computed in the tile dtype on both
-branches (fp32 through cpu_fastmath.fast_exp's vectorised fp32 path: the hand-written
-maxsumexp exponentiated fp32 tiles in float64 where m > 1, in fp32 where m == 1). A
-tile store (softmax) writes each term into the output as it sums it and divides it
-there afterwards; a slice store finishes each slice's values (and merges them with the
-old output where beta != 0).
+Each loop walks the C-ordered transposed view of the tile folded to (m, n, k) around the
+axis (cpu_common.folded_t), indexed backwards, in storage order, in two passes over each
+k-slab: the maxima and their shifts, then the float64 sums of the terms. The maxima skip
+NaN (numba's max; where m == 1, axis 0, attention's keys, a contiguous run, in
+cpu_common.row_max's 8 chains), cheaper than a NaN-propagating select: a NaN entry makes
+its slice's sum NaN, and the maximum is set NaN from it (NumPy's max). Where m > 1 the m
+running totals take each term as it comes; where m == 1 the terms fill a run (the output
+tile's own, or a scratch run of the tile dtype) summed in the 8 float64 chains of
+sum_slice's run helper (the hand-written loops' row_sum grouping). Each term is computed
+in the tile dtype on both branches (fp32 through cpu_fastmath.fast_exp's vectorised fp32
+path: the hand-written maxsumexp exponentiated fp32 tiles in float64 where m > 1, in
+fp32 where m == 1). A tile store (softmax) writes each term into the output as it sums
+it and divides it there afterwards; a slice store finishes each slice's values (and
+merges them with the old output where beta != 0).
 
     python -m nntile_kernels.generate_cpu_softmax
 
@@ -29,7 +28,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from .generate_cpu_reduce import COMBINE_SOURCE, run_helper_name
+from .generate_cpu_reduce import run_helper_name
 from .generate_cpu_rules import JIT
 from .rules import FLOAT_LITERAL, literal_name, numba_expression, renamed
 from .rules_reduce import REDUCTIONS
@@ -91,11 +90,9 @@ def helpers_source():
     terms, kept in a tile (a tile store) or not."""
     term = numba_expression(TERM)
     shift = renamed(numba_expression(SHIFT), {"top": "tops[i]"})
-    maximum = COMBINE_SOURCE["maximum"][1].format(total="tops[i]", term="term")
     lines = ["", "", INLINED, "def _slab_top(x_s, tops, shifts):",
-             f'    """The maximum of each column of the (n, m) slab (NaN where an entry '
-             f'is; a run\'s,\n    where m == 1, skips NaN: _slab_sum restores it) and its '
-             f'shift,\n    {SHIFT}."""',
+             f'    """The maximum of each column of the (n, m) slab, skipping NaN (_slab_sum '
+             f'sets it\n    NaN where an entry is), and its shift, {SHIFT}."""',
              "    n, m = x_s.shape",
              *_constants([SHIFT], "x_s", "    "),
              "    if m == 1:   # axis 0: one contiguous run, in 8 chains",
@@ -104,8 +101,8 @@ def helpers_source():
              "        tops[:] = -np.inf",
              "        for j in range(n):",
              "            for i in range(m):",
-             "                term = x_s[j, i]",
-             f"                {maximum}",
+             "                tops[i] = max(tops[i], x_s[j, i])   # numba's max keeps tops[i] "
+             "over a NaN",
              "    for i in range(m):",
              f"        shifts[i] = {shift}"]
     for keep in (False, True):
@@ -113,25 +110,27 @@ def helpers_source():
         what = ("each term stored in the (n, m) slab e_s of the output tile" if keep else
                 "scratch: a run of n where m == 1, its terms summed in 8 chains")
         at = renamed(term, {"x": "x_r[j]", "shift": "shift"})
+        at_slab = renamed(term, {"x": "x_s[j, i]", "shift": "shifts[i]"})
         lines += ["", "", INLINED, f"def {name}(x_s, tops, shifts, totals, {out}):",
                   f'    """totals: the float64 sum of {TERM} down each column of the slab;\n'
-                  f'    {what}. A NaN entry makes its total NaN (no other term is: x - '
-                  f'shift is\n    never inf - inf), and its run\'s maximum NaN here."""',
+                  f'    {what}.\n    A NaN entry makes its total NaN (no other term is: x - '
+                  f'shift is never inf -\n    inf), and its maximum NaN here (NumPy\'s max)."""',
                   "    n, m = x_s.shape",
                   "    if m == 1:   # axis 0: the terms fill a run, summed in 8 chains",
                   f"        x_r, e_r, shift = x_s.reshape(n), {out}.reshape(n), shifts[0]",
                   "        for j in range(n):",
                   f"            e_r[j] = {at}",
                   f"        totals[0] = {RUN_SUM}(e_r)",
-                  "        if totals[0] != totals[0]:",
-                  "            tops[0] = np.nan",
-                  "        return",
-                  "    totals[:] = 0.0",
-                  "    for j in range(n):",
-                  "        for i in range(m):",
-                  f"            term = {renamed(term, {'x': 'x_s[j, i]', 'shift': 'shifts[i]'})}",
-                  *(["            e_s[j, i] = term"] if keep else []),
-                  "            totals[i] += term"]
+                  "    else:",
+                  "        totals[:] = 0.0",
+                  "        for j in range(n):",
+                  "            for i in range(m):",
+                  f"                term = {at_slab}",
+                  *(["                e_s[j, i] = term"] if keep else []),
+                  "                totals[i] += term",
+                  "    for i in range(m):",
+                  "        if totals[i] != totals[i]:",
+                  "            tops[i] = np.nan"]
     return lines
 
 
