@@ -1,7 +1,7 @@
 """The elementwise rule table: each elementwise op's formula (activations, tanh, sigmoid
 and their backwards; add, sub, multiply, div, scale, clear, fill; hypot, maximum, minimum;
-pow and its backward, add_scalar) and the optimizer updates (SGD, Adam, AdamW), written
-once for every backend.
+pow and its backward, add_scalar; logsumexp_merge) and the optimizer updates (SGD, Adam,
+AdamW), written once for every backend.
 
 Pure Python, imports nothing heavy (no numpy, numba or cupy). A formula is an
 expression in the common subset of Python and C++: the array backends evaluate it
@@ -16,7 +16,9 @@ softmax_from_logsumexp, add_fiber, scale_fiber, ...), are rules in this language
 rules_broadcast.py names which inputs broadcast, and its loops are generated apart
 (generate_cpu_broadcast.py, cpu_rules_broadcast.py). The reductions along an axis
 (sum_slice, sumprod_fiber, max_slice, ...) reduce a term in this language
-(rules_reduce.py; generate_cpu_reduce.py, cpu_rules_reduce.py).
+(rules_reduce.py; generate_cpu_reduce.py, cpu_rules_reduce.py), and so does the softmax
+family (softmax, logsumexp, maxsumexp: rules_softmax.py; generate_cpu_softmax.py,
+cpu_rules_softmax.py).
 """
 
 import builtins
