@@ -18,8 +18,9 @@ the reductions of rules_reduce.py against their loops of aff0d51 (the norms' and
 extremum_count's: 9676589; a whole tile's sum and mse: 0cb1cb0, and valid_count, the
 NumPy expression of generic_loss.py the cpu table called), on GPT-2's tile shapes.
 INDEXED_CASES are the masks and rope of rules_indexed.py against their loops of 0cb1cb0
-(cpu_slice.py, cpu_rope.py) on attention's tiles. An old module imports the
-cpu_common.py of its own revision.
+(cpu_slice.py, cpu_rope.py) on attention's tiles, and LOSS_CASES the losses' indexed
+rules against their loops of 0cb1cb0 (cpu_loss.py) on GPT-2's logits tiles. An old
+module imports the cpu_common.py of its own revision.
 """
 
 import argparse
@@ -148,6 +149,17 @@ INDEXED_CASES = {
                            {"val": -np.inf, "batch_ndim": 1}),
     "rope": ("0cb1cb0", "cpu_rope", (64, 512, 12), False, {}),
     "rope_backward": ("0cb1cb0", "cpu_rope", (64, 512, 12), False, {}),
+}
+
+# GPT-2's logits [vocab, tokens]: the 50257 classes cut into class tiles of 4096 (or 768)
+# by 512 tokens, class tile 0 (which checks the labels) or another; labels over the whole
+# vocabulary, an eighth of them ignore_index
+_VOCAB = {"num_classes": 50257, "ignore_index": -100}
+LOSS_CASES = {
+    "cross_entropy_lse_backward": ("0cb1cb0", "cpu_loss", (4096, 512), False, _VOCAB),
+    "cross_entropy_lse_backward 768": ("0cb1cb0", "cpu_loss", (768, 512), False, _VOCAB),
+    "cross_entropy_lse_backward class_offset": ("0cb1cb0", "cpu_loss", (4096, 512), False,
+                                                dict(_VOCAB, class_offset=4096)),
 }
 
 
@@ -281,19 +293,30 @@ def indexed_arrays(label, shape, in_place, dtype, seed=0):
     return tiles
 
 
-def run_indexed_cases(labels, modules, repeat):
+def loss_arrays(label, shape, in_place, dtype, seed=0):
+    """A loss's arrays: normal logits, their lse per column (so probabilities below 1),
+    labels over the whole vocabulary (an eighth ignored), count, dloss, dlogits."""
+    rng = np.random.default_rng(seed)
+    logits = np.asfortranarray(rng.standard_normal(shape).astype(dtype))
+    lse = np.log(np.exp(logits).sum(axis=0) + 50000.0).astype(dtype)
+    labels = np.where(rng.random(shape[1]) < 0.125, -100, rng.integers(0, 50257, shape[1]))
+    count = np.array(np.count_nonzero(labels != -100), dtype)
+    return [logits, lse, labels, count, np.array(0.5, dtype), np.zeros(shape, dtype, order="F")]
+
+
+def run_indexed_cases(labels, cases, make_arrays, modules, repeat):
     """One row per case: the old loop and the generated one on the same tiles."""
     print(f"\nns per element, best of {repeat}; before = 0cb1cb0, after = this checkout")
     print("| kernel | tile | fp32 before / after ns | fp64 before / after ns "
           "| bitwise fp32 / fp64 |")
     print("|---|---|---|---|---|")
     for label in labels:
-        revision, module, shape, in_place, params = INDEXED_CASES[label]
+        revision, module, shape, in_place, params = cases[label]
         name = label.split()[0]
         kernels = (old_kernel(modules[revision, module], name), cpu.KERNELS[name])
         cells, same = [], []
         for dtype in (np.float32, np.float64):
-            arrays = indexed_arrays(label, shape, in_place, dtype)
+            arrays = make_arrays(label, shape, in_place, dtype)
             for kernel in kernels:
                 kernel(*arrays, **params)   # compile outside the timing
             calls = [lambda k=k, a=arrays, p=params: k(*a, **p) for k in kernels]
@@ -301,7 +324,7 @@ def run_indexed_cases(labels, modules, repeat):
             cells.append(f"{before:.3f} / {after:.3f}")
             outs = []
             for kernel in kernels:
-                fresh = indexed_arrays(label, shape, in_place, dtype)
+                fresh = make_arrays(label, shape, in_place, dtype)
                 kernel(*fresh, **params)
                 outs.append(fresh[-1])
             same.append(np.array_equal(*outs, equal_nan=True))
@@ -363,11 +386,13 @@ def main():
                       if not args.only or label.split()[0] in args.only]
         indexed = [label for label in INDEXED_CASES
                    if not args.only or label.split()[0] in args.only]
+        losses = [label for label in LOSS_CASES if not args.only or label.split()[0] in args.only]
         modules = {(revision, name): old_module(revision, name, folder)
                    for revision, name in {case[:2] for case in (
                        *cases.values(), *(BROADCAST_CASES[label] for label in broadcasts),
                        *(REDUCE_CASES[label] for label in reductions),
-                       *(INDEXED_CASES[label] for label in indexed))}}
+                       *(INDEXED_CASES[label] for label in indexed),
+                       *(LOSS_CASES[label] for label in losses))}}
         if cases:
             print(f"ns per element, {args.edge} x {args.edge} tile, best of {args.repeat}; "
                   "before = the case's revision, after = this checkout")
@@ -396,7 +421,9 @@ def main():
             run_axis_cases(reductions, REDUCE_CASES, reduce_arrays, REDUCTIONS, modules,
                            args.repeat)
         if indexed:
-            run_indexed_cases(indexed, modules, args.repeat)
+            run_indexed_cases(indexed, INDEXED_CASES, indexed_arrays, modules, args.repeat)
+        if losses:
+            run_indexed_cases(losses, LOSS_CASES, loss_arrays, modules, args.repeat)
 
 
 if __name__ == "__main__":

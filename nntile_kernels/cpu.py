@@ -8,10 +8,10 @@ import functools
 
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
                cpu_reduce, cpu_rules, cpu_rules_broadcast, cpu_rules_broadcast_scalar,
-               cpu_rules_indexed, cpu_rules_optim, cpu_rules_params, cpu_rules_reduce,
-               reference)
+               cpu_rules_indexed, cpu_rules_loss, cpu_rules_optim, cpu_rules_params,
+               cpu_rules_reduce, reference)
 from .rules_broadcast import BROADCAST
-from .rules_indexed import INDEXED
+from .rules_indexed import INDEXED, LOSSES
 from .rules_reduce import REDUCTIONS
 
 KERNELS = {
@@ -44,7 +44,6 @@ KERNELS = {
     "cross_entropy": cpu_loss.cross_entropy,
     "cross_entropy_backward": cpu_loss.cross_entropy_backward,
     "cross_entropy_lse": cpu_loss.cross_entropy_lse,
-    "cross_entropy_lse_backward": cpu_loss.cross_entropy_lse_backward,
     "embedding": cpu_loss.embedding,
     "embedding_backward": cpu_loss.embedding_backward,
     "conv2d_inplace": cpu_conv.conv2d_inplace,
@@ -64,6 +63,8 @@ KERNELS = {
     # the masks (mask_scalar, mask_causal) and rope, rope_backward: loops generated from
     # rules_indexed.py's formulas
     **{name: getattr(cpu_rules_indexed, name) for name in INDEXED},
+    # cross_entropy_lse_backward: a loop generated from rules_indexed.py's LOSSES
+    **{name: getattr(cpu_rules_loss, name) for name in LOSSES},
 }
 # kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)
 KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)

@@ -1,5 +1,6 @@
 """Numba cross-entropies and embedding lookups of the cpu table (mse and valid_count are
-reductions of rules_reduce.py, mse_backward a broadcast rule: their loops are generated).
+reductions of rules_reduce.py, mse_backward a broadcast rule, cross_entropy_lse_backward
+an indexed rule: their loops are generated).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Multi-dim tiles reach numba
 as C-ordered transposed views (cpu_common.folded_t), indexed backwards. Loss sums
@@ -87,25 +88,6 @@ def _cross_entropy_lse(logits_t, lse, labels, count, loss, ignore, n_classes, of
     return -1
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _cross_entropy_lse_backward(logits_t, lse, labels, count, dloss, dlogits_t, ignore,
-                                n_classes, offset):
-    n_positions, n_local = logits_t.shape
-    first = offset == 0
-    scale = dloss[0] / count[0]
-    for b in range(n_positions):
-        label = labels[b]
-        if label == ignore:
-            continue
-        if first and (label < 0 or label >= n_classes):
-            return b
-        local = label - offset
-        for c in range(n_local):
-            prob = math.exp(logits_t[b, c] - lse[b])
-            dlogits_t[b, c] += scale * (prob - 1.0 if c == local else prob)
-    return -1
-
-
 def _columns_t(logits, labels):
     """logits folded to (classes, batch) and transposed, and labels as a flat view."""
     return folded_t(logits, (logits.shape[0], labels.size)), labels.ravel("K")
@@ -141,22 +123,6 @@ def cross_entropy_lse(logits, lse, labels, count, loss, *, ignore_index=-100, nu
                              int(class_offset), float(beta))
     if bad >= 0:
         raise label_error("cross_entropy_lse", labels1[bad], num_classes, ignore_index)
-
-
-def cross_entropy_lse_backward(logits, lse, labels, count, dloss, dlogits, *,
-                               ignore_index=-100, num_classes, class_offset=0):
-    """dlogits += dloss/count * (exp(logits - lse) - onehot(label)) at labels != ignore_index."""
-    if logits.dtype is F16:
-        return reference.cross_entropy_lse_backward(
-            logits, lse, labels, count, dloss, dlogits, ignore_index=ignore_index,
-            num_classes=num_classes, class_offset=class_offset)
-    logits_t, labels1 = _columns_t(logits, labels)
-    dlogits_t = folded_t(dlogits, logits_t.shape[::-1])
-    bad = _cross_entropy_lse_backward(logits_t, lse.ravel("K"), labels1, count.ravel("K"),
-                                      dloss.ravel("K"), dlogits_t, int(ignore_index),
-                                      int(num_classes), int(class_offset))
-    if bad >= 0:
-        raise label_error("cross_entropy_lse_backward", labels1[bad], num_classes, ignore_index)
 
 
 # ---------------------------------------------------------------- embedding

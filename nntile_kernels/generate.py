@@ -22,7 +22,8 @@ def generated() -> dict:
     files.update({broadcast.target(module): broadcast.module_source(module)
                   for module in broadcast.MODULES})
     files[generate_cpu_reduce.TARGET] = generate_cpu_reduce.module_source()
-    files[generate_cpu_indexed.TARGET] = generate_cpu_indexed.module_source()
+    files.update({target: generate_cpu_indexed.module_source(target)
+                  for target in generate_cpu_indexed.MODULES})
     return files
 
 

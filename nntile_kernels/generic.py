@@ -18,7 +18,7 @@ from .layout import gemm_folds
 from .rounding import round_operand
 from .rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
 from .rules_broadcast import BROADCAST, ArrayBroadcast
-from .rules_indexed import INDEXED, ArrayIndexed
+from .rules_indexed import INDEXED, LOSSES, ArrayIndexed
 from .rules_reduce import REDUCTIONS, ArrayReduction
 
 # ---------------------------------------------------------------- products
@@ -116,8 +116,8 @@ def table(xp, special):
             kernels[name] = ArrayBroadcast(name, BROADCAST[name], namespace)
         elif name in REDUCTIONS:   # sum_slice, sumprod_fiber, ...: rules_reduce.py
             kernels[name] = ArrayReduction(name, REDUCTIONS[name], namespace)
-        elif name in INDEXED:   # the masks and rope: rules_indexed.py
-            kernels[name] = ArrayIndexed(name, INDEXED[name], namespace)
+        elif name in INDEXED or name in LOSSES:   # the masks, rope, a loss: rules_indexed.py
+            kernels[name] = ArrayIndexed(name, {**INDEXED, **LOSSES}[name], namespace)
         else:
             assert functions[name].__module__.startswith(__name__), f"{name} is a kernel here"
             kernels[name] = functools.partial(functions[name], xp)

@@ -1,6 +1,7 @@
 """xp-generic kernels of the cross-entropies and the embedding (the optimizers are
 rules.py's; mse and valid_count reductions of rules_reduce.py, mse_backward a broadcast
-rule of rules_broadcast.py).
+rule of rules_broadcast.py, cross_entropy_lse_backward an indexed rule of
+rules_indexed.py).
 
 Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numba or cupy
 (NumPy only for errstate, which CuPy arrays ignore). Two CPU-GPU sync points, both
@@ -68,18 +69,7 @@ def cross_entropy_lse(xp, logits, lse, labels, count, loss, *, ignore_index=-100
         store(loss, total / count, beta, loss)
 
 
-def cross_entropy_lse_backward(xp, logits, lse, labels, count, dloss, dlogits, *,
-                               ignore_index=-100, num_classes, class_offset=0):
-    """dlogits += dloss/count * (exp(logits - lse) - onehot(label)) at labels != ignore_index,
-    for the class tile starting at `class_offset`."""
-    valid = labels != ignore_index
-    if class_offset == 0:
-        _check_labels("cross_entropy_lse_backward", labels, valid, num_classes, ignore_index)
-    classes = xp.arange(class_offset, class_offset + logits.shape[0])
-    onehot = classes.reshape((-1,) + (1,) * labels.ndim) == labels
-    # where() keeps dloss/count on the device; with count 0 nothing is valid
-    scale = xp.where(valid, dloss / xp.where(count == 0, 1, count), 0)
-    dlogits += scale * (xp.exp(logits - lse) - onehot)
+# cross_entropy_lse_backward is a rule of rules_indexed.py (LOSSES), not a function here.
 
 
 # ---------------------------------------------------------------- embedding
