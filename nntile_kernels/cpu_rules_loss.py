@@ -48,7 +48,7 @@ def _cross_entropy_lse_backward(logits_t, lse_t, labels_t, count_t, dloss_t, dlo
                 cls = p0
                 logits = logits_t[q, p0]
                 prob = fast_exp(logits - lse)
-                dlogits_t[q, p0] += scale * where(cls + class_offset == labels, prob - L1_0, prob)
+                dlogits_t[q, p0] += scale * where(cls == labels - class_offset, prob - L1_0, prob)
 
 
 @njit(cache=True, nogil=True)
@@ -62,7 +62,7 @@ def _cross_entropy_lse_backward_check0(labels_t, ignore_index, num_classes):
 
 def cross_entropy_lse_backward(logits, lse, labels, count, dloss, dlogits, *, class_offset=0,
                                ignore_index=-100, num_classes):
-    """dlogits += scale * where(cls + class_offset == labels, prob - 1.0, prob); 0.0 where labels == ignore_index
+    """dlogits += scale * where(cls == labels - class_offset, prob - 1.0, prob); 0.0 where labels == ignore_index
     scale = dloss / where(count == 0.0, 1.0, count)
     prob = exp(logits - lse)"""
     if not _takes(logits, lse, labels, count, dloss, dlogits):

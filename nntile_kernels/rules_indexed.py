@@ -141,7 +141,7 @@ LOSSES = {
     # an ignored column adds 0, whatever its logits)
     "cross_entropy_lse_backward": Indexed(
         ("logits", "lse", "labels", "count", "dloss"), "dlogits",
-        ("scale * where(cls + class_offset == labels, prob - 1.0, prob)",), accumulate=True,
+        ("scale * where(cls == labels - class_offset, prob - 1.0, prob)",), accumulate=True,
         cases=(("labels == ignore_index", "0.0"),),
         let=(("scale", "dloss / where(count == 0.0, 1.0, count)"),
              ("prob", "exp(logits - lse)")),
