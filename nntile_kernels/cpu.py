@@ -11,7 +11,9 @@ from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
                cpu_rules_indexed, cpu_rules_loss, cpu_rules_optim, cpu_rules_params,
                cpu_rules_reduce, reference)
 from .rules_broadcast import BROADCAST
-from .rules_indexed import INDEXED, LOSSES
+import numpy as np
+
+from .rules_indexed import FROM_LSE, INDEXED, LOSSES, AfterLogsumexp
 from .rules_reduce import REDUCTIONS
 
 KERNELS = {
@@ -42,7 +44,6 @@ KERNELS = {
     "logsumexp_merge": cpu_reduce.logsumexp_merge,
     "maxsumexp": cpu_reduce.maxsumexp,
     "cross_entropy": cpu_loss.cross_entropy,
-    "cross_entropy_backward": cpu_loss.cross_entropy_backward,
     "cross_entropy_lse": cpu_loss.cross_entropy_lse,
     "embedding": cpu_loss.embedding,
     "embedding_backward": cpu_loss.embedding_backward,
@@ -66,5 +67,8 @@ KERNELS = {
     # cross_entropy_lse_backward: a loop generated from rules_indexed.py's LOSSES
     **{name: getattr(cpu_rules_loss, name) for name in LOSSES},
 }
+# cross_entropy_backward: this table's logsumexp, then a loop generated from FROM_LSE
+KERNELS.update({name: AfterLogsumexp(name, getattr(cpu_rules_loss, f"{name}_from_lse"),
+                                     KERNELS, np.empty) for name in FROM_LSE})
 # kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)
 KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)

@@ -1,6 +1,6 @@
 """Numba cross-entropies and embedding lookups of the cpu table (mse and valid_count are
 reductions of rules_reduce.py, mse_backward a broadcast rule, cross_entropy_lse_backward
-an indexed rule: their loops are generated).
+and cross_entropy_backward indexed rules: their loops are generated).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Multi-dim tiles reach numba
 as C-ordered transposed views (cpu_common.folded_t), indexed backwards. Loss sums
@@ -48,19 +48,6 @@ def _cross_entropy(logits_t, labels, loss, alpha, beta):
     loss[0] = alpha * total if beta == 0.0 else alpha * total + beta * loss[0]
 
 
-@njit(cache=True, nogil=True)
-def _cross_entropy_backward(logits_t, labels, dloss, dlogits_t, alpha):
-    batch, n_classes = logits_t.shape
-    scale = alpha * dloss[0]
-    for b in range(batch):
-        label = labels[b]
-        _check_label(label, n_classes)
-        top, log_total = _column_max_logsum(logits_t, b)
-        for c in range(n_classes):
-            prob = math.exp(logits_t[b, c] - top - log_total)
-            dlogits_t[b, c] += scale * (prob - 1.0 if c == label else prob)
-
-
 # cross_entropy_lse: the class tile starting at `offset` of logits folded to (classes,
 # positions); class tile 0 checks the labels (numba does no bounds checks, and every
 # position meets class tile 0 exactly once). A bad label returns its position for the
@@ -98,15 +85,6 @@ def cross_entropy(logits, labels, loss, *, alpha=1.0, beta=0.0):
     if logits.dtype is F16:
         return reference.cross_entropy(logits, labels, loss, alpha=alpha, beta=beta)
     _cross_entropy(*_columns_t(logits, labels), loss.ravel("K"), float(alpha), float(beta))
-
-
-def cross_entropy_backward(logits, labels, dloss, dlogits, *, alpha=1.0):
-    """dlogits += alpha*dloss*(softmax(logits, axis 0) - onehot(labels))."""
-    if logits.dtype is F16:
-        return reference.cross_entropy_backward(logits, labels, dloss, dlogits, alpha=alpha)
-    logits_t, labels1 = _columns_t(logits, labels)
-    dlogits_t = folded_t(dlogits, logits_t.shape[::-1])
-    _cross_entropy_backward(logits_t, labels1, dloss.ravel("K"), dlogits_t, float(alpha))
 
 
 def cross_entropy_lse(logits, lse, labels, count, loss, *, ignore_index=-100, num_classes,

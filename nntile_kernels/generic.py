@@ -18,7 +18,7 @@ from .layout import gemm_folds
 from .rounding import round_operand
 from .rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
 from .rules_broadcast import BROADCAST, ArrayBroadcast
-from .rules_indexed import INDEXED, LOSSES, ArrayIndexed
+from .rules_indexed import FROM_LSE, INDEXED, LOSSES, AfterLogsumexp, ArrayIndexed
 from .rules_reduce import REDUCTIONS, ArrayReduction
 
 # ---------------------------------------------------------------- products
@@ -118,6 +118,9 @@ def table(xp, special):
             kernels[name] = ArrayReduction(name, REDUCTIONS[name], namespace)
         elif name in INDEXED or name in LOSSES:   # the masks, rope, a loss: rules_indexed.py
             kernels[name] = ArrayIndexed(name, {**INDEXED, **LOSSES}[name], namespace)
+        elif name in FROM_LSE:   # this table's logsumexp, then a rule of rules_indexed.py
+            rule = ArrayIndexed(name, FROM_LSE[name], namespace)
+            kernels[name] = AfterLogsumexp(name, rule, kernels, xp.empty)
         else:
             assert functions[name].__module__.startswith(__name__), f"{name} is a kernel here"
             kernels[name] = functools.partial(functions[name], xp)

@@ -1,7 +1,7 @@
 """xp-generic kernels of the cross-entropies and the embedding (the optimizers are
 rules.py's; mse and valid_count reductions of rules_reduce.py, mse_backward a broadcast
-rule of rules_broadcast.py, cross_entropy_lse_backward an indexed rule of
-rules_indexed.py).
+rule of rules_broadcast.py, cross_entropy_lse_backward and cross_entropy_backward
+indexed rules of rules_indexed.py).
 
 Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numba or cupy
 (NumPy only for errstate, which CuPy arrays ignore). Two CPU-GPU sync points, both
@@ -18,12 +18,6 @@ from .generic_common import store, wide
 # ---------------------------------------------------------------- losses
 
 
-def _softmax_rows(xp, logits):
-    """softmax over axis 0 of logits [C, B...], carried in float64."""
-    shifted = xp.exp(logits - logits.max(axis=0, keepdims=True))
-    return shifted / shifted.sum(axis=0, keepdims=True)
-
-
 def cross_entropy(xp, logits, labels, loss, *, alpha=1.0, beta=0.0):
     """loss = alpha*sum_b(logsumexp(logits[:, b]) - logits[labels[b], b]) + beta*loss."""
     _check_labels("cross_entropy", labels, True, logits.shape[0], None)
@@ -34,12 +28,8 @@ def cross_entropy(xp, logits, labels, loss, *, alpha=1.0, beta=0.0):
     store(loss, (lse - picked).sum(), beta, loss, alpha)
 
 
-def cross_entropy_backward(xp, logits, labels, dloss, dlogits, *, alpha=1.0):
-    """dlogits += alpha*dloss*(softmax(logits, axis 0) - onehot(labels))."""
-    _check_labels("cross_entropy_backward", labels, True, logits.shape[0], None)
-    probs = _softmax_rows(xp, logits.astype(xp.float64))
-    classes = xp.arange(logits.shape[0]).reshape((-1,) + (1,) * labels.ndim)
-    dlogits += (alpha * dloss) * (probs - (classes == labels))
+# cross_entropy_backward is the table's logsumexp and a rule of rules_indexed.py
+# (FROM_LSE), not a function here.
 
 
 def _check_labels(kernel, labels, valid, num_classes, ignore_index):

@@ -150,6 +150,43 @@ LOSSES = {
         checks=(LABELS,)),
 }
 
+# kernel -> the rule it runs on its logits and their logsumexp along the classes (dim 0),
+# which the table's logsumexp computes first (AfterLogsumexp): the whole class axis in
+# one tile, no ignore_index
+FROM_LSE = {
+    # dlogits += alpha * dloss * (softmax - onehot); every label in [0, classes)
+    "cross_entropy_backward": Indexed(
+        ("logits", "lse", "labels", "dloss"), "dlogits",
+        ("scale * where(cls == labels, prob - 1.0, prob)",), accumulate=True,
+        let=(("scale", "alpha * dloss"), ("prob", "exp(logits - lse)")),
+        positions=(("cls", 0),), columns=("lse", "labels"), scalars=("dloss",),
+        params=("alpha",), integers=(("num_classes", None),),
+        checks=(Check("labels", "(labels < 0) | (labels >= num_classes)", "label_error",
+                      ("num_classes",)),)),
+}
+
+
+class AfterLogsumexp:
+    """A FROM_LSE kernel of a table: the table's logsumexp of its logits along dim 0 into
+    a tile of its own (`empty`), then the rule's entry (`rule`) on the logits and that
+    lse. The table is read at the call (it is complete by then); `step` is the rule's
+    entry, which the cpu loop's fallback calls."""
+
+    def __init__(self, name, rule, table, empty):
+        self.__name__ = self.__qualname__ = name
+        self.__doc__ = f"logsumexp, then {rule.__doc__}"
+        self.step, self._table, self._empty = rule, table, empty
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        arrays = [parameter for parameter in inspect.signature(rule).parameters.values()
+                  if parameter.kind is not keyword and parameter.name != "lse"]
+        self.__signature__ = inspect.Signature(
+            [*arrays, inspect.Parameter("alpha", keyword, default=1.0)])
+
+    def __call__(self, logits, labels, *arrays, alpha=1.0):
+        lse = self._empty(labels.shape, logits.dtype, order="F")
+        self._table["logsumexp"](logits, lse, axis=0)
+        self.step(logits, lse, labels, *arrays, alpha=alpha, num_classes=logits.shape[0])
+
 
 def indexed_signature(indexed):
     """The arrays positional (the inputs, then the output), then the params, the offsets

@@ -3,7 +3,7 @@ rope): the NumPy evaluation of a formula (the reference) and its generated numba
 (cpu_rules_indexed.py) agree bitwise, in place or not, with offsets; every comparison
 the loop generator turns into a run split gives what the rule says; and the rules' C++
 (rules_cuda_indexed.py), compiled for the host, computes what NumPy does; the losses'
-rules (LOSSES) likewise against their loops (cpu_rules_loss.py)."""
+rules (LOSSES, FROM_LSE) likewise against their loops (cpu_rules_loss.py)."""
 
 import ctypes
 import inspect
@@ -21,7 +21,8 @@ from nntile_kernels.generate_cpu_indexed import kernel_source
 from nntile_kernels.rules import rule_namespace
 from nntile_kernels.rules_cuda import C_TYPES, CUDA_PREAMBLE
 from nntile_kernels.rules_cuda_indexed import cuda_indexed_source, index_sizes
-from nntile_kernels.rules_indexed import INDEXED, LOSSES, ArrayIndexed, Indexed
+from nntile_kernels.rules_indexed import (FROM_LSE, INDEXED, LOSSES, AfterLogsumexp, ArrayIndexed,
+                                         Indexed)
 
 
 def _arrays(name, dtype, rng, shape=(6, 4, 3, 2)):
@@ -245,3 +246,40 @@ def test_loss_is_softmax_minus_onehot_and_ignored_columns_add_nothing(table):
     table["cross_entropy_lse_backward"](logits, lse, np.full(3, -1), np.array(0.0),
                                         np.array(3.0), dlogits, ignore_index=-1, num_classes=4)
     np.testing.assert_allclose(dlogits, expected, rtol=1e-15)
+
+
+def test_cross_entropy_backward_is_a_logsumexp_then_its_rule():
+    """Each table's entry runs its own logsumexp, then the FROM_LSE rule's entry: the
+    generated loop on the cpu, the NumPy evaluation in the reference."""
+    for name in FROM_LSE:
+        for table in (cpu.KERNELS, reference.KERNELS):
+            assert isinstance(table[name], AfterLogsumexp), name
+            assert str(inspect.signature(table[name])) == (
+                "(logits, labels, dloss, dlogits, *, alpha=1.0)")
+        assert cpu.KERNELS[name].step.__module__ == "nntile_kernels.cpu_rules_loss"
+        assert isinstance(reference.KERNELS[name].step, ArrayIndexed)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_cross_entropy_backward_step_is_the_reference(dtype):
+    """Given one lse, the loop is bitwise the reference in fp64 (fp32: the fast exp);
+    a label outside the classes raises naming the kernel, not its step."""
+    rng = np.random.default_rng(11)
+    logits = np.asfortranarray(rng.standard_normal((6, 4, 3)).astype(dtype))
+    lse = np.asfortranarray(np.log(np.exp(logits.astype(np.float64)).sum(axis=0)).astype(dtype))
+    labels = np.asfortranarray(rng.integers(0, 6, (4, 3)))
+    dlogits = np.asfortranarray(rng.standard_normal(logits.shape).astype(dtype))
+    results = []
+    for table in (cpu.KERNELS, reference.KERNELS):
+        out = dlogits.copy(order="F")
+        table["cross_entropy_backward"].step(logits, lse, labels, np.array(2.0, dtype), out,
+                                             alpha=0.5, num_classes=6)
+        results.append(out)
+        bad = labels.copy(order="F")
+        bad[1, 2] = 6
+        with pytest.raises(IndexError, match="^cross_entropy_backward: labels hold 6, outside"):
+            table["cross_entropy_backward"](logits, bad, np.array(2.0, dtype), out)
+    if dtype == np.float32:
+        np.testing.assert_allclose(*results, rtol=1e-6, atol=1e-7)
+    else:
+        np.testing.assert_array_equal(*results)
