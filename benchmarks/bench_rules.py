@@ -160,6 +160,10 @@ LOSS_CASES = {
     "cross_entropy_lse_backward 768": ("0cb1cb0", "cpu_loss", (768, 512), False, _VOCAB),
     "cross_entropy_lse_backward class_offset": ("0cb1cb0", "cpu_loss", (4096, 512), False,
                                                 dict(_VOCAB, class_offset=4096)),
+    # the loss itself: one pick per token (class tile 0 also adds the lse and checks)
+    "cross_entropy_lse": ("0cb1cb0", "cpu_loss", (4096, 512), False, _VOCAB),
+    "cross_entropy_lse class_offset": ("0cb1cb0", "cpu_loss", (4096, 512), False,
+                                       dict(_VOCAB, class_offset=4096)),
     # the whole class axis in one tile (a vocabulary of 4096, or 768, classes)
     "cross_entropy_backward": ("0cb1cb0", "cpu_loss", (4096, 512), False, {"alpha": 0.5}),
     "cross_entropy_backward 768": ("0cb1cb0", "cpu_loss", (768, 512), False, {"alpha": 0.5}),
@@ -298,8 +302,9 @@ def indexed_arrays(label, shape, in_place, dtype, seed=0):
 
 def loss_arrays(label, shape, in_place, dtype, seed=0):
     """A loss's arrays: normal logits, their lse per column (so probabilities below 1),
-    labels over the whole vocabulary (an eighth ignored), count, dloss, dlogits; or, for
-    cross_entropy_backward, logits, labels over the tile's classes, dloss, dlogits."""
+    labels over the whole vocabulary (an eighth ignored), count, dloss, dlogits (the loss,
+    for cross_entropy_lse); or, for cross_entropy_backward, logits, labels over the tile's
+    classes, dloss, dlogits."""
     rng = np.random.default_rng(seed)
     logits = np.asfortranarray(rng.standard_normal(shape).astype(dtype))
     dloss, dlogits = np.array(0.5, dtype), np.zeros(shape, dtype, order="F")
@@ -308,7 +313,9 @@ def loss_arrays(label, shape, in_place, dtype, seed=0):
     lse = np.log(np.exp(logits).sum(axis=0) + 50000.0).astype(dtype)
     labels = np.where(rng.random(shape[1]) < 0.125, -100, rng.integers(0, 50257, shape[1]))
     count = np.array(np.count_nonzero(labels != -100), dtype)
-    return [logits, lse, labels, count, dloss, dlogits]
+    if label.startswith("cross_entropy_lse_backward"):
+        return [logits, lse, labels, count, dloss, dlogits]
+    return [logits, lse, labels, count, np.array(0.0, dtype)]   # the loss, its output
 
 
 def run_indexed_cases(labels, cases, make_arrays, modules, repeat):

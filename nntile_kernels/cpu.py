@@ -9,11 +9,12 @@ import functools
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
                cpu_reduce, cpu_rules, cpu_rules_broadcast, cpu_rules_broadcast_scalar,
                cpu_rules_indexed, cpu_rules_loss, cpu_rules_optim, cpu_rules_params,
-               cpu_rules_reduce, reference)
+               cpu_rules_picked, cpu_rules_reduce, reference)
 from .rules_broadcast import BROADCAST
 import numpy as np
 
 from .rules_indexed import FROM_LSE, INDEXED, LOSSES, AfterLogsumexp
+from .rules_picked import PICKED
 from .rules_reduce import REDUCTIONS
 
 KERNELS = {
@@ -44,7 +45,6 @@ KERNELS = {
     "logsumexp_merge": cpu_reduce.logsumexp_merge,
     "maxsumexp": cpu_reduce.maxsumexp,
     "cross_entropy": cpu_loss.cross_entropy,
-    "cross_entropy_lse": cpu_loss.cross_entropy_lse,
     "embedding": cpu_loss.embedding,
     "embedding_backward": cpu_loss.embedding_backward,
     "conv2d_inplace": cpu_conv.conv2d_inplace,
@@ -64,8 +64,10 @@ KERNELS = {
     # the masks (mask_scalar, mask_causal) and rope, rope_backward: loops generated from
     # rules_indexed.py's formulas
     **{name: getattr(cpu_rules_indexed, name) for name in INDEXED},
-    # cross_entropy_lse_backward: a loop generated from rules_indexed.py's LOSSES
+    # cross_entropy_lse_backward: a loop generated from rules_indexed.py's LOSSES, and
+    # cross_entropy_lse one from rules_picked.py
     **{name: getattr(cpu_rules_loss, name) for name in LOSSES},
+    **{name: getattr(cpu_rules_picked, name) for name in PICKED},
 }
 # cross_entropy_backward: this table's logsumexp, then a loop generated from FROM_LSE
 KERNELS.update({name: AfterLogsumexp(name, getattr(cpu_rules_loss, f"{name}_from_lse"),

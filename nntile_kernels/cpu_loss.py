@@ -1,6 +1,7 @@
 """Numba cross-entropies and embedding lookups of the cpu table (mse and valid_count are
 reductions of rules_reduce.py, mse_backward a broadcast rule, cross_entropy_lse_backward
-and cross_entropy_backward indexed rules: their loops are generated).
+and cross_entropy_backward indexed rules, cross_entropy_lse a picked rule: their loops
+are generated).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Multi-dim tiles reach numba
 as C-ordered transposed views (cpu_common.folded_t), indexed backwards. Loss sums
@@ -14,7 +15,7 @@ from numba import njit
 
 from . import reference
 from .cpu_common import F16, folded_t
-from .errors import label_error, vocab_error
+from .errors import vocab_error
 from .layout import fold
 
 
@@ -48,33 +49,6 @@ def _cross_entropy(logits_t, labels, loss, alpha, beta):
     loss[0] = alpha * total if beta == 0.0 else alpha * total + beta * loss[0]
 
 
-# cross_entropy_lse: the class tile starting at `offset` of logits folded to (classes,
-# positions); class tile 0 checks the labels (numba does no bounds checks, and every
-# position meets class tile 0 exactly once). A bad label returns its position for the
-# wrapper to raise. error_model="numpy": a count of 0 (every label ignored) gives nan.
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _cross_entropy_lse(logits_t, lse, labels, count, loss, ignore, n_classes, offset, beta):
-    n_positions, n_local = logits_t.shape
-    first = offset == 0
-    total = 0.0
-    for b in range(n_positions):
-        label = labels[b]
-        if label == ignore:
-            continue
-        if first and (label < 0 or label >= n_classes):
-            return b
-        local = label - offset
-        if 0 <= local < n_local:
-            total -= logits_t[b, local]
-        if first:
-            total += lse[b]
-    value = total / count[0]
-    loss[0] = value if beta == 0.0 else value + beta * loss[0]
-    return -1
-
-
 def _columns_t(logits, labels):
     """logits folded to (classes, batch) and transposed, and labels as a flat view."""
     return folded_t(logits, (logits.shape[0], labels.size)), labels.ravel("K")
@@ -85,22 +59,6 @@ def cross_entropy(logits, labels, loss, *, alpha=1.0, beta=0.0):
     if logits.dtype is F16:
         return reference.cross_entropy(logits, labels, loss, alpha=alpha, beta=beta)
     _cross_entropy(*_columns_t(logits, labels), loss.ravel("K"), float(alpha), float(beta))
-
-
-def cross_entropy_lse(logits, lse, labels, count, loss, *, ignore_index=-100, num_classes,
-                      class_offset=0, beta=0.0):
-    """loss = sum over labels != ignore_index of (lse - logits[label]) / count + beta*loss,
-    for the class tile starting at `class_offset` (tile 0 adds lse, checks the labels)."""
-    if logits.dtype is F16:
-        return reference.cross_entropy_lse(logits, lse, labels, count, loss,
-                                           ignore_index=ignore_index, num_classes=num_classes,
-                                           class_offset=class_offset, beta=beta)
-    logits_t, labels1 = _columns_t(logits, labels)
-    bad = _cross_entropy_lse(logits_t, lse.ravel("K"), labels1, count.ravel("K"),
-                             loss.ravel("K"), int(ignore_index), int(num_classes),
-                             int(class_offset), float(beta))
-    if bad >= 0:
-        raise label_error("cross_entropy_lse", labels1[bad], num_classes, ignore_index)
 
 
 # ---------------------------------------------------------------- embedding

@@ -1,5 +1,6 @@
 """Writes every generated kernel module again from the formulas (rules.py,
-rules_broadcast.py, rules_reduce.py, rules_indexed.py), after a formula or a generator changed:
+rules_broadcast.py, rules_reduce.py, rules_indexed.py, rules_picked.py), after a formula or a
+generator changed:
 
     python -m nntile_kernels.generate
 
@@ -10,8 +11,8 @@ writes. Pure Python: imports the generators only.
 
 import sys
 
-from . import (generate_cpu_broadcast, generate_cpu_indexed, generate_cpu_reduce,
-               generate_cpu_rules)
+from . import (generate_cpu_broadcast, generate_cpu_indexed, generate_cpu_picked,
+               generate_cpu_reduce, generate_cpu_rules)
 
 
 def generated() -> dict:
@@ -24,6 +25,7 @@ def generated() -> dict:
     files[generate_cpu_reduce.TARGET] = generate_cpu_reduce.module_source()
     files.update({target: generate_cpu_indexed.module_source(target)
                   for target in generate_cpu_indexed.MODULES})
+    files[generate_cpu_picked.TARGET] = generate_cpu_picked.module_source()
     return files
 
 

@@ -19,6 +19,7 @@ from .rounding import round_operand
 from .rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
 from .rules_broadcast import BROADCAST, ArrayBroadcast
 from .rules_indexed import FROM_LSE, INDEXED, LOSSES, AfterLogsumexp, ArrayIndexed
+from .rules_picked import PICKED, ArrayPicked
 from .rules_reduce import REDUCTIONS, ArrayReduction
 
 # ---------------------------------------------------------------- products
@@ -118,6 +119,8 @@ def table(xp, special):
             kernels[name] = ArrayReduction(name, REDUCTIONS[name], namespace)
         elif name in INDEXED or name in LOSSES:   # the masks, rope, a loss: rules_indexed.py
             kernels[name] = ArrayIndexed(name, {**INDEXED, **LOSSES}[name], namespace)
+        elif name in PICKED:   # cross_entropy_lse: rules_picked.py
+            kernels[name] = ArrayPicked(name, PICKED[name], namespace)
         elif name in FROM_LSE:   # this table's logsumexp, then a rule of rules_indexed.py
             rule = ArrayIndexed(name, FROM_LSE[name], namespace)
             kernels[name] = AfterLogsumexp(name, rule, kernels, xp.empty)

@@ -1,16 +1,14 @@
 """xp-generic kernels of the cross-entropies and the embedding (the optimizers are
 rules.py's; mse and valid_count reductions of rules_reduce.py, mse_backward a broadcast
 rule of rules_broadcast.py, cross_entropy_lse_backward and cross_entropy_backward
-indexed rules of rules_indexed.py).
+indexed rules of rules_indexed.py, cross_entropy_lse a picked rule of rules_picked.py).
 
-Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numba or cupy
-(NumPy only for errstate, which CuPy arrays ignore). Two CPU-GPU sync points, both
-deliberate: the label checks of the cross-entropies and the embedding id check must
-raise on the host (the alternative is training on zero vectors, or on the class a
+Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numpy, numba or
+cupy. Two CPU-GPU sync points, both deliberate: the label check of cross_entropy (the
+rules' checks are rules_indexed.run_check) and the embedding id check must raise on the
+host (the alternative is training on zero vectors, or on the class a
 wrapped index picks: CuPy's take_along_axis wraps where NumPy raises).
 """
-
-import numpy as np
 
 from .errors import label_error, vocab_error
 from .generic_common import store, wide
@@ -33,33 +31,15 @@ def cross_entropy(xp, logits, labels, loss, *, alpha=1.0, beta=0.0):
 
 
 def _check_labels(kernel, labels, valid, num_classes, ignore_index):
-    # A CPU-GPU sync point: raising needs the verdict on the host. The lse kernels call
-    # it on class tile 0 only, once per batch tile (every position meets class tile 0
-    # exactly once); `valid`: True, or where labels are not ignore_index.
+    # A CPU-GPU sync point: raising needs the verdict on the host; `valid`: True, or
+    # where labels are not ignore_index.
     bad = valid & ((labels < 0) | (labels >= num_classes))
     if bool(bad.any()):
         raise label_error(kernel, labels[bad].ravel()[0], num_classes, ignore_index)
 
 
-def cross_entropy_lse(xp, logits, lse, labels, count, loss, *, ignore_index=-100, num_classes,
-                      class_offset=0, beta=0.0):
-    """loss = sum over labels != ignore_index of (lse - logits[label]) / count + beta*loss,
-    for the class tile of logits starting at class `class_offset`: tile 0 adds the lse
-    terms and checks the labels, each tile subtracts the logits of the labels it holds."""
-    valid = labels != ignore_index
-    if class_offset == 0:
-        _check_labels("cross_entropy_lse", labels, valid, num_classes, ignore_index)
-    local = labels - class_offset
-    hit = valid & (local >= 0) & (local < logits.shape[0])
-    picked = xp.take_along_axis(logits, xp.where(hit, local, 0)[None], axis=0)[0]
-    total = -xp.where(hit, picked, 0).sum(dtype=xp.float64)
-    if class_offset == 0:
-        total = total + xp.where(valid, lse, 0).sum(dtype=xp.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):  # count 0: all ignored, nan
-        store(loss, total / count, beta, loss)
-
-
-# cross_entropy_lse_backward is a rule of rules_indexed.py (LOSSES), not a function here.
+# cross_entropy_lse is a rule of rules_picked.py, cross_entropy_lse_backward one of
+# rules_indexed.py (LOSSES): not functions here.
 
 
 # ---------------------------------------------------------------- embedding

@@ -220,6 +220,18 @@ def given_keywords(name, indexed, keywords):
     return keywords, offsets
 
 
+def run_check(kernel, check, arrays, scope, evaluate):
+    """Raise the check's error on its array's first bad entry (C order), where its `when`
+    holds: a host sync. `evaluate(text, scope)` evaluates a text with the array module."""
+    if not evaluate(check.when, scope):
+        return
+    array = arrays[check.array]
+    bad = evaluate(check.bad, {**scope, check.array: array})
+    if bool(bad.any()):
+        raise getattr(errors, check.error)(kernel, array[bad].ravel()[0],
+                                           *(scope[name] for name in check.arguments))
+
+
 def pair_views(tile, size):
     """(first, second) of each pair of `tile` folded F-order to (2, size, rest): views of
     an F-contiguous tile in NumPy and CuPy alike."""
@@ -277,14 +289,7 @@ class ArrayIndexed:
         self._store(out, value)
 
     def _check(self, check, arrays, scope):
-        """Raise the check's error on its array's first bad entry (C order): a host sync."""
-        if not self._eval(check.when, scope):
-            return
-        array = arrays[check.array]
-        bad = self._eval(check.bad, {**scope, check.array: array})
-        if bool(bad.any()):
-            raise getattr(errors, check.error)(self.__name__, array[bad].ravel()[0],
-                                               *(scope[name] for name in check.arguments))
+        run_check(self.__name__, check, arrays, scope, self._eval)
 
     def _store(self, out, value):
         if self.indexed.accumulate:
