@@ -18,9 +18,12 @@ the reductions of rules_reduce.py against their loops of aff0d51 (the norms' and
 extremum_count's: 9676589; a whole tile's sum and mse: 0cb1cb0, and valid_count, the
 NumPy expression of generic_loss.py the cpu table called), on GPT-2's tile shapes.
 INDEXED_CASES are the masks and rope of rules_indexed.py against their loops of 0cb1cb0
-(cpu_slice.py, cpu_rope.py) on attention's tiles, and LOSS_CASES the losses' indexed
-rules against their loops of 0cb1cb0 (cpu_loss.py) on GPT-2's logits tiles. An old
-module imports the cpu_common.py of its own revision.
+(cpu_slice.py, cpu_rope.py) on attention's tiles; SOFTMAX_CASES the softmax family
+of rules_softmax.py against the loops of 0cb1cb0's cpu_reduce.py (logsumexp_merge, an
+elementwise rule now, is a case of CASES), and softmax_backward's two rules against its
+NumPy expression of 0cb1cb0's generic.py; LOSS_CASES the losses' rules against their
+loops of 0cb1cb0 (cpu_loss.py) on GPT-2's logits tiles. An old module imports the
+cpu_common.py of its own revision.
 """
 
 import argparse
@@ -40,6 +43,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout
 from nntile_kernels import cpu  # noqa: E402 - needs the path above
 from nntile_kernels.rules_broadcast import BROADCAST  # noqa: E402
 from nntile_kernels.rules_reduce import REDUCTIONS  # noqa: E402
+from nntile_kernels.rules_softmax import EXP_REDUCTIONS  # noqa: E402
 
 # kernel -> (revision, its module, arrays as letters of `tiles`, keyword parameters)
 CASES = {
@@ -77,6 +81,8 @@ CASES = {
     "sgd_step momentum=0.9 nesterov": ("96442a2", "cpu_optim", "sgpm",
                                        {"lr": 0.01, "momentum": 0.9, "weight_decay": 0.1,
                                         "nesterov": True}),
+    "logsumexp_merge": ("0cb1cb0", "cpu_reduce", "xyz", {"alpha": 1.0, "beta": 1.0}),
+    "logsumexp_merge beta=0": ("0cb1cb0", "cpu_reduce", "xyz", {"alpha": 0.5, "beta": 0.0}),
 }
 
 # GPT-2's tiles: [C, T] activations (768 x 512; LayerNorm's slices along C, axis 0) and
@@ -149,6 +155,18 @@ INDEXED_CASES = {
                            {"val": -np.inf, "batch_ndim": 1}),
     "rope": ("0cb1cb0", "cpu_rope", (64, 512, 12), False, {}),
     "rope_backward": ("0cb1cb0", "cpu_rope", (64, 512, 12), False, {}),
+}
+# the softmax family of rules_softmax.py against the hand-written loops of 0cb1cb0, on
+# the [C, T] tile and the scores along the keys (axis 0: attention's) and the queries
+_SOFTMAX_SHAPES = ((LAYER, 0, 0), (LAYER, 1, 0), (SCORES, 0, 0), (SCORES, 1, 0))
+SOFTMAX_CASES = {
+    "softmax": ("0cb1cb0", "cpu_reduce", _SOFTMAX_SHAPES, {}),
+    "logsumexp": ("0cb1cb0", "cpu_reduce", _SOFTMAX_SHAPES, {"beta": 0.0}),
+    "logsumexp beta=1": ("0cb1cb0", "cpu_reduce", _SOFTMAX_SHAPES, {"beta": 1.0}),
+    "maxsumexp": ("0cb1cb0", "cpu_reduce", _SOFTMAX_SHAPES, {}),
+    # NumPy's expression before; now sumprod_slice's and softmax_from_logsumexp_backward's
+    # loops
+    "softmax_backward": ("0cb1cb0", "generic", _SOFTMAX_SHAPES, {}),
 }
 
 # GPT-2's logits [vocab, tokens]: the 50257 classes cut into class tiles of 4096 (or 768)
@@ -347,6 +365,17 @@ def run_indexed_cases(labels, cases, make_arrays, modules, repeat):
         print(f"| {label} | {tile} | {cells[0]} | {cells[1]} | {equal} |")
 
 
+def softmax_arrays(name, shape, axis, batch_ndim, dtype, seed=0):
+    """x (normal, times 4: exp spans a wide range) and the output: the tile (softmax),
+    the slice (logsumexp, which beta == 1 reads) or the (2, slice) pair (maxsumexp);
+    softmax_backward's y, dy and dx, three tiles."""
+    rng = np.random.default_rng(seed)
+    part = shape[:axis] + shape[axis + 1:]
+    out = {"softmax": shape, "maxsumexp": (2, *part)}.get(name, part)
+    sizes = (shape,) * 3 if name == "softmax_backward" else (shape, out)
+    return [np.asfortranarray((rng.standard_normal(size) * 4).astype(dtype)) for size in sizes]
+
+
 def run_axis_cases(labels, cases, make_arrays, kinds, modules, repeat):
     """The broadcast or reduction cases: one row per tile shape and axis; `kinds` maps a
     kernel to its shape ("slice", "fiber", or "scalar" and "whole": no axis)."""
@@ -401,12 +430,15 @@ def main():
         indexed = [label for label in INDEXED_CASES
                    if not args.only or label.split()[0] in args.only]
         losses = [label for label in LOSS_CASES if not args.only or label.split()[0] in args.only]
+        softmaxes = [label for label in SOFTMAX_CASES
+                     if not args.only or label.split()[0] in args.only]
         modules = {(revision, name): old_module(revision, name, folder)
                    for revision, name in {case[:2] for case in (
                        *cases.values(), *(BROADCAST_CASES[label] for label in broadcasts),
                        *(REDUCE_CASES[label] for label in reductions),
                        *(INDEXED_CASES[label] for label in indexed),
-                       *(LOSS_CASES[label] for label in losses))}}
+                       *(LOSS_CASES[label] for label in losses),
+                       *(SOFTMAX_CASES[label] for label in softmaxes))}}
         if cases:
             print(f"ns per element, {args.edge} x {args.edge} tile, best of {args.repeat}; "
                   "before = the case's revision, after = this checkout")
@@ -436,6 +468,11 @@ def main():
                            args.repeat)
         if indexed:
             run_indexed_cases(indexed, INDEXED_CASES, indexed_arrays, modules, args.repeat)
+        if softmaxes:   # each reduces a slice
+            slices = {name: argparse.Namespace(shape="slice")
+                      for name in (*EXP_REDUCTIONS, "softmax_backward")}
+            run_axis_cases(softmaxes, SOFTMAX_CASES, softmax_arrays, slices, modules,
+                           args.repeat)
         if losses:
             run_indexed_cases(losses, LOSS_CASES, loss_arrays, modules, args.repeat)
 

@@ -6,16 +6,17 @@ semantics as nntile_kernels.reference.
 
 import functools
 
+import numpy as np
+
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
                cpu_reduce, cpu_rules, cpu_rules_broadcast, cpu_rules_broadcast_scalar,
                cpu_rules_indexed, cpu_rules_loss, cpu_rules_optim, cpu_rules_params,
-               cpu_rules_picked, cpu_rules_reduce, reference)
+               cpu_rules_picked, cpu_rules_reduce, cpu_rules_softmax, generic, reference)
 from .rules_broadcast import BROADCAST
-import numpy as np
-
 from .rules_indexed import FROM_LSE, INDEXED, LOSSES, AfterLogsumexp
 from .rules_picked import PICKED
 from .rules_reduce import REDUCTIONS
+from .rules_softmax import EXP_REDUCTIONS
 
 KERNELS = {
     # randn and dropout are whole-array uint64 hashing that NumPy already vectorises
@@ -34,16 +35,11 @@ KERNELS = {
     "add_box": reference.add_box,
     "reshape_box": cpu_data.reshape_box,
     # the activations, their backwards, add, multiply, scale, hypot, maximum, minimum,
-    # pow, add_scalar: loops generated from rules.py's formulas, as are the SGD, Adam and
-    # AdamW steps
+    # pow, add_scalar, logsumexp_merge: loops generated from rules.py's formulas, as are
+    # the SGD, Adam and AdamW steps
     **cpu_rules.KERNELS,
     **cpu_rules_params.KERNELS,
     **cpu_rules_optim.KERNELS,
-    "softmax": cpu_reduce.softmax,
-    "softmax_backward": reference.softmax_backward,   # vectorised NumPy is enough here
-    "logsumexp": cpu_reduce.logsumexp,
-    "logsumexp_merge": cpu_reduce.logsumexp_merge,
-    "maxsumexp": cpu_reduce.maxsumexp,
     "cross_entropy": cpu_loss.cross_entropy,
     "embedding": cpu_loss.embedding,
     "embedding_backward": cpu_loss.embedding_backward,
@@ -68,9 +64,14 @@ KERNELS = {
     # cross_entropy_lse one from rules_picked.py
     **{name: getattr(cpu_rules_loss, name) for name in LOSSES},
     **{name: getattr(cpu_rules_picked, name) for name in PICKED},
+    # the softmax family (softmax, logsumexp, maxsumexp): loops generated from
+    # rules_softmax.py; logsumexp_merge is an elementwise rule (cpu_rules_params.py)
+    **{name: getattr(cpu_rules_softmax, name) for name in EXP_REDUCTIONS},
 }
 # cross_entropy_backward: this table's logsumexp, then a loop generated from FROM_LSE
 KERNELS.update({name: AfterLogsumexp(name, getattr(cpu_rules_loss, f"{name}_from_lse"),
                                      KERNELS, np.empty) for name in FROM_LSE})
 # kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)
 KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)
+# sumprod_slice then softmax_from_logsumexp_backward, this table's loops (generic.py)
+KERNELS["softmax_backward"] = functools.partial(generic.softmax_backward, np, KERNELS)

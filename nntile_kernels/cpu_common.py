@@ -49,34 +49,14 @@ def fp16_uses_reference(position):
 # independent running sums: one running sum is a chain of dependent adds that neither
 # pipelines nor vectorizes (numba keeps IEEE order), 8 chains do both. The grouping is
 # fixed by position, so a tile's result does not depend on anything but its contents.
-# The reductions of rules_reduce.py generate their own such sums of their terms
-# (generate_cpu_reduce.py); these serve the hand-written softmax family.
-
-
-@njit(cache=True, nogil=True)
-def row_sum(values):
-    """float64 sum of a 1-d array."""
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
-    n, j = values.size, 0
-    while j + 8 <= n:
-        s0 += values[j]
-        s1 += values[j + 1]
-        s2 += values[j + 2]
-        s3 += values[j + 3]
-        s4 += values[j + 4]
-        s5 += values[j + 5]
-        s6 += values[j + 6]
-        s7 += values[j + 7]
-        j += 8
-    total = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-    for rest in range(j, n):
-        total += values[rest]
-    return total
+# The reductions of rules_reduce.py generate such sums of their terms
+# (generate_cpu_reduce.py); row_max serves the softmax family's generated loops.
 
 
 @njit(cache=True, nogil=True)
 def row_max(values):
-    """max of a 1-d array (-inf when empty, nan if any is nan), in 8 chains like row_sum."""
+    """max of a 1-d array (-inf when empty, nan if any is nan), in 8 chains merged
+    pairwise, then the tail in order."""
     m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = values.dtype.type(-np.inf)
     n, j = values.size, 0
     while j + 8 <= n:

@@ -244,6 +244,38 @@ def add_scalar(x, *, value):
     _add_scalar(x.ravel('K'), float(value))
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _logsumexp_merge(x_tile, y_tile, z_tile, alpha_f64, beta_f64):
+    cast = z_tile.dtype.type
+    L0_0 = cast(0.0)
+    alpha = cast(alpha_f64)
+    beta = cast(beta_f64)
+    if beta_f64 == 0.0:
+        log_alpha = math.log(alpha)
+        for i in range(z_tile.size):
+            x = x_tile[i]
+            z_tile[i] = x + log_alpha
+    else:
+        log_alpha = math.log(alpha)
+        log_beta = math.log(beta)
+        for i in range(z_tile.size):
+            x = x_tile[i]
+            y = y_tile[i]
+            a = x + log_alpha
+            b = y + log_beta
+            top = nan_maximum(a, b)
+            low = nan_minimum(a, b)
+            shift = where(math.isfinite(top), top, L0_0)
+            z_tile[i] = where(math.isfinite(top), shift + math.log1p(fast_exp(low - shift)), top)
+
+
+def logsumexp_merge(x, y, z, *, alpha=1.0, beta=1.0):
+    """log_alpha = log(alpha); log_beta = log(beta); a = x + log_alpha; b = y + log_beta; top = maximum(a, b); low = minimum(a, b); shift = where(isfinite(top), top, 0.0); z = where(isfinite(top), shift + log1p(exp(low - shift)), top); where beta == 0.0: z = x + log_alpha"""
+    if x.dtype is F16:
+        return reference.logsumexp_merge(x, y, z, alpha=alpha, beta=beta)
+    _logsumexp_merge(x.ravel('K'), y.ravel('K'), z.ravel('K'), float(alpha), float(beta))
+
+
 # the cpu table's entries (cpu.py)
 KERNELS = {
     "add": add,
@@ -257,4 +289,5 @@ KERNELS = {
     "pow": pow,
     "pow_backward": pow_backward,
     "add_scalar": add_scalar,
+    "logsumexp_merge": logsumexp_merge,
 }

@@ -9,8 +9,8 @@ totals are summed in the same order, and fp32/fp64 results are bitwise theirs): 
 slice reduction folds the tile to (m, n, k) and keeps m running totals per k-slab; a
 fiber reduction folds it to (m, n, k, batch) and keeps n. Where the summed elements
 are a contiguous run (a slice's axis 0, m == 1; a fiber's m > 1) a generated helper
-sums the term over the run in 8 independent float64 chains (cpu_common.row_sum's
-grouping: one chain of dependent adds neither pipelines nor vectorises; a maximum or
+sums the term over the run in 8 independent float64 chains (chains merged pairwise,
+then the tail in order: one chain of dependent adds neither pipelines nor vectorises; a maximum or
 minimum keeps 8 chains too, cpu_common.row_max's; a count one int64 chain, which LLVM
 vectorises); a fiber with m == 1 loops over j innermost, whose n running totals are
 independent already. A whole tile is one contiguous run, its 0-d total the helper's
@@ -140,7 +140,7 @@ def _pairwise(chains, merge):
 
 def run_helper_source(reduction):
     """The total of the term over 1-d runs in CHAINS independent chains merged pairwise,
-    then the tail in order (cpu_common.row_sum's grouping): a float64 sum, or an
+    then the tail in order: a float64 sum, or an
     extremum in the run's dtype whose chains are plain max (min) with a NaN flag beside
     them, as a branch-free select chain pipelines less (docs/benchmarks.md)."""
     arguments = ", ".join([*(_run_argument(reduction, name) for name in reduction.inputs),

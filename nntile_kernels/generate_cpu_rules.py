@@ -19,8 +19,9 @@ import re
 import sys
 from pathlib import Path
 
-from .rules import (ELEMENTWISE, UPDATES, computed_cases, element_texts, names_in,
-                    numba_constants, numba_expression, renamed, skip_condition)
+from .rules import (CONSTANTS, ELEMENTWISE, FUNCTIONS, UPDATES, computed_cases, element_texts,
+                    names_in, needed_let, numba_constants, numba_expression, renamed,
+                    skip_condition)
 
 HEADER = '''"""Numba loops of {what} of rules.py.
 
@@ -70,13 +71,21 @@ def _formula(rule):
 
 
 def _loop(rule, value, out_tile, indent):
-    """One loop over the tiles computing `value`, loading only the inputs it names."""
-    let = [(temp, numba_expression(text)) for temp, text in rule.let]
-    used = set().union(names_in(value), *(names_in(text) for _, text in rule.let))
+    """One loop over the tiles computing `value`, loading only the inputs it names; the
+    let temps of the params alone (logsumexp_merge's log(alpha)) are computed before it,
+    once: a libm call is not hoisted out of the loop by LLVM."""
+    let = needed_let(rule, value)
+    used = set().union(names_in(value), *(names_in(text) for _, text in let))
+    uniform = set(rule.params)
+    for temp, text in let:
+        if not names_in(text) - uniform - set(FUNCTIONS) - set(CONSTANTS):
+            uniform.add(temp)
     pad = " " * indent
-    lines = [f"{pad}for i in range({out_tile}.size):"]
+    lines = [f"{pad}{temp} = {numba_expression(text)}" for temp, text in let if temp in uniform]
+    lines += [f"{pad}for i in range({out_tile}.size):"]
     lines += [f"{pad}    {arg} = {arg}_tile[i]" for arg in rule.inputs if arg in used]
-    lines += [f"{pad}    {temp} = {text}" for temp, text in let]
+    lines += [f"{pad}    {temp} = {numba_expression(text)}" for temp, text in let
+              if temp not in uniform]
     sign = "+=" if rule.accumulate else "="
     return lines + [f"{pad}    {out_tile}[i] {sign} {numba_expression(value)}"]
 

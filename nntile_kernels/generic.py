@@ -21,6 +21,7 @@ from .rules_broadcast import BROADCAST, ArrayBroadcast
 from .rules_indexed import FROM_LSE, INDEXED, LOSSES, AfterLogsumexp, ArrayIndexed
 from .rules_picked import PICKED, ArrayPicked
 from .rules_reduce import REDUCTIONS, ArrayReduction
+from .rules_softmax import EXP_REDUCTIONS, ArrayExpReduction
 
 # ---------------------------------------------------------------- products
 
@@ -77,22 +78,14 @@ def add_fiber(xp, x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     store(z, expanded, beta, y, alpha)
 
 
-def softmax(xp, x, y, *, axis):
-    """y = exp(x - max) / sum(exp(x - max)) along `axis`."""
-    shifted = xp.exp(x - x.max(axis=axis, keepdims=True))
-    y[...] = shifted / shifted.sum(axis=axis, keepdims=True)
-
-
-def softmax_backward(xp, y, dy, dx, *, axis):
-    """dx += y * (dy - sum(y * dy along `axis`)), the backward of y = softmax(x)."""
-    dx += y * (dy - (y * dy).sum(axis=axis, keepdims=True))
-
-
-def maxsumexp(xp, x, y, *, axis):
-    """y[0] = max along `axis`, y[1] = sum(exp(x - max)) along `axis`."""
-    top = x.max(axis=axis, keepdims=True)
-    y[0] = xp.squeeze(top, axis=axis)
-    y[1] = xp.exp(x - top).sum(axis=axis)
+def softmax_backward(xp, table, y, dy, dx, *, axis):
+    """dx += y * (dy - d), d = sum(y * dy along `axis`): the backward of y = softmax(x)
+    as two rules of `table`, the reduction sumprod_slice (rules_reduce.py: d in float64,
+    stored in the tile dtype) then the broadcast softmax_from_logsumexp_backward
+    (rules_broadcast.py), whose formula this is."""
+    d = xp.empty(y.shape[:axis] + y.shape[axis + 1:], y.dtype, order="F")
+    table["sumprod_slice"](y, dy, d, axis=axis)
+    table["softmax_from_logsumexp_backward"](y, dy, d, dx, axis=axis)
 
 
 # ---------------------------------------------------------------- the table
@@ -104,8 +97,10 @@ def table(xp, special):
                  **vars(generic_conv), **vars(generic_data), **globals()}
     namespace = rule_namespace(xp, special)
     kernels = generic_math.table(xp)    # randn, dropout
-    # a kernel of this very table on reshaped tiles (the table is complete when it runs)
+    # kernels calling this very table's (the table is complete when they run): a kernel on
+    # reshaped tiles, and softmax_backward's two rules
     kernels["reshaped_call"] = functools.partial(generic_data.reshaped_call, kernels)
+    kernels["softmax_backward"] = functools.partial(softmax_backward, xp, kernels)
     for name in KERNEL_NAMES:
         if name in kernels:
             continue
@@ -124,6 +119,8 @@ def table(xp, special):
         elif name in FROM_LSE:   # this table's logsumexp, then a rule of rules_indexed.py
             rule = ArrayIndexed(name, FROM_LSE[name], namespace)
             kernels[name] = AfterLogsumexp(name, rule, kernels, xp.empty)
+        elif name in EXP_REDUCTIONS:   # softmax, logsumexp, maxsumexp: rules_softmax.py
+            kernels[name] = ArrayExpReduction(name, EXP_REDUCTIONS[name], namespace)
         else:
             assert functions[name].__module__.startswith(__name__), f"{name} is a kernel here"
             kernels[name] = functools.partial(functions[name], xp)

@@ -1,7 +1,7 @@
 """The elementwise rule table: each elementwise op's formula (activations, tanh, sigmoid
 and their backwards; add, sub, multiply, div, scale, clear, fill; hypot, maximum, minimum;
-pow and its backward, add_scalar) and the optimizer updates (SGD, Adam, AdamW), written
-once for every backend.
+pow and its backward, add_scalar; logsumexp_merge) and the optimizer updates (SGD, Adam,
+AdamW), written once for every backend.
 
 Pure Python, imports nothing heavy (no numpy, numba or cupy). A formula is an
 expression in the common subset of Python and C++: the array backends evaluate it
@@ -16,7 +16,9 @@ softmax_from_logsumexp, add_fiber, scale_fiber, ...), are rules in this language
 rules_broadcast.py names which inputs broadcast, and its loops are generated apart
 (generate_cpu_broadcast.py, cpu_rules_broadcast.py). The reductions along an axis
 (sum_slice, sumprod_fiber, max_slice, ...) reduce a term in this language
-(rules_reduce.py; generate_cpu_reduce.py, cpu_rules_reduce.py).
+(rules_reduce.py; generate_cpu_reduce.py, cpu_rules_reduce.py), and so does the softmax
+family (softmax, logsumexp, maxsumexp: rules_softmax.py; generate_cpu_softmax.py,
+cpu_rules_softmax.py).
 """
 
 import builtins
@@ -31,8 +33,8 @@ from dataclasses import dataclass
 # NumPy's power on the CPU (numba's numpy_power follows its exact fast paths). Literals are
 # written with a dot (1.0), never Python's ** or C's ?:, so the text means the same in both
 # languages (tests/kernels/test_kernels_rules.py compiles the C++ for the host and compares).
-FUNCTIONS = ("erf", "exp", "fabs", "hypot", "isfinite", "maximum", "minimum", "pow", "sigmoid",
-             "sqrt", "tanh", "where")
+FUNCTIONS = ("erf", "exp", "fabs", "hypot", "isfinite", "log", "log1p", "maximum", "minimum",
+             "pow", "sigmoid", "sqrt", "tanh", "where")
 
 CONSTANTS = {
     "RSQRT2": 1.0 / math.sqrt(2.0),
@@ -259,6 +261,26 @@ ELEMENTWISE.update({
     "add_scalar": Rule((), "x", "value", accumulate=True, params=("value",)),
 })
 
+# ---------------------------------------------------------------- log space
+# log(exp(a) + exp(b)) of two log-space values (partial logsumexps): the larger plus
+# log1p(exp(the smaller - it)). -inf is an entry that takes no part (a masked score): two
+# -inf give -inf, never NaN, as the shift is 0.0 where the larger is not finite (no
+# inf - inf; CuPy's own logaddexp computes fabs(a - b), NaN for two -inf); +inf wins and
+# NaN stays NaN. Written once as let temps over the temps `a`, `b`: logsumexp_merge's
+# rule and logsumexp's merge (rules_softmax.py) both read this text.
+LOG_ADD_EXP = ((("top", "maximum(a, b)"), ("low", "minimum(a, b)"),
+                ("shift", "where(isfinite(top), top, 0.0)")),
+               "where(isfinite(top), shift + log1p(exp(low - shift)), top)")
+
+# the plan's merge of two partial logsumexps, z = log(alpha * exp(x) + beta * exp(y))
+# (called like add; y is not read when beta == 0); alpha, beta >= 0, log(0.0) = -inf
+ELEMENTWISE["logsumexp_merge"] = Rule(
+    ("x", "y"), "z", LOG_ADD_EXP[1],
+    let=(("log_alpha", "log(alpha)"), ("log_beta", "log(beta)"), ("a", "x + log_alpha"),
+         ("b", "y + log_beta"), *LOG_ADD_EXP[0]),
+    params=("alpha", "beta"), defaults=(("alpha", 1.0), ("beta", 1.0)),
+    cases=(("beta == 0.0", "x + log_alpha"),))
+
 # PyTorch's SGD. Without momentum the velocity is neither read nor written (it may be
 # uninitialized); at step 1 it is not read; nesterov (a flag: True is 1.0) adds the
 # momentum term to the gradient again.
@@ -284,7 +306,8 @@ def rule_namespace(xp, special):
     builtins at all that raised KeyError: '__import__'.
     """
     functions = dict(erf=special.erf, exp=xp.exp, fabs=xp.fabs, hypot=xp.hypot,
-                     isfinite=xp.isfinite, maximum=xp.maximum, minimum=xp.minimum, pow=xp.power,
+                     isfinite=xp.isfinite, log=xp.log, log1p=xp.log1p, maximum=xp.maximum,
+                     minimum=xp.minimum, pow=xp.power,
                      sigmoid=special.expit, sqrt=xp.sqrt, tanh=xp.tanh, where=xp.where)
     assert set(functions) == set(FUNCTIONS), "every portable function is bound"
     return {"__builtins__": {"__import__": builtins.__import__}, **functions, **CONSTANTS,
@@ -313,6 +336,16 @@ def given_params(name, rule, params):
         raise TypeError(f"{name}: takes the parameters {', '.join(rule.params) or 'none'}, "
                         f"got {', '.join(sorted(params)) or 'none'}")
     return given
+
+
+def needed_let(rule, text):
+    """The let temps that `text` needs, in order: a case's value leaves the others
+    uncomputed (logsumexp_merge's log(beta) of its y where beta == 0)."""
+    needed = names_in(text)
+    for temp, expression in reversed(rule.let):
+        if temp in needed:
+            needed |= names_in(expression)
+    return [(temp, expression) for temp, expression in rule.let if temp in needed]
 
 
 class _Evaluated:
@@ -348,7 +381,7 @@ class ArrayRule(_Evaluated):
         if out.dtype.kind in "iu":   # a Python float would make an integer tile's math float64
             given = {name: out.dtype.type(value) for name, value in given.items()}
         scope = {**given, **dict(zip(rule.inputs, arrays))}
-        for temp, expression in rule.let:
+        for temp, expression in needed_let(rule, text):
             scope[temp] = self._eval(expression, scope)
         value = self._eval(text, scope)
         if rule.accumulate:
@@ -411,7 +444,8 @@ FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?)(?![\w.])")
 NUMBA_FUNCTIONS = {"erf": "fast_erf", "exp": "fast_exp", "tanh": "fast_tanh",
                    "pow": "numpy_power", "sqrt": "math.sqrt", "hypot": "math.hypot",
                    "fabs": "abs", "maximum": "nan_maximum", "minimum": "nan_minimum",
-                   "where": "where", "isfinite": "math.isfinite"}
+                   "where": "where", "isfinite": "math.isfinite", "log": "math.log",
+                   "log1p": "math.log1p"}
 _SIGMOID = re.compile(r"\bsigmoid\(([^()]*)\)")
 _CALL = re.compile(r"\b(" + "|".join(NUMBA_FUNCTIONS) + r")\(")
 

@@ -7,7 +7,7 @@ C++ for the host and compares it with the NumPy evaluation of the same text.
 
 from .rules import CONSTANTS, FLOAT_LITERAL, computed_cases, renamed, skip_condition
 
-# C++ has erf/exp/fabs/hypot/isfinite/pow/sqrt/tanh overloads for float and double; the
+# C++ has erf/exp/fabs/hypot/isfinite/log/log1p/pow/sqrt/tanh overloads for float and double; the
 # rest are ours.
 CUDA_PREAMBLE = """
 template <typename W> __device__ W sigmoid(W x) { return W(1) / (W(1) + exp(-x)); }

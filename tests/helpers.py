@@ -28,9 +28,11 @@ RULE_PARAMS = {"add": {"alpha": 2.0, "beta": 0.0}, "multiply": {"alpha": -1.5},
                "hypot_backward": {"alpha": 0.5}, "hypot_scalar_inverse": {"eps": 0.1, "alpha": 2.0},
                "maximum": {"alpha": 1.5, "beta": 0.0}, "minimum": {"alpha": -1.5, "beta": 0.0},
                "pow": {"alpha": 1.5, "exp": 3.0}, "pow_backward": {"alpha": 1.5, "exp": 3.0},
-               "add_scalar": {"value": 0.25}}
+               "add_scalar": {"value": 0.25}, "logsumexp_merge": {"alpha": 2.0, "beta": 0.0}}
 # params under which a rule with cases takes another branch than under RULE_PARAMS
-OTHER_CASE_PARAMS = {"pow": {"alpha": 1.5, "exp": 2.0}, "pow_backward": {"alpha": 1.5, "exp": 2.0}}
+OTHER_CASE_PARAMS = {"pow": {"alpha": 1.5, "exp": 2.0}, "pow_backward": {"alpha": 1.5, "exp": 2.0},
+                     # log-space weights are not negative
+                     "logsumexp_merge": {"alpha": 0.5, "beta": 3.0}}
 BETA_CASE_PARAMS = {"alpha": 0.5, "beta": -2.0}     # add, hypot, maximum, minimum: y read
 # the params each update is tested with: SGD with and without momentum and nesterov
 _ADAM = {"lr": 0.01, "beta1": 0.8, "beta2": 0.99, "eps": 1e-6, "weight_decay": 0.1}

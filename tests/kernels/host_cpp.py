@@ -18,7 +18,8 @@ CXX = shutil.which("g++") or shutil.which("c++")
 HOST_PRELUDE = """
 #include <cmath>
 using std::erf; using std::exp; using std::fabs; using std::fmax; using std::hypot;
-using std::isfinite; using std::pow; using std::sqrt; using std::tanh;
+using std::isfinite; using std::log; using std::log1p; using std::pow; using std::sqrt;
+using std::tanh;
 #define __device__
 """
 

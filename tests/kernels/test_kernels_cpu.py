@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from nntile_kernels import cpu, cpu_reduce, cpu_rules_broadcast, cpu_rules_reduce
+from nntile_kernels import cpu, cpu_rules_broadcast, cpu_rules_reduce, cpu_rules_softmax
 
 
 def tile(*shape, dtype=np.float32):
@@ -21,8 +21,8 @@ def test_one_numba_specialization_per_dtype_whatever_the_tile_shape():
         cpu.KERNELS["softmax"](tile(*shape), tile(*shape), axis=axis)
     float32 = [s for s in cpu_rules_reduce._sum_fiber.signatures if str(s[0].dtype) == "float32"]
     assert len(float32) == 1, cpu_rules_reduce._sum_fiber.signatures
-    float32 = [s for s in cpu_reduce._softmax.signatures if str(s[0].dtype) == "float32"]
-    assert len(float32) == 1, cpu_reduce._softmax.signatures
+    float32 = [s for s in cpu_rules_softmax._softmax.signatures if str(s[0].dtype) == "float32"]
+    assert len(float32) == 1, cpu_rules_softmax._softmax.signatures
 
 
 def test_slice_kernels_compile_once_per_dtype():

@@ -190,7 +190,7 @@ def test_an_extremum_is_nan_where_a_term_is(table, name, axis):
 
 
 def _chained_sum(values):
-    """The 8-chain grouping the m == 1 run sums keep (cpu_common.row_sum's), in Python."""
+    """The m == 1 run sums' grouping in Python: 8 chains merged pairwise, then the tail."""
     chains = [0.0] * 8
     whole = len(values) // 8 * 8
     for index in range(whole):
