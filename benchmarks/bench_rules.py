@@ -185,6 +185,8 @@ LOSS_CASES = {
     # the whole class axis in one tile (a vocabulary of 4096, or 768, classes)
     "cross_entropy_backward": ("0cb1cb0", "cpu_loss", (4096, 512), False, {"alpha": 0.5}),
     "cross_entropy_backward 768": ("0cb1cb0", "cpu_loss", (768, 512), False, {"alpha": 0.5}),
+    "cross_entropy": ("0cb1cb0", "cpu_loss", (4096, 512), False, {"alpha": 0.5, "beta": 1.0}),
+    "cross_entropy 768": ("0cb1cb0", "cpu_loss", (768, 512), False, {"alpha": 0.5}),
 }
 
 
@@ -321,13 +323,15 @@ def indexed_arrays(label, shape, in_place, dtype, seed=0):
 def loss_arrays(label, shape, in_place, dtype, seed=0):
     """A loss's arrays: normal logits, their lse per column (so probabilities below 1),
     labels over the whole vocabulary (an eighth ignored), count, dloss, dlogits (the loss,
-    for cross_entropy_lse); or, for cross_entropy_backward, logits, labels over the tile's
-    classes, dloss, dlogits."""
+    for cross_entropy_lse); or, for cross_entropy_backward (cross_entropy), logits, labels
+    over the tile's classes, dloss, dlogits (the loss)."""
     rng = np.random.default_rng(seed)
     logits = np.asfortranarray(rng.standard_normal(shape).astype(dtype))
     dloss, dlogits = np.array(0.5, dtype), np.zeros(shape, dtype, order="F")
     if label.startswith("cross_entropy_backward"):
         return [logits, rng.integers(0, shape[0], shape[1]), dloss, dlogits]
+    if label.split()[0] == "cross_entropy":   # its loss, which beta = 1 reads
+        return [logits, rng.integers(0, shape[0], shape[1]), np.array(0.5, dtype)]
     lse = np.log(np.exp(logits).sum(axis=0) + 50000.0).astype(dtype)
     labels = np.where(rng.random(shape[1]) < 0.125, -100, rng.integers(0, 50257, shape[1]))
     count = np.array(np.count_nonzero(labels != -100), dtype)

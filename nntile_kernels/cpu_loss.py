@@ -1,64 +1,20 @@
-"""Numba cross-entropies and embedding lookups of the cpu table (mse and valid_count are
-reductions of rules_reduce.py, mse_backward a broadcast rule, cross_entropy_lse_backward
-and cross_entropy_backward indexed rules, cross_entropy_lse a picked rule: their loops
-are generated).
+"""Numba embedding lookups of the cpu table: a gather and a scatter-add of E-vectors by
+id. The losses are rules, their loops generated: mse and valid_count reductions of
+rules_reduce.py, mse_backward a broadcast rule, cross_entropy_lse_backward and
+cross_entropy_backward indexed rules (rules_indexed.py), cross_entropy_lse and
+cross_entropy picked rules (rules_picked.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Multi-dim tiles reach numba
-as C-ordered transposed views (cpu_common.folded_t), indexed backwards. Loss sums
-accumulate in float64; fp16 falls back to the NumPy reference.
+as C-ordered transposed views (cpu_common.folded_t), indexed backwards; fp16 falls back
+to the NumPy reference.
 """
 
-import math
-
-import numpy as np
 from numba import njit
 
 from . import reference
 from .cpu_common import F16, folded_t
 from .errors import vocab_error
 from .layout import fold
-
-
-@njit(cache=True, nogil=True)
-def _column_max_logsum(logits_t, b):
-    """(max, log(sum(exp(column - max)))) of the logits column of batch element b."""
-    top = -np.inf
-    for c in range(logits_t.shape[1]):
-        top = max(top, logits_t[b, c])
-    total = 0.0
-    for c in range(logits_t.shape[1]):
-        total += math.exp(logits_t[b, c] - top)
-    return top, math.log(total)
-
-
-@njit(cache=True, nogil=True)
-def _check_label(label, n_classes):
-    # numba does no bounds checks: a bad label would read or write outside the tile.
-    if label < 0 or label >= n_classes:
-        raise IndexError("cross_entropy: label out of range of the class axis")
-
-
-@njit(cache=True, nogil=True)
-def _cross_entropy(logits_t, labels, loss, alpha, beta):
-    batch, n_classes = logits_t.shape  # logits are (classes, batch)
-    total = 0.0
-    for b in range(batch):
-        _check_label(labels[b], n_classes)
-        top, log_total = _column_max_logsum(logits_t, b)
-        total += top + log_total - logits_t[b, labels[b]]
-    loss[0] = alpha * total if beta == 0.0 else alpha * total + beta * loss[0]
-
-
-def _columns_t(logits, labels):
-    """logits folded to (classes, batch) and transposed, and labels as a flat view."""
-    return folded_t(logits, (logits.shape[0], labels.size)), labels.ravel("K")
-
-
-def cross_entropy(logits, labels, loss, *, alpha=1.0, beta=0.0):
-    """loss = alpha*sum_b(logsumexp(logits[:, b]) - logits[labels[b], b]) + beta*loss."""
-    if logits.dtype is F16:
-        return reference.cross_entropy(logits, labels, loss, alpha=alpha, beta=beta)
-    _cross_entropy(*_columns_t(logits, labels), loss.ravel("K"), float(alpha), float(beta))
 
 
 # ---------------------------------------------------------------- embedding

@@ -19,7 +19,7 @@ from .rounding import round_operand
 from .rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
 from .rules_broadcast import BROADCAST, ArrayBroadcast
 from .rules_indexed import FROM_LSE, INDEXED, LOSSES, AfterLogsumexp, ArrayIndexed
-from .rules_picked import PICKED, ArrayPicked
+from .rules_picked import PICKED, PICKED_FROM_LSE, PICKED_KEYWORDS, ArrayPicked
 from .rules_reduce import REDUCTIONS, ArrayReduction
 from .rules_softmax import EXP_REDUCTIONS, ArrayExpReduction
 
@@ -119,6 +119,9 @@ def table(xp, special):
         elif name in FROM_LSE:   # this table's logsumexp, then a rule of rules_indexed.py
             rule = ArrayIndexed(name, FROM_LSE[name], namespace)
             kernels[name] = AfterLogsumexp(name, rule, kernels, xp.empty)
+        elif name in PICKED_FROM_LSE:   # the same, then a rule of rules_picked.py
+            rule = ArrayPicked(name, PICKED_FROM_LSE[name], namespace)
+            kernels[name] = AfterLogsumexp(name, rule, kernels, xp.empty, PICKED_KEYWORDS)
         elif name in EXP_REDUCTIONS:   # softmax, logsumexp, maxsumexp: rules_softmax.py
             kernels[name] = ArrayExpReduction(name, EXP_REDUCTIONS[name], namespace)
         else:

@@ -1,45 +1,20 @@
-"""xp-generic kernels of the cross-entropies and the embedding (the optimizers are
-rules.py's; mse and valid_count reductions of rules_reduce.py, mse_backward a broadcast
-rule of rules_broadcast.py, cross_entropy_lse_backward and cross_entropy_backward
-indexed rules of rules_indexed.py, cross_entropy_lse a picked rule of rules_picked.py).
+"""xp-generic kernels of the embedding (the losses and the optimizers are rules, noted
+below).
 
 Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numpy, numba or
-cupy. Two CPU-GPU sync points, both deliberate: the label check of cross_entropy (the
-rules' checks are rules_indexed.run_check) and the embedding id check must raise on the
-host (the alternative is training on zero vectors, or on the class a
-wrapped index picks: CuPy's take_along_axis wraps where NumPy raises).
+cupy. One CPU-GPU sync point, deliberate: the embedding id check must raise on the host
+(the alternative is training on zero vectors); the label checks of the cross-entropies
+are their rules' (rules_indexed.run_check).
 """
 
-from .errors import label_error, vocab_error
+from .errors import vocab_error
 from .generic_common import store, wide
 
 # ---------------------------------------------------------------- losses
-
-
-def cross_entropy(xp, logits, labels, loss, *, alpha=1.0, beta=0.0):
-    """loss = alpha*sum_b(logsumexp(logits[:, b]) - logits[labels[b], b]) + beta*loss."""
-    _check_labels("cross_entropy", labels, True, logits.shape[0], None)
-    carried = logits.astype(xp.float64)
-    top = carried.max(axis=0)
-    lse = top + xp.log(xp.exp(carried - top).sum(axis=0))
-    picked = xp.take_along_axis(carried, labels[None], axis=0)[0]
-    store(loss, (lse - picked).sum(), beta, loss, alpha)
-
-
-# cross_entropy_backward is the table's logsumexp and a rule of rules_indexed.py
-# (FROM_LSE), not a function here.
-
-
-def _check_labels(kernel, labels, valid, num_classes, ignore_index):
-    # A CPU-GPU sync point: raising needs the verdict on the host; `valid`: True, or
-    # where labels are not ignore_index.
-    bad = valid & ((labels < 0) | (labels >= num_classes))
-    if bool(bad.any()):
-        raise label_error(kernel, labels[bad].ravel()[0], num_classes, ignore_index)
-
-
-# cross_entropy_lse is a rule of rules_picked.py, cross_entropy_lse_backward one of
-# rules_indexed.py (LOSSES): not functions here.
+# The cross-entropies are rules: cross_entropy_lse_backward of rules_indexed.py
+# (LOSSES), cross_entropy_lse of rules_picked.py; cross_entropy_backward and
+# cross_entropy are the table's logsumexp, then a rule of each (FROM_LSE,
+# PICKED_FROM_LSE). Not functions here.
 
 
 # ---------------------------------------------------------------- embedding

@@ -167,25 +167,32 @@ FROM_LSE = {
 
 
 class AfterLogsumexp:
-    """A FROM_LSE kernel of a table: the table's logsumexp of its logits along dim 0 into
-    a tile of its own (`empty`), then the rule's entry (`rule`) on the logits and that
-    lse. The table is read at the call (it is complete by then); `step` is the rule's
-    entry, which the cpu loop's fallback calls."""
+    """A FROM_LSE kernel of a table (or rules_picked.PICKED_FROM_LSE's): the table's
+    logsumexp of its logits along dim 0 into a tile of its own (`empty`), then the rule's
+    entry (`rule`) on the logits and that lse, with the kernel's `keywords` ((name,
+    default), ...). The table is read at the call (it is complete by then); `step` is
+    the rule's entry, which the cpu loop's fallback calls."""
 
-    def __init__(self, name, rule, table, empty):
+    def __init__(self, name, rule, table, empty, keywords=(("alpha", 1.0),)):
         self.__name__ = self.__qualname__ = name
         self.__doc__ = f"logsumexp, then {rule.__doc__}"
         self.step, self._table, self._empty = rule, table, empty
+        self._keywords = dict(keywords)
         keyword = inspect.Parameter.KEYWORD_ONLY
         arrays = [parameter for parameter in inspect.signature(rule).parameters.values()
                   if parameter.kind is not keyword and parameter.name != "lse"]
         self.__signature__ = inspect.Signature(
-            [*arrays, inspect.Parameter("alpha", keyword, default=1.0)])
+            [*arrays, *(inspect.Parameter(key, keyword, default=default)
+                        for key, default in keywords)])
 
-    def __call__(self, logits, labels, *arrays, alpha=1.0):
+    def __call__(self, logits, labels, *arrays, **keywords):
+        unknown = keywords.keys() - self._keywords.keys()
+        if unknown:
+            raise TypeError(f"{self.__name__}: unknown keywords {', '.join(sorted(unknown))}")
         lse = self._empty(labels.shape, logits.dtype, order="F")
         self._table["logsumexp"](logits, lse, axis=0)
-        self.step(logits, lse, labels, *arrays, alpha=alpha, num_classes=logits.shape[0])
+        self.step(logits, lse, labels, *arrays, **{**self._keywords, **keywords},
+                  num_classes=logits.shape[0])
 
 
 def indexed_signature(indexed):

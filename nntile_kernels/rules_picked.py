@@ -13,6 +13,7 @@ one it wants; a pick reads one per column, as the hand-written loops did.
 ArrayPicked evaluates the text with NumPy or CuPy (generic.py binds it):
 take_along_axis at the clipped pick, then a `where`; generate_cpu_picked.py writes
 the numba loops (cpu_rules_picked.py). The label checks are rules_indexed.py's Checks.
+cross_entropy (PICKED_FROM_LSE) is such a rule run after the table's logsumexp.
 No C++ yet: the cuda table evaluates the text with CuPy.
 
 Imports rules_indexed.py (and through it rules.py and errors.py), and NumPy only for
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rules_indexed import LABELS, run_check
+from .rules_indexed import LABELS, Check, run_check
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Picked:
     value: str
     ids: tuple = ()
     scalars: tuple = ()
+    params: tuple = ()  # float keywords `value` reads, in float64
     offsets: tuple = ()
     integers: tuple = ()
     checks: tuple = ()
@@ -68,10 +70,23 @@ PICKED = {
         integers=(("ignore_index", -100), ("num_classes", None)), checks=(LABELS,)),
 }
 
+# kernel -> the rule it runs on its logits and their logsumexp along the classes
+# (rules_indexed.AfterLogsumexp, with these keywords): the whole class axis in one tile
+PICKED_FROM_LSE = {
+    # loss = alpha * sum(lse - logits[label]) (+ beta * loss); every label in [0, classes)
+    "cross_entropy": Picked(
+        ("logits", "lse", "labels"), "loss", pick="labels", term="lse - picked",
+        value="alpha * total", ids=("labels",), params=("alpha",),
+        integers=(("num_classes", None),),
+        checks=(Check("labels", "(labels < 0) | (labels >= num_classes)", "label_error",
+                      ("num_classes",)),)),
+}
+PICKED_KEYWORDS = (("alpha", 1.0), ("beta", 0.0))
+
 
 def picked_signature(picked):
     """The arrays positional (the inputs, then the output), then the offsets (default 0),
-    the integers and beta=0.0, keyword-only."""
+    the integers, the params and beta=0.0, keyword-only."""
     keyword, empty = inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.empty
     return inspect.Signature(
         [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -79,6 +94,7 @@ def picked_signature(picked):
         + [inspect.Parameter(name, keyword, default=0) for name in picked.offsets]
         + [inspect.Parameter(name, keyword, default=empty if default is None else default)
            for name, default in picked.integers]
+        + [inspect.Parameter(name, keyword) for name in picked.params]
         + [inspect.Parameter("beta", keyword, default=0.0)])
 
 
@@ -103,6 +119,7 @@ class ArrayPicked:
         bound.apply_defaults()
         scope = {name: int(bound.arguments[name])
                  for name in (*picked.offsets, *(name for name, _ in picked.integers))}
+        params = {name: float(bound.arguments[name]) for name in picked.params}
         *inputs, out = arrays
         named = dict(zip(picked.inputs, inputs))
         for check in picked.checks:
@@ -112,7 +129,7 @@ class ArrayPicked:
         scope = {name: xp.asarray(number) for name, number in scope.items()}
         for name in picked.columns:
             scope[name] = named[name] if name in picked.ids else named[name].astype(xp.float64)
-        scope.update({name: named[name] for name in picked.scalars})
+        scope.update({name: named[name] for name in picked.scalars}, **params)
         local = self._eval(picked.pick, scope)
         hit = (local >= 0) & (local < tile.shape[0])
         at = xp.where(hit, local, 0)[None]

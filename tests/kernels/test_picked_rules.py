@@ -1,7 +1,8 @@
 """Rules that pick one element per column (nntile_kernels/rules_picked.py: the loss of a
 class tile): the NumPy evaluation of the formula (the reference) and its generated numba
 loop (cpu_rules_picked.py) agree, over every class tile and with ignored labels; a
-label outside the classes raises on class tile 0 only."""
+label outside the classes raises on class tile 0 only; cross_entropy is a logsumexp
+then such a rule (PICKED_FROM_LSE)."""
 
 import inspect
 
@@ -9,7 +10,8 @@ import numpy as np
 import pytest
 
 from nntile_kernels import cpu, reference
-from nntile_kernels.rules_picked import PICKED, ArrayPicked
+from nntile_kernels.rules_indexed import AfterLogsumexp
+from nntile_kernels.rules_picked import PICKED, PICKED_FROM_LSE, ArrayPicked
 
 
 def _arrays(dtype, rng, classes=15, columns=(4, 3)):
@@ -64,3 +66,33 @@ def test_every_label_ignored_gives_nan_and_class_tile_0_checks(table):
     table["cross_entropy_lse"](np.asfortranarray(logits[5:]), lse, labels, count, loss,
                                num_classes=15, class_offset=5)   # not tile 0: no check
     assert np.isfinite(loss)
+
+
+def test_cross_entropy_is_a_logsumexp_then_its_picked_rule():
+    for name in PICKED_FROM_LSE:
+        for table in (cpu.KERNELS, reference.KERNELS):
+            assert isinstance(table[name], AfterLogsumexp), name
+            assert str(inspect.signature(table[name])) == (
+                "(logits, labels, loss, *, alpha=1.0, beta=0.0)")
+        assert cpu.KERNELS[name].step.__module__ == "nntile_kernels.cpu_rules_picked"
+        assert isinstance(reference.KERNELS[name].step, ArrayPicked)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_cross_entropy_step_is_the_reference_and_checks_every_label(dtype):
+    """Given one lse, alpha * sum(lse - logits[label]) + beta * loss (summed in another
+    order: not bitwise); a label outside the classes raises naming the kernel."""
+    logits, lse, labels, _ = _arrays(dtype, np.random.default_rng(6))
+    labels = np.asfortranarray(np.abs(labels) % 15)
+    results = []
+    for table in (cpu.KERNELS, reference.KERNELS):
+        loss = np.array(2.0, dtype)
+        table["cross_entropy"].step(logits, lse, labels, loss, num_classes=15, alpha=0.5,
+                                    beta=0.25)
+        results.append(loss)
+        bad = labels.copy(order="F")
+        bad[0, 1] = -1
+        with pytest.raises(IndexError, match="^cross_entropy: labels hold -1, outside"):
+            table["cross_entropy"](logits, bad, loss)
+    tolerance = {np.float16: 1e-3, np.float32: 1e-6, np.float64: 1e-13}[dtype]
+    np.testing.assert_allclose(*results, rtol=tolerance)
