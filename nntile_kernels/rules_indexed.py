@@ -1,6 +1,7 @@
 """Rules that name where an element is: the masks (mask_scalar, mask_causal), the rotary
 position embedding (rope, rope_backward) and the losses' class tiles (LOSSES:
-cross_entropy_lse_backward), each written once in the language of rules.py.
+cross_entropy_lse_backward; FROM_LSE: cross_entropy_backward's step after the table's
+logsumexp, AfterLogsumexp), each written once in the language of rules.py.
 
 An `Indexed` rule is a formula of the element (or, `paired`, of the pair of elements)
 with what an elementwise rule lacks:
@@ -25,10 +26,10 @@ with what an elementwise rule lacks:
 
 ArrayIndexed evaluates the text with NumPy or CuPy (generic.py binds it): positions are
 aranges, partners expanded or folded to the tile, cases `where`s;
-generate_cpu_indexed.py writes the numba loops (cpu_rules_indexed.py; LOSSES'
-cpu_rules_loss.py), and rules_cuda_indexed.py the C++ of a CUDA kernel of INDEXED, so
-every backend reads one text (LOSSES have no C++ yet: the cuda table evaluates their
-text with CuPy).
+generate_cpu_indexed.py writes the numba loops (cpu_rules_indexed.py; LOSSES' and
+FROM_LSE's cpu_rules_loss.py), and rules_cuda_indexed.py the C++ of a CUDA kernel of
+INDEXED, so every backend reads one text (LOSSES and FROM_LSE have no C++ yet: the
+cuda table evaluates their text with CuPy).
 
 Pure Python, imports rules.py and errors.py only.
 """
