@@ -21,7 +21,8 @@ INDEXED_CASES are the masks and rope of rules_indexed.py against their loops of 
 (cpu_slice.py, cpu_rope.py) on attention's tiles; SOFTMAX_CASES the softmax family
 of rules_softmax.py against the loops of 0cb1cb0's cpu_reduce.py (logsumexp_merge, an
 elementwise rule now, is a case of CASES), and softmax_backward's two rules against its
-NumPy expression of 0cb1cb0's generic.py. An old module imports the
+NumPy expression of 0cb1cb0's generic.py; LOSS_CASES the losses' rules against their
+loops of 0cb1cb0 (cpu_loss.py) on GPT-2's logits tiles. An old module imports the
 cpu_common.py of its own revision.
 """
 
@@ -168,6 +169,26 @@ SOFTMAX_CASES = {
     "softmax_backward": ("0cb1cb0", "generic", _SOFTMAX_SHAPES, {}),
 }
 
+# GPT-2's logits [vocab, tokens]: the 50257 classes cut into class tiles of 4096 (or 768)
+# by 512 tokens, class tile 0 (which checks the labels) or another; labels over the whole
+# vocabulary, an eighth of them ignore_index
+_VOCAB = {"num_classes": 50257, "ignore_index": -100}
+LOSS_CASES = {
+    "cross_entropy_lse_backward": ("0cb1cb0", "cpu_loss", (4096, 512), False, _VOCAB),
+    "cross_entropy_lse_backward 768": ("0cb1cb0", "cpu_loss", (768, 512), False, _VOCAB),
+    "cross_entropy_lse_backward class_offset": ("0cb1cb0", "cpu_loss", (4096, 512), False,
+                                                dict(_VOCAB, class_offset=4096)),
+    # the loss itself: one pick per token (class tile 0 also adds the lse and checks)
+    "cross_entropy_lse": ("0cb1cb0", "cpu_loss", (4096, 512), False, _VOCAB),
+    "cross_entropy_lse class_offset": ("0cb1cb0", "cpu_loss", (4096, 512), False,
+                                       dict(_VOCAB, class_offset=4096)),
+    # the whole class axis in one tile (a vocabulary of 4096, or 768, classes)
+    "cross_entropy_backward": ("0cb1cb0", "cpu_loss", (4096, 512), False, {"alpha": 0.5}),
+    "cross_entropy_backward 768": ("0cb1cb0", "cpu_loss", (768, 512), False, {"alpha": 0.5}),
+    "cross_entropy": ("0cb1cb0", "cpu_loss", (4096, 512), False, {"alpha": 0.5, "beta": 1.0}),
+    "cross_entropy 768": ("0cb1cb0", "cpu_loss", (768, 512), False, {"alpha": 0.5}),
+}
+
 
 def old_module(revision, name, folder):
     """nntile_kernels/<name>.py of `revision`, imported as a sibling of the current modules
@@ -299,19 +320,39 @@ def indexed_arrays(label, shape, in_place, dtype, seed=0):
     return tiles
 
 
-def run_indexed_cases(labels, modules, repeat):
+def loss_arrays(label, shape, in_place, dtype, seed=0):
+    """A loss's arrays: normal logits, their lse per column (so probabilities below 1),
+    labels over the whole vocabulary (an eighth ignored), count, dloss, dlogits (the loss,
+    for cross_entropy_lse); or, for cross_entropy_backward (cross_entropy), logits, labels
+    over the tile's classes, dloss, dlogits (the loss)."""
+    rng = np.random.default_rng(seed)
+    logits = np.asfortranarray(rng.standard_normal(shape).astype(dtype))
+    dloss, dlogits = np.array(0.5, dtype), np.zeros(shape, dtype, order="F")
+    if label.startswith("cross_entropy_backward"):
+        return [logits, rng.integers(0, shape[0], shape[1]), dloss, dlogits]
+    if label.split()[0] == "cross_entropy":   # its loss, which beta = 1 reads
+        return [logits, rng.integers(0, shape[0], shape[1]), np.array(0.5, dtype)]
+    lse = np.log(np.exp(logits).sum(axis=0) + 50000.0).astype(dtype)
+    labels = np.where(rng.random(shape[1]) < 0.125, -100, rng.integers(0, 50257, shape[1]))
+    count = np.array(np.count_nonzero(labels != -100), dtype)
+    if label.startswith("cross_entropy_lse_backward"):
+        return [logits, lse, labels, count, dloss, dlogits]
+    return [logits, lse, labels, count, np.array(0.0, dtype)]   # the loss, its output
+
+
+def run_indexed_cases(labels, cases, make_arrays, modules, repeat):
     """One row per case: the old loop and the generated one on the same tiles."""
     print(f"\nns per element, best of {repeat}; before = 0cb1cb0, after = this checkout")
     print("| kernel | tile | fp32 before / after ns | fp64 before / after ns "
           "| bitwise fp32 / fp64 |")
     print("|---|---|---|---|---|")
     for label in labels:
-        revision, module, shape, in_place, params = INDEXED_CASES[label]
+        revision, module, shape, in_place, params = cases[label]
         name = label.split()[0]
         kernels = (old_kernel(modules[revision, module], name), cpu.KERNELS[name])
         cells, same = [], []
         for dtype in (np.float32, np.float64):
-            arrays = indexed_arrays(label, shape, in_place, dtype)
+            arrays = make_arrays(label, shape, in_place, dtype)
             for kernel in kernels:
                 kernel(*arrays, **params)   # compile outside the timing
             calls = [lambda k=k, a=arrays, p=params: k(*a, **p) for k in kernels]
@@ -319,7 +360,7 @@ def run_indexed_cases(labels, modules, repeat):
             cells.append(f"{before:.3f} / {after:.3f}")
             outs = []
             for kernel in kernels:
-                fresh = indexed_arrays(label, shape, in_place, dtype)
+                fresh = make_arrays(label, shape, in_place, dtype)
                 kernel(*fresh, **params)
                 outs.append(fresh[-1])
             same.append(np.array_equal(*outs, equal_nan=True))
@@ -392,6 +433,7 @@ def main():
                       if not args.only or label.split()[0] in args.only]
         indexed = [label for label in INDEXED_CASES
                    if not args.only or label.split()[0] in args.only]
+        losses = [label for label in LOSS_CASES if not args.only or label.split()[0] in args.only]
         softmaxes = [label for label in SOFTMAX_CASES
                      if not args.only or label.split()[0] in args.only]
         modules = {(revision, name): old_module(revision, name, folder)
@@ -399,6 +441,7 @@ def main():
                        *cases.values(), *(BROADCAST_CASES[label] for label in broadcasts),
                        *(REDUCE_CASES[label] for label in reductions),
                        *(INDEXED_CASES[label] for label in indexed),
+                       *(LOSS_CASES[label] for label in losses),
                        *(SOFTMAX_CASES[label] for label in softmaxes))}}
         if cases:
             print(f"ns per element, {args.edge} x {args.edge} tile, best of {args.repeat}; "
@@ -428,12 +471,14 @@ def main():
             run_axis_cases(reductions, REDUCE_CASES, reduce_arrays, REDUCTIONS, modules,
                            args.repeat)
         if indexed:
-            run_indexed_cases(indexed, modules, args.repeat)
+            run_indexed_cases(indexed, INDEXED_CASES, indexed_arrays, modules, args.repeat)
         if softmaxes:   # each reduces a slice
             slices = {name: argparse.Namespace(shape="slice")
                       for name in (*EXP_REDUCTIONS, "softmax_backward")}
             run_axis_cases(softmaxes, SOFTMAX_CASES, softmax_arrays, slices, modules,
                            args.repeat)
+        if losses:
+            run_indexed_cases(losses, LOSS_CASES, loss_arrays, modules, args.repeat)
 
 
 if __name__ == "__main__":

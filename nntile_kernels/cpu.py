@@ -10,10 +10,11 @@ import numpy as np
 
 from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
                cpu_reduce, cpu_rules, cpu_rules_broadcast, cpu_rules_broadcast_scalar,
-               cpu_rules_indexed, cpu_rules_optim, cpu_rules_params, cpu_rules_reduce,
-               cpu_rules_softmax, generic, reference)
+               cpu_rules_indexed, cpu_rules_loss, cpu_rules_optim, cpu_rules_params,
+               cpu_rules_picked, cpu_rules_reduce, cpu_rules_softmax, generic, reference)
 from .rules_broadcast import BROADCAST
-from .rules_indexed import INDEXED
+from .rules_indexed import FROM_LSE, INDEXED, LOSSES, AfterLogsumexp
+from .rules_picked import PICKED, PICKED_FROM_LSE, PICKED_KEYWORDS
 from .rules_reduce import REDUCTIONS
 from .rules_softmax import EXP_REDUCTIONS
 
@@ -39,10 +40,6 @@ KERNELS = {
     **cpu_rules.KERNELS,
     **cpu_rules_params.KERNELS,
     **cpu_rules_optim.KERNELS,
-    "cross_entropy": cpu_loss.cross_entropy,
-    "cross_entropy_backward": cpu_loss.cross_entropy_backward,
-    "cross_entropy_lse": cpu_loss.cross_entropy_lse,
-    "cross_entropy_lse_backward": cpu_loss.cross_entropy_lse_backward,
     "embedding": cpu_loss.embedding,
     "embedding_backward": cpu_loss.embedding_backward,
     "conv2d_inplace": cpu_conv.conv2d_inplace,
@@ -62,10 +59,21 @@ KERNELS = {
     # the masks (mask_scalar, mask_causal) and rope, rope_backward: loops generated from
     # rules_indexed.py's formulas
     **{name: getattr(cpu_rules_indexed, name) for name in INDEXED},
+    # cross_entropy_lse_backward: a loop generated from rules_indexed.py's LOSSES, and
+    # cross_entropy_lse one from rules_picked.py
+    **{name: getattr(cpu_rules_loss, name) for name in LOSSES},
+    **{name: getattr(cpu_rules_picked, name) for name in PICKED},
     # the softmax family (softmax, logsumexp, maxsumexp): loops generated from
     # rules_softmax.py; logsumexp_merge is an elementwise rule (cpu_rules_params.py)
     **{name: getattr(cpu_rules_softmax, name) for name in EXP_REDUCTIONS},
 }
+# cross_entropy_backward and cross_entropy: this table's logsumexp, then a loop generated
+# from FROM_LSE (rules_indexed.py) or PICKED_FROM_LSE (rules_picked.py)
+KERNELS.update({name: AfterLogsumexp(name, getattr(cpu_rules_loss, f"{name}_from_lse"),
+                                     KERNELS, np.empty) for name in FROM_LSE})
+KERNELS.update({name: AfterLogsumexp(name, getattr(cpu_rules_picked, f"{name}_from_lse"),
+                                     KERNELS, np.empty, PICKED_KEYWORDS)
+                for name in PICKED_FROM_LSE})
 # kernels of this table on tiles the plan aliases as views (generic_data.reshaped_call)
 KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)
 # sumprod_slice then softmax_from_logsumexp_backward, this table's loops (generic.py)

@@ -1,162 +1,20 @@
-"""Numba cross-entropies and embedding lookups of the cpu table (mse and valid_count are
-reductions of rules_reduce.py, mse_backward a broadcast rule: their loops are generated).
+"""Numba embedding lookups of the cpu table: a gather and a scatter-add of E-vectors by
+id. The losses are rules, their loops generated: mse and valid_count reductions of
+rules_reduce.py, mse_backward a broadcast rule, cross_entropy_lse_backward and
+cross_entropy_backward indexed rules (rules_indexed.py), cross_entropy_lse and
+cross_entropy picked rules (rules_picked.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Multi-dim tiles reach numba
-as C-ordered transposed views (cpu_common.folded_t), indexed backwards. Loss sums
-accumulate in float64; fp16 falls back to the NumPy reference.
+as C-ordered transposed views (cpu_common.folded_t), indexed backwards; fp16 falls back
+to the NumPy reference.
 """
 
-import math
-
-import numpy as np
 from numba import njit
 
 from . import reference
 from .cpu_common import F16, folded_t
-from .errors import label_error, vocab_error
+from .errors import vocab_error
 from .layout import fold
-
-
-@njit(cache=True, nogil=True)
-def _column_max_logsum(logits_t, b):
-    """(max, log(sum(exp(column - max)))) of the logits column of batch element b."""
-    top = -np.inf
-    for c in range(logits_t.shape[1]):
-        top = max(top, logits_t[b, c])
-    total = 0.0
-    for c in range(logits_t.shape[1]):
-        total += math.exp(logits_t[b, c] - top)
-    return top, math.log(total)
-
-
-@njit(cache=True, nogil=True)
-def _check_label(label, n_classes):
-    # numba does no bounds checks: a bad label would read or write outside the tile.
-    if label < 0 or label >= n_classes:
-        raise IndexError("cross_entropy: label out of range of the class axis")
-
-
-@njit(cache=True, nogil=True)
-def _cross_entropy(logits_t, labels, loss, alpha, beta):
-    batch, n_classes = logits_t.shape  # logits are (classes, batch)
-    total = 0.0
-    for b in range(batch):
-        _check_label(labels[b], n_classes)
-        top, log_total = _column_max_logsum(logits_t, b)
-        total += top + log_total - logits_t[b, labels[b]]
-    loss[0] = alpha * total if beta == 0.0 else alpha * total + beta * loss[0]
-
-
-@njit(cache=True, nogil=True)
-def _cross_entropy_backward(logits_t, labels, dloss, dlogits_t, alpha):
-    batch, n_classes = logits_t.shape
-    scale = alpha * dloss[0]
-    for b in range(batch):
-        label = labels[b]
-        _check_label(label, n_classes)
-        top, log_total = _column_max_logsum(logits_t, b)
-        for c in range(n_classes):
-            prob = math.exp(logits_t[b, c] - top - log_total)
-            dlogits_t[b, c] += scale * (prob - 1.0 if c == label else prob)
-
-
-# cross_entropy_lse: the class tile starting at `offset` of logits folded to (classes,
-# positions); class tile 0 checks the labels (numba does no bounds checks, and every
-# position meets class tile 0 exactly once). A bad label returns its position for the
-# wrapper to raise. error_model="numpy": a count of 0 (every label ignored) gives nan.
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _cross_entropy_lse(logits_t, lse, labels, count, loss, ignore, n_classes, offset, beta):
-    n_positions, n_local = logits_t.shape
-    first = offset == 0
-    total = 0.0
-    for b in range(n_positions):
-        label = labels[b]
-        if label == ignore:
-            continue
-        if first and (label < 0 or label >= n_classes):
-            return b
-        local = label - offset
-        if 0 <= local < n_local:
-            total -= logits_t[b, local]
-        if first:
-            total += lse[b]
-    value = total / count[0]
-    loss[0] = value if beta == 0.0 else value + beta * loss[0]
-    return -1
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _cross_entropy_lse_backward(logits_t, lse, labels, count, dloss, dlogits_t, ignore,
-                                n_classes, offset):
-    n_positions, n_local = logits_t.shape
-    first = offset == 0
-    scale = dloss[0] / count[0]
-    for b in range(n_positions):
-        label = labels[b]
-        if label == ignore:
-            continue
-        if first and (label < 0 or label >= n_classes):
-            return b
-        local = label - offset
-        for c in range(n_local):
-            prob = math.exp(logits_t[b, c] - lse[b])
-            dlogits_t[b, c] += scale * (prob - 1.0 if c == local else prob)
-    return -1
-
-
-def _columns_t(logits, labels):
-    """logits folded to (classes, batch) and transposed, and labels as a flat view."""
-    return folded_t(logits, (logits.shape[0], labels.size)), labels.ravel("K")
-
-
-def cross_entropy(logits, labels, loss, *, alpha=1.0, beta=0.0):
-    """loss = alpha*sum_b(logsumexp(logits[:, b]) - logits[labels[b], b]) + beta*loss."""
-    if logits.dtype is F16:
-        return reference.cross_entropy(logits, labels, loss, alpha=alpha, beta=beta)
-    _cross_entropy(*_columns_t(logits, labels), loss.ravel("K"), float(alpha), float(beta))
-
-
-def cross_entropy_backward(logits, labels, dloss, dlogits, *, alpha=1.0):
-    """dlogits += alpha*dloss*(softmax(logits, axis 0) - onehot(labels))."""
-    if logits.dtype is F16:
-        return reference.cross_entropy_backward(logits, labels, dloss, dlogits, alpha=alpha)
-    logits_t, labels1 = _columns_t(logits, labels)
-    dlogits_t = folded_t(dlogits, logits_t.shape[::-1])
-    _cross_entropy_backward(logits_t, labels1, dloss.ravel("K"), dlogits_t, float(alpha))
-
-
-def cross_entropy_lse(logits, lse, labels, count, loss, *, ignore_index=-100, num_classes,
-                      class_offset=0, beta=0.0):
-    """loss = sum over labels != ignore_index of (lse - logits[label]) / count + beta*loss,
-    for the class tile starting at `class_offset` (tile 0 adds lse, checks the labels)."""
-    if logits.dtype is F16:
-        return reference.cross_entropy_lse(logits, lse, labels, count, loss,
-                                           ignore_index=ignore_index, num_classes=num_classes,
-                                           class_offset=class_offset, beta=beta)
-    logits_t, labels1 = _columns_t(logits, labels)
-    bad = _cross_entropy_lse(logits_t, lse.ravel("K"), labels1, count.ravel("K"),
-                             loss.ravel("K"), int(ignore_index), int(num_classes),
-                             int(class_offset), float(beta))
-    if bad >= 0:
-        raise label_error("cross_entropy_lse", labels1[bad], num_classes, ignore_index)
-
-
-def cross_entropy_lse_backward(logits, lse, labels, count, dloss, dlogits, *,
-                               ignore_index=-100, num_classes, class_offset=0):
-    """dlogits += dloss/count * (exp(logits - lse) - onehot(label)) at labels != ignore_index."""
-    if logits.dtype is F16:
-        return reference.cross_entropy_lse_backward(
-            logits, lse, labels, count, dloss, dlogits, ignore_index=ignore_index,
-            num_classes=num_classes, class_offset=class_offset)
-    logits_t, labels1 = _columns_t(logits, labels)
-    dlogits_t = folded_t(dlogits, logits_t.shape[::-1])
-    bad = _cross_entropy_lse_backward(logits_t, lse.ravel("K"), labels1, count.ravel("K"),
-                                      dloss.ravel("K"), dlogits_t, int(ignore_index),
-                                      int(num_classes), int(class_offset))
-    if bad >= 0:
-        raise label_error("cross_entropy_lse_backward", labels1[bad], num_classes, ignore_index)
 
 
 # ---------------------------------------------------------------- embedding

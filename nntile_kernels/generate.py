@@ -1,6 +1,6 @@
 """Writes every generated kernel module again from the formulas (rules.py,
-rules_broadcast.py, rules_reduce.py, rules_indexed.py, rules_softmax.py), after a formula
-or a generator changed:
+rules_broadcast.py, rules_reduce.py, rules_indexed.py, rules_picked.py, rules_softmax.py),
+after a formula or a generator changed:
 
     python -m nntile_kernels.generate
 
@@ -11,8 +11,8 @@ writes. Pure Python: imports the generators only.
 
 import sys
 
-from . import (generate_cpu_broadcast, generate_cpu_indexed, generate_cpu_reduce,
-               generate_cpu_rules, generate_cpu_softmax)
+from . import (generate_cpu_broadcast, generate_cpu_indexed, generate_cpu_picked,
+               generate_cpu_reduce, generate_cpu_rules, generate_cpu_softmax)
 
 
 def generated() -> dict:
@@ -23,7 +23,9 @@ def generated() -> dict:
     files.update({broadcast.target(module): broadcast.module_source(module)
                   for module in broadcast.MODULES})
     files[generate_cpu_reduce.TARGET] = generate_cpu_reduce.module_source()
-    files[generate_cpu_indexed.TARGET] = generate_cpu_indexed.module_source()
+    files.update({target: generate_cpu_indexed.module_source(target)
+                  for target in generate_cpu_indexed.MODULES})
+    files[generate_cpu_picked.TARGET] = generate_cpu_picked.module_source()
     files[generate_cpu_softmax.TARGET] = generate_cpu_softmax.module_source()
     return files
 

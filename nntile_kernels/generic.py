@@ -18,7 +18,8 @@ from .layout import gemm_folds
 from .rounding import round_operand
 from .rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
 from .rules_broadcast import BROADCAST, ArrayBroadcast
-from .rules_indexed import INDEXED, ArrayIndexed
+from .rules_indexed import FROM_LSE, INDEXED, LOSSES, AfterLogsumexp, ArrayIndexed
+from .rules_picked import PICKED, PICKED_FROM_LSE, PICKED_KEYWORDS, ArrayPicked
 from .rules_reduce import REDUCTIONS, ArrayReduction
 from .rules_softmax import EXP_REDUCTIONS, ArrayExpReduction
 
@@ -111,8 +112,16 @@ def table(xp, special):
             kernels[name] = ArrayBroadcast(name, BROADCAST[name], namespace)
         elif name in REDUCTIONS:   # sum_slice, sumprod_fiber, ...: rules_reduce.py
             kernels[name] = ArrayReduction(name, REDUCTIONS[name], namespace)
-        elif name in INDEXED:   # the masks and rope: rules_indexed.py
-            kernels[name] = ArrayIndexed(name, INDEXED[name], namespace)
+        elif name in INDEXED or name in LOSSES:   # the masks, rope, a loss: rules_indexed.py
+            kernels[name] = ArrayIndexed(name, {**INDEXED, **LOSSES}[name], namespace)
+        elif name in PICKED:   # cross_entropy_lse: rules_picked.py
+            kernels[name] = ArrayPicked(name, PICKED[name], namespace)
+        elif name in FROM_LSE:   # this table's logsumexp, then a rule of rules_indexed.py
+            rule = ArrayIndexed(name, FROM_LSE[name], namespace)
+            kernels[name] = AfterLogsumexp(name, rule, kernels, xp.empty)
+        elif name in PICKED_FROM_LSE:   # the same, then a rule of rules_picked.py
+            rule = ArrayPicked(name, PICKED_FROM_LSE[name], namespace)
+            kernels[name] = AfterLogsumexp(name, rule, kernels, xp.empty, PICKED_KEYWORDS)
         elif name in EXP_REDUCTIONS:   # softmax, logsumexp, maxsumexp: rules_softmax.py
             kernels[name] = ArrayExpReduction(name, EXP_REDUCTIONS[name], namespace)
         else:

@@ -1,85 +1,20 @@
-"""xp-generic kernels of the cross-entropies and the embedding (the optimizers are
-rules.py's; mse and valid_count reductions of rules_reduce.py, mse_backward a broadcast
-rule of rules_broadcast.py).
+"""xp-generic kernels of the embedding (the losses and the optimizers are rules, noted
+below).
 
-Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numba or cupy
-(NumPy only for errstate, which CuPy arrays ignore). Two CPU-GPU sync points, both
-deliberate: the label checks of the cross-entropies and the embedding id check must
-raise on the host (the alternative is training on zero vectors, or on the class a
-wrapped index picks: CuPy's take_along_axis wraps where NumPy raises).
+Part of generic.table. Arrays only: never imports nntile_spmd, mpi4py, numpy, numba or
+cupy. One CPU-GPU sync point, deliberate: the embedding id check must raise on the host
+(the alternative is training on zero vectors); the label checks of the cross-entropies
+are their rules' (rules_indexed.run_check).
 """
 
-import numpy as np
-
-from .errors import label_error, vocab_error
+from .errors import vocab_error
 from .generic_common import store, wide
 
 # ---------------------------------------------------------------- losses
-
-
-def _softmax_rows(xp, logits):
-    """softmax over axis 0 of logits [C, B...], carried in float64."""
-    shifted = xp.exp(logits - logits.max(axis=0, keepdims=True))
-    return shifted / shifted.sum(axis=0, keepdims=True)
-
-
-def cross_entropy(xp, logits, labels, loss, *, alpha=1.0, beta=0.0):
-    """loss = alpha*sum_b(logsumexp(logits[:, b]) - logits[labels[b], b]) + beta*loss."""
-    _check_labels("cross_entropy", labels, True, logits.shape[0], None)
-    carried = logits.astype(xp.float64)
-    top = carried.max(axis=0)
-    lse = top + xp.log(xp.exp(carried - top).sum(axis=0))
-    picked = xp.take_along_axis(carried, labels[None], axis=0)[0]
-    store(loss, (lse - picked).sum(), beta, loss, alpha)
-
-
-def cross_entropy_backward(xp, logits, labels, dloss, dlogits, *, alpha=1.0):
-    """dlogits += alpha*dloss*(softmax(logits, axis 0) - onehot(labels))."""
-    _check_labels("cross_entropy_backward", labels, True, logits.shape[0], None)
-    probs = _softmax_rows(xp, logits.astype(xp.float64))
-    classes = xp.arange(logits.shape[0]).reshape((-1,) + (1,) * labels.ndim)
-    dlogits += (alpha * dloss) * (probs - (classes == labels))
-
-
-def _check_labels(kernel, labels, valid, num_classes, ignore_index):
-    # A CPU-GPU sync point: raising needs the verdict on the host. The lse kernels call
-    # it on class tile 0 only, once per batch tile (every position meets class tile 0
-    # exactly once); `valid`: True, or where labels are not ignore_index.
-    bad = valid & ((labels < 0) | (labels >= num_classes))
-    if bool(bad.any()):
-        raise label_error(kernel, labels[bad].ravel()[0], num_classes, ignore_index)
-
-
-def cross_entropy_lse(xp, logits, lse, labels, count, loss, *, ignore_index=-100, num_classes,
-                      class_offset=0, beta=0.0):
-    """loss = sum over labels != ignore_index of (lse - logits[label]) / count + beta*loss,
-    for the class tile of logits starting at class `class_offset`: tile 0 adds the lse
-    terms and checks the labels, each tile subtracts the logits of the labels it holds."""
-    valid = labels != ignore_index
-    if class_offset == 0:
-        _check_labels("cross_entropy_lse", labels, valid, num_classes, ignore_index)
-    local = labels - class_offset
-    hit = valid & (local >= 0) & (local < logits.shape[0])
-    picked = xp.take_along_axis(logits, xp.where(hit, local, 0)[None], axis=0)[0]
-    total = -xp.where(hit, picked, 0).sum(dtype=xp.float64)
-    if class_offset == 0:
-        total = total + xp.where(valid, lse, 0).sum(dtype=xp.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):  # count 0: all ignored, nan
-        store(loss, total / count, beta, loss)
-
-
-def cross_entropy_lse_backward(xp, logits, lse, labels, count, dloss, dlogits, *,
-                               ignore_index=-100, num_classes, class_offset=0):
-    """dlogits += dloss/count * (exp(logits - lse) - onehot(label)) at labels != ignore_index,
-    for the class tile starting at `class_offset`."""
-    valid = labels != ignore_index
-    if class_offset == 0:
-        _check_labels("cross_entropy_lse_backward", labels, valid, num_classes, ignore_index)
-    classes = xp.arange(class_offset, class_offset + logits.shape[0])
-    onehot = classes.reshape((-1,) + (1,) * labels.ndim) == labels
-    # where() keeps dloss/count on the device; with count 0 nothing is valid
-    scale = xp.where(valid, dloss / xp.where(count == 0, 1, count), 0)
-    dlogits += scale * (xp.exp(logits - lse) - onehot)
+# The cross-entropies are rules: cross_entropy_lse_backward of rules_indexed.py
+# (LOSSES), cross_entropy_lse of rules_picked.py; cross_entropy_backward and
+# cross_entropy are the table's logsumexp, then a rule of each (FROM_LSE,
+# PICKED_FROM_LSE). Not functions here.
 
 
 # ---------------------------------------------------------------- embedding

@@ -2,7 +2,8 @@
 rope): the NumPy evaluation of a formula (the reference) and its generated numba loop
 (cpu_rules_indexed.py) agree bitwise, in place or not, with offsets; every comparison
 the loop generator turns into a run split gives what the rule says; and the rules' C++
-(rules_cuda_indexed.py), compiled for the host, computes what NumPy does."""
+(rules_cuda_indexed.py), compiled for the host, computes what NumPy does; the losses'
+rules (LOSSES, FROM_LSE) likewise against their loops (cpu_rules_loss.py)."""
 
 import ctypes
 import inspect
@@ -20,7 +21,8 @@ from nntile_kernels.generate_cpu_indexed import kernel_source
 from nntile_kernels.rules import rule_namespace
 from nntile_kernels.rules_cuda import C_TYPES, CUDA_PREAMBLE
 from nntile_kernels.rules_cuda_indexed import cuda_indexed_source, index_sizes
-from nntile_kernels.rules_indexed import INDEXED, ArrayIndexed, Indexed
+from nntile_kernels.rules_indexed import (FROM_LSE, INDEXED, LOSSES, AfterLogsumexp, ArrayIndexed,
+                                         Indexed)
 
 
 def _arrays(name, dtype, rng, shape=(6, 4, 3, 2)):
@@ -183,3 +185,101 @@ def test_cpp_of_each_indexed_rule_matches_its_numpy_evaluation(host_library, nam
         np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance)
     else:
         np.testing.assert_array_equal(got, expected)
+
+
+# ---------------------------------------------------------------- the losses' rules
+
+
+def _loss_arrays(dtype, rng, classes=5, columns=(4, 3)):
+    """A class tile of `classes` logits per position, the lse of the whole row, labels over
+    3 * classes classes (a third ignored), count, dloss and dlogits."""
+    logits = np.asfortranarray(rng.standard_normal((classes, *columns)).astype(dtype))
+    lse = np.asfortranarray((np.log(np.exp(logits).sum(axis=0)) + 1.0).astype(dtype))
+    labels = np.asfortranarray(rng.integers(0, 3 * classes, columns))
+    labels[rng.random(columns) < 0.3] = -100
+    count = np.array(np.count_nonzero(labels != -100), dtype)
+    dlogits = np.asfortranarray(rng.standard_normal(logits.shape).astype(dtype))
+    return [logits, lse, labels, count, np.array(1.5, dtype), dlogits]
+
+
+def test_each_loss_is_its_rule_in_both_tables():
+    for name in LOSSES:
+        assert cpu.KERNELS[name].__module__ == "nntile_kernels.cpu_rules_loss", name
+        assert isinstance(reference.KERNELS[name], ArrayIndexed), name
+    expected = ("(logits, lse, labels, count, dloss, dlogits, *, class_offset=0, "
+                "ignore_index=-100, num_classes)")
+    for table in (cpu.KERNELS, reference.KERNELS):
+        assert str(inspect.signature(table["cross_entropy_lse_backward"])) == expected
+
+
+@pytest.mark.parametrize("class_offset", [0, 5, 10])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_loss_loop_is_the_reference(dtype, class_offset):
+    """fp64 bitwise; fp32 within the fast exp's error (cpu_fastmath); fp16 is the
+    reference itself. Each class tile of the 15 classes holds some labels."""
+    arrays = _loss_arrays(dtype, np.random.default_rng(7))
+    results = []
+    for table in (cpu.KERNELS, reference.KERNELS):
+        copies = [array.copy(order="F") for array in arrays]
+        table["cross_entropy_lse_backward"](*copies, num_classes=15, class_offset=class_offset)
+        results.append(copies[-1])
+    if dtype == np.float32:
+        np.testing.assert_allclose(*results, rtol=1e-6, atol=1e-7)
+    else:
+        np.testing.assert_array_equal(*results)
+
+
+@pytest.mark.parametrize("table", [cpu.KERNELS, reference.KERNELS], ids=["cpu", "reference"])
+def test_loss_is_softmax_minus_onehot_and_ignored_columns_add_nothing(table):
+    """Against the formula written out; an ignored column's logits are inf and its lse
+    nan, and it adds nothing; a count of 0 (every label ignored) adds nothing either."""
+    logits = np.asfortranarray([[0.0, np.inf, 1.0], [1.0, np.inf, 2.0]])
+    lse = np.array([np.logaddexp(0.0, 1.0), np.nan, np.logaddexp(1.0, 2.0)])
+    labels = np.array([1, -1, 2])
+    dlogits = np.zeros_like(logits)
+    table["cross_entropy_lse_backward"](logits, lse, labels, np.array(2.0), np.array(3.0),
+                                        dlogits, ignore_index=-1, num_classes=4, class_offset=1)
+    softmax = np.exp(logits - lse)
+    onehot = np.array([[True, False, False], [False, False, True]])
+    expected = np.where([True, False, True], 1.5 * (softmax - onehot), 0.0)
+    np.testing.assert_allclose(dlogits, expected, rtol=1e-15)
+    table["cross_entropy_lse_backward"](logits, lse, np.full(3, -1), np.array(0.0),
+                                        np.array(3.0), dlogits, ignore_index=-1, num_classes=4)
+    np.testing.assert_allclose(dlogits, expected, rtol=1e-15)
+
+
+def test_cross_entropy_backward_is_a_logsumexp_then_its_rule():
+    """Each table's entry runs its own logsumexp, then the FROM_LSE rule's entry: the
+    generated loop on the cpu, the NumPy evaluation in the reference."""
+    for name in FROM_LSE:
+        for table in (cpu.KERNELS, reference.KERNELS):
+            assert isinstance(table[name], AfterLogsumexp), name
+            assert str(inspect.signature(table[name])) == (
+                "(logits, labels, dloss, dlogits, *, alpha=1.0)")
+        assert cpu.KERNELS[name].step.__module__ == "nntile_kernels.cpu_rules_loss"
+        assert isinstance(reference.KERNELS[name].step, ArrayIndexed)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_cross_entropy_backward_step_is_the_reference(dtype):
+    """Given one lse, the loop is bitwise the reference in fp64 (fp32: the fast exp);
+    a label outside the classes raises naming the kernel, not its step."""
+    rng = np.random.default_rng(11)
+    logits = np.asfortranarray(rng.standard_normal((6, 4, 3)).astype(dtype))
+    lse = np.asfortranarray(np.log(np.exp(logits.astype(np.float64)).sum(axis=0)).astype(dtype))
+    labels = np.asfortranarray(rng.integers(0, 6, (4, 3)))
+    dlogits = np.asfortranarray(rng.standard_normal(logits.shape).astype(dtype))
+    results = []
+    for table in (cpu.KERNELS, reference.KERNELS):
+        out = dlogits.copy(order="F")
+        table["cross_entropy_backward"].step(logits, lse, labels, np.array(2.0, dtype), out,
+                                             alpha=0.5, num_classes=6)
+        results.append(out)
+        bad = labels.copy(order="F")
+        bad[1, 2] = 6
+        with pytest.raises(IndexError, match="^cross_entropy_backward: labels hold 6, outside"):
+            table["cross_entropy_backward"](logits, bad, np.array(2.0, dtype), out)
+    if dtype == np.float32:
+        np.testing.assert_allclose(*results, rtol=1e-6, atol=1e-7)
+    else:
+        np.testing.assert_array_equal(*results)
