@@ -8,7 +8,7 @@ import functools
 
 import numpy as np
 
-from . import (cpu_blas, cpu_conv, cpu_data, cpu_loss,  # noqa: I001
+from . import (cpu_blas, cpu_conv, cpu_data, cpu_embedding,  # noqa: I001
                cpu_reduce, cpu_rules, cpu_rules_broadcast, cpu_rules_broadcast_scalar,
                cpu_rules_indexed, cpu_rules_loss, cpu_rules_optim, cpu_rules_params,
                cpu_rules_picked, cpu_rules_reduce, cpu_rules_softmax, generic, reference)
@@ -40,8 +40,8 @@ KERNELS = {
     **cpu_rules.KERNELS,
     **cpu_rules_params.KERNELS,
     **cpu_rules_optim.KERNELS,
-    "embedding": cpu_loss.embedding,
-    "embedding_backward": cpu_loss.embedding_backward,
+    "embedding": cpu_embedding.embedding,
+    "embedding_backward": cpu_embedding.embedding_backward,
     "conv2d_inplace": cpu_conv.conv2d_inplace,
     "conv2d_bwd_input_inplace": cpu_conv.conv2d_bwd_input_inplace,
     "conv2d_bwd_weight_inplace": cpu_conv.conv2d_bwd_weight_inplace,

@@ -8,8 +8,8 @@ fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one; those no GPU check 
 yet, compiled_rules.AWAITING_GPU_CHECK, take the array expressions meanwhile).
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
-here synchronizes the stream but the embedding id and cross-entropy label checks
-(generic_loss.py): scalars that live in tiles (step counters, dloss) stay on the
+here synchronizes the stream but the embedding id check (generic_embedding.py) and the
+cross-entropy label checks (the rules' `Check`): scalars that live in tiles (step counters, dloss) stay on the
 device and enter the expressions as 0-d arrays.
 """
 

@@ -6,12 +6,13 @@ array module). Each kernel takes `xp` first; the table binds it. Calling convent
 ``KERNELS[name](*inputs, *outputs, **params)`` writes the outputs in place and returns
 None; an output may be the same object as an input; with ``beta == 0`` an output's
 previous contents are never read. Nothing here synchronizes a CuPy stream but the
-id and label checks (generic_loss.py): scalars that live in tiles stay 0-d arrays.
+embedding's id check (generic_embedding.py) and the losses' label checks (their rules'
+`Check`): scalars that live in tiles stay 0-d arrays.
 """
 
 import functools
 
-from . import (KERNEL_NAMES, generic_conv, generic_data, generic_loss, generic_math,
+from . import (KERNEL_NAMES, generic_conv, generic_data, generic_embedding, generic_math,
                generic_slice)
 from .generic_common import fiber_axes, store, wide
 from .layout import gemm_folds
@@ -93,7 +94,7 @@ def softmax_backward(xp, table, y, dy, dx, *, axis):
 
 def table(xp, special):
     """Every kernel of KERNEL_NAMES on `xp` arrays; `special` is its scipy.special."""
-    functions = {**vars(generic_loss), **vars(generic_slice),
+    functions = {**vars(generic_embedding), **vars(generic_slice),
                  **vars(generic_conv), **vars(generic_data), **globals()}
     namespace = rule_namespace(xp, special)
     kernels = generic_math.table(xp)    # randn, dropout
