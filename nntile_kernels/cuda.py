@@ -9,8 +9,8 @@ yet, compiled_rules.AWAITING_GPU_CHECK, take the array expressions meanwhile).
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
 here synchronizes the stream but the embedding id check (generic_embedding.py) and the
-cross-entropy label checks (the rules' `Check`): scalars that live in tiles (step counters, dloss) stay on the
-device and enter the expressions as 0-d arrays.
+cross-entropy label checks (the rules' `Check`): scalars that live in tiles (step
+counters, dloss) stay on the device and enter the expressions as 0-d arrays.
 """
 
 import functools
