@@ -78,3 +78,17 @@ KERNELS.update({name: AfterLogsumexp(name, getattr(cpu_rules_picked, f"{name}_fr
 KERNELS["reshaped_call"] = functools.partial(reference.KERNELS["reshaped_call"].func, KERNELS)
 # sumprod_slice then softmax_from_logsumexp_backward, this table's loops (generic.py)
 KERNELS["softmax_backward"] = functools.partial(generic.softmax_backward, np, KERNELS)
+
+# The entries above written by hand beside the reference's expression of the same
+# formula, and why no rule family writes them (tests/kernels/test_kernels_table.py keeps
+# this exact: a new hand-written twin is a decision made here, not an accident).
+HAND_WRITTEN = {
+    "gemm": "BLAS; the reference is NumPy's matmul, no loop of ours",
+    "conv2d_inplace": "patches gathered (im2col) into one BLAS gemm",
+    "conv2d_bwd_input_inplace": "a BLAS gemm scattered back (col2im)",
+    "conv2d_bwd_weight_inplace": "patches gathered (im2col) into one BLAS gemm",
+    "transpose": "an index map, blocked for the cache",
+    "reshape_box": "an index map between reshaped boxes",
+    "embedding": "a gather of vectors by id along any axis",
+    "embedding_backward": "a scatter-add of vectors by id, in the ids' order",
+}
