@@ -134,7 +134,7 @@ def _logsumexp(x_t, y_t, beta):
                 top = nan_maximum(a, b)
                 low = nan_minimum(a, b)
                 shift = where(math.isfinite(top), top, L0_0)
-                y_t[p, i] = where(math.isfinite(top), shift + math.log1p(fast_exp(low - shift)), top)
+                y_t[p, i] = where(math.isfinite(top), shift + math.log1p(math.exp(low - shift)), top)
 
 
 def logsumexp(x, y, *, axis, beta=0.0):

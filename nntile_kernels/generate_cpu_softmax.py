@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .generate_cpu_reduce import run_helper_name
 from .generate_cpu_rules import JIT
-from .rules import FLOAT_LITERAL, literal_name, numba_expression, renamed
+from .rules import FLOAT_LITERAL, literal_name, numba_expression, renamed, vectorises
 from .rules_reduce import REDUCTIONS
 from .rules_softmax import EXP_REDUCTIONS, SHIFT, TERM, exp_reduction_signature
 
@@ -163,14 +163,15 @@ def _slice_store(reduction):
     lines.append(f"            value = {values[0]}")
     if not reduction.takes_beta:
         return lines + [f"            {out}_t[p, i] = value"]
+    vectorised = vectorises([reduction.merge, *(text for _, text in reduction.merge_let)])
     return lines + [
         "            if beta == 0.0:",
         f"                {out}_t[p, i] = value",
         "            else:",
         f"                {out} = {out}_t[p, i]",
-        *(f"                {temp} = {numba_expression(text)}"
+        *(f"                {temp} = {numba_expression(text, vectorised)}"
           for temp, text in reduction.merge_let),
-        f"                {out}_t[p, i] = {numba_expression(reduction.merge)}"]
+        f"                {out}_t[p, i] = {numba_expression(reduction.merge, vectorised)}"]
 
 
 def kernel_source(name, reduction):
