@@ -266,7 +266,7 @@ def _logsumexp_merge(x_tile, y_tile, z_tile, alpha_f64, beta_f64):
             top = nan_maximum(a, b)
             low = nan_minimum(a, b)
             shift = where(math.isfinite(top), top, L0_0)
-            z_tile[i] = where(math.isfinite(top), shift + math.log1p(fast_exp(low - shift)), top)
+            z_tile[i] = where(math.isfinite(top), shift + math.log1p(math.exp(low - shift)), top)
 
 
 def logsumexp_merge(x, y, z, *, alpha=1.0, beta=1.0):

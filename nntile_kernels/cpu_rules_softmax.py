@@ -22,13 +22,13 @@ from .layout import slice_folds
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _slab_top(x_s, tops, shifts):
+def _slab_top(x_s, x_r, tops, shifts):
     """The maximum of each column of the (n, m) slab, skipping NaN (_slab_sum sets it
     NaN where an entry is), and its shift, where(isfinite(top), top, 0.0)."""
     n, m = x_s.shape
     L0_0 = x_s.dtype.type(0.0)
     if m == 1:   # axis 0: one contiguous run, in 8 chains
-        tops[0] = row_max(x_s.reshape(n))
+        tops[0] = row_max(x_r)
     else:
         tops[:] = -np.inf
         for j in range(n):
@@ -39,14 +39,14 @@ def _slab_top(x_s, tops, shifts):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _slab_sum(x_s, tops, shifts, totals, scratch):
+def _slab_sum(x_s, x_r, tops, shifts, totals, e_r):
     """totals: the float64 sum of exp(x - shift) down each column of the slab;
-    scratch: a run of n where m == 1, its terms summed in 8 chains.
+    e_r: a scratch run of n where m == 1, its terms summed in 8 chains.
     A NaN entry makes its total NaN (no other term is: x - shift is never inf -
     inf), and its maximum NaN here (NumPy's max)."""
     n, m = x_s.shape
     if m == 1:   # axis 0: the terms fill a run, summed in 8 chains
-        x_r, e_r, shift = x_s.reshape(n), scratch.reshape(n), shifts[0]
+        shift = shifts[0]
         for j in range(n):
             e_r[j] = fast_exp(x_r[j] - shift)
         totals[0] = _run_sum_0(e_r)
@@ -62,14 +62,15 @@ def _slab_sum(x_s, tops, shifts, totals, scratch):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _slab_sum_keep(x_s, tops, shifts, totals, e_s):
+def _slab_sum_keep(x_s, x_r, tops, shifts, totals, e_s, e_r):
     """totals: the float64 sum of exp(x - shift) down each column of the slab;
-    each term stored in the (n, m) slab e_s of the output tile.
+    each term stored in the (n, m) slab e_s of the output tile
+    (e_r: its entries as a run).
     A NaN entry makes its total NaN (no other term is: x - shift is never inf -
     inf), and its maximum NaN here (NumPy's max)."""
     n, m = x_s.shape
     if m == 1:   # axis 0: the terms fill a run, summed in 8 chains
-        x_r, e_r, shift = x_s.reshape(n), e_s.reshape(n), shifts[0]
+        shift = shifts[0]
         for j in range(n):
             e_r[j] = fast_exp(x_r[j] - shift)
         totals[0] = _run_sum_0(e_r)
@@ -90,11 +91,13 @@ def _softmax(x_t, y_t):
     # y may be x: each entry of x is read before its own is written
     k, n, m = x_t.shape
     tops, shifts, totals = np.empty(m, x_t.dtype), np.empty(m, x_t.dtype), np.empty(m)
+    x_runs = x_t.reshape(k, n * m)   # each slab as a run (where m == 1)
+    y_runs = y_t.reshape(k, n * m)
     for p in range(k):
-        _slab_top(x_t[p], tops, shifts)
-        _slab_sum_keep(x_t[p], tops, shifts, totals, y_t[p])
+        _slab_top(x_t[p], x_runs[p], tops, shifts)
+        _slab_sum_keep(x_t[p], x_runs[p], tops, shifts, totals, y_t[p], y_runs[p])
         if m == 1:   # axis 0: one contiguous run
-            y_r = y_t[p].reshape(n)
+            y_r = y_runs[p]
             for j in range(n):
                 y_r[j] = y_r[j] / totals[0]
         else:
@@ -117,12 +120,13 @@ def _logsumexp(x_t, y_t, beta):
     # y is not read when beta == 0 (it may be garbage)
     k, n, m = x_t.shape
     tops, shifts, totals = np.empty(m, x_t.dtype), np.empty(m, x_t.dtype), np.empty(m)
-    scratch = np.empty((n if m == 1 else 0, 1), x_t.dtype)
+    x_runs = x_t.reshape(k, n * m)   # each slab as a run (where m == 1)
+    scratch = np.empty(n if m == 1 else 0, x_t.dtype)
     L0_0 = x_t.dtype.type(0.0)
     L1_0 = x_t.dtype.type(1.0)
     for p in range(k):
-        _slab_top(x_t[p], tops, shifts)
-        _slab_sum(x_t[p], tops, shifts, totals, scratch)
+        _slab_top(x_t[p], x_runs[p], tops, shifts)
+        _slab_sum(x_t[p], x_runs[p], tops, shifts, totals, scratch)
         for i in range(m):
             value = where(math.isfinite(tops[i]), shifts[i] + math.log(where(math.isfinite(tops[i]), totals[i], L1_0)), tops[i])
             if beta == 0.0:
@@ -134,7 +138,7 @@ def _logsumexp(x_t, y_t, beta):
                 top = nan_maximum(a, b)
                 low = nan_minimum(a, b)
                 shift = where(math.isfinite(top), top, L0_0)
-                y_t[p, i] = where(math.isfinite(top), shift + math.log1p(fast_exp(low - shift)), top)
+                y_t[p, i] = where(math.isfinite(top), shift + math.log1p(math.exp(low - shift)), top)
 
 
 def logsumexp(x, y, *, axis, beta=0.0):
@@ -155,10 +159,11 @@ def _maxsumexp(x_t, y_t):
     # y is not read
     k, n, m = x_t.shape
     tops, shifts, totals = np.empty(m, x_t.dtype), np.empty(m, x_t.dtype), np.empty(m)
-    scratch = np.empty((n if m == 1 else 0, 1), x_t.dtype)
+    x_runs = x_t.reshape(k, n * m)   # each slab as a run (where m == 1)
+    scratch = np.empty(n if m == 1 else 0, x_t.dtype)
     for p in range(k):
-        _slab_top(x_t[p], tops, shifts)
-        _slab_sum(x_t[p], tops, shifts, totals, scratch)
+        _slab_top(x_t[p], x_runs[p], tops, shifts)
+        _slab_sum(x_t[p], x_runs[p], tops, shifts, totals, scratch)
         for i in range(m):
             y_t[p, i, 0] = tops[i]
             y_t[p, i, 1] = totals[i]

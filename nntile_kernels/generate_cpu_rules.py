@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .rules import (CONSTANTS, ELEMENTWISE, FUNCTIONS, UPDATES, computed_cases, element_texts,
                     names_in, needed_let, numba_constants, numba_expression, renamed,
-                    skip_condition)
+                    skip_condition, vectorises)
 
 HEADER = '''"""Numba loops of {what} of rules.py.
 
@@ -73,21 +73,23 @@ def _formula(rule):
 def _loop(rule, value, out_tile, indent):
     """One loop over the tiles computing `value`, loading only the inputs it names; the
     let temps of the params alone (logsumexp_merge's log(alpha)) are computed before it,
-    once: a libm call is not hoisted out of the loop by LLVM."""
+    once: a libm call is not hoisted out of the loop by LLVM. A loop body that calls a
+    libm-only function (logsumexp_merge's log1p) takes libm's exp too (rules.vectorises)."""
     let = needed_let(rule, value)
     used = set().union(names_in(value), *(names_in(text) for _, text in let))
     uniform = set(rule.params)
     for temp, text in let:
         if not names_in(text) - uniform - set(FUNCTIONS) - set(CONSTANTS):
             uniform.add(temp)
+    body = [(temp, text) for temp, text in let if temp not in uniform]
+    vectorised = vectorises([value, *(text for _, text in body)])
     pad = " " * indent
     lines = [f"{pad}{temp} = {numba_expression(text)}" for temp, text in let if temp in uniform]
     lines += [f"{pad}for i in range({out_tile}.size):"]
     lines += [f"{pad}    {arg} = {arg}_tile[i]" for arg in rule.inputs if arg in used]
-    lines += [f"{pad}    {temp} = {numba_expression(text)}" for temp, text in let
-              if temp not in uniform]
+    lines += [f"{pad}    {temp} = {numba_expression(text, vectorised)}" for temp, text in body]
     sign = "+=" if rule.accumulate else "="
-    return lines + [f"{pad}    {out_tile}[i] {sign} {numba_expression(value)}"]
+    return lines + [f"{pad}    {out_tile}[i] {sign} {numba_expression(value, vectorised)}"]
 
 
 def kernel_source(name, rule):

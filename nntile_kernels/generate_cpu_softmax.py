@@ -9,7 +9,9 @@ cpu_common.row_max's 8 chains), cheaper than a NaN-propagating select: a NaN ent
 its slice's sum NaN, and the maximum is set NaN from it (NumPy's max). Where m > 1 the m
 running totals take each term as it comes; where m == 1 the terms fill a run (the output
 tile's own, or a scratch run of the tile dtype) summed in the 8 float64 chains of
-sum_slice's run helper. Each term is computed
+sum_slice's run helper. Those runs are rows of the tiles reshaped to (k, n * m) once a
+call (x_runs, y_runs): a reshape per slab calls numba's reshape helper, which costs
+64-entry slabs a share of their work. Each term is computed
 in the tile dtype on both branches (fp32 through cpu_fastmath.fast_exp's vectorised fp32
 path: the hand-written maxsumexp exponentiated fp32 tiles in float64 where m > 1, in
 fp32 where m == 1). A tile store (softmax) writes each term into the output as it sums
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from .generate_cpu_reduce import run_helper_name
 from .generate_cpu_rules import JIT
-from .rules import FLOAT_LITERAL, literal_name, numba_expression, renamed
+from .rules import FLOAT_LITERAL, literal_name, numba_expression, renamed, vectorises
 from .rules_reduce import REDUCTIONS
 from .rules_softmax import EXP_REDUCTIONS, SHIFT, TERM, exp_reduction_signature
 
@@ -69,7 +71,7 @@ INLINED = JIT[:-1] + ', inline="always")'
 
 # names of the generated loops that a store's texts must not take
 _LOOP_NAMES = {"k", "n", "m", "p", "j", "i", "tops", "shifts", "totals", "scratch", "value",
-               "term", "x_s", "e_s", "x_r", "e_r", "y_r", "x_t"}
+               "term", "x_s", "e_s", "x_r", "e_r", "y_r", "x_t", "x_runs", "y_runs"}
 
 
 def _constants(texts, dtype_of, pad):
@@ -86,17 +88,17 @@ def _slice_scope(index):
 
 
 def helpers_source():
-    """The two passes over one (n, m) slab: its maxima and shifts, then the sums of its
-    terms, kept in a tile (a tile store) or not."""
+    """The two passes over one (n, m) slab x_s, x_r the same entries as a run: its maxima
+    and shifts, then the sums of its terms, kept in a tile (a tile store) or not."""
     term = numba_expression(TERM)
     shift = renamed(numba_expression(SHIFT), {"top": "tops[i]"})
-    lines = ["", "", INLINED, "def _slab_top(x_s, tops, shifts):",
+    lines = ["", "", INLINED, "def _slab_top(x_s, x_r, tops, shifts):",
              f'    """The maximum of each column of the (n, m) slab, skipping NaN (_slab_sum '
              f'sets it\n    NaN where an entry is), and its shift, {SHIFT}."""',
              "    n, m = x_s.shape",
              *_constants([SHIFT], "x_s", "    "),
              "    if m == 1:   # axis 0: one contiguous run, in 8 chains",
-             "        tops[0] = row_max(x_s.reshape(n))",
+             "        tops[0] = row_max(x_r)",
              "    else:",
              "        tops[:] = -np.inf",
              "        for j in range(n):",
@@ -106,18 +108,19 @@ def helpers_source():
              "    for i in range(m):",
              f"        shifts[i] = {shift}"]
     for keep in (False, True):
-        name, out = ("_slab_sum_keep", "e_s") if keep else ("_slab_sum", "scratch")
-        what = ("each term stored in the (n, m) slab e_s of the output tile" if keep else
-                "scratch: a run of n where m == 1, its terms summed in 8 chains")
+        name, out = ("_slab_sum_keep", "e_s, e_r") if keep else ("_slab_sum", "e_r")
+        what = ("each term stored in the (n, m) slab e_s of the output tile\n    (e_r: "
+                "its entries as a run)" if keep else
+                "e_r: a scratch run of n where m == 1, its terms summed in 8 chains")
         at = renamed(term, {"x": "x_r[j]", "shift": "shift"})
         at_slab = renamed(term, {"x": "x_s[j, i]", "shift": "shifts[i]"})
-        lines += ["", "", INLINED, f"def {name}(x_s, tops, shifts, totals, {out}):",
+        lines += ["", "", INLINED, f"def {name}(x_s, x_r, tops, shifts, totals, {out}):",
                   f'    """totals: the float64 sum of {TERM} down each column of the slab;\n'
                   f'    {what}.\n    A NaN entry makes its total NaN (no other term is: x - '
                   f'shift is never inf -\n    inf), and its maximum NaN here (NumPy\'s max)."""',
                   "    n, m = x_s.shape",
                   "    if m == 1:   # axis 0: the terms fill a run, summed in 8 chains",
-                  f"        x_r, e_r, shift = x_s.reshape(n), {out}.reshape(n), shifts[0]",
+                  "        shift = shifts[0]",
                   "        for j in range(n):",
                   f"            e_r[j] = {at}",
                   f"        totals[0] = {RUN_SUM}(e_r)",
@@ -139,9 +142,9 @@ def _tile_store(reduction):
     value = numba_expression(reduction.values[0])
     at_run = renamed(value, {**_slice_scope(0), "e": "y_r[j]"})
     at = renamed(value, {**_slice_scope("i"), "e": "y_t[p, j, i]"})
-    return ["        _slab_sum_keep(x_t[p], tops, shifts, totals, y_t[p])",
+    return ["        _slab_sum_keep(x_t[p], x_runs[p], tops, shifts, totals, y_t[p], y_runs[p])",
             "        if m == 1:   # axis 0: one contiguous run",
-            "            y_r = y_t[p].reshape(n)",
+            "            y_r = y_runs[p]",
             "            for j in range(n):",
             f"                y_r[j] = {at_run}",
             "        else:",
@@ -155,7 +158,7 @@ def _slice_store(reduction):
     merged with the old out where beta != 0."""
     out = reduction.output
     values = [renamed(numba_expression(value), _slice_scope("i")) for value in reduction.values]
-    lines = ["        _slab_sum(x_t[p], tops, shifts, totals, scratch)",
+    lines = ["        _slab_sum(x_t[p], x_runs[p], tops, shifts, totals, scratch)",
              "        for i in range(m):"]
     if len(values) > 1:
         return lines + [f"            {out}_t[p, i, {index}] = {value}"
@@ -163,14 +166,15 @@ def _slice_store(reduction):
     lines.append(f"            value = {values[0]}")
     if not reduction.takes_beta:
         return lines + [f"            {out}_t[p, i] = value"]
+    vectorised = vectorises([reduction.merge, *(text for _, text in reduction.merge_let)])
     return lines + [
         "            if beta == 0.0:",
         f"                {out}_t[p, i] = value",
         "            else:",
         f"                {out} = {out}_t[p, i]",
-        *(f"                {temp} = {numba_expression(text)}"
+        *(f"                {temp} = {numba_expression(text, vectorised)}"
           for temp, text in reduction.merge_let),
-        f"                {out}_t[p, i] = {numba_expression(reduction.merge)}"]
+        f"                {out}_t[p, i] = {numba_expression(reduction.merge, vectorised)}"]
 
 
 def kernel_source(name, reduction):
@@ -188,11 +192,14 @@ def kernel_source(name, reduction):
         note = f"{out} is not read {'when beta == 0 (it may be garbage)' if params else ''}"
     header = [f"    # {note.rstrip()}", "    k, n, m = x_t.shape",
               "    tops, shifts, totals = np.empty(m, x_t.dtype), np.empty(m, x_t.dtype), "
-              "np.empty(m)"]
-    if not tile:
-        header.append("    scratch = np.empty((n if m == 1 else 0, 1), x_t.dtype)")
+              "np.empty(m)",
+              "    x_runs = x_t.reshape(k, n * m)   # each slab as a run (where m == 1)"]
+    if tile:
+        header.append(f"    y_runs = {out}_t.reshape(k, n * m)")
+    else:
+        header.append("    scratch = np.empty(n if m == 1 else 0, x_t.dtype)")
     header += _constants(texts, "x_t", "    ")
-    body = ["    for p in range(k):", "        _slab_top(x_t[p], tops, shifts)",
+    body = ["    for p in range(k):", "        _slab_top(x_t[p], x_runs[p], tops, shifts)",
             *(_tile_store(reduction) if tile else _slice_store(reduction))]
     signature = exp_reduction_signature(reduction)
     keywords = ", ".join(f"{p}={p}" for p in signature.parameters if p not in ("x", out))

@@ -446,8 +446,14 @@ NUMBA_FUNCTIONS = {"erf": "fast_erf", "exp": "fast_exp", "tanh": "fast_tanh",
                    "fabs": "abs", "maximum": "nan_maximum", "minimum": "nan_minimum",
                    "where": "where", "isfinite": "math.isfinite", "log": "math.log",
                    "log1p": "math.log1p"}
+# Functions that numba has from libm alone: a loop calling one stays scalar, and there the
+# float32 approximations, which pay off only vectorised, cost more than libm's own calls
+# (NUMBA_SCALAR; float64 is libm's either way).
+LIBM_ONLY = ("log", "log1p", "hypot")
+NUMBA_SCALAR = {**NUMBA_FUNCTIONS, "erf": "math.erf", "exp": "math.exp", "tanh": "math.tanh"}
 _SIGMOID = re.compile(r"\bsigmoid\(([^()]*)\)")
 _CALL = re.compile(r"\b(" + "|".join(NUMBA_FUNCTIONS) + r")\(")
+_LIBM_ONLY_CALL = re.compile(r"\b(" + "|".join(LIBM_ONLY) + r")\(")
 
 
 def literal_name(literal):
@@ -461,11 +467,18 @@ def _spelled_out(text):
     return text
 
 
-def numba_expression(text):
-    """A formula as numba source: sigmoid spelled out, functions renamed, and each float
-    literal a named constant that the loop casts to the tile dtype (a bare 0.5 is a
-    float64 and would widen fp32 math, as 1.0 would in C++: rules_cuda.typed_literals)."""
-    text = _CALL.sub(lambda match: NUMBA_FUNCTIONS[match.group(1)] + "(", _spelled_out(text))
+def vectorises(texts):
+    """Whether a loop computing `texts` per element can vectorise: none calls LIBM_ONLY."""
+    return not any(_LIBM_ONLY_CALL.search(text) for text in texts)
+
+
+def numba_expression(text, vectorised=True):
+    """A formula as numba source: sigmoid spelled out, functions renamed (libm's in a loop
+    that does not vectorise: `vectorised` False), and each float literal a named constant
+    that the loop casts to the tile dtype (a bare 0.5 is a float64 and would widen fp32
+    math, as 1.0 would in C++: rules_cuda.typed_literals)."""
+    names = NUMBA_FUNCTIONS if vectorised else NUMBA_SCALAR
+    text = _CALL.sub(lambda match: names[match.group(1)] + "(", _spelled_out(text))
     return FLOAT_LITERAL.sub(lambda match: literal_name(match.group(1)), text)
 
 
