@@ -16,7 +16,9 @@ import argparse
 import importlib
 import os
 import pickle
+import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -74,6 +76,22 @@ def record(path=MANIFEST) -> int:
                for signature in dispatcher.signatures]
     path.write_bytes(pickle.dumps(entries))
     return len(entries)
+
+
+def record_cold(path=MANIFEST) -> int:
+    """record() in a process of its own over an empty numba cache: numba registers the
+    signature of a helper that a loop calls only when it compiles the loop, so a record
+    over a warm cache leaves the helpers out, and a cold first step (CI's) would then
+    compile them outside the manifest."""
+    code = f"from pathlib import Path\nfrom nntile_spmd.precompile import record\n" \
+           f"print(record(Path({str(path)!r})))"
+    root = str(Path(__file__).resolve().parents[1])
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache,
+                   PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                text=True, check=True)
+    return int(result.stdout.split()[-1])
 
 
 def compile_share(entries) -> int:
@@ -160,7 +178,7 @@ def main(argv=None):
         print(f"{sum(seconds for seconds, _ in times):7.2f} s  in all")
         return
     if args.record:
-        print(f"recorded {record()} signatures into {MANIFEST}")
+        print(f"recorded {record_cold()} signatures into {MANIFEST}")
         return
     count, how = precompile(args.workers or None, args.dtype)
     print(f"compiled {count} kernel signatures into numba's cache with {how} in "
