@@ -1,5 +1,5 @@
 """Every registered op has a kernel on every backend, and a backward rule or a
-stated reason not to (STYLE.md: dispatch is a table lookup, never an if-chain).
+stated reason not to (dispatch is a table lookup, never an if-chain).
 An op's backward rule is part of its registry entry (OpSpec.backward): autodiff reads
 it from there, and BACKWARD_RULES is a view of the entries."""
 
@@ -142,3 +142,52 @@ def test_builders_never_import_rules_and_families_register_explicitly():
     assert rebuilt == REGISTRY
     with pytest.raises(AssertionError, match="registered twice"):
         families.FAMILIES["linalg"].register(rebuilt)
+
+
+# the generated cpu modules -> the rule module whose text they are written from
+RULE_SOURCES = {"cpu_rules": "rules.py", "cpu_rules_params": "rules.py",
+                "cpu_rules_optim": "rules.py", "cpu_rules_broadcast": "rules_broadcast.py",
+                "cpu_rules_broadcast_scalar": "rules_broadcast.py",
+                "cpu_rules_reduce": "rules_reduce.py", "cpu_rules_softmax": "rules_softmax.py",
+                "cpu_rules_indexed": "rules_indexed.py", "cpu_rules_loss": "rules_indexed.py",
+                "cpu_rules_picked": "rules_picked.py"}
+FAMILY_TABLE = ("<!-- family table: tests/test_registry_kernels.py rebuilds it -->",
+                "<!-- end of the family table -->")
+
+
+def formula_home(name) -> str:
+    """Where kernel `name`'s formula is written, read from the cpu table's entry."""
+    from nntile_kernels import cpu, reference
+    kernel = cpu.KERNELS[name]
+    if kernel is reference.KERNELS.get(name):
+        return "the reference's own (one xp text)"
+    module = (getattr(kernel, "__module__", None) or type(kernel).__module__).split(".")[-1]
+    if module in RULE_SOURCES:
+        return f"`{RULE_SOURCES[module]}`"
+    if module.startswith("cpu"):
+        return "by hand (`cpu.HAND_WRITTEN`)"
+    return "other kernels composed"
+
+
+def family_table() -> str:
+    """docs/ops.md's table: per op family (graph/families.py), its kernels by where
+    their formula is written."""
+    from nntile_spmd.graph.families import FAMILIES
+    rows = ["| op family | kernels, by where the formula is written |", "|---|---|"]
+    for family, module in FAMILIES.items():
+        entries = {}
+        module.register(entries)
+        homes = {}
+        for kernel in sorted({spec.kernel for spec in entries.values() if spec.kernel}):
+            homes.setdefault(formula_home(kernel), []).append(kernel)
+        rows.append(f"| {family} | " + "; ".join(
+            f"{home}: {', '.join(kernels)}" for home, kernels in sorted(homes.items())) + " |")
+    return "\n".join(rows)
+
+
+def test_the_docs_family_table_is_the_code():
+    """docs/ops.md's table of op families and where each kernel's formula lives equals
+    what the registry and the cpu table say (rewrite it from family_table())."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "ops.md").read_text()
+    start, end = (text.index(marker) for marker in FAMILY_TABLE)
+    assert text[start + len(FAMILY_TABLE[0]):end].strip() == family_table()
