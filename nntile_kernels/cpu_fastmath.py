@@ -170,7 +170,7 @@ def _numpy_power(x, e):
     return power
 
 
-# the names numba formulas call (rules.NUMBA_FUNCTIONS), for source run by exec
+# the names numba formulas call (rules_numba.NUMBA_FUNCTIONS), for source run by exec
 FORMULA_NAMESPACE = {"math": math, "fast_erf": fast_erf, "fast_exp": fast_exp,
                      "fast_tanh": fast_tanh, "nan_maximum": nan_maximum, "nan_minimum": nan_minimum,
                      "numpy_power": numpy_power, "where": where}

@@ -21,7 +21,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from .rules import ELEMENTWISE, numba_constants, numba_expression, renamed
+from .rules import ELEMENTWISE, renamed
+from .rules_numba import numba_constants, numba_expression
 
 
 class ElementRule(NamedTuple):

@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 from .generate_cpu_rules import JIT, _formula
-from .rules import CONSTANTS, FUNCTIONS, element_texts, names_in, numba_expression, renamed
+from .rules import CONSTANTS, FUNCTIONS, element_texts, names_in, renamed
+from .rules_numba import numba_expression
 from .rules_broadcast import BROADCAST, broadcast_literals, broadcast_signature
 
 # module -> (what it holds, the partner shapes of its rules): the loops of a 0-d partner

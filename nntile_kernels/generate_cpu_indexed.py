@@ -20,15 +20,16 @@ checked array, which returns the first bad entry's index for the wrapper to rais
     python -m nntile_kernels.generate
 
 after changing an indexed rule. tests/kernels/test_generated_rules.py fails when the
-written module is stale. Pure Python: imports rules.py, rules_indexed.py and
-generate_cpu_rules.py only.
+written module is stale. Pure Python: imports rules.py, rules_numba.py, rules_indexed.py
+and generate_cpu_rules.py only.
 """
 
 import re
 from pathlib import Path
 
 from .generate_cpu_rules import JIT
-from .rules import CONSTANTS, FUNCTIONS, FLOAT_LITERAL, literal_name, names_in, numba_expression
+from .rules import CONSTANTS, FUNCTIONS, FLOAT_LITERAL, names_in
+from .rules_numba import literal_name, numba_expression
 from .rules_indexed import FROM_LSE, INDEXED, LOSSES, indexed_signature
 
 TARGET = Path(__file__).with_name("cpu_rules_indexed.py")

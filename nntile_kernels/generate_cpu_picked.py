@@ -15,15 +15,16 @@ reshape), and a 0-d output's is a view.
     python -m nntile_kernels.generate
 
 after changing a picked rule. tests/kernels/test_generated_rules.py fails when the
-written module is stale. Pure Python: imports rules.py, rules_picked.py and the other
-generators only.
+written module is stale. Pure Python: imports rules.py, rules_numba.py, rules_picked.py
+and the other generators only.
 """
 
 from pathlib import Path
 
 from .generate_cpu_indexed import _defined, _wrapped
 from .generate_cpu_rules import JIT
-from .rules import FLOAT_LITERAL, literal_name, names_in, numba_expression
+from .rules import FLOAT_LITERAL, names_in
+from .rules_numba import literal_name, numba_expression
 from .rules_picked import PICKED, PICKED_FROM_LSE, picked_signature
 
 TARGET = Path(__file__).with_name("cpu_rules_picked.py")

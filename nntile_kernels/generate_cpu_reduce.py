@@ -21,15 +21,16 @@ where the hand-written ones squared in fp32: fp32 norms are not bitwise theirs.
     python -m nntile_kernels.generate_cpu_reduce
 
 after changing a reduction rule. tests/kernels/test_reduce_rules.py fails when the
-written module is stale. Pure Python: imports rules.py, rules_reduce.py and
-generate_cpu_rules.py only.
+written module is stale. Pure Python: imports rules.py, rules_numba.py, rules_reduce.py
+and generate_cpu_rules.py only.
 """
 
 import sys
 from pathlib import Path
 
 from .generate_cpu_rules import JIT
-from .rules import numba_expression, renamed
+from .rules import renamed
+from .rules_numba import numba_expression
 from .rules_reduce import REDUCTIONS, Reduction, reduction_signature
 
 TARGET = Path(__file__).with_name("cpu_rules_reduce.py")

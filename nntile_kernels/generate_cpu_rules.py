@@ -2,7 +2,7 @@
 each elementwise rule and optimizer update, generated from rules.py.
 
 The formula's text in rules.py is the definition; this turns it into numba source
-(rules.numba_expression) in modules of their own so that numba caches the compiled
+(rules_numba.numba_expression) in modules of their own so that numba caches the compiled
 loops on disk like every other kernel (source run by exec cannot be cached); the
 rules without params, those with params and the updates each get one (MODULES), so
 that no module grows past a few hundred lines. A rule that reads no tile (clear,
@@ -12,7 +12,7 @@ after changing a rule:
 
     python -m nntile_kernels.generate_cpu_rules
 
-Pure Python: imports rules.py only.
+Pure Python: imports rules.py and rules_numba.py only.
 """
 
 import re
@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 from .rules import (CONSTANTS, ELEMENTWISE, FUNCTIONS, UPDATES, computed_cases, element_texts,
-                    names_in, needed_let, numba_constants, numba_expression, renamed,
-                    skip_condition, vectorises)
+                    names_in, needed_let, renamed, skip_condition)
+from .rules_numba import numba_constants, numba_expression, vectorises
 
 HEADER = '''"""Numba loops of {what} of rules.py.
 
@@ -74,7 +74,7 @@ def _loop(rule, value, out_tile, indent):
     """One loop over the tiles computing `value`, loading only the inputs it names; the
     let temps of the params alone (logsumexp_merge's log(alpha)) are computed before it,
     once: a libm call is not hoisted out of the loop by LLVM. A loop body that calls a
-    libm-only function (logsumexp_merge's log1p) takes libm's exp too (rules.vectorises)."""
+    libm-only function (logsumexp_merge's log1p) takes libm's exp too (rules_numba.vectorises)."""
     let = needed_let(rule, value)
     used = set().union(names_in(value), *(names_in(text) for _, text in let))
     uniform = set(rule.params)

@@ -22,8 +22,8 @@ merges them with the old output where beta != 0).
 
 after changing a rule of rules_softmax.py (python -m nntile_kernels.generate writes
 every generated module). tests/kernels/test_generated_rules.py fails when the written
-module is stale. Pure Python: imports rules.py, rules_softmax.py and the reductions'
-generators only.
+module is stale. Pure Python: imports rules.py, rules_numba.py, rules_softmax.py and the
+reductions' generators only.
 """
 
 import sys
@@ -32,7 +32,8 @@ from pathlib import Path
 
 from .generate_cpu_reduce import run_helper_name
 from .generate_cpu_rules import JIT
-from .rules import FLOAT_LITERAL, literal_name, numba_expression, renamed, vectorises
+from .rules import FLOAT_LITERAL, renamed
+from .rules_numba import literal_name, numba_expression, vectorises
 from .rules_reduce import REDUCTIONS
 from .rules_softmax import EXP_REDUCTIONS, SHIFT, TERM, exp_reduction_signature
 

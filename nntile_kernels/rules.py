@@ -348,18 +348,20 @@ def needed_let(rule, text):
     return [(temp, expression) for temp, expression in rule.let if temp in needed]
 
 
-class _Evaluated:
+class Evaluated:
     """A table entry that evaluates a rule's own text with an array module (NumPy or
     CuPy), compiled once: the formula stays a single string that C++ reads too,
-    instead of a Python twin that could drift from it."""
+    instead of a Python twin that could drift from it. Each rule family's entry
+    subclasses it, naming the function that gives its kernel's signature."""
+
+    signature = staticmethod(rule_signature)
 
     def __init__(self, name, rule, namespace):
         self.__name__ = self.__qualname__ = name
         self.__doc__ = repr(rule)
         self.rule = rule
-        self.__signature__ = rule_signature(rule)
-        self._namespace = namespace
-        self._codes = {}
+        self.__signature__ = self.signature(rule)
+        self._namespace, self._xp, self._codes = namespace, namespace.get("__xp__"), {}
 
     def _eval(self, text, scope):
         code = self._codes.get(text)
@@ -368,7 +370,7 @@ class _Evaluated:
         return eval(code, self._namespace, scope)
 
 
-class ArrayRule(_Evaluated):
+class ArrayRule(Evaluated):
     """A Rule evaluated by array expressions: the table entry itself."""
 
     def __call__(self, *arrays, **params):
@@ -390,7 +392,7 @@ class ArrayRule(_Evaluated):
             out[...] = value
 
 
-class ArrayUpdate(_Evaluated):
+class ArrayUpdate(Evaluated):
     """An Update evaluated by array expressions. The counter stays a 0-d array: a
     condition on it is a 0-d CuPy array, taken by `where` (both values computed, the
     unselected one discarded) so that the host never waits for the device."""
@@ -436,52 +438,6 @@ class ArrayUpdate(_Evaluated):
 FLOAT_LITERAL = re.compile(r"(?<![\w.])(\d+\.\d*(?:[eE][-+]?\d+)?)(?![\w.])")
 
 
-# ---------------------------------------------------------------- numba loops
-
-# A formula's functions in the numba kernels: cpu_fastmath's (vectorisable float32
-# approximations, libm for float64) and its maximum, minimum (named apart from the kernels
-# of the same names), where and numpy_power; sigmoid is spelled out.
-NUMBA_FUNCTIONS = {"erf": "fast_erf", "exp": "fast_exp", "tanh": "fast_tanh",
-                   "pow": "numpy_power", "sqrt": "math.sqrt", "hypot": "math.hypot",
-                   "fabs": "abs", "maximum": "nan_maximum", "minimum": "nan_minimum",
-                   "where": "where", "isfinite": "math.isfinite", "log": "math.log",
-                   "log1p": "math.log1p"}
-# Functions that numba has from libm alone: a loop calling one stays scalar, and there the
-# float32 approximations, which pay off only vectorised, cost more than libm's own calls
-# (NUMBA_SCALAR; float64 is libm's either way).
-LIBM_ONLY = ("log", "log1p", "hypot")
-NUMBA_SCALAR = {**NUMBA_FUNCTIONS, "erf": "math.erf", "exp": "math.exp", "tanh": "math.tanh"}
-_SIGMOID = re.compile(r"\bsigmoid\(([^()]*)\)")
-_CALL = re.compile(r"\b(" + "|".join(NUMBA_FUNCTIONS) + r")\(")
-_LIBM_ONLY_CALL = re.compile(r"\b(" + "|".join(LIBM_ONLY) + r")\(")
-
-
-def literal_name(literal):
-    """The constant a float literal becomes in numba source: 0.5 -> L0_5."""
-    return "L" + re.sub(r"\W", "_", literal.replace("-", "m").replace("+", "p"))
-
-
-def _spelled_out(text):
-    text = _SIGMOID.sub(r"(1.0 / (1.0 + exp(-(\1))))", text)
-    assert "sigmoid(" not in text, f"sigmoid of a parenthesised argument: {text}"
-    return text
-
-
-def vectorises(texts):
-    """Whether a loop computing `texts` per element can vectorise: none calls LIBM_ONLY."""
-    return not any(_LIBM_ONLY_CALL.search(text) for text in texts)
-
-
-def numba_expression(text, vectorised=True):
-    """A formula as numba source: sigmoid spelled out, functions renamed (libm's in a loop
-    that does not vectorise: `vectorised` False), and each float literal a named constant
-    that the loop casts to the tile dtype (a bare 0.5 is a float64 and would widen fp32
-    math, as 1.0 would in C++: rules_cuda.typed_literals)."""
-    names = NUMBA_FUNCTIONS if vectorised else NUMBA_SCALAR
-    text = _CALL.sub(lambda match: names[match.group(1)] + "(", _spelled_out(text))
-    return FLOAT_LITERAL.sub(lambda match: literal_name(match.group(1)), text)
-
-
 def element_texts(rule):
     """Every expression a Rule or an Update evaluates per element, in the tile dtype."""
     if isinstance(rule, Update):
@@ -489,13 +445,3 @@ def element_texts(rule):
                     for _, value, cases in rule.assign]
         return [text for _, text in rule.let] + [text for texts in assigned for text in texts]
     return [text for _, text in rule.let] + [value for _, value in rule.branches()]
-
-
-def numba_constants():
-    """name -> value of every constant numba formulas use: CONSTANTS and the literals."""
-    values = dict(CONSTANTS)
-    for rule in (*ELEMENTWISE.values(), *UPDATES.values()):
-        for text in element_texts(rule):
-            for literal in FLOAT_LITERAL.findall(_spelled_out(text)):
-                values[literal_name(literal)] = float(literal)
-    return values

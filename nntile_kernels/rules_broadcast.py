@@ -13,14 +13,14 @@ binds it), and generate_cpu_broadcast.py writes the numba loops over the folded 
 the reductions use (cpu_rules_broadcast.py; a 0-d partner's over the flat tile,
 cpu_rules_broadcast_scalar.py), so the reference and the loop read one text.
 
-Pure Python, imports rules.py only.
+Pure Python, imports rules.py and rules_numba.py only.
 """
 
 import inspect
 from dataclasses import dataclass, replace
 
-from .rules import (ELEMENTWISE, FLOAT_LITERAL, ArrayRule, Rule, _spelled_out, literal_name,
-                    renamed, rule_signature)
+from .rules import ELEMENTWISE, FLOAT_LITERAL, ArrayRule, Rule, renamed, rule_signature
+from .rules_numba import literal_name, spelled_out
 
 SHAPES = ("slice", "fiber", "scalar")
 
@@ -146,7 +146,7 @@ def broadcast_literals():
     texts = [text for b in BROADCAST.values()
              for text in (*(v for _, v in b.rule.let), *(v for _, v in b.rule.branches()))]
     return {literal_name(literal): float(literal)
-            for text in texts for literal in FLOAT_LITERAL.findall(_spelled_out(text))}
+            for text in texts for literal in FLOAT_LITERAL.findall(spelled_out(text))}
 
 
 class ArrayBroadcast:

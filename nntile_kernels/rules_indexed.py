@@ -38,7 +38,7 @@ import inspect
 from dataclasses import dataclass
 
 from . import errors
-from .rules import names_in
+from .rules import Evaluated, names_in
 
 
 @dataclass(frozen=True)
@@ -247,27 +247,16 @@ def pair_views(tile, size):
     return folded[0], folded[1]
 
 
-class ArrayIndexed:
+class ArrayIndexed(Evaluated):
     """An Indexed rule evaluated by array expressions (NumPy or CuPy), the formula's own
     text compiled once: positions are aranges along their axes, partners expanded to the
     tile's ndim (paired: folded to (P, 1) beside the (P, rest) pair views), and a case
     a `where` over the value it replaces."""
 
-    def __init__(self, name, indexed, namespace):
-        self.__name__ = self.__qualname__ = name
-        self.__doc__ = repr(indexed)
-        self.indexed = indexed
-        self.__signature__ = indexed_signature(indexed)
-        self._namespace, self._xp, self._codes = namespace, namespace["__xp__"], {}
-
-    def _eval(self, text, scope):
-        code = self._codes.get(text)
-        if code is None:
-            code = self._codes[text] = compile(text, f"<{self.__name__}>", "eval")
-        return eval(code, self._namespace, scope)
+    signature = staticmethod(indexed_signature)
 
     def __call__(self, *arrays, **keywords):
-        indexed, xp = self.indexed, self._xp
+        indexed, xp = self.rule, self._xp
         params, offsets = given_keywords(self.__name__, indexed, keywords)
         *inputs, out = arrays
         scope = {**params, **offsets}
@@ -300,7 +289,7 @@ class ArrayIndexed:
         run_check(self.__name__, check, arrays, scope, self._eval)
 
     def _store(self, out, value):
-        if self.indexed.accumulate:
+        if self.rule.accumulate:
             out += value
         else:
             out[...] = value

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .rules import Evaluated
 from .rules_indexed import LABELS, Check, run_check
 
 
@@ -98,23 +99,19 @@ def picked_signature(picked):
         + [inspect.Parameter("beta", keyword, default=0.0)])
 
 
-class ArrayPicked:
+class ArrayPicked(Evaluated):
     """A Picked rule evaluated by array expressions (NumPy or CuPy): the pick a
     take_along_axis at the clipped position, the term over the columns widened to
     float64, summed."""
 
-    def __init__(self, name, picked, namespace):
-        self.__name__ = self.__qualname__ = name
-        self.__doc__ = f"{picked.output} = {picked.value}, total = sum({picked.term})"
-        self.picked = picked
-        self.__signature__ = picked_signature(picked)
-        self._namespace, self._xp = namespace, namespace["__xp__"]
+    signature = staticmethod(picked_signature)
 
-    def _eval(self, text, scope):
-        return eval(text, self._namespace, scope)
+    def __init__(self, name, picked, namespace):
+        super().__init__(name, picked, namespace)
+        self.__doc__ = f"{picked.output} = {picked.value}, total = sum({picked.term})"
 
     def __call__(self, *arrays, beta=0.0, **keywords):
-        picked, xp = self.picked, self._xp
+        picked, xp = self.rule, self._xp
         bound = self.__signature__.bind(*arrays, beta=beta, **keywords)
         bound.apply_defaults()
         scope = {name: int(bound.arguments[name])

@@ -25,7 +25,7 @@ import inspect
 from dataclasses import dataclass
 
 from .generic_common import wide
-from .rules import FUNCTIONS, LOG_ADD_EXP, names_in
+from .rules import FUNCTIONS, LOG_ADD_EXP, Evaluated, names_in
 
 # the reduction every store reads: the shift of the maximum, then the summed term
 SHIFT = "where(isfinite(top), top, 0.0)"
@@ -90,27 +90,15 @@ def exp_reduction_signature(reduction):
     return inspect.Signature([*arrays, *keywords])
 
 
-class ArrayExpReduction:
+class ArrayExpReduction(Evaluated):
     """An ExpReduction evaluated by array expressions (NumPy or CuPy): the maximum along
     the axis, the shift, the term in the tile dtype (fp16 in fp32), its float64 sum,
     then the store."""
 
-    def __init__(self, name, reduction, namespace):
-        self.__name__ = self.__qualname__ = name
-        self.__doc__ = repr(reduction)
-        self.reduction = reduction
-        self.__signature__ = exp_reduction_signature(reduction)
-        self._namespace = namespace
-        self._codes = {}
-
-    def _eval(self, text, scope):
-        code = self._codes.get(text)
-        if code is None:
-            code = self._codes[text] = compile(text, f"<{self.__name__}>", "eval")
-        return eval(code, self._namespace, scope)
+    signature = staticmethod(exp_reduction_signature)
 
     def __call__(self, x, out, *, axis, **beta):
-        reduction, xp = self.reduction, self._namespace["__xp__"]
+        reduction, xp = self.rule, self._xp
         if beta.keys() - ({"beta"} if reduction.takes_beta else set()):
             raise TypeError(f"{self.__name__}: takes no {', '.join(sorted(beta))}: "
                             f"{self.__signature__}")
