@@ -45,6 +45,18 @@ LOOPED_RULES = sorted(name for name, rule in ELEMENTWISE.items() if rule.reads_t
 # -- NumPy references of the kernels (float64) ---------------------------------------
 
 
+def call_on_copies(kernel, shape, arrays, axis, batch_ndim, params):
+    """`kernel` on F-ordered copies of `arrays` with the keywords its `shape` takes (a
+    slice's or fiber's axis, a fiber's batch_ndim; none for a whole tile or a 0-d
+    partner); the output copy."""
+    keywords = dict(params) if shape in ("whole", "scalar") else dict(params, axis=axis)
+    if shape == "fiber":
+        keywords["batch_ndim"] = batch_ndim
+    out = [array.copy(order="F") for array in arrays]
+    kernel(*out, **keywords)
+    return out[-1]
+
+
 def gelu(x):
     return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
 

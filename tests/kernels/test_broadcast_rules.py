@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import call_on_copies
 from nntile_kernels import cpu, reference
 from nntile_kernels.rules_broadcast import BROADCAST, ArrayBroadcast
 
@@ -77,12 +78,7 @@ def _arrays(name, shape, axis, batch_ndim, dtype, rng):
 
 
 def _call(table, name, arrays, axis, batch_ndim, params):
-    keywords = dict(params) if BROADCAST[name].shape == "scalar" else dict(params, axis=axis)
-    if BROADCAST[name].shape == "fiber":
-        keywords["batch_ndim"] = batch_ndim
-    out = [array.copy(order="F") for array in arrays]
-    table[name](*out, **keywords)
-    return out[-1]
+    return call_on_copies(table[name], BROADCAST[name].shape, arrays, axis, batch_ndim, params)
 
 
 @st.composite

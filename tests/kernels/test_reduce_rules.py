@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import call_on_copies
 from nntile_kernels import cpu, reference
 from nntile_kernels.rules_reduce import REDUCTIONS, ArrayReduction, Reduction
 
@@ -109,12 +110,7 @@ def _with_maximum(x, axis):
 
 
 def _call(table, name, arrays, axis, batch_ndim, params):
-    keywords = dict(params) if REDUCTIONS[name].shape == "whole" else dict(params, axis=axis)
-    if REDUCTIONS[name].shape == "fiber":
-        keywords["batch_ndim"] = batch_ndim
-    out = [array.copy(order="F") for array in arrays]
-    table[name](*out, **keywords)
-    return out[-1]
+    return call_on_copies(table[name], REDUCTIONS[name].shape, arrays, axis, batch_ndim, params)
 
 
 @st.composite
