@@ -267,7 +267,11 @@ class ThreadedRankExecutor(RankExecutor):
                     if not dep.done:
                         dep.successors.append(task)
                         task.pending += 1
-            if not task.pending:
+                # decided under the lock: once it is released, a dep finishing on a
+                # worker drops pending to 0 and queues the task itself, which read
+                # here as well would run it twice (an accumulating kernel adding twice)
+                issue_now = not task.pending
+            if issue_now:
                 put(task)
         return do_threaded_exec
 
