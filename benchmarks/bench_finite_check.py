@@ -19,7 +19,7 @@ from _common import CpuLoad, wait_for_quiet
 
 import nntile_spmd as nt
 from nntile_spmd.models import gpt2
-from nntile_spmd.train.optim import add_optimizer
+from nntile_spmd.train import add_optimizer
 
 
 def compiled(args):

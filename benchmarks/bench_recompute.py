@@ -23,7 +23,7 @@ import numpy as np
 
 import nntile_spmd as nt
 from nntile_spmd.models import gpt2
-from nntile_spmd.train.optim import add_optimizer
+from nntile_spmd.train import add_optimizer
 
 
 def step(args, preset, recompute):

@@ -43,7 +43,7 @@ import nntile_spmd as nt  # noqa: E402
 from nntile_spmd.plan.instructions import Send  # noqa: E402
 from nntile_spmd.runtime.compile_steps import make_world  # noqa: E402
 from nntile_spmd.train.cli import DefaultsHelpFormatter, add_device_arg  # noqa: E402
-from nntile_spmd.train.optim import add_optimizer  # noqa: E402
+from nntile_spmd.train import add_optimizer  # noqa: E402
 
 PRESETS = ("single", "ddp", "fsdp", "tp")
 MODEL_STATE_ROLES = ("parameter", "gradient", "state")

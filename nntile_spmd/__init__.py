@@ -15,6 +15,7 @@ from .plan.offload import ExecutionPolicy
 from .runtime import CompiledGraph, PendingCompile, PlanningWorld, SimulatedWorld
 from .search import autoplan, compile, compile_async   # with distribution="auto" too
 from .runtime.failure import install_abort_on_error
+from .version import __version__  # noqa: F401  (setup.cfg reads version.py)
 
 install_abort_on_error()   # only under an MPI launcher with > 1 rank; loads no mpi4py
 
@@ -26,4 +27,3 @@ __all__ = ["grad", "LogicalGraph", "OpNode", "TensorNode", "ops", "REPLICATED",
 __all__ += ["Mesh", "recompute"]   # device meshes, activation recomputation
 __all__ += ["ExecutionPolicy"]     # planned offloading under a memory budget
 __all__ += ["autoplan"]            # the plan chosen by a search (search/)
-__version__ = "0.1.0"

@@ -3,7 +3,7 @@
 Each op's registry entry names its backward rule (OpSpec.backward): rule(op, ctx) adds
 ops accumulating into ctx.grad(input) from ctx.grad(output). Gradients of `wrt` are
 persistent tensors that accumulate (+=) across executes, so micro-batch accumulation
-works; clear them after the optimizer step (train.optim does).
+works; clear them after the optimizer step (models/optimizer.py's add_optimizer does).
 """
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ def check_shape(shape) -> tuple:
 
 @dataclass(eq=False)
 class TensorNode:
-    """A logical tensor; its role follows from its attributes (seed design 10.1)."""
+    """A logical tensor; its role (input, parameter, gradient, activation) follows from its
+    attributes (external, persistent, requires_grad, grad_of, is_input, is_output)."""
 
     graph: LogicalGraph = field(repr=False)
     id: int

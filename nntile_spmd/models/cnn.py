@@ -4,7 +4,7 @@ x is [W, H, C, batch] (column-major, batch trailing), each convolution kernel
 [K_w, K_h, C_in, C_out] with a bias [C_out]; after the convolutions a gemm contracts
 the three feature dims [W, H, C] with the classifier weight [classes, W, H, C], so no
 reshape is needed. A strided convolution does the downsampling a pooling layer would.
-Builds ops through nntile_spmd.graph and train.losses only; no plan, runtime or MPI.
+Builds ops through nntile_spmd.graph and models/losses.py only; no plan, runtime or MPI.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from ..graph import LogicalGraph, grad, ops
 from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
-from ..train.losses import add_loss
+from .losses import add_loss
 from .mlp import Classifier
 
 

@@ -2,7 +2,7 @@
 
 Layout follows the framework: column-major, batch trailing, so x is [features, batch],
 w_i is [out, in] (like torch.nn.Linear.weight) and b_i is [out]. Builds ops through
-nntile_spmd.graph and train.losses only; imports no plan, runtime, numba or mpi4py.
+nntile_spmd.graph and models/losses.py only; imports no plan, runtime, numba or mpi4py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 
 from ..graph import LogicalGraph, grad, ops
 from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
-from ..train.losses import LOSSES, add_loss
+from .losses import LOSSES, add_loss
 
 ACTIVATIONS = {"gelu": ops.gelu, "gelutanh": ops.gelutanh, "relu": ops.relu,
                "silu": ops.silu}

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..version import __version__
 from . import cache_file
 
 ENV_DIRECTORY = "NNTILE_SPMD_PLAN_CACHE"
@@ -66,7 +67,6 @@ def plan_key(graph, request) -> str:
     Uncacheable). The text hashed is the one of the earlier positional arguments, field
     by field, so a key names the same plan as before (files on disk are refused anyway
     when the library's source changed: cache_file.py)."""
-    from .. import __version__
     from ..graph.export import to_json
     try:
         graph_text = json.dumps(to_json(graph), sort_keys=True)

@@ -19,6 +19,7 @@ import os
 import pickle
 import threading
 
+from ..version import __version__
 from .plan import gc_paused
 
 MAGIC = b"nntile_spmd plan cache\n"
@@ -34,7 +35,6 @@ class BadCacheFile(Exception):
 def library_fingerprint() -> str:
     """The version and a hash of the library's Python source: an edited plan class or
     planning rule (an editable install keeps its version) makes old plans stale."""
-    from .. import __version__
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     digest = hashlib.sha256()
     for folder, subfolders, files in os.walk(root):

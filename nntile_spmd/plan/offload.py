@@ -35,7 +35,7 @@ class ExecutionPolicy:
 
     enable_offloading: bool = False
     memory_budget: int = 0          # device bytes per rank
-    offload_threshold: float = 0.8  # fraction of memory_budget the plan may fill (seed)
+    offload_threshold: float = 0.8  # fraction of memory_budget the plan may fill (NNTile's default)
     prefetch_distance: int = 4      # EXECs a prefetch may run ahead of its use
 
     def budget(self) -> int:

@@ -237,7 +237,7 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         return self.scalars.get(name)
 
     def scalar_names(self) -> list:
-        """Names of the graph's runtime scalars (see train.add_optimizer)."""
+        """Names of the graph's runtime scalars (see models.optimizer.add_optimizer)."""
         return sorted(self.scalars.values)
 
     def wait(self):

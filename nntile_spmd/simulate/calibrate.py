@@ -57,7 +57,7 @@ def measure_ops(workload, tile_bytes, steps, fuse=False):
     runs the same step up to 1.4x slower for seconds at a time, and the replay
     predicts the undisturbed machine; bench_simulator takes its measurements the
     same way."""
-    from .. import compile as compile_graph
+    from ..runtime import compile as compile_graph
     world = RecordingWorld(1)
     # fuse=False: rates are fitted per op type, so every task must be one op's;
     # fuse=True measures the fused tasks (one op type, machine.FUSED)

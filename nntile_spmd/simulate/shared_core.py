@@ -35,7 +35,7 @@ PRESET = "ddp"
 def kernel_cpu_seconds(pairs=PAIRS) -> tuple:
     """Median CPU seconds of this rank's tasks per execute, (on its own core, on rank
     0's core with the other rank) in alternate executes (collective)."""
-    from .. import compile as compile_graph
+    from ..runtime import compile as compile_graph
     from .pingpong import on_one_core
     workload = gpt2_workload()
     cg = compile_graph(workload.graph, distribution=PRESET, task_threads=1)
@@ -63,7 +63,7 @@ def kernel_cpu_seconds(pairs=PAIRS) -> tuple:
 def replayed_switches(machine) -> float:
     """Turns per rank and execute that the replay of the same step, both ranks on
     one core of `machine`, begins after the other rank's work."""
-    from .. import compile as compile_graph
+    from ..runtime import compile as compile_graph
     from ..runtime.simulated import SimulatedWorld
     from .replay import Replay
     plan = compile_graph(gpt2_workload().graph, comm=SimulatedWorld(2), distribution=PRESET,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models import gpt2, mlp
-from ..train import add_optimizer
+from ..models.optimizer import add_optimizer
 
 
 @dataclass

@@ -17,17 +17,15 @@ import warnings
 import numpy as np
 from tqdm import tqdm
 
-from ..graph.dtypes import storage_dtype
-# a module, its functions looked up when the Trainer compiles: the search's quick
-# calibration builds models, which import train.losses, while the search is loading
 from .. import search
+from ..graph.dtypes import storage_dtype
 from ..graph.scalars import DROPOUT_ON, DROPOUT_STEP
 from ..runtime import compile as compile_graph
+from ..models.optimizer import add_optimizer
 from ..runtime.consistency import check_same_on_all_ranks
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .data import BatchView, batch_indices, bind_local
-from .losses import accuracy, cross_entropy_numpy
-from .optim import add_optimizer
+from .metrics import accuracy, cross_entropy_numpy
 from .resume import CheckpointPolicy
 
 TRAIN_PHASES = ("forward", "backward")

@@ -5,7 +5,7 @@ import pytest
 
 import nntile_spmd as nt
 from nntile_spmd.models import build_mlp
-from nntile_spmd.train.losses import cross_entropy_numpy
+from nntile_spmd.train import cross_entropy_numpy
 
 SIZES = (5, 7, 6, 3)
 

@@ -94,7 +94,7 @@ def test_the_lowered_params_are_checked_kernel_params():
 
 def adamw_mlp():
     from nntile_spmd.models import build_mlp
-    from nntile_spmd.train.optim import add_optimizer
+    from nntile_spmd.train import add_optimizer
     model = build_mlp([6, 5, 3], 4, dtype="fp64")
     add_optimizer(model.graph, model.params, model.grads, "adamw", lr=1e-2)
     return model

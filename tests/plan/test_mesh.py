@@ -18,7 +18,7 @@ from nntile_spmd.models import build_mlp
 from nntile_spmd.plan.distribution import AxisRule, TileDistribution
 from nntile_spmd.plan.mesh import Mesh, mesh_groups, traffic_by_mesh_axis
 from nntile_spmd.train import Trainer
-from nntile_spmd.train.optim import add_optimizer
+from nntile_spmd.train import add_optimizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 SIZES, BATCH = [12, 10, 5], 13          # 13 samples: no mesh row divides them evenly

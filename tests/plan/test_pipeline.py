@@ -23,7 +23,7 @@ from nntile_spmd.plan.mesh import traffic_by_mesh_axis
 from nntile_spmd.plan.pipeline import (named_layer, one_f_one_b_steps, tensor_layers,
                                        tensor_stages)
 from nntile_spmd.train import Trainer
-from nntile_spmd.train.optim import add_optimizer
+from nntile_spmd.train import add_optimizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 SIZES, BATCH = [12, 10, 8, 9, 7, 5], 13   # 5 layers: 3 + 2 on 2 stages, 2 + 2 + 1 on 3

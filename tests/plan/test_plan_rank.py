@@ -25,7 +25,7 @@ from nntile_spmd.models import build_mlp, gpt2
 from nntile_spmd.plan import lowering, rank_groups, rank_partial
 from nntile_spmd.plan.instructions import Recv, Send
 from nntile_spmd.plan.presets import PRESET_NAMES
-from nntile_spmd.train.optim import add_optimizer
+from nntile_spmd.train import add_optimizer
 from helpers import worlds_and_presets
 
 pytestmark = pytest.mark.mpi_skip   # single-process tier: nothing here runs on MPI

@@ -15,7 +15,7 @@ from nntile_spmd.plan.plan import Plan
 from nntile_spmd.plan.plan_options import PlanOptions, PlanRequest
 from nntile_spmd.plan.report import dump_plan
 from nntile_spmd.runtime.compiled import plan_graph_cached
-from nntile_spmd.train.optim import add_optimizer
+from nntile_spmd.train import add_optimizer
 
 SIZES, BATCH = [12, 10, 8, 9, 7, 5], 13   # 5 layers over 3 pipeline stages, uneven
 TILES = {"x": [5, 3], "w1": [3, 5]}

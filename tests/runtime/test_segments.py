@@ -10,7 +10,7 @@ import nntile_spmd as nt
 from nntile_spmd.models import mlp
 from nntile_spmd.plan.instructions import Exec, Free, Recv, Send
 from nntile_spmd.plan.segments import DEVICE, HOST, program_segments, segment_summary
-from nntile_spmd.train.optim import add_optimizer
+from nntile_spmd.train import add_optimizer
 from stand_in_device import StandInGraphs, stand_in_device
 
 pytestmark = pytest.mark.mpi_skip

@@ -16,7 +16,7 @@ from nntile_spmd.search.owners import owner_cost
 from nntile_spmd.search.ranks import SAMPLED_MARGIN, representative_ranks
 from nntile_spmd.search.space import distributions
 from nntile_spmd.simulate import MachineModel
-from nntile_spmd.train.optim import add_optimizer
+from nntile_spmd.train import add_optimizer
 
 SIZES, BATCH = [12, 16, 5], 8
 

@@ -11,7 +11,7 @@ import nntile_spmd as nt
 from nntile_spmd.models import build_mlp
 from nntile_spmd.search.machine import measure_messages, node_layout
 from nntile_spmd.simulate import MachineModel
-from nntile_spmd.train.optim import add_optimizer
+from nntile_spmd.train import add_optimizer
 
 mpi4py = pytest.importorskip("mpi4py")
 from mpi4py import MPI  # noqa: E402

@@ -11,7 +11,7 @@ from nntile_spmd import SimulatedWorld
 from nntile_spmd.models import build_mlp
 from nntile_spmd.simulate import MachineModel
 from nntile_spmd.train import BatchView, Trainer, batch_indices, bind_local
-from nntile_spmd.train.losses import cross_entropy_numpy
+from nntile_spmd.train import cross_entropy_numpy
 
 STEPS = 4
 

@@ -1,4 +1,4 @@
-"""Train layer: add_optimizer() appends an optimizer step (SGD, Adam, AdamW) to a graph.
+"""Models layer: add_optimizer() appends an optimizer step (SGD, Adam, AdamW) to a graph.
 
 The update is ordinary graph ops in phase "optimizer": a persistent step counter,
 persistent state tensors next to each parameter, the step ops, then zero_grad.
