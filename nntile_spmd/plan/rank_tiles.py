@@ -29,6 +29,7 @@ class RankTiles:
         self.copies = {}          # tensor name -> coords of tiles fetched by this rank
         self.alias_owners = {}    # view tensor name -> owners of the tiles it aliases
         self.served_memo = {}     # (owner code, runner code) -> ranks this rank sends to
+        self.mine_memo = {}       # tensor name -> its tiles this rank's codes own (static)
 
     def note_copy(self, key):
         name, coord = key
@@ -43,13 +44,13 @@ class RankTiles:
         out_labels = axes[n_inputs]
         out_name = op.outputs[0].name
         out_owners = self.owners_of(out_name)
-        mask = np.asarray(np.isin(out_owners, self.codes) | (out_owners == REPLICATED))
+        mask = self.mine(out_name) | (out_owners == REPLICATED)
         one_step = all(self.tilings[tensor.name].dims[dim].num_tiles == 1
                        for tensor, labels in zip(op.inputs, axes[:n_inputs])
                        for dim, label in enumerate(labels) if label not in out_labels)
         for tensor, labels in zip(op.inputs, axes[:n_inputs]):
             owners = self.owners_of(tensor.name)
-            mine = np.isin(owners, self.codes)
+            mine = self.mine(tensor.name)
             if not mine.any():
                 continue
             if one_step and tensor.name not in self.views.names:
@@ -74,14 +75,14 @@ class RankTiles:
         look at again: the output is not this rank's, and it holds no copy of it (those
         tiles are marked apart)."""
         walk = self.walk
-        for coord in map(tuple, np.argwhere(np.isin(owners, self.codes)).tolist()):
+        for coord in map(tuple, np.argwhere(self.mine(name)).tolist()):
             code = int(owners[coord])
             holders = set(walk.rank_set(code))
             holders.update(walk.current_copies((name, coord)))
             index = tuple(coord[labels.index(label)] if label in labels else slice(None)
                           for label in out_labels)
             runners = out_owners[index]
-            for runner in np.unique(runners).tolist():
+            for runner in set(np.ravel(runners).tolist()):   # marks OR together: any order
                 if not holders.issuperset(self.served(code, runner)):
                     mask[index] |= runners == runner
 
@@ -94,6 +95,20 @@ class RankTiles:
             found = self.served_memo[(code, runner)] = tuple(
                 member for member in walk.rank_set(runner)
                 if walk.sender_of(code, member) == rank)
+        return found
+
+    def mine(self, name):
+        """The tiles of tensor `name` that this rank's codes own (a boolean array over its
+        grid; owners are static, so once per tensor; an equality per code, as the codes
+        are one to a few and np.isin's sort costs more on these small grids)."""
+        found = self.mine_memo.get(name)
+        if found is None:
+            owners = self.owners_of(name)
+            found = np.array(owners == self.codes[0])   # 0-d grids compare to a scalar
+            for code in self.codes[1:]:
+                found |= owners == code
+            found.flags.writeable = False
+            self.mine_memo[name] = found
         return found
 
     @staticmethod
