@@ -41,9 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
 from nntile_kernels import cpu  # noqa: E402 - needs the path above
-from nntile_kernels.rules_broadcast import BROADCAST  # noqa: E402
-from nntile_kernels.rules_reduce import REDUCTIONS  # noqa: E402
-from nntile_kernels.rules_softmax import EXP_REDUCTIONS  # noqa: E402
+from nntile_kernels.formulas import BROADCAST, EXP_REDUCTIONS, REDUCTIONS  # noqa: E402
 
 # kernel -> (revision, its module, arrays as letters of `tiles`, keyword parameters)
 CASES = {

@@ -12,11 +12,10 @@ from . import (cpu_blas, cpu_conv, cpu_data, cpu_embedding,  # noqa: I001
                cpu_reduce, cpu_rules, cpu_rules_broadcast, cpu_rules_broadcast_scalar,
                cpu_rules_indexed, cpu_rules_loss, cpu_rules_optim, cpu_rules_params,
                cpu_rules_picked, cpu_rules_reduce, cpu_rules_softmax, generic, reference)
-from .rules_broadcast import BROADCAST
-from .rules_indexed import FROM_LSE, INDEXED, LOSSES, AfterLogsumexp
-from .rules_picked import PICKED, PICKED_FROM_LSE, PICKED_KEYWORDS
-from .rules_reduce import REDUCTIONS
-from .rules_softmax import EXP_REDUCTIONS
+from .formulas import (BROADCAST, EXP_REDUCTIONS, FROM_LSE, INDEXED, LOSSES, PICKED,
+                       PICKED_FROM_LSE, REDUCTIONS)
+from .rules_indexed import AfterLogsumexp
+from .rules_picked import PICKED_KEYWORDS
 
 KERNELS = {
     # randn and dropout are whole-array uint64 hashing that NumPy already vectorises

@@ -309,32 +309,6 @@ def sumprod_fiber_backward(f, x, dx, *, axis, batch_ndim=0, alpha=1.0):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _scale_slice(src_t, dst_t, alpha_f64):
-    cast = dst_t.dtype.type
-    alpha = cast(alpha_f64)
-    k, n, m = dst_t.shape
-    if m == 1:   # axis 0: a contiguous run along the axis vectorises
-        for p in range(k):
-            src = src_t[p, 0]
-            for j in range(n):
-                dst_t[p, j, 0] = alpha * src
-    else:
-        for p in range(k):
-            for j in range(n):
-                for i in range(m):
-                    src = src_t[p, i]
-                    dst_t[p, j, i] = alpha * src
-
-
-def scale_slice(src, dst, *, alpha, axis):
-    """dst = alpha * src (src: a slice along `axis`)"""
-    if dst.dtype is F16:
-        return reference.scale_slice(src, dst, alpha=alpha, axis=axis)
-    full, part = slice_folds(dst.shape, axis)
-    _scale_slice(folded_t(src, part), folded_t(dst, full), float(alpha))
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
 def _scale_fiber(f_t, y_t, alpha_f64):
     cast = y_t.dtype.type
     alpha = cast(alpha_f64)
@@ -464,3 +438,29 @@ def extremum_backward(x, y, count, dy, dx, *, axis):
         return reference.extremum_backward(x, y, count, dy, dx, axis=axis)
     full, part = slice_folds(dx.shape, axis)
     _extremum_backward(folded_t(x, full), folded_t(y, part), folded_t(count, part), folded_t(dy, part), folded_t(dx, full))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _scale_slice(src_t, dst_t, alpha_f64):
+    cast = dst_t.dtype.type
+    alpha = cast(alpha_f64)
+    k, n, m = dst_t.shape
+    if m == 1:   # axis 0: a contiguous run along the axis vectorises
+        for p in range(k):
+            src = src_t[p, 0]
+            for j in range(n):
+                dst_t[p, j, 0] = alpha * src
+    else:
+        for p in range(k):
+            for j in range(n):
+                for i in range(m):
+                    src = src_t[p, i]
+                    dst_t[p, j, i] = alpha * src
+
+
+def scale_slice(src, dst, *, alpha, axis):
+    """dst = alpha * src (src: a slice along `axis`)"""
+    if dst.dtype is F16:
+        return reference.scale_slice(src, dst, alpha=alpha, axis=axis)
+    full, part = slice_folds(dst.shape, axis)
+    _scale_slice(folded_t(src, part), folded_t(dst, full), float(alpha))

@@ -137,52 +137,6 @@ def hypot_scalar_inverse(x, y, *, eps, alpha=1.0):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _maximum(x_tile, y_tile, z_tile, alpha_f64, beta_f64):
-    cast = z_tile.dtype.type
-    alpha = cast(alpha_f64)
-    beta = cast(beta_f64)
-    if beta_f64 == 0.0:
-        for i in range(z_tile.size):
-            x = x_tile[i]
-            z_tile[i] = alpha * x
-    else:
-        for i in range(z_tile.size):
-            x = x_tile[i]
-            y = y_tile[i]
-            z_tile[i] = nan_maximum(alpha * x, beta * y)
-
-
-def maximum(x, y, z, *, alpha=1.0, beta=1.0):
-    """z = maximum(alpha * x, beta * y); where beta == 0.0: z = alpha * x"""
-    if x.dtype is F16:
-        return reference.maximum(x, y, z, alpha=alpha, beta=beta)
-    _maximum(x.ravel('K'), y.ravel('K'), z.ravel('K'), float(alpha), float(beta))
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _minimum(x_tile, y_tile, z_tile, alpha_f64, beta_f64):
-    cast = z_tile.dtype.type
-    alpha = cast(alpha_f64)
-    beta = cast(beta_f64)
-    if beta_f64 == 0.0:
-        for i in range(z_tile.size):
-            x = x_tile[i]
-            z_tile[i] = alpha * x
-    else:
-        for i in range(z_tile.size):
-            x = x_tile[i]
-            y = y_tile[i]
-            z_tile[i] = nan_minimum(alpha * x, beta * y)
-
-
-def minimum(x, y, z, *, alpha=1.0, beta=1.0):
-    """z = minimum(alpha * x, beta * y); where beta == 0.0: z = alpha * x"""
-    if x.dtype is F16:
-        return reference.minimum(x, y, z, alpha=alpha, beta=beta)
-    _minimum(x.ravel('K'), y.ravel('K'), z.ravel('K'), float(alpha), float(beta))
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
 def _pow(x_tile, y_tile, alpha_f64, exp_f64):
     cast = y_tile.dtype.type
     alpha = cast(alpha_f64)
@@ -245,6 +199,52 @@ def add_scalar(x, *, value):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _maximum(x_tile, y_tile, z_tile, alpha_f64, beta_f64):
+    cast = z_tile.dtype.type
+    alpha = cast(alpha_f64)
+    beta = cast(beta_f64)
+    if beta_f64 == 0.0:
+        for i in range(z_tile.size):
+            x = x_tile[i]
+            z_tile[i] = alpha * x
+    else:
+        for i in range(z_tile.size):
+            x = x_tile[i]
+            y = y_tile[i]
+            z_tile[i] = nan_maximum(alpha * x, beta * y)
+
+
+def maximum(x, y, z, *, alpha=1.0, beta=1.0):
+    """z = maximum(alpha * x, beta * y); where beta == 0.0: z = alpha * x"""
+    if x.dtype is F16:
+        return reference.maximum(x, y, z, alpha=alpha, beta=beta)
+    _maximum(x.ravel('K'), y.ravel('K'), z.ravel('K'), float(alpha), float(beta))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _minimum(x_tile, y_tile, z_tile, alpha_f64, beta_f64):
+    cast = z_tile.dtype.type
+    alpha = cast(alpha_f64)
+    beta = cast(beta_f64)
+    if beta_f64 == 0.0:
+        for i in range(z_tile.size):
+            x = x_tile[i]
+            z_tile[i] = alpha * x
+    else:
+        for i in range(z_tile.size):
+            x = x_tile[i]
+            y = y_tile[i]
+            z_tile[i] = nan_minimum(alpha * x, beta * y)
+
+
+def minimum(x, y, z, *, alpha=1.0, beta=1.0):
+    """z = minimum(alpha * x, beta * y); where beta == 0.0: z = alpha * x"""
+    if x.dtype is F16:
+        return reference.minimum(x, y, z, alpha=alpha, beta=beta)
+    _minimum(x.ravel('K'), y.ravel('K'), z.ravel('K'), float(alpha), float(beta))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def _logsumexp_merge(x_tile, y_tile, z_tile, alpha_f64, beta_f64):
     cast = z_tile.dtype.type
     L0_0 = cast(0.0)
@@ -284,10 +284,10 @@ KERNELS = {
     "hypot": hypot,
     "hypot_backward": hypot_backward,
     "hypot_scalar_inverse": hypot_scalar_inverse,
-    "maximum": maximum,
-    "minimum": minimum,
     "pow": pow,
     "pow_backward": pow_backward,
     "add_scalar": add_scalar,
+    "maximum": maximum,
+    "minimum": minimum,
     "logsumexp_merge": logsumexp_merge,
 }

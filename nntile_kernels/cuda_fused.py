@@ -18,7 +18,8 @@ import numpy as np
 
 from .compiled_rules import AWAITING_GPU_CHECK, CompiledUpdate
 from .layout import c_order_views
-from .rules import UPDATES, ArrayUpdate, rule_namespace
+from .formulas import UPDATES
+from .rules import ArrayUpdate, rule_namespace
 from .rules_cuda import CUDA_PREAMBLE, cuda_update_source
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))

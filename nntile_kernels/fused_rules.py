@@ -21,7 +21,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from .rules import ELEMENTWISE, renamed
+from .formulas import ELEMENTWISE
+from .rules import renamed
 from .rules_numba import numba_constants, numba_expression
 
 

@@ -24,10 +24,11 @@ Python: imports rules.py, rules_broadcast.py and generate_cpu_rules.py only.
 import sys
 from pathlib import Path
 
+from .formulas import BROADCAST
 from .generate_cpu_rules import JIT, _formula
 from .rules import CONSTANTS, FUNCTIONS, element_texts, names_in, renamed
 from .rules_numba import numba_expression
-from .rules_broadcast import BROADCAST, broadcast_literals, broadcast_signature
+from .rules_broadcast import broadcast_literals, broadcast_signature
 
 # module -> (what it holds, the partner shapes of its rules): the loops of a 0-d partner
 # apart, as one module of them all would pass 500 lines
@@ -107,7 +108,8 @@ def _casts(broadcast, out_tile):
     """The constants and params the formulas use, cast to the tile dtype."""
     rule = broadcast.rule
     used = set().union(*(names_in(numba_expression(t)) for t in element_texts(rule)))
-    constants = {name: number for name, number in {**CONSTANTS, **broadcast_literals()}.items()
+    literals = broadcast_literals(BROADCAST.values())
+    constants = {name: number for name, number in {**CONSTANTS, **literals}.items()
                  if name in used}
     params = [name for name in rule.params if name in used]
     lines = [f"    cast = {out_tile}.dtype.type"] if constants or params else []

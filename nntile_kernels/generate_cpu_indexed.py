@@ -30,7 +30,8 @@ from pathlib import Path
 from .generate_cpu_rules import JIT
 from .rules import CONSTANTS, FUNCTIONS, FLOAT_LITERAL, names_in
 from .rules_numba import literal_name, numba_expression
-from .rules_indexed import FROM_LSE, INDEXED, LOSSES, indexed_signature
+from .formulas import FROM_LSE, INDEXED, LOSSES
+from .rules_indexed import indexed_signature
 
 TARGET = Path(__file__).with_name("cpu_rules_indexed.py")
 LOSS_TARGET = Path(__file__).with_name("cpu_rules_loss.py")

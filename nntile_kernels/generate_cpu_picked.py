@@ -25,7 +25,8 @@ from .generate_cpu_indexed import _defined, _wrapped
 from .generate_cpu_rules import JIT
 from .rules import FLOAT_LITERAL, names_in
 from .rules_numba import literal_name, numba_expression
-from .rules_picked import PICKED, PICKED_FROM_LSE, picked_signature
+from .formulas import PICKED, PICKED_FROM_LSE
+from .rules_picked import picked_signature
 
 TARGET = Path(__file__).with_name("cpu_rules_picked.py")
 

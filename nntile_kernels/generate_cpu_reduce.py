@@ -31,7 +31,8 @@ from pathlib import Path
 from .generate_cpu_rules import JIT
 from .rules import renamed
 from .rules_numba import numba_expression
-from .rules_reduce import REDUCTIONS, Reduction, reduction_signature
+from .formulas import REDUCTIONS
+from .rules_reduce import Reduction, reduction_signature
 
 TARGET = Path(__file__).with_name("cpu_rules_reduce.py")
 

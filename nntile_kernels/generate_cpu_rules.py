@@ -19,8 +19,9 @@ import re
 import sys
 from pathlib import Path
 
-from .rules import (CONSTANTS, ELEMENTWISE, FUNCTIONS, UPDATES, computed_cases, element_texts,
-                    names_in, needed_let, renamed, skip_condition)
+from .formulas import ELEMENTWISE, UPDATES
+from .rules import (CONSTANTS, FUNCTIONS, computed_cases, element_texts, names_in, needed_let,
+                    renamed, skip_condition)
 from .rules_numba import numba_constants, numba_expression, vectorises
 
 HEADER = '''"""Numba loops of {what} of rules.py.

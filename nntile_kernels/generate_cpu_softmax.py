@@ -34,8 +34,8 @@ from .generate_cpu_reduce import run_helper_name
 from .generate_cpu_rules import JIT
 from .rules import FLOAT_LITERAL, renamed
 from .rules_numba import literal_name, numba_expression, vectorises
-from .rules_reduce import REDUCTIONS
-from .rules_softmax import EXP_REDUCTIONS, SHIFT, TERM, exp_reduction_signature
+from .formulas import EXP_REDUCTIONS, REDUCTIONS
+from .rules_softmax import SHIFT, TERM, exp_reduction_signature
 
 TARGET = Path(__file__).with_name("cpu_rules_softmax.py")
 

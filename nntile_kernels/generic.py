@@ -17,12 +17,14 @@ from . import (KERNEL_NAMES, generic_conv, generic_data, generic_embedding, gene
 from .generic_common import fiber_axes, store, wide
 from .layout import gemm_folds
 from .rounding import round_operand
-from .rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
-from .rules_broadcast import BROADCAST, ArrayBroadcast
-from .rules_indexed import FROM_LSE, INDEXED, LOSSES, AfterLogsumexp, ArrayIndexed
-from .rules_picked import PICKED, PICKED_FROM_LSE, PICKED_KEYWORDS, ArrayPicked
-from .rules_reduce import REDUCTIONS, ArrayReduction
-from .rules_softmax import EXP_REDUCTIONS, ArrayExpReduction
+from .formulas import (BROADCAST, ELEMENTWISE, EXP_REDUCTIONS, FROM_LSE, INDEXED, LOSSES,
+                       PICKED, PICKED_FROM_LSE, REDUCTIONS, UPDATES)
+from .rules import ArrayRule, ArrayUpdate, rule_namespace
+from .rules_broadcast import ArrayBroadcast
+from .rules_indexed import AfterLogsumexp, ArrayIndexed
+from .rules_picked import PICKED_KEYWORDS, ArrayPicked
+from .rules_reduce import ArrayReduction
+from .rules_softmax import ArrayExpReduction
 
 # ---------------------------------------------------------------- products
 

@@ -8,7 +8,7 @@ Pure Python, imports rules.py only.
 
 import re
 
-from .rules import CONSTANTS, ELEMENTWISE, FLOAT_LITERAL, UPDATES, element_texts
+from .rules import CONSTANTS, FLOAT_LITERAL, element_texts
 
 # A formula's functions in the numba kernels: cpu_fastmath's (vectorisable float32
 # approximations, libm for float64) and its maximum, minimum (named apart from the kernels
@@ -57,6 +57,7 @@ def numba_expression(text, vectorised=True):
 
 def numba_constants():
     """name -> value of every constant numba formulas use: CONSTANTS and the literals."""
+    from .formulas import ELEMENTWISE, UPDATES   # formulas import this module: no cycle
     values = dict(CONSTANTS)
     for rule in (*ELEMENTWISE.values(), *UPDATES.values()):
         for text in element_texts(rule):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .rules import Evaluated
-from .rules_indexed import LABELS, Check, run_check
+from .rules_indexed import run_check
 
 
 @dataclass(frozen=True)
@@ -59,29 +59,7 @@ class Picked:
         return tuple(name for name in self.inputs[1:] if name not in self.scalars)
 
 
-PICKED = {
-    # logits [classes, positions...] of the class tile from class_offset, lse and labels
-    # per position, count (of the labels kept): the mean over the kept labels of lse -
-    # logits[label]; class tile 0 adds the lse terms, each tile subtracts the logits of
-    # the labels it holds (a count of 0 gives nan)
-    "cross_entropy_lse": Picked(
-        ("logits", "lse", "labels", "count"), "loss", pick="labels - class_offset",
-        term="where(labels == ignore_index, 0.0, where(class_offset == 0, lse, 0.0) - picked)",
-        value="total / count", ids=("labels",), scalars=("count",), offsets=("class_offset",),
-        integers=(("ignore_index", -100), ("num_classes", None)), checks=(LABELS,)),
-}
-
-# kernel -> the rule it runs on its logits and their logsumexp along the classes
-# (rules_indexed.AfterLogsumexp, with these keywords): the whole class axis in one tile
-PICKED_FROM_LSE = {
-    # loss = alpha * sum(lse - logits[label]) (+ beta * loss); every label in [0, classes)
-    "cross_entropy": Picked(
-        ("logits", "lse", "labels"), "loss", pick="labels", term="lse - picked",
-        value="alpha * total", ids=("labels",), params=("alpha",),
-        integers=(("num_classes", None),),
-        checks=(Check("labels", "(labels < 0) | (labels >= num_classes)", "label_error",
-                      ("num_classes",)),)),
-}
+# the keywords of a PICKED_FROM_LSE kernel (formulas/losses.py), run by AfterLogsumexp
 PICKED_KEYWORDS = (("alpha", 1.0), ("beta", 0.0))
 
 

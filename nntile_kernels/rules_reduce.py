@@ -98,36 +98,6 @@ class Reduction:
         return f"Reduction({self.output} = {self.combine} of {self.term} over a {self.shape})"
 
 
-REDUCTIONS = {
-    "sum_slice": Reduction(("x",), "s", "x", "slice"),
-    # LayerNorm's and the softmax backward's dot along an axis (sumprod_slice(x, x) a
-    # sum of squares)
-    "sumprod_slice": Reduction(("x", "y"), "z", "x * y", "slice"),
-    "sum_fiber": Reduction(("x",), "y", "x", "fiber"),
-    "sumprod_fiber": Reduction(("x", "y"), "f", "x * y", "fiber"),
-    # the max pooling of a tiled axis: the partial maxima of its tiles merge with beta = 1
-    "max_slice": Reduction(("x",), "y", "x", "slice", "maximum"),
-    "min_slice": Reduction(("x",), "y", "x", "slice", "minimum"),
-    # the 2-norms of clipping and of RMSNorm; partial norms of a tiled axis merge by the
-    # same hypot (NNTile's norm_slice_inplace, norm_fiber_inplace)
-    "norm_slice": Reduction(("x",), "y", "x * x", "slice", widen=True,
-                            finish="fabs(alpha) * sqrt(total)", merge="hypot(value, beta * y)"),
-    "norm_fiber": Reduction(("x",), "y", "x * x", "fiber", widen=True,
-                            finish="fabs(alpha) * sqrt(total)", merge="hypot(value, beta * y)"),
-    # how many entries share the extremum y of their slice, so that its gradient is split
-    # among them (a count: exact in the float64 total)
-    "extremum_count": Reduction(("x", "y"), "count", "x == y", "slice", "count",
-                                partners=("y",)),
-    # the whole tile to a 0-d output: a sum (sum_backward is its broadcast backward); the
-    # squared error of a tile pair, squared in float64 as the reference always did;
-    # how many labels are not ignored (the cross-entropy's divisor)
-    "sum": Reduction(("x",), "y", "x", "whole"),
-    "mse": Reduction(("x", "y"), "loss", "(x - y) * (x - y)", "whole", widen=True),
-    "valid_count": Reduction(("labels",), "count", "labels != ignore_index", "whole", "count",
-                             params=(("ignore_index", -100),)),
-}
-
-
 def reduction_signature(reduction):
     """The arrays positional (the inputs, then the output), then `axis` (none for a
     whole tile), a fiber's `batch_ndim=0`, the params, `alpha=1.0` where the finish

@@ -25,7 +25,7 @@ import inspect
 from dataclasses import dataclass
 
 from .generic_common import wide
-from .rules import FUNCTIONS, LOG_ADD_EXP, Evaluated, names_in
+from .rules import FUNCTIONS, Evaluated, names_in
 
 # the reduction every store reads: the shift of the maximum, then the summed term
 SHIFT = "where(isfinite(top), top, 0.0)"
@@ -66,18 +66,6 @@ class ExpReduction:
 
     def __repr__(self):
         return f"ExpReduction({self.output} = {', '.join(self.values)} over a slice)"
-
-
-EXP_REDUCTIONS = {
-    "softmax": ExpReduction("y", "tile", ("e / total",)),
-    # log(total) is only taken where top is finite (total >= 1 there): no log(0.0)
-    "logsumexp": ExpReduction(
-        "y", "slice", ("where(isfinite(top), shift + log(where(isfinite(top), total, 1.0)), top)",),
-        merge=LOG_ADD_EXP[1],
-        merge_let=(("a", "value"), ("b", "y + log(beta)"), *LOG_ADD_EXP[0])),
-    # flash attention's running pair: the maximum and the sum of exp(x - maximum)
-    "maxsumexp": ExpReduction("y", "slice", ("top", "total")),
-}
 
 
 def exp_reduction_signature(reduction):

@@ -16,7 +16,7 @@ import pytest
 from scipy.special import erf
 
 import nntile_spmd as nt
-from nntile_kernels.rules import ELEMENTWISE
+from nntile_kernels.formulas import ELEMENTWISE
 from nntile_spmd.runtime.executor import wait_with_deadline
 from nntile_spmd.runtime.stats import mismatches
 from nntile_spmd.runtime.timeouts import resolve_timeout

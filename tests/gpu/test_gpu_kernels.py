@@ -16,7 +16,7 @@ from helpers import LOOPED_RULES, RULE_PARAMS, UPDATE_PARAMS
 
 import nntile_kernels
 from nntile_kernels import reference
-from nntile_kernels.rules import ELEMENTWISE, UPDATES
+from nntile_kernels.formulas import ELEMENTWISE, UPDATES
 
 pytestmark = pytest.mark.gpu
 
