@@ -1,5 +1,6 @@
-"""Generated loops (cpu_rules.py, from rules.py) against the hand-written loops of git
-revisions, in one process: ns per element and whether the results are bitwise equal.
+"""Generated loops (cpu_rules*.py, from nntile_kernels/formulas/) against the hand-written
+loops of git revisions, in one process: ns per element and whether the results are
+bitwise equal.
 
 Run: python benchmarks/bench_rules.py [--edge 512] [--repeat 200] [--only hypot maximum]
 Each case names the revision whose module held its hand-written loop (ab8850b: add,

@@ -1,7 +1,9 @@
 """Rules that name where an element is: the masks (mask_scalar, mask_causal), the rotary
 position embedding (rope, rope_backward) and the losses' class tiles (LOSSES:
 cross_entropy_lse_backward; FROM_LSE: cross_entropy_backward's step after the table's
-logsumexp, AfterLogsumexp), each written once in the language of rules.py.
+logsumexp, AfterLogsumexp), each written once in the language of rules.py: this is their
+kind, its signature and evaluation; the formulas are formulas/'s (attention.py,
+rope.py, losses.py).
 
 An `Indexed` rule is a formula of the element (or, `paired`, of the pair of elements)
 with what an elementwise rule lacks:

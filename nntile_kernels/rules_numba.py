@@ -3,7 +3,7 @@ cpu_fastmath's (or libm's, in a loop that does not vectorise), sigmoid spelled o
 each float literal a named constant cast to the tile dtype. Every numba generator
 (generate_cpu_*.py) and the fused chains (fused_rules.py) write their loops with it.
 
-Pure Python, imports rules.py only.
+Pure Python, imports rules.py only (numba_constants reads formulas/ at its call).
 """
 
 import re

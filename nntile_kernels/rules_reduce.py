@@ -1,5 +1,7 @@
-"""Reductions along an axis written once: sum_slice, sumprod_slice, sum_fiber and
-sumprod_fiber, each a per-element term (a rules.py formula of the input tiles: `x`,
+"""Reductions along an axis written once (their kind, signature and evaluation here; the
+formulas are formulas/reductions.py's, mse's and valid_count's formulas/losses.py's):
+sum_slice, sumprod_slice, sum_fiber and sumprod_fiber, each a per-element term (a
+formula of rules.py's language of the input tiles: `x`,
 `x * y`) summed in float64 and stored as out = alpha * total + beta * out; max_slice
 and min_slice, the term's maximum (minimum) merged as out = maximum(total, beta * out);
 norm_slice and norm_fiber, the squares of x widened to float64 first (fp32 squares
@@ -19,7 +21,7 @@ where a term is (NumPy's max, maximum). ArrayReduction evaluates
 the term with NumPy or CuPy and sums it (generic.py binds it: the reference and the
 cuda table), and generate_cpu_reduce.py writes the numba loops (cpu_rules_reduce.py),
 so both read one text. The broadcast ops that are their backwards (add_slice,
-sumprod_slice_backward, ...) are rules_broadcast.py's.
+sumprod_slice_backward, ...) are Broadcast rules (rules_broadcast.py).
 
 Pure Python, imports rules.py and generic_common.py only (no numpy, numba or cupy).
 """

@@ -1,4 +1,5 @@
-"""The softmax family written once: softmax, logsumexp and maxsumexp each reduce the
+"""The softmax family written once (their kind, signature and evaluation here, the
+formulas in formulas/reductions.py): softmax, logsumexp and maxsumexp each reduce the
 slices of a tile x along `axis` to their maximum `top`, the `shift` (top where
 finite, else 0.0: no inf - inf, so a slice of all -inf sums to 0, never NaN) and the
 float64 `total` of the terms e = exp(x - shift), each e computed in the tile dtype
@@ -16,7 +17,7 @@ The maximum is NaN where an entry is (NumPy's max), and so is everything after i
 ArrayExpReduction evaluates the texts with NumPy or CuPy (generic.py binds it: the
 reference and the cuda table); generate_cpu_softmax.py writes the numba loops
 (cpu_rules_softmax.py) from the same texts. logsumexp_merge, the merge of two partial
-logsumexps, is an elementwise rule of rules.py.
+logsumexps, is an elementwise rule of formulas/reductions.py.
 
 Pure Python, imports rules.py and generic_common.py only (no numpy, numba or cupy).
 """

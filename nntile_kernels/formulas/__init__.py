@@ -11,7 +11,7 @@ minimum, logsumexp_merge: reductions). linalg, data_movement, convolution and ra
 have no module: their kernels are hand-written loops, library calls or the reference's
 own array code, not rules.
 
-Pure Python, as the kind modules are (rules_picked.py alone imports NumPy, for errstate).
+Pure Python, as the kind modules are: importing it loads no numpy, numba or cupy.
 """
 
 from . import attention, elementwise, losses, optimizers, reductions, rope

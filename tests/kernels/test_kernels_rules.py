@@ -1,4 +1,4 @@
-"""The elementwise rule table (nntile_kernels/rules.py): one formula, two languages.
+"""The elementwise rules (nntile_kernels/formulas/'s ELEMENTWISE): one formula, two languages.
 
 The reference evaluates each formula with NumPy; cuda.py compiles the same text as
 C++ into CuPy ElementwiseKernels. Here that C++ (cuda_source and cuda_update_source,
