@@ -187,12 +187,16 @@ def kernel_families() -> dict:
 
 def test_each_formula_sits_in_the_module_of_its_op_family():
     """A newcomer finds an op's formula under its family's name: formulas/<family>.py
-    defines exactly the rules of the kernels that family's ops call first."""
+    defines exactly the rules of the kernels that family's ops call first, and the
+    family's graph-side docstring points to it."""
     from nntile_kernels import formulas
     from nntile_spmd.graph.families import FAMILIES
     assert list(formulas.FAMILY_MODULES) == [f for f in FAMILIES if f in formulas.FAMILY_MODULES]
     for family, module in formulas.FAMILY_MODULES.items():
         assert module.__name__ == f"nntile_kernels.formulas.{family}"
+        graph_side = FAMILIES[family].__name__.removesuffix(".rules")   # the family's package
+        assert f"nntile_kernels/formulas/{family}.py" in importlib.import_module(
+            graph_side).__doc__, f"{graph_side}'s docstring names its formulas' module"
         registries = {name for name, value in vars(module).items()
                       if name.isupper() and name[0] != "_" and isinstance(value, dict)}
         assert registries <= set(formulas.KINDS), f"{family}: {registries}: not a kind"
