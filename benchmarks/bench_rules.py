@@ -1,5 +1,6 @@
-"""Generated loops (cpu_rules.py, from rules.py) against the hand-written loops of git
-revisions, in one process: ns per element and whether the results are bitwise equal.
+"""Generated loops (cpu_rules*.py, from nntile_kernels/formulas/) against the hand-written
+loops of git revisions, in one process: ns per element and whether the results are
+bitwise equal.
 
 Run: python benchmarks/bench_rules.py [--edge 512] [--repeat 200] [--only hypot maximum]
 Each case names the revision whose module held its hand-written loop (ab8850b: add,
@@ -41,9 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
 from nntile_kernels import cpu  # noqa: E402 - needs the path above
-from nntile_kernels.rules_broadcast import BROADCAST  # noqa: E402
-from nntile_kernels.rules_reduce import REDUCTIONS  # noqa: E402
-from nntile_kernels.rules_softmax import EXP_REDUCTIONS  # noqa: E402
+from nntile_kernels.formulas import BROADCAST, EXP_REDUCTIONS, REDUCTIONS  # noqa: E402
 
 # kernel -> (revision, its module, arrays as letters of `tiles`, keyword parameters)
 CASES = {

@@ -2,6 +2,11 @@
 
 This layer knows only arrays: it must not import nntile_spmd or mpi4py, and importing
 the package itself loads no backend (no numpy, numba or cupy until get_kernels).
+
+Most kernels are formulas written once (formulas/, one module per op family, named as
+the graph's families), in the rule language of rules.py and the rules_*.py kinds; the
+tables evaluate them (generic.py), compile them (cuda.py) or run the numba loops
+generated from them (cpu_rules*.py, by generate.py).
 """
 
 import importlib
@@ -67,8 +72,8 @@ KERNEL_NAMES = (
     "transpose",
     "valid_count",
 )
-# seed elementwise and reduction kernels (rules of rules.py, rules_reduce.py and
-# rules_broadcast.py; randn and dropout generic_random.py's)
+# seed elementwise and reduction kernels (rules of formulas/elementwise.py and
+# reductions.py; randn and dropout generic_random.py's)
 MATH_KERNEL_NAMES = (
     "div", "extremum_backward", "extremum_count", "hypot", "hypot_backward",
     "dropout", "hypot_scalar_inverse", "max_slice", "maximum", "min_slice", "minimum", "norm_fiber",

@@ -12,11 +12,10 @@ from . import (cpu_blas, cpu_conv, cpu_data, cpu_embedding,  # noqa: I001
                cpu_reduce, cpu_rules, cpu_rules_broadcast, cpu_rules_broadcast_scalar,
                cpu_rules_indexed, cpu_rules_loss, cpu_rules_optim, cpu_rules_params,
                cpu_rules_picked, cpu_rules_reduce, cpu_rules_softmax, generic, reference)
-from .rules_broadcast import BROADCAST
-from .rules_indexed import FROM_LSE, INDEXED, LOSSES, AfterLogsumexp
-from .rules_picked import PICKED, PICKED_FROM_LSE, PICKED_KEYWORDS
-from .rules_reduce import REDUCTIONS
-from .rules_softmax import EXP_REDUCTIONS
+from .formulas import (BROADCAST, EXP_REDUCTIONS, FROM_LSE, INDEXED, LOSSES, PICKED,
+                       PICKED_FROM_LSE, REDUCTIONS)
+from .rules_indexed import AfterLogsumexp
+from .rules_picked import PICKED_KEYWORDS
 
 KERNELS = {
     # randn and dropout are whole-array uint64 hashing that NumPy already vectorises
@@ -35,7 +34,7 @@ KERNELS = {
     "add_box": reference.add_box,
     "reshape_box": cpu_data.reshape_box,
     # the activations, their backwards, add, multiply, scale, hypot, maximum, minimum,
-    # pow, add_scalar, logsumexp_merge: loops generated from rules.py's formulas, as are
+    # pow, add_scalar, logsumexp_merge: loops generated from their formulas (formulas/), as are
     # the SGD, Adam and AdamW steps
     **cpu_rules.KERNELS,
     **cpu_rules_params.KERNELS,
@@ -49,26 +48,26 @@ KERNELS = {
     # the slice and fiber ops with a broadcast operand (add_slice, multiply_slice, the
     # softmax from a logsumexp and its backward, add_fiber, multiply_fiber, scale_fiber,
     # scale_slice, sum_backward, mse_backward, ...): loops generated from
-    # rules_broadcast.py's formulas (a 0-d partner's in cpu_rules_broadcast_scalar.py)
+    # their formulas, formulas/'s BROADCAST (a 0-d partner's in cpu_rules_broadcast_scalar.py)
     **{name: getattr(cpu_rules_broadcast_scalar if broadcast.shape == "scalar"
                      else cpu_rules_broadcast, name) for name, broadcast in BROADCAST.items()},
     # the reductions along an axis (sum_slice, sumprod_slice, sum_fiber, sumprod_fiber,
     # max_slice, min_slice, norm_slice, norm_fiber, extremum_count) and of a whole tile
-    # (sum, mse, valid_count): loops generated from rules_reduce.py
+    # (sum, mse, valid_count): loops generated from formulas/'s REDUCTIONS
     **{name: getattr(cpu_rules_reduce, name) for name in REDUCTIONS},
     # the masks (mask_scalar, mask_causal) and rope, rope_backward: loops generated from
-    # rules_indexed.py's formulas
+    # their formulas (formulas/attention.py, rope.py)
     **{name: getattr(cpu_rules_indexed, name) for name in INDEXED},
-    # cross_entropy_lse_backward: a loop generated from rules_indexed.py's LOSSES, and
-    # cross_entropy_lse one from rules_picked.py
+    # cross_entropy_lse_backward: a loop generated from formulas/losses.py's LOSSES, and
+    # cross_entropy_lse one from its PICKED
     **{name: getattr(cpu_rules_loss, name) for name in LOSSES},
     **{name: getattr(cpu_rules_picked, name) for name in PICKED},
     # the softmax family (softmax, logsumexp, maxsumexp): loops generated from
-    # rules_softmax.py; logsumexp_merge is an elementwise rule (cpu_rules_params.py)
+    # formulas/reductions.py; logsumexp_merge is an elementwise rule (cpu_rules_params.py)
     **{name: getattr(cpu_rules_softmax, name) for name in EXP_REDUCTIONS},
 }
 # cross_entropy_backward and cross_entropy: this table's logsumexp, then a loop generated
-# from FROM_LSE (rules_indexed.py) or PICKED_FROM_LSE (rules_picked.py)
+# from FROM_LSE or PICKED_FROM_LSE (formulas/losses.py)
 KERNELS.update({name: AfterLogsumexp(name, getattr(cpu_rules_loss, f"{name}_from_lse"),
                                      KERNELS, np.empty) for name in FROM_LSE})
 KERNELS.update({name: AfterLogsumexp(name, getattr(cpu_rules_picked, f"{name}_from_lse"),

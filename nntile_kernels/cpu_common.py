@@ -49,7 +49,7 @@ def fp16_uses_reference(position):
 # independent running sums: one running sum is a chain of dependent adds that neither
 # pipelines nor vectorizes (numba keeps IEEE order), 8 chains do both. The grouping is
 # fixed by position, so a tile's result does not depend on anything but its contents.
-# The reductions of rules_reduce.py generate such sums of their terms
+# The reduction rules (formulas/'s REDUCTIONS) generate such sums of their terms
 # (generate_cpu_reduce.py); row_max serves the softmax family's generated loops.
 
 

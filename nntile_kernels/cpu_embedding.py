@@ -1,8 +1,7 @@
 """Numba embedding lookups of the cpu table: a gather and a scatter-add of E-vectors by
-id. The losses are rules, their loops generated: mse and valid_count reductions of
-rules_reduce.py, mse_backward a broadcast rule, cross_entropy_lse_backward and
-cross_entropy_backward indexed rules (rules_indexed.py), cross_entropy_lse and
-cross_entropy picked rules (rules_picked.py).
+id. The losses are rules of formulas/losses.py, their loops generated: mse and
+valid_count reductions, mse_backward a broadcast rule, cross_entropy_lse_backward and
+cross_entropy_backward indexed rules, cross_entropy_lse and cross_entropy picked rules.
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Multi-dim tiles reach numba
 as C-ordered transposed views (cpu_common.folded_t), indexed backwards; fp16 falls back

@@ -1,6 +1,6 @@
 """Vectorisable tanh, erf and exp for the numba kernels: one scalar function per name,
-specialised by the argument's type; and the other functions the portable formulas of
-rules.py call (maximum and minimum as nan_maximum and
+specialised by the argument's type; and the other functions the portable formulas
+(rules.py's language) call (maximum and minimum as nan_maximum and
 nan_minimum, where, pow as numpy_power), for the numba loops generated from them.
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. numba has no vector math library

@@ -1,7 +1,7 @@
-"""Numba transposes of the cpu table (sum and sum_fiber are rules of rules_reduce.py,
-their loops generated into cpu_rules_reduce.py; add_fiber, the fiber broadcast, a rule
-of rules_broadcast.py, its loop in cpu_rules_broadcast.py; the softmax family rules of
-rules_softmax.py, their loops in cpu_rules_softmax.py).
+"""Numba transposes of the cpu table (sum and sum_fiber are reduction rules of
+formulas/reductions.py, their loops generated into cpu_rules_reduce.py; add_fiber, the
+fiber broadcast, a broadcast rule, its loop in cpu_rules_broadcast.py; the softmax
+family rules too, their loops in cpu_rules_softmax.py).
 
 Arrays only: never imports nntile_spmd, mpi4py or cupy. Each wrapper folds its tile
 to a fixed rank and hands numba the C-ordered transpose (cpu_common.folded_t), so one

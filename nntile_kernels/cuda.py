@@ -28,7 +28,7 @@ except ImportError as error:  # only this backend needs CuPy
 from . import cuda_attention, cuda_blas, cuda_fused, generic, generic_slice
 from .generic_common import FUSED_STORES
 from .compiled_rules import AWAITING_GPU_CHECK, CompiledRule
-from .rules import ELEMENTWISE
+from .formulas import ELEMENTWISE
 from .rules_cuda import CUDA_PREAMBLE, cuda_source
 
 

@@ -4,7 +4,7 @@ On a GPU every operator of an array expression is a kernel launch and a temporar
 the host's cost of those launches, not the device's, bounds a training step made of
 thousands of small tasks. Here: the output store that most generic kernels end with
 (out = alpha*value + beta*previous), the SGD, Adam and AdamW updates (compiled from
-their rules, rules.UPDATES), and zeroing a tile (a memset: clear's rule). Each takes what it
+their rules, formulas.UPDATES), and zeroing a tile (a memset: clear's rule). Each takes what it
 can (fp32 and fp64 CuPy arrays) and leaves the rest to the generic kernels, whose
 numerics these follow (docs/precision.md), and sees Fortran-ordered tiles as their
 C-ordered transposes (layout.c_order_views).
@@ -18,7 +18,8 @@ import numpy as np
 
 from .compiled_rules import AWAITING_GPU_CHECK, CompiledUpdate
 from .layout import c_order_views
-from .rules import UPDATES, ArrayUpdate, rule_namespace
+from .formulas import UPDATES
+from .rules import ArrayUpdate, rule_namespace
 from .rules_cuda import CUDA_PREAMBLE, cuda_update_source
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -48,7 +49,7 @@ def _update_compiler(name):
                                                       preamble=CUDA_PREAMBLE)
 
 
-# PyTorch's SGD, Adam and AdamW in one launch each (rules.UPDATES): the first step and
+# PyTorch's SGD, Adam and AdamW in one launch each (formulas.UPDATES): the first step and
 # the bias corrections come from the step counter that lives on the device; other
 # dtypes take the array expressions
 _NAMESPACE = rule_namespace(cp, cupyx.scipy.special)

@@ -8,7 +8,7 @@ a tile. Parameters arrive as ``s<step>_<name>`` keywords. The plan
 (nntile_spmd/plan/fusion.py) reads this table to choose chains without loading
 numba; cpu_fused.py compiles them.
 
-Every element rule is a formula of rules.py (activations, add, multiply, scale, clear,
+Every element rule is an ELEMENTWISE formula of formulas/ (activations, add, multiply, scale, clear,
 fill, hypot, maximum, ...)
 in the spelling of the generated cpu_rules.py; constants and params are cast to the
 tile dtype the same way, so a fused chain computes bitwise what the kernels compute
@@ -21,7 +21,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from .rules import ELEMENTWISE, renamed
+from .formulas import ELEMENTWISE
+from .rules import renamed
 from .rules_numba import numba_constants, numba_expression
 
 
@@ -42,7 +43,7 @@ class ElementRule(NamedTuple):
 
 
 def _from_formula(rule):
-    """The element rule of a rules.py formula in the numba spelling that cpu_rules.py's
+    """The element rule of an elementwise formula in the numba spelling that cpu_rules.py's
     loops use, so a chain computes bitwise what those kernels compute one after another.
     A case becomes a conditional expression: the inputs only the other value names are
     not read where it holds (add's y when beta == 0)."""

@@ -1,6 +1,5 @@
-"""Writes every generated kernel module again from the formulas (rules.py,
-rules_broadcast.py, rules_reduce.py, rules_indexed.py, rules_picked.py, rules_softmax.py),
-after a formula or a generator changed:
+"""Writes every generated kernel module again from the formulas (nntile_kernels/formulas/,
+one module per op family), after a formula or a generator changed:
 
     python -m nntile_kernels.generate
 

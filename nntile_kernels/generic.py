@@ -17,12 +17,14 @@ from . import (KERNEL_NAMES, generic_conv, generic_data, generic_embedding, gene
 from .generic_common import fiber_axes, store, wide
 from .layout import gemm_folds
 from .rounding import round_operand
-from .rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
-from .rules_broadcast import BROADCAST, ArrayBroadcast
-from .rules_indexed import FROM_LSE, INDEXED, LOSSES, AfterLogsumexp, ArrayIndexed
-from .rules_picked import PICKED, PICKED_FROM_LSE, PICKED_KEYWORDS, ArrayPicked
-from .rules_reduce import REDUCTIONS, ArrayReduction
-from .rules_softmax import EXP_REDUCTIONS, ArrayExpReduction
+from .formulas import (BROADCAST, ELEMENTWISE, EXP_REDUCTIONS, FROM_LSE, INDEXED, LOSSES,
+                       PICKED, PICKED_FROM_LSE, REDUCTIONS, UPDATES)
+from .rules import ArrayRule, ArrayUpdate, rule_namespace
+from .rules_broadcast import ArrayBroadcast
+from .rules_indexed import AfterLogsumexp, ArrayIndexed
+from .rules_picked import PICKED_KEYWORDS, ArrayPicked
+from .rules_reduce import ArrayReduction
+from .rules_softmax import ArrayExpReduction
 
 # ---------------------------------------------------------------- products
 
@@ -53,7 +55,7 @@ def transpose(xp, x, y, *, alpha=1.0, ndim):
 
 # ---------------------------------------------------------------- elementwise
 # The activations and their backwards, add, multiply, scale, clear, fill, pow and
-# add_scalar are rules (rules.py), not functions here.
+# add_scalar are rules (formulas/elementwise.py), not functions here.
 
 
 def copy(xp, x, y):
@@ -67,23 +69,23 @@ def cast(xp, x, y):
 
 
 # ---------------------------------------------------------------- reductions
-# sum, sum_slice, sum_fiber, ... are rules_reduce.py's reductions.
+# sum, sum_slice, sum_fiber, ... are reduction rules (formulas/reductions.py).
 
 
 def add_fiber(xp, x, y, z, *, axis, batch_ndim=0, alpha=1.0, beta=0.0):
     """z = alpha*x (broadcast along all dims but `axis` and the batch dims) + beta*y.
 
     The cuda table's add_fiber (as generic_slice.add_slice): CuPy's fused store is one
-    launch where the rule's array expressions (rules_broadcast.py) make three."""
+    launch where the rule's array expressions (ArrayBroadcast) make three."""
     expanded = xp.expand_dims(x, fiber_axes(y.ndim, axis, batch_ndim))
     store(z, expanded, beta, y, alpha)
 
 
 def softmax_backward(xp, table, y, dy, dx, *, axis):
     """dx += y * (dy - d), d = sum(y * dy along `axis`): the backward of y = softmax(x)
-    as two rules of `table`, the reduction sumprod_slice (rules_reduce.py: d in float64,
-    stored in the tile dtype) then the broadcast softmax_from_logsumexp_backward
-    (rules_broadcast.py), whose formula this is."""
+    as two rules of `table` (formulas/reductions.py), the reduction sumprod_slice (d in
+    float64, stored in the tile dtype) then the broadcast softmax_from_logsumexp_backward,
+    whose formula this is."""
     d = xp.empty(y.shape[:axis] + y.shape[axis + 1:], y.dtype, order="F")
     table["sumprod_slice"](y, dy, d, axis=axis)
     table["softmax_from_logsumexp_backward"](y, dy, d, dx, axis=axis)
@@ -109,13 +111,13 @@ def table(xp, special):
             kernels[name] = ArrayRule(name, ELEMENTWISE[name], namespace)
         elif name in UPDATES:
             kernels[name] = ArrayUpdate(name, UPDATES[name], namespace)
-        elif name in BROADCAST:   # add_slice, multiply_fiber, ...: rules_broadcast.py
+        elif name in BROADCAST:   # add_slice, multiply_fiber, ...: rules_broadcast.py's kind
             kernels[name] = ArrayBroadcast(name, BROADCAST[name], namespace)
-        elif name in REDUCTIONS:   # sum_slice, sumprod_fiber, ...: rules_reduce.py
+        elif name in REDUCTIONS:   # sum_slice, sumprod_fiber, ...: rules_reduce.py's kind
             kernels[name] = ArrayReduction(name, REDUCTIONS[name], namespace)
-        elif name in INDEXED or name in LOSSES:   # the masks, rope, a loss: rules_indexed.py
+        elif name in INDEXED or name in LOSSES:   # the masks, rope, a loss: rules_indexed.py's kind
             kernels[name] = ArrayIndexed(name, {**INDEXED, **LOSSES}[name], namespace)
-        elif name in PICKED:   # cross_entropy_lse: rules_picked.py
+        elif name in PICKED:   # cross_entropy_lse: rules_picked.py's kind
             kernels[name] = ArrayPicked(name, PICKED[name], namespace)
         elif name in FROM_LSE:   # this table's logsumexp, then a rule of rules_indexed.py
             rule = ArrayIndexed(name, FROM_LSE[name], namespace)
@@ -123,7 +125,7 @@ def table(xp, special):
         elif name in PICKED_FROM_LSE:   # the same, then a rule of rules_picked.py
             rule = ArrayPicked(name, PICKED_FROM_LSE[name], namespace)
             kernels[name] = AfterLogsumexp(name, rule, kernels, xp.empty, PICKED_KEYWORDS)
-        elif name in EXP_REDUCTIONS:   # softmax, logsumexp, maxsumexp: rules_softmax.py
+        elif name in EXP_REDUCTIONS:   # softmax, logsumexp, maxsumexp: rules_softmax.py's kind
             kernels[name] = ArrayExpReduction(name, EXP_REDUCTIONS[name], namespace)
         else:
             assert functions[name].__module__.startswith(__name__), f"{name} is a kernel here"

@@ -11,8 +11,8 @@ from .errors import vocab_error
 from .generic_common import store, wide
 
 # ---------------------------------------------------------------- losses
-# The cross-entropies are rules: cross_entropy_lse_backward of rules_indexed.py
-# (LOSSES), cross_entropy_lse of rules_picked.py; cross_entropy_backward and
+# The cross-entropies are rules of formulas/losses.py: cross_entropy_lse_backward an
+# indexed one (LOSSES), cross_entropy_lse a picked one; cross_entropy_backward and
 # cross_entropy are the table's logsumexp, then a rule of each (FROM_LSE,
 # PICKED_FROM_LSE). Not functions here.
 
@@ -57,4 +57,4 @@ def embedding_backward(xp, index, dy, dvocab, *, axis, vocab_size, vocab_offset=
 
 
 # ---------------------------------------------------------------- optimizers
-# SGD, Adam and AdamW are updates of rules.py (UPDATES), not functions here.
+# SGD, Adam and AdamW are updates of formulas/optimizers.py (UPDATES), not functions here.

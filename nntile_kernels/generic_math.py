@@ -1,6 +1,6 @@
 """randn and dropout (generic_random.py) bound to an array module `xp`: the
-elementwise ops are rules.py's; the sums, extrema, extremum_count and the norms
-rules_reduce.py's; extremum_backward and the norms' backwards rules_broadcast.py's.
+elementwise ops are rules, as are the sums, extrema, extremum_count, the norms,
+extremum_backward and the norms' backwards (formulas/elementwise.py, reductions.py).
 
 Part of generic.table, so the NumPy reference and the CuPy table share these bodies.
 Arrays only: never imports nntile_spmd, mpi4py, numba or cupy.

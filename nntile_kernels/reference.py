@@ -2,7 +2,7 @@
 
 Arrays only: imports NumPy and SciPy, never nntile_spmd, mpi4py, numba or cupy. The
 kernels themselves are written once against an array module (generic*.py, and the
-elementwise formulas in rules.py); this table binds them to NumPy, as cuda.py binds
+formulas in formulas/); this table binds them to NumPy, as cuda.py binds
 them to CuPy. Calling convention: ``KERNELS[name](*inputs, *outputs, **params)``
 writes the outputs in place and returns None; an output may be the same object as an
 input; with ``beta == 0`` an output's previous contents are never read.

@@ -1,26 +1,26 @@
-"""The elementwise rule table: each elementwise op's formula (activations, tanh, sigmoid
-and their backwards; add, sub, multiply, div, scale, clear, fill; hypot, maximum, minimum;
-pow and its backward, add_scalar; logsumexp_merge) and the optimizer updates (SGD, Adam,
-AdamW), written once for every backend.
+"""The rule language: a formula written once for every backend (Rule, an elementwise
+op's; Update, an optimizer step's), what evaluates it with an array module, and the
+helpers every backend reads it with. The formulas themselves are formulas/'s, one module
+per op family (formulas/elementwise.py: the activations, add, scale, hypot, pow, ...;
+formulas/optimizers.py: SGD, Adam, AdamW).
 
 Pure Python, imports nothing heavy (no numpy, numba or cupy). A formula is an
 expression in the common subset of Python and C++: the array backends evaluate it
 with their array module (ArrayRule, ArrayUpdate below; generic.py binds them to NumPy
 or CuPy), cuda.py and cuda_fused.py compile the very same text into CuPy
 ElementwiseKernels (rules_cuda.py), and the numba loops of the cpu table and of its
-fused chains are generated from it too (numba_expression below; cpu_rules*.py,
+fused chains are generated from it too (rules_numba.py; cpu_rules*.py,
 fused_rules.py), so no backend can drift from another.
 
 The slice and fiber ops, whose operands broadcast along an axis (add_slice,
 softmax_from_logsumexp, add_fiber, scale_fiber, ...), are rules in this language too:
-rules_broadcast.py names which inputs broadcast, and its loops are generated apart
-(generate_cpu_broadcast.py, cpu_rules_broadcast.py). The reductions along an axis
+rules_broadcast.py's Broadcast names which inputs broadcast, and its loops are generated
+apart (generate_cpu_broadcast.py, cpu_rules_broadcast.py). The reductions along an axis
 (sum_slice, sumprod_fiber, max_slice, ...) reduce a term in this language
 (rules_reduce.py; generate_cpu_reduce.py, cpu_rules_reduce.py), and so does the softmax
 family (softmax, logsumexp, maxsumexp: rules_softmax.py; generate_cpu_softmax.py,
 cpu_rules_softmax.py).
 """
-
 import builtins
 import inspect
 import math
@@ -155,146 +155,15 @@ def renamed(text, names, pattern="{}"):
     return _NAME.sub(replace, text)
 
 
-def _forward(value, let=()):
-    return Rule(("x",), "y", value, let=let)
-
-
-def _backward(value, let=()):
-    return Rule(("x", "dy"), "dx", value, accumulate=True, let=let)
-
-
-_TANH_INNER = "tanh(SQRT_2_OVER_PI * (x + GELU_TANH_CUBIC * x * x * x))"
-
-ELEMENTWISE = {
-    "gelu": _forward("0.5 * x * (1.0 + erf(x * RSQRT2))"),
-    "gelutanh": _forward("0.5 * x * (1.0 + t)", let=(("t", _TANH_INNER),)),
-    "relu": _forward("maximum(x, 0.0)"),   # NaN stays NaN; relu(-inf) = 0
-    # exp(-x) overflowing to inf gives 0, the right limit, for very negative x
-    "silu": _forward("x / (1.0 + exp(-x))"),
-    "sqrt": _forward("sqrt(x)"),
-    "gelu_backward": _backward(
-        "(0.5 * (1.0 + erf(x * RSQRT2)) + x * exp(-0.5 * x * x) * RSQRT_2PI) * dy"),
-    "gelutanh_backward": _backward(
-        "(0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * inner) * dy",
-        let=(("t", _TANH_INNER),
-             ("inner", "SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_TANH_CUBIC * x * x)"))),
-    "relu_backward": _backward("where(x > 0.0, dy, 0.0)"),   # relu'(0) = 0; no 0 * inf
-    "silu_backward": _backward("s * (1.0 + x * (1.0 - s)) * dy", let=(("s", "sigmoid(x)"),)),
-    "sqrt_backward": _backward("dy / (2.0 * sqrt(x))"),
-    "tanh": _forward("tanh(x)"),
-    "tanh_backward": _backward("(1.0 - t * t) * dy", let=(("t", "tanh(x)"),)),
-    # 1 / (1 + exp(-x)) overflows exp for x << 0; the tanh form is finite everywhere
-    "sigmoid": _forward("0.5 + 0.5 * tanh(0.5 * x)"),
-    "sigmoid_backward": _backward("s * (1.0 - s) * dy", let=(("s", "0.5 + 0.5 * tanh(0.5 * x)"),)),
-    "sub": Rule(("x", "y"), "z", "x - y"),
-    "div": Rule(("x", "y"), "z", "x / y"),       # x / 0 is inf or NaN, as in NumPy
-    # the linear ops; y is not read when beta == 0 (it may be uninitialized, or be z)
-    "add": Rule(("x", "y"), "z", "alpha * x + beta * y", params=("alpha", "beta"),
-                cases=(("beta == 0.0", "alpha * x"),)),
-    "multiply": Rule(("x", "y"), "z", "alpha * x * y", params=("alpha",),
-                     defaults=(("alpha", 1.0),)),
-    "scale": Rule(("x",), "y", "alpha * x", params=("alpha",)),
-    "clear": Rule((), "x", "0.0"),
-    "fill": Rule((), "x", "value", params=("value",)),
-    # NNTile's hypot; y is not read when beta == 0 (as add's)
-    "hypot": Rule(("x", "y"), "z", "hypot(alpha * x, beta * y)", params=("alpha", "beta"),
-                  defaults=(("alpha", 1.0), ("beta", 1.0)),
-                  cases=(("beta == 0.0", "fabs(alpha * x)"),)),
-    # 0 where z == 0 (x == 0 there, and 0 is the subgradient of |x| that keeps hypot's
-    # gradient finite); `safe` keeps the discarded branch from dividing 0 by 0
-    "hypot_backward": Rule(("x", "z", "dz"), "dx",
-                           "where(z == 0.0, 0.0, alpha * alpha * x / safe * dz)",
-                           accumulate=True, let=(("safe", "where(z == 0.0, 1.0, z)"),),
-                           params=("alpha",), defaults=(("alpha", 1.0),)),
-    "hypot_scalar_inverse": Rule(("x",), "y", "1.0 / hypot(alpha * x, eps)",
-                                 params=("eps", "alpha"), defaults=(("alpha", 1.0),)),
-    # merge max_slice's / min_slice's partials; y is not read when beta == 0
-    "maximum": Rule(("x", "y"), "z", "maximum(alpha * x, beta * y)", params=("alpha", "beta"),
-                    defaults=(("alpha", 1.0), ("beta", 1.0)),
-                    cases=(("beta == 0.0", "alpha * x"),)),
-    "minimum": Rule(("x", "y"), "z", "minimum(alpha * x, beta * y)", params=("alpha", "beta"),
-                    defaults=(("alpha", 1.0), ("beta", 1.0)),
-                    cases=(("beta == 0.0", "alpha * x"),)),
-}
-
-# PyTorch's Adam and AdamW: moments start at zero (not read at step 1); the bias
-# corrections are computed once per step in float64. Adam adds the L2 term to the
-# gradient, AdamW decays the parameter first (decay = 1 - lr * weight_decay).
-_ADAM_ASSIGN = (
-    ("m", "beta1 * m + (1.0 - beta1) * g", (("step == 1.0", "(1.0 - beta1) * g"),)),
-    ("v", "beta2 * v + (1.0 - beta2) * g * g", (("step == 1.0", "(1.0 - beta2) * g * g"),)),
-    ("param", "param * decay - step_size * m / (sqrt(v) * rsqrt_bias2 + eps)", ()),
-)
-_BIAS_CORRECTIONS = (("step_size", "lr / (1.0 - pow(beta1, step))"),
-                     ("rsqrt_bias2", "1.0 / sqrt(1.0 - pow(beta2, step))"))
-
-
-def _adam(l2, decay):
-    return Update("step", ("grad",), ("param", "m", "v"),
-                  ("lr", "beta1", "beta2", "eps", "weight_decay"),
-                  (("beta1", 0.9), ("beta2", 0.999), ("eps", 1e-8), ("weight_decay", 0.0)),
-                  (("l2", l2), ("decay", decay), *_BIAS_CORRECTIONS),
-                  (("g", "grad + l2 * param"),), _ADAM_ASSIGN)
-
-
-UPDATES = {
-    "adam_step": _adam("weight_decay", "1.0"),
-    "adamw_step": _adam("0.0", "1.0 - lr * weight_decay"),
-}
-
-# ---------------------------------------------------------------- pow, add_scalar, SGD
-# NNTile's pow: y = alpha * x**exp (LayerNorm's rstd is exp = -0.5). An exponent of 2
-# squares, decided once per call: x * x vectorises where a loop of pow calls does not,
-# and it is exactly what NumPy's power computes for a scalar 2 (libm's pow may miss the
-# last bit), so the reference, the loops and the fused chains agree bitwise; pow(x, 1.0)
-# is x, so the backward's case agrees with its general formula. `exp` shadows the
-# function of that name: these formulas call no exp().
-_POW_PARAMS = dict(params=("alpha", "exp"), defaults=(("alpha", 1.0), ("exp", 1.0)))
-ELEMENTWISE.update({
-    "pow": Rule(("x",), "y", "alpha * pow(x, exp)",
-                cases=(("exp == 2.0", "alpha * (x * x)"),), **_POW_PARAMS),
-    "pow_backward": Rule(("x", "dy"), "dx", "alpha * exp * pow(x, exp - 1.0) * dy",
-                         accumulate=True, cases=(("exp == 2.0", "alpha * exp * x * dy"),),
-                         **_POW_PARAMS),
-    # x += value in place, on float tiles (LayerNorm's var += eps) and on the int64 step
-    # counters: value is cast to the tile dtype (exact for whole numbers) like every param
-    "add_scalar": Rule((), "x", "value", accumulate=True, params=("value",)),
-})
-
-# ---------------------------------------------------------------- log space
 # log(exp(a) + exp(b)) of two log-space values (partial logsumexps): the larger plus
 # log1p(exp(the smaller - it)). -inf is an entry that takes no part (a masked score): two
 # -inf give -inf, never NaN, as the shift is 0.0 where the larger is not finite (no
 # inf - inf; CuPy's own logaddexp computes fabs(a - b), NaN for two -inf); +inf wins and
 # NaN stays NaN. Written once as let temps over the temps `a`, `b`: logsumexp_merge's
-# rule and logsumexp's merge (rules_softmax.py) both read this text.
+# rule and logsumexp's merge (formulas/reductions.py) both read this text.
 LOG_ADD_EXP = ((("top", "maximum(a, b)"), ("low", "minimum(a, b)"),
                 ("shift", "where(isfinite(top), top, 0.0)")),
                "where(isfinite(top), shift + log1p(exp(low - shift)), top)")
-
-# the plan's merge of two partial logsumexps, z = log(alpha * exp(x) + beta * exp(y))
-# (called like add; y is not read when beta == 0); alpha, beta >= 0, log(0.0) = -inf
-ELEMENTWISE["logsumexp_merge"] = Rule(
-    ("x", "y"), "z", LOG_ADD_EXP[1],
-    let=(("log_alpha", "log(alpha)"), ("log_beta", "log(beta)"), ("a", "x + log_alpha"),
-         ("b", "y + log_beta"), *LOG_ADD_EXP[0]),
-    params=("alpha", "beta"), defaults=(("alpha", 1.0), ("beta", 1.0)),
-    cases=(("beta == 0.0", "x + log_alpha"),))
-
-# PyTorch's SGD. Without momentum the velocity is neither read nor written (it may be
-# uninitialized); at step 1 it is not read; nesterov (a flag: True is 1.0) adds the
-# momentum term to the gradient again.
-UPDATES["sgd_step"] = Update(
-    "step", ("grad",), ("param", "velocity"),
-    ("lr", "momentum", "weight_decay", "dampening", "nesterov"),
-    (("momentum", 0.0), ("weight_decay", 0.0), ("dampening", 0.0), ("nesterov", False)),
-    (("keep", "1.0 - dampening"),),
-    (("g", "grad + weight_decay * param"),),
-    (("velocity", "momentum * velocity + keep * g",
-      (("momentum == 0.0", SKIP), ("step == 1.0", "g"))),
-     ("param", "param - lr * velocity",
-      (("momentum == 0.0", "param - lr * g"),
-       ("nesterov != 0.0", "param - lr * (g + momentum * velocity)")))))
 
 
 def rule_namespace(xp, special):

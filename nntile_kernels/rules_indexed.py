@@ -1,7 +1,9 @@
 """Rules that name where an element is: the masks (mask_scalar, mask_causal), the rotary
 position embedding (rope, rope_backward) and the losses' class tiles (LOSSES:
 cross_entropy_lse_backward; FROM_LSE: cross_entropy_backward's step after the table's
-logsumexp, AfterLogsumexp), each written once in the language of rules.py.
+logsumexp, AfterLogsumexp), each written once in the language of rules.py: this is their
+kind, its signature and evaluation; the formulas are formulas/'s (attention.py,
+rope.py, losses.py).
 
 An `Indexed` rule is a formula of the element (or, `paired`, of the pair of elements)
 with what an elementwise rule lacks:
@@ -106,65 +108,6 @@ class Indexed:
     def branches(self):
         """(condition or None, value) in the order they are tried (unpaired)."""
         return (*self.cases, (None, self.values[0]))
-
-
-INDEXED = {
-    # y = x where the mask (x's leading dims) holds, else val (y may be x: in place)
-    "mask_scalar": Indexed(("mask", "x"), "y", ("where(mask, x, val)",), partners=("mask",),
-                           params=("val",), booleans=("mask",), layout=(("batch_ndim", 0),)),
-    # attention scores [keys, queries, batch...]: val where the key (dim 0) is past the
-    # query (dim 1), counted from the tile's offsets in the whole matrix
-    "mask_causal": Indexed(("x",), "y", ("x",),
-                           cases=(("key + key_offset > query + query_offset", "val"),),
-                           positions=(("key", 0), ("query", 1)), params=("val",),
-                           offsets=("key_offset", "query_offset")),
-    # src [head_dim, rest..., broadcast...], sin and cos [head_dim/2, rest...]: the pair
-    # (src[2i], src[2i+1]) rotated by the angle of sin[i], cos[i]
-    "rope": Indexed(("sin", "cos", "src"), "dst",
-                    ("cos * src0 - sin * src1", "sin * src0 + cos * src1"),
-                    partners=("sin", "cos"), paired=True),
-    # the transposed rotation (the inverse) of dy, accumulated into dx
-    "rope_backward": Indexed(("sin", "cos", "dy"), "dx",
-                             ("cos * dy0 + sin * dy1", "cos * dy1 - sin * dy0"),
-                             accumulate=True, partners=("sin", "cos"), paired=True),
-}
-
-
-# the labels of a class tile: checked by class tile 0 only, which every position meets
-# exactly once
-LABELS = Check("labels", "(labels != ignore_index) & ((labels < 0) | (labels >= num_classes))",
-               "label_error", ("num_classes", "ignore_index"), when="class_offset == 0")
-
-LOSSES = {
-    # logits [classes, positions...] of the class tile from class_offset, lse and labels
-    # per position, the 0-d dloss and count (of the labels kept): dlogits += dloss / count
-    # * (softmax - onehot) where the label is not ignore_index (a count of 0 keeps none;
-    # an ignored column adds 0, whatever its logits)
-    "cross_entropy_lse_backward": Indexed(
-        ("logits", "lse", "labels", "count", "dloss"), "dlogits",
-        ("scale * where(cls == labels - class_offset, prob - 1.0, prob)",), accumulate=True,
-        cases=(("labels == ignore_index", "0.0"),),
-        let=(("scale", "dloss / where(count == 0.0, 1.0, count)"),
-             ("prob", "exp(logits - lse)")),
-        positions=(("cls", 0),), columns=("lse", "labels"), scalars=("count", "dloss"),
-        offsets=("class_offset",), integers=(("ignore_index", -100), ("num_classes", None)),
-        checks=(LABELS,)),
-}
-
-# kernel -> the rule it runs on its logits and their logsumexp along the classes (dim 0),
-# which the table's logsumexp computes first (AfterLogsumexp): the whole class axis in
-# one tile, no ignore_index
-FROM_LSE = {
-    # dlogits += alpha * dloss * (softmax - onehot); every label in [0, classes)
-    "cross_entropy_backward": Indexed(
-        ("logits", "lse", "labels", "dloss"), "dlogits",
-        ("scale * where(cls == labels, prob - 1.0, prob)",), accumulate=True,
-        let=(("scale", "alpha * dloss"), ("prob", "exp(logits - lse)")),
-        positions=(("cls", 0),), columns=("lse", "labels"), scalars=("dloss",),
-        params=("alpha",), integers=(("num_classes", None),),
-        checks=(Check("labels", "(labels < 0) | (labels >= num_classes)", "label_error",
-                      ("num_classes",)),)),
-}
 
 
 class AfterLogsumexp:

@@ -3,12 +3,12 @@ cpu_fastmath's (or libm's, in a loop that does not vectorise), sigmoid spelled o
 each float literal a named constant cast to the tile dtype. Every numba generator
 (generate_cpu_*.py) and the fused chains (fused_rules.py) write their loops with it.
 
-Pure Python, imports rules.py only.
+Pure Python, imports rules.py only (numba_constants reads formulas/ at its call).
 """
 
 import re
 
-from .rules import CONSTANTS, ELEMENTWISE, FLOAT_LITERAL, UPDATES, element_texts
+from .rules import CONSTANTS, FLOAT_LITERAL, element_texts
 
 # A formula's functions in the numba kernels: cpu_fastmath's (vectorisable float32
 # approximations, libm for float64) and its maximum, minimum (named apart from the kernels
@@ -57,6 +57,7 @@ def numba_expression(text, vectorised=True):
 
 def numba_constants():
     """name -> value of every constant numba formulas use: CONSTANTS and the literals."""
+    from .formulas import ELEMENTWISE, UPDATES   # formulas import this module: no cycle
     values = dict(CONSTANTS)
     for rule in (*ELEMENTWISE.values(), *UPDATES.values()):
         for text in element_texts(rule):

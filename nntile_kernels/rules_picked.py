@@ -1,5 +1,6 @@
 """Rules that pick one element of each column by an index the column holds: the loss of a
-class tile (cross_entropy_lse), written once in the language of rules.py.
+class tile (cross_entropy_lse), written once in the language of rules.py: this is their
+kind, its signature and evaluation; the formulas are formulas/losses.py's.
 
 A `Picked` rule sums a term over the columns of a tile (its dims after dim 0: one per
 token), in float64, into a 0-d output. The term reads the columns of the other inputs
@@ -12,21 +13,19 @@ one it wants; a pick reads one per column, as the hand-written loops did.
 
 ArrayPicked evaluates the text with NumPy or CuPy (generic.py binds it):
 take_along_axis at the clipped pick, then a `where`; generate_cpu_picked.py writes
-the numba loops (cpu_rules_picked.py). The label checks are rules_indexed.py's Checks.
+the numba loops (cpu_rules_picked.py). The label checks are rules_indexed.Checks.
 cross_entropy (PICKED_FROM_LSE) is such a rule run after the table's logsumexp.
 No C++ yet: the cuda table evaluates the text with CuPy.
 
-Imports rules_indexed.py (and through it rules.py and errors.py), and NumPy only for
-errstate, which CuPy arrays ignore.
+Imports rules_indexed.py (and through it rules.py and errors.py); NumPy only at a call,
+for errstate, which CuPy arrays ignore.
 """
 
 import inspect
 from dataclasses import dataclass
 
-import numpy as np
-
 from .rules import Evaluated
-from .rules_indexed import LABELS, Check, run_check
+from .rules_indexed import run_check
 
 
 @dataclass(frozen=True)
@@ -59,29 +58,7 @@ class Picked:
         return tuple(name for name in self.inputs[1:] if name not in self.scalars)
 
 
-PICKED = {
-    # logits [classes, positions...] of the class tile from class_offset, lse and labels
-    # per position, count (of the labels kept): the mean over the kept labels of lse -
-    # logits[label]; class tile 0 adds the lse terms, each tile subtracts the logits of
-    # the labels it holds (a count of 0 gives nan)
-    "cross_entropy_lse": Picked(
-        ("logits", "lse", "labels", "count"), "loss", pick="labels - class_offset",
-        term="where(labels == ignore_index, 0.0, where(class_offset == 0, lse, 0.0) - picked)",
-        value="total / count", ids=("labels",), scalars=("count",), offsets=("class_offset",),
-        integers=(("ignore_index", -100), ("num_classes", None)), checks=(LABELS,)),
-}
-
-# kernel -> the rule it runs on its logits and their logsumexp along the classes
-# (rules_indexed.AfterLogsumexp, with these keywords): the whole class axis in one tile
-PICKED_FROM_LSE = {
-    # loss = alpha * sum(lse - logits[label]) (+ beta * loss); every label in [0, classes)
-    "cross_entropy": Picked(
-        ("logits", "lse", "labels"), "loss", pick="labels", term="lse - picked",
-        value="alpha * total", ids=("labels",), params=("alpha",),
-        integers=(("num_classes", None),),
-        checks=(Check("labels", "(labels < 0) | (labels >= num_classes)", "label_error",
-                      ("num_classes",)),)),
-}
+# the keywords of a PICKED_FROM_LSE kernel (formulas/losses.py), run by AfterLogsumexp
 PICKED_KEYWORDS = (("alpha", 1.0), ("beta", 0.0))
 
 
@@ -111,6 +88,7 @@ class ArrayPicked(Evaluated):
         self.__doc__ = f"{picked.output} = {picked.value}, total = sum({picked.term})"
 
     def __call__(self, *arrays, beta=0.0, **keywords):
+        import numpy as np   # at the call: the formulas import this module, and stay pure text
         picked, xp = self.rule, self._xp
         bound = self.__signature__.bind(*arrays, beta=beta, **keywords)
         bound.apply_defaults()

@@ -1,5 +1,7 @@
-"""Reductions along an axis written once: sum_slice, sumprod_slice, sum_fiber and
-sumprod_fiber, each a per-element term (a rules.py formula of the input tiles: `x`,
+"""Reductions along an axis written once (their kind, signature and evaluation here; the
+formulas are formulas/reductions.py's, mse's and valid_count's formulas/losses.py's):
+sum_slice, sumprod_slice, sum_fiber and sumprod_fiber, each a per-element term (a
+formula of rules.py's language of the input tiles: `x`,
 `x * y`) summed in float64 and stored as out = alpha * total + beta * out; max_slice
 and min_slice, the term's maximum (minimum) merged as out = maximum(total, beta * out);
 norm_slice and norm_fiber, the squares of x widened to float64 first (fp32 squares
@@ -19,7 +21,7 @@ where a term is (NumPy's max, maximum). ArrayReduction evaluates
 the term with NumPy or CuPy and sums it (generic.py binds it: the reference and the
 cuda table), and generate_cpu_reduce.py writes the numba loops (cpu_rules_reduce.py),
 so both read one text. The broadcast ops that are their backwards (add_slice,
-sumprod_slice_backward, ...) are rules_broadcast.py's.
+sumprod_slice_backward, ...) are Broadcast rules (rules_broadcast.py).
 
 Pure Python, imports rules.py and generic_common.py only (no numpy, numba or cupy).
 """
@@ -96,36 +98,6 @@ class Reduction:
 
     def __repr__(self):
         return f"Reduction({self.output} = {self.combine} of {self.term} over a {self.shape})"
-
-
-REDUCTIONS = {
-    "sum_slice": Reduction(("x",), "s", "x", "slice"),
-    # LayerNorm's and the softmax backward's dot along an axis (sumprod_slice(x, x) a
-    # sum of squares)
-    "sumprod_slice": Reduction(("x", "y"), "z", "x * y", "slice"),
-    "sum_fiber": Reduction(("x",), "y", "x", "fiber"),
-    "sumprod_fiber": Reduction(("x", "y"), "f", "x * y", "fiber"),
-    # the max pooling of a tiled axis: the partial maxima of its tiles merge with beta = 1
-    "max_slice": Reduction(("x",), "y", "x", "slice", "maximum"),
-    "min_slice": Reduction(("x",), "y", "x", "slice", "minimum"),
-    # the 2-norms of clipping and of RMSNorm; partial norms of a tiled axis merge by the
-    # same hypot (NNTile's norm_slice_inplace, norm_fiber_inplace)
-    "norm_slice": Reduction(("x",), "y", "x * x", "slice", widen=True,
-                            finish="fabs(alpha) * sqrt(total)", merge="hypot(value, beta * y)"),
-    "norm_fiber": Reduction(("x",), "y", "x * x", "fiber", widen=True,
-                            finish="fabs(alpha) * sqrt(total)", merge="hypot(value, beta * y)"),
-    # how many entries share the extremum y of their slice, so that its gradient is split
-    # among them (a count: exact in the float64 total)
-    "extremum_count": Reduction(("x", "y"), "count", "x == y", "slice", "count",
-                                partners=("y",)),
-    # the whole tile to a 0-d output: a sum (sum_backward is its broadcast backward); the
-    # squared error of a tile pair, squared in float64 as the reference always did;
-    # how many labels are not ignored (the cross-entropy's divisor)
-    "sum": Reduction(("x",), "y", "x", "whole"),
-    "mse": Reduction(("x", "y"), "loss", "(x - y) * (x - y)", "whole", widen=True),
-    "valid_count": Reduction(("labels",), "count", "labels != ignore_index", "whole", "count",
-                             params=(("ignore_index", -100),)),
-}
 
 
 def reduction_signature(reduction):

@@ -1,4 +1,5 @@
-"""The softmax family written once: softmax, logsumexp and maxsumexp each reduce the
+"""The softmax family written once (their kind, signature and evaluation here, the
+formulas in formulas/reductions.py): softmax, logsumexp and maxsumexp each reduce the
 slices of a tile x along `axis` to their maximum `top`, the `shift` (top where
 finite, else 0.0: no inf - inf, so a slice of all -inf sums to 0, never NaN) and the
 float64 `total` of the terms e = exp(x - shift), each e computed in the tile dtype
@@ -16,7 +17,7 @@ The maximum is NaN where an entry is (NumPy's max), and so is everything after i
 ArrayExpReduction evaluates the texts with NumPy or CuPy (generic.py binds it: the
 reference and the cuda table); generate_cpu_softmax.py writes the numba loops
 (cpu_rules_softmax.py) from the same texts. logsumexp_merge, the merge of two partial
-logsumexps, is an elementwise rule of rules.py.
+logsumexps, is an elementwise rule of formulas/reductions.py.
 
 Pure Python, imports rules.py and generic_common.py only (no numpy, numba or cupy).
 """
@@ -25,7 +26,7 @@ import inspect
 from dataclasses import dataclass
 
 from .generic_common import wide
-from .rules import FUNCTIONS, LOG_ADD_EXP, Evaluated, names_in
+from .rules import FUNCTIONS, Evaluated, names_in
 
 # the reduction every store reads: the shift of the maximum, then the summed term
 SHIFT = "where(isfinite(top), top, 0.0)"
@@ -66,18 +67,6 @@ class ExpReduction:
 
     def __repr__(self):
         return f"ExpReduction({self.output} = {', '.join(self.values)} over a slice)"
-
-
-EXP_REDUCTIONS = {
-    "softmax": ExpReduction("y", "tile", ("e / total",)),
-    # log(total) is only taken where top is finite (total >= 1 there): no log(0.0)
-    "logsumexp": ExpReduction(
-        "y", "slice", ("where(isfinite(top), shift + log(where(isfinite(top), total, 1.0)), top)",),
-        merge=LOG_ADD_EXP[1],
-        merge_let=(("a", "value"), ("b", "y + log(beta)"), *LOG_ADD_EXP[0])),
-    # flash attention's running pair: the maximum and the sum of exp(x - maximum)
-    "maxsumexp": ExpReduction("y", "slice", ("top", "total")),
-}
 
 
 def exp_reduction_signature(reduction):

@@ -16,12 +16,12 @@ import pytest
 from scipy.special import erf
 
 import nntile_spmd as nt
-from nntile_kernels.rules import ELEMENTWISE
+from nntile_kernels.formulas import ELEMENTWISE
 from nntile_spmd.runtime.executor import wait_with_deadline
 from nntile_spmd.runtime.stats import mismatches
 from nntile_spmd.runtime.timeouts import resolve_timeout
 
-# -- the elementwise rules of nntile_kernels/rules.py ---------------------------------
+# -- the elementwise rules of nntile_kernels/formulas/ --------------------------------
 # the params the rule tests call a rule with (add with beta == 0: y is not read)
 RULE_PARAMS = {"add": {"alpha": 2.0, "beta": 0.0}, "multiply": {"alpha": -1.5},
                "scale": {"alpha": 3.0}, "hypot": {"alpha": -2.0, "beta": 0.0},

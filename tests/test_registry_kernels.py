@@ -144,29 +144,76 @@ def test_builders_never_import_rules_and_families_register_explicitly():
         families.FAMILIES["linalg"].register(rebuilt)
 
 
-# the generated cpu modules -> the rule module whose text they are written from
-RULE_SOURCES = {"cpu_rules": "rules.py", "cpu_rules_params": "rules.py",
-                "cpu_rules_optim": "rules.py", "cpu_rules_broadcast": "rules_broadcast.py",
-                "cpu_rules_broadcast_scalar": "rules_broadcast.py",
-                "cpu_rules_reduce": "rules_reduce.py", "cpu_rules_softmax": "rules_softmax.py",
-                "cpu_rules_indexed": "rules_indexed.py", "cpu_rules_loss": "rules_indexed.py",
-                "cpu_rules_picked": "rules_picked.py"}
 FAMILY_TABLE = ("<!-- family table: tests/test_registry_kernels.py rebuilds it -->",
                 "<!-- end of the family table -->")
 
 
 def formula_home(name) -> str:
-    """Where kernel `name`'s formula is written, read from the cpu table's entry."""
-    from nntile_kernels import cpu, reference
+    """Where kernel `name`'s formula is written: a rule's in nntile_kernels/formulas/, else
+    read from the cpu table's entry."""
+    from nntile_kernels import cpu, formulas, reference
+    if name in formulas.FAMILY_OF:
+        return f"`formulas/{formulas.FAMILY_OF[name]}.py`"
     kernel = cpu.KERNELS[name]
     if kernel is reference.KERNELS.get(name):
         return "the reference's own (one xp text)"
     module = (getattr(kernel, "__module__", None) or type(kernel).__module__).split(".")[-1]
-    if module in RULE_SOURCES:
-        return f"`{RULE_SOURCES[module]}`"
+    # the cpu_rules*.py loops are generated from formulas: one without a formula is stale
+    assert not module.startswith("cpu_rules"), f"{name}: a generated loop with no formula"
     if module.startswith("cpu"):
         return "by hand (`cpu.HAND_WRITTEN`)"
     return "other kernels composed"
+
+
+def kernel_families() -> dict:
+    """kernel -> the op family whose module of nntile_kernels/formulas/ holds its formula:
+    the first family (graph order) whose entries name it as their kernel, else the first
+    whose plan merges partial results with it (an entry's combine: maximum, minimum and
+    logsumexp_merge are no op's kernel, reductions' max, min and logsumexp merge by them)."""
+    from nntile_spmd.graph.families import FAMILIES
+    specs = {}
+    for family, module in FAMILIES.items():
+        entries = {}
+        module.register(entries)
+        specs[family] = entries.values()
+    found = {}
+    for field in ("kernel", "combine"):
+        for family, entries in specs.items():
+            for spec in entries:
+                if getattr(spec, field):
+                    found.setdefault(getattr(spec, field), family)
+    return found
+
+
+def test_each_formula_sits_in_the_module_of_its_op_family():
+    """A newcomer finds an op's formula under its family's name: formulas/<family>.py
+    defines exactly the rules of the kernels that family's ops call first, and the
+    family's graph-side docstring points to it."""
+    from nntile_kernels import formulas
+    from nntile_spmd.graph.families import FAMILIES
+    assert list(formulas.FAMILY_MODULES) == [f for f in FAMILIES if f in formulas.FAMILY_MODULES]
+    for family, module in formulas.FAMILY_MODULES.items():
+        assert module.__name__ == f"nntile_kernels.formulas.{family}"
+        graph_side = FAMILIES[family].__name__.removesuffix(".rules")   # the family's package
+        assert f"nntile_kernels/formulas/{family}.py" in importlib.import_module(
+            graph_side).__doc__, f"{graph_side}'s docstring names its formulas' module"
+        registries = {name for name, value in vars(module).items()
+                      if name.isupper() and name[0] != "_" and isinstance(value, dict)}
+        assert registries <= set(formulas.KINDS), f"{family}: {registries}: not a kind"
+    families = kernel_families()
+    misplaced = {name: f"in {family}, called first by {families.get(name)}"
+                 for name, family in formulas.FAMILY_OF.items() if families.get(name) != family}
+    assert not misplaced, misplaced
+    assert sum(map(len, (getattr(formulas, kind) for kind in formulas.KINDS))) == \
+        len(formulas.FAMILY_OF) > 70
+
+
+def test_a_formula_defined_twice_is_refused(monkeypatch):
+    from nntile_kernels import formulas
+    monkeypatch.setattr(formulas.rope, "BROADCAST",
+                        {**formulas.rope.BROADCAST, "add_slice": formulas.BROADCAST["add_slice"]})
+    with pytest.raises(ValueError, match=r"add_slice: .*reductions\.py and .*rope\.py"):
+        formulas._assembled()
 
 
 def family_table() -> str:

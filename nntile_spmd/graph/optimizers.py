@@ -1,5 +1,6 @@
 """Graph layer, optimizers family: builders and registry entries of the PyTorch-exact
-SGD, Adam and AdamW steps (no gradient passes through an optimizer step).
+SGD, Adam and AdamW steps (no gradient passes through an optimizer step). The kernels'
+formulas: nntile_kernels/formulas/optimizers.py.
 """
 
 from __future__ import annotations

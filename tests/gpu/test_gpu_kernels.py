@@ -4,7 +4,7 @@ Everything here is marked gpu (tests/conftest.py skips it, saying why, without C
 a CUDA device; `pytest -m gpu` selects it). The whole case table of every kernel on
 cuda, fp64/fp32/fp16, forward and backward, runs in tests/kernels/test_kernels_table.py
 (its `cuda` backend, also gpu-marked); this module checks what only CUDA has: the
-ElementwiseKernels that cuda.py compiles from the rules of nntile_kernels/rules.py. Importing
+ElementwiseKernels that cuda.py compiles from the rules of nntile_kernels/formulas/. Importing
 it needs no CuPy.
 """
 
@@ -16,7 +16,7 @@ from helpers import LOOPED_RULES, RULE_PARAMS, UPDATE_PARAMS
 
 import nntile_kernels
 from nntile_kernels import reference
-from nntile_kernels.rules import ELEMENTWISE, UPDATES
+from nntile_kernels.formulas import ELEMENTWISE, UPDATES
 
 pytestmark = pytest.mark.gpu
 

@@ -17,7 +17,7 @@ from kernels.test_kernels_table import CASES, distinct, make_arrays
 import nntile_kernels
 import nntile_spmd as nt
 from nntile_kernels import reference
-from nntile_kernels.rules import ELEMENTWISE
+from nntile_kernels.formulas import ELEMENTWISE
 from nntile_kernels.widen import widen_table
 from nntile_spmd.runtime.device import kernel_output_counts
 

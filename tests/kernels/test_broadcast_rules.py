@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from helpers import call_on_copies
 from nntile_kernels import cpu, reference
-from nntile_kernels.rules_broadcast import BROADCAST, ArrayBroadcast
+from nntile_kernels.formulas import BROADCAST
+from nntile_kernels.rules_broadcast import ArrayBroadcast
 
 DTYPES = (np.float16, np.float32, np.float64)
 TOLERANCE = {np.float16: 0.0, np.float32: 2e-5, np.float64: 1e-13}  # fp16: the reference

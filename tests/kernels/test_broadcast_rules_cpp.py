@@ -11,8 +11,8 @@ from host_cpp import host_library as compile_host_library
 
 from nntile_kernels import reference
 from nntile_kernels.layout import fiber_folds
+from nntile_kernels.formulas import BROADCAST
 from nntile_kernels.rules import names_in
-from nntile_kernels.rules_broadcast import BROADCAST
 from nntile_kernels.rules_cuda import C_TYPES, CUDA_PREAMBLE
 from nntile_kernels.rules_cuda_broadcast import INDEX_SIZES, cuda_broadcast_source
 

@@ -18,7 +18,8 @@ from helpers import LOOPED_RULES, RULE_PARAMS, UPDATE_PARAMS
 from nntile_kernels import reference
 from nntile_kernels.compiled_rules import AWAITING_GPU_CHECK, CompiledRule, CompiledUpdate
 from nntile_kernels.layout import c_order_views
-from nntile_kernels.rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
+from nntile_kernels.formulas import ELEMENTWISE, UPDATES
+from nntile_kernels.rules import ArrayRule, ArrayUpdate, rule_namespace
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 NAMESPACE = rule_namespace(np, scipy.special)

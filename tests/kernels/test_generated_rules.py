@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from nntile_kernels import cpu, generate, generate_cpu_rules, reference
+from nntile_kernels.formulas import ELEMENTWISE, UPDATES
 from nntile_kernels.fused_rules import ELEMENT_RULES
-from nntile_kernels.rules import ELEMENTWISE, UPDATES
 
 
 GENERATED = generate.generated()

@@ -17,12 +17,12 @@ from host_cpp import host_library as compile_host_library
 from nntile_kernels import cpu, cpu_rules_indexed, reference
 from nntile_kernels.cpu_common import F16, folded_t
 from nntile_kernels.cpu_fastmath import where
+from nntile_kernels.formulas import FROM_LSE, INDEXED, LOSSES
 from nntile_kernels.generate_cpu_indexed import kernel_source
 from nntile_kernels.rules import rule_namespace
 from nntile_kernels.rules_cuda import C_TYPES, CUDA_PREAMBLE
 from nntile_kernels.rules_cuda_indexed import cuda_indexed_source, index_sizes
-from nntile_kernels.rules_indexed import (FROM_LSE, INDEXED, LOSSES, AfterLogsumexp, ArrayIndexed,
-                                         Indexed)
+from nntile_kernels.rules_indexed import AfterLogsumexp, ArrayIndexed, Indexed
 
 
 def _arrays(name, dtype, rng, shape=(6, 4, 3, 2)):

@@ -41,10 +41,10 @@ def _fresh_python(code):
 
 
 def test_importing_kernels_loads_no_backend():
-    """`import nntile_kernels` pulls in neither cupy, numba nor numpy; the reference needs
-    no numba."""
+    """`import nntile_kernels` pulls in neither cupy, numba nor numpy, nor do its formulas
+    (pure text, read by the generators too); the reference needs no numba."""
     loaded = _fresh_python(
-        "import sys, nntile_kernels\n"
+        "import sys, nntile_kernels, nntile_kernels.formulas\n"
         "heavy = ('cupy', 'numba', 'numpy', 'mpi4py', 'nntile_spmd')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
         "nntile_kernels.get_kernels('reference')\n"

@@ -1,4 +1,4 @@
-"""The elementwise rule table (nntile_kernels/rules.py): one formula, two languages.
+"""The elementwise rules (nntile_kernels/formulas/'s ELEMENTWISE): one formula, two languages.
 
 The reference evaluates each formula with NumPy; cuda.py compiles the same text as
 C++ into CuPy ElementwiseKernels. Here that C++ (cuda_source and cuda_update_source,
@@ -15,7 +15,8 @@ from helpers import BETA_CASE_PARAMS, LOOPED_RULES, OTHER_CASE_PARAMS, RULE_PARA
 from host_cpp import host_library as compile_host_library
 
 from nntile_kernels import reference
-from nntile_kernels.rules import ELEMENTWISE, UPDATES, names_in
+from nntile_kernels.formulas import ELEMENTWISE, UPDATES
+from nntile_kernels.rules import names_in
 from nntile_kernels.rules_cuda import (C_TYPES, CUDA_PREAMBLE, cuda_source, cuda_update_source,
                                        typed_literals)
 

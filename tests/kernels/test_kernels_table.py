@@ -2,7 +2,7 @@
 
 Backends: cpu (numba/BLAS) and cuda (CuPy on a GPU; marked gpu, skipped without
 one). The CuPy table shares its code with the reference (nntile_kernels/generic*.py and the
-rules of nntile_kernels/rules.py), so what is CUDA's own is tested in tests/gpu.
+rules of nntile_kernels/formulas/), so what is CUDA's own is tested in tests/gpu.
 """
 
 # ruff: noqa: E501 - the case table keeps one case per line, however long
@@ -293,7 +293,7 @@ CASES = [
     case("rope_backward", [A(2, 3), A(2, 3), A(4, 3, 5), A(4, 3, 5)]),
     case("scale_slice", [A(3, 2), Nan(3, 4, 2)], alpha=2.0, axis=1),
     case("scale_slice", [A(4, 3), Nan(4, 3, 2)], alpha=1.0, axis=2),
-    # seed elementwise and reduction kernels (rules of rules.py, rules_reduce.py, rules_broadcast.py)
+    # seed elementwise and reduction kernels (rules of formulas/elementwise.py and reductions.py)
     case("sub", [A(5, 3), A(5, 3), Nan(5, 3)]),
     case("sub", [A(7), A(7), Same(1)]),
     case("div", [A(5, 3), Pos(5, 3), Nan(5, 3)]),

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from nntile_kernels import cpu, reference
+from nntile_kernels.formulas import PICKED, PICKED_FROM_LSE
 from nntile_kernels.rules_indexed import AfterLogsumexp
-from nntile_kernels.rules_picked import PICKED, PICKED_FROM_LSE, ArrayPicked
+from nntile_kernels.rules_picked import ArrayPicked
 
 
 def _arrays(dtype, rng, classes=15, columns=(4, 3)):

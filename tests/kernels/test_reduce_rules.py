@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from helpers import call_on_copies
 from nntile_kernels import cpu, reference
-from nntile_kernels.rules_reduce import REDUCTIONS, ArrayReduction, Reduction
+from nntile_kernels.formulas import REDUCTIONS
+from nntile_kernels.rules_reduce import ArrayReduction, Reduction
 
 DTYPES = (np.float16, np.float32, np.float64)
 TOLERANCE = {np.float16: 0.0, np.float32: 1e-5, np.float64: 1e-13}  # fp16: the reference

@@ -1,4 +1,4 @@
-"""What pow's, add_scalar's and SGD's rules (nntile_kernels/rules.py) promise on every CPU
+"""What pow's, add_scalar's and SGD's rules (nntile_kernels/formulas/) promise on every CPU
 backend: the NumPy reference, the generated numba loops and the fused chains.
 
 pow squares for an exponent of 2 (a case, bitwise x * x), and the numba loops follow

@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nntile_kernels import cpu, reference
-from nntile_kernels.rules import ELEMENTWISE, ArrayRule
-from nntile_kernels.rules_softmax import EXP_REDUCTIONS, ArrayExpReduction
+from nntile_kernels.formulas import ELEMENTWISE, EXP_REDUCTIONS
+from nntile_kernels.rules import ArrayRule
+from nntile_kernels.rules_softmax import ArrayExpReduction
 
 DTYPES = (np.float16, np.float32, np.float64)
 # the loop against the reference (fp16 tiles take the reference), then against SciPy
