@@ -17,6 +17,7 @@ from scipy.special import erf
 
 import nntile_spmd as nt
 from nntile_kernels.rules import ELEMENTWISE
+from nntile_kernels.rules_broadcast import BROADCAST
 from nntile_spmd.runtime.executor import wait_with_deadline
 from nntile_spmd.runtime.stats import mismatches
 from nntile_spmd.runtime.timeouts import resolve_timeout
@@ -41,6 +42,45 @@ UPDATE_PARAMS = {"adam_step": [_ADAM], "adamw_step": [_ADAM],
                  "sgd_step": [_SGD, {**_SGD, "nesterov": True}, {"lr": 0.01, "weight_decay": 0.1}]}
 # the rules compiled into loops and kernels (clear and fill, reading no tile, are fills)
 LOOPED_RULES = sorted(name for name, rule in ELEMENTWISE.items() if rule.reads_tiles())
+
+# -- the broadcast rules of nntile_kernels/rules_broadcast.py --------------------------
+# the params the broadcast rule tests call a rule with (the others take none)
+BROADCAST_PARAMS = {
+    "add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha": 0.5},
+    "sumprod_slice_backward": {"alpha": 2.0}, "scale_fiber": {"alpha": -3.0},
+    "norm_fiber_backward": {"alpha": 1.5}, "add_fiber": {"alpha": 0.5, "beta": -2.0},
+    "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0},
+    "scale_slice": {"alpha": -2.0}, "sum_backward": {"alpha": 0.5},
+    "norm_slice_backward": {"alpha": -0.5}, "mse_backward": {"alpha": 1.5}}
+
+
+def partner_of(name, shape, axis, batch_ndim):
+    """The shape of a partner of broadcast rule `name` on full tiles of `shape`."""
+    kind = BROADCAST[name].shape
+    if kind == "scalar":
+        return ()
+    if kind == "slice":
+        return shape[:axis] + shape[axis + 1:]
+    return (shape[axis], *shape[len(shape) - batch_ndim:])
+
+
+def broadcast_arrays(name, shape, axis, batch_ndim, dtype, rng):
+    """Full tiles of `shape` and the partners (a slice or a fiber), F-ordered, in the
+    kernel's order; a norm's y has zeros (a fiber of x all 0), the output NaN where the
+    rule does not read it."""
+    broadcast = BROADCAST[name]
+    part = partner_of(name, shape, axis, batch_ndim)
+    arrays = {}
+    for array in (*broadcast.rule.inputs, broadcast.rule.output):
+        size = part if array in broadcast.partners else shape
+        arrays[array] = np.array(rng.standard_normal(size), dtype, order="F")
+    if name.startswith("norm_"):   # a norm is >= 0, and 0 where x is
+        arrays["y"] = np.array(np.abs(arrays["y"]), order="F")
+        arrays["y"].flat[::3] = 0.0
+    if not broadcast.rule.accumulate:
+        arrays[broadcast.rule.output][...] = np.nan
+    return list(arrays.values())
+
 
 # -- NumPy references of the kernels (float64) ---------------------------------------
 
