@@ -5,7 +5,10 @@ cuda_attention.py: the causal mask, the softmax from a logsumexp and its backwar
 and the elementwise rules (rules.py: activations, add, sub, multiply, div, scale,
 hypot, maximum, minimum, pow, add_scalar) compiled into CuPy ElementwiseKernels (compiled_rules.py:
 fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one; those no GPU check has run
-yet, compiled_rules.AWAITING_GPU_CHECK, take the array expressions meanwhile).
+yet, compiled_rules.AWAITING_GPU_CHECK, take the array expressions meanwhile), and so
+are the broadcast rules (rules_broadcast.py: add_slice, softmax_from_logsumexp, ...;
+compiled_broadcast.py), all of which await a GPU check: their entries take the kernels
+above meanwhile.
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
 here synchronizes the stream but the embedding id check (generic_embedding.py) and the
@@ -27,15 +30,18 @@ except ImportError as error:  # only this backend needs CuPy
 
 from . import cuda_attention, cuda_blas, cuda_fused, generic, generic_slice
 from .generic_common import FUSED_STORES
+from .compiled_broadcast import CompiledBroadcast
 from .compiled_rules import AWAITING_GPU_CHECK, CompiledRule
 from .rules import ELEMENTWISE
+from .rules_broadcast import BROADCAST
 from .rules_cuda import CUDA_PREAMBLE, cuda_source
+from .rules_cuda_broadcast import cuda_broadcast_source
 
 
-def elementwise_compiler(name):
+def elementwise_compiler(name, source=cuda_source):
     """rule, dtype name -> a CuPy ElementwiseKernel running the rule in one pass over a
-    tile (array expressions make one pass per operator)."""
-    return lambda rule, dtype: cp.ElementwiseKernel(*cuda_source(rule, dtype),
+    tile (array expressions make one pass per operator); `source` writes its C++."""
+    return lambda rule, dtype: cp.ElementwiseKernel(*source(rule, dtype),
                                                     name=f"nntile_{name}_{dtype}",
                                                     preamble=CUDA_PREAMBLE)
 
@@ -65,3 +71,9 @@ FUSED_STORES[cp.ndarray] = cuda_fused.store
 KERNELS.update({name: CompiledRule(name, rule, KERNELS[name], elementwise_compiler(name), cp,
                                    dispatch=name not in AWAITING_GPU_CHECK)
                 for name, rule in ELEMENTWISE.items() if rule.reads_tiles()})
+# the broadcast rules' compiled kernels, over the entries above (the fallback while a
+# name awaits a GPU check, and for the tiles the kernel does not take)
+KERNELS.update({name: CompiledBroadcast(name, broadcast, KERNELS[name],
+                                        elementwise_compiler(name, cuda_broadcast_source), cp,
+                                        dispatch=name not in AWAITING_GPU_CHECK)
+                for name, broadcast in BROADCAST.items()})

@@ -16,7 +16,7 @@ import pytest
 from scipy.special import erf
 
 import nntile_spmd as nt
-from nntile_kernels.rules import ELEMENTWISE
+from nntile_kernels.rules import ELEMENTWISE, names_in
 from nntile_kernels.rules_broadcast import BROADCAST
 from nntile_spmd.runtime.executor import wait_with_deadline
 from nntile_spmd.runtime.stats import mismatches
@@ -82,18 +82,46 @@ def broadcast_arrays(name, shape, axis, batch_ndim, dtype, rng):
     return list(arrays.values())
 
 
+def broadcast_cases(shape):
+    """(name, axis, batch_ndim) of every broadcast rule on tiles of `shape`: every axis,
+    a fiber with and without one batch dim (a 0-d partner's axis unused: 0)."""
+    return [(name, axis, batch_ndim) for name, broadcast in sorted(BROADCAST.items())
+            for batch_ndim in ((0, 1) if broadcast.shape == "fiber" else (0,))
+            for axis in (range(len(shape) - batch_ndim) if broadcast.shape != "scalar"
+                         else (0,))]
+
+
+def broadcast_param_cases(name, arrays):
+    """(params, copies of `arrays`) to call broadcast rule `name` with: BROADCAST_PARAMS,
+    then each case's params (beta == 0) with the inputs that case leaves unread NaN."""
+    rule, params = BROADCAST[name].rule, BROADCAST_PARAMS.get(name, {})
+    cases = [(params, set())] + [(dict(params, beta=0.0), set(rule.inputs) - names_in(value))
+                                 for _, value in rule.cases]
+    for case_params, unread in cases:
+        tiles = [array.copy(order="F") for array in arrays]
+        for position, input_name in enumerate(rule.inputs):
+            if input_name in unread:
+                tiles[position][...] = np.nan
+        yield case_params, tiles
+
+
 # -- NumPy references of the kernels (float64) ---------------------------------------
 
 
-def call_on_copies(kernel, shape, arrays, axis, batch_ndim, params):
-    """`kernel` on F-ordered copies of `arrays` with the keywords its `shape` takes (a
-    slice's or fiber's axis, a fiber's batch_ndim; none for a whole tile or a 0-d
-    partner); the output copy."""
+def kernel_keywords(shape, axis, batch_ndim, params):
+    """The keywords a kernel of `shape` takes: a slice's or fiber's axis, a fiber's
+    batch_ndim (none for a whole tile or a 0-d partner), then `params`."""
     keywords = dict(params) if shape in ("whole", "scalar") else dict(params, axis=axis)
     if shape == "fiber":
         keywords["batch_ndim"] = batch_ndim
+    return keywords
+
+
+def call_on_copies(kernel, shape, arrays, axis, batch_ndim, params):
+    """`kernel` on F-ordered copies of `arrays` with the keywords its `shape` takes
+    (kernel_keywords); the output copy."""
     out = [array.copy(order="F") for array in arrays]
-    kernel(*out, **keywords)
+    kernel(*out, **kernel_keywords(shape, axis, batch_ndim, params))
     return out[-1]
 
 

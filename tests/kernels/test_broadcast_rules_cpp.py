@@ -5,13 +5,12 @@ session would dispatch, checked without a GPU."""
 
 import numpy as np
 import pytest
-from helpers import BROADCAST_PARAMS, broadcast_arrays
+from helpers import broadcast_arrays, broadcast_param_cases, kernel_keywords
 from host_broadcast import HostKernel, host_source
 from host_cpp import host_library as compile_host_library
 
 from nntile_kernels import reference
 from nntile_kernels.layout import fiber_folds
-from nntile_kernels.rules import names_in
 from nntile_kernels.rules_broadcast import BROADCAST
 from nntile_kernels.rules_cuda import C_TYPES
 from nntile_kernels.rules_cuda_broadcast import INDEX_SIZES
@@ -35,28 +34,19 @@ def test_cpp_of_each_broadcast_rule_matches_its_numpy_evaluation(host_library, n
     shape, batch_ndim = (4, 5, 3, 2), (1 if broadcast.shape == "fiber" else 0)
     m, n, k, _ = fiber_folds(shape, axis, batch_ndim)
     names = (*broadcast.rule.inputs, broadcast.rule.output)
-    arrays = dict(zip(names, broadcast_arrays(name, shape, axis, batch_ndim, dtype, rng)))
-    keywords = ({} if broadcast.shape == "scalar" else
-                dict(axis=axis, **({"batch_ndim": batch_ndim} if broadcast.shape == "fiber"
-                                   else {})))
-    # then beta == 0 (add_slice's, add_fiber's case): the input it leaves unread NaN
-    calls = [(BROADCAST_PARAMS.get(name, {}), ())]
-    for _, value in broadcast.rule.cases:
-        calls.append((dict(BROADCAST_PARAMS[name], beta=0.0),
-                      [a for a in broadcast.rule.inputs if a not in names_in(value)]))
+    arrays = broadcast_arrays(name, shape, axis, batch_ndim, dtype, rng)
     kernel = HostKernel(host_library, name, dtype)
-    for params, unread in calls:
-        inputs = {a: array.copy(order="F") for a, array in arrays.items()}
-        for array in unread:
-            inputs[array][...] = np.nan
+    # the params, then beta == 0 (add_slice's, add_fiber's case) with what it leaves unread NaN
+    for params, tiles in broadcast_param_cases(name, arrays):
+        inputs = dict(zip(names, tiles))
         got, expected = inputs[names[-1]].copy(order="F"), inputs[names[-1]].copy(order="F")
         sizes = {"inner": m, "length": n, "outer": k}
         # each tile in memory order: a Fortran-ordered tile's transpose, flattened
         kernel(*[inputs[a].T.reshape(-1) for a in broadcast.rule.inputs],
                *[sizes[s] for s in INDEX_SIZES[broadcast.shape]],
                *[float(params[p]) for p in broadcast.rule.params], got.T.reshape(-1))
-        reference.KERNELS[name](*[inputs[a] for a in broadcast.rule.inputs], expected,
-                                **keywords, **params)
+        reference.KERNELS[name](*tiles[:-1], expected,
+                                **kernel_keywords(broadcast.shape, axis, batch_ndim, params))
         assert not np.isnan(expected).any()
         tolerance = TOLERANCE[dtype]
         np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance,

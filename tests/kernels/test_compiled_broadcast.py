@@ -16,13 +16,13 @@ import inspect
 import ml_dtypes
 import numpy as np
 import pytest
-from helpers import BROADCAST_PARAMS, broadcast_arrays, partner_of
+from helpers import (BROADCAST_PARAMS, broadcast_arrays, broadcast_cases, broadcast_param_cases,
+                     kernel_keywords, partner_of)
 from host_broadcast import HostKernel, host_source
 from host_cpp import host_library as compile_host_library
 
 from nntile_kernels import reference
 from nntile_kernels.compiled_broadcast import CompiledBroadcast
-from nntile_kernels.rules import names_in
 from nntile_kernels.rules_broadcast import BROADCAST
 
 SHAPE = (4, 5, 3, 2)
@@ -30,10 +30,6 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 # those of test_broadcast_rules_cpp.py; a 16-bit tile two of its ulps (the fp32 results
 # of C++ and NumPy differ by a few fp32 ulps, which may round either way)
 TOLERANCE = {"float64": 1e-13, "float32": 2e-5, "float16": 2.0 ** -9, "bfloat16": 2.0 ** -6}
-# (name, axis, batch_ndim): every axis; a fiber with and without a batch dim
-CASES = [(name, axis, batch_ndim) for name, broadcast in sorted(BROADCAST.items())
-         for batch_ndim in ((0, 1) if broadcast.shape == "fiber" else (0,))
-         for axis in (range(len(SHAPE) - batch_ndim) if broadcast.shape != "scalar" else (0,))]
 
 
 @pytest.fixture(scope="module")
@@ -56,20 +52,6 @@ def entry(host_library, name, fallback=None, dispatch=True):
                              dispatch=dispatch), calls
 
 
-def keywords_of(name, axis, batch_ndim, params):
-    shape = BROADCAST[name].shape
-    axes = {} if shape == "scalar" else {"axis": axis}
-    return {**axes, **({"batch_ndim": batch_ndim} if shape == "fiber" else {}), **params}
-
-
-def param_cases(name):
-    """The params to call with, each with the inputs left unread (NaN): beta == 0 too."""
-    rule, params = BROADCAST[name].rule, BROADCAST_PARAMS.get(name, {})
-    return [(params, ())] + [(dict(params, beta=0.0),
-                              tuple(a for a in rule.inputs if a not in names_in(value)))
-                             for _, value in rule.cases]
-
-
 def run_both(kernel, name, arrays, out_is, keywords):
     """`kernel` and the reference on copies of `arrays` (the output the copy of input
     `out_is` where given: in place); 16-bit tiles against the reference in fp32,
@@ -86,20 +68,15 @@ def run_both(kernel, name, arrays, out_is, keywords):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16", BF16.name])
-@pytest.mark.parametrize("name, axis, batch_ndim", CASES)
+@pytest.mark.parametrize("name, axis, batch_ndim", broadcast_cases(SHAPE))
 def test_dispatched_kernel_equals_the_reference(host_library, name, axis, batch_ndim, dtype):
     kernel, calls = entry(host_library, name)
-    rule = BROADCAST[name].rule
     arrays = broadcast_arrays(name, SHAPE, axis, batch_ndim, np.dtype(dtype),
                               np.random.default_rng(axis + 10 * batch_ndim))
     kernel_dtype = "float64" if dtype == "float64" else "float32"
-    for params, unread in param_cases(name):
-        tiles = [a.copy(order="F") for a in arrays]
-        for position, input_name in enumerate(rule.inputs):
-            if input_name in unread:
-                tiles[position][...] = np.nan
+    for params, tiles in broadcast_param_cases(name, arrays):
         got, expected = run_both(kernel, name, tiles, None,
-                                 keywords_of(name, axis, batch_ndim, params))
+                                 kernel_keywords(BROADCAST[name].shape, axis, batch_ndim, params))
         assert calls.pop() == (kernel_dtype, False) and not calls
         assert not np.isnan(expected.astype(np.float64)).any()
         np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
@@ -119,7 +96,7 @@ def test_the_output_in_place_of_a_full_input(host_library, name, dtype):
     axis, batch_ndim = 1, (1 if broadcast.shape == "fiber" else 0)
     arrays = broadcast_arrays(name, SHAPE, axis, batch_ndim, np.dtype(dtype),
                               np.random.default_rng(5))
-    keywords = keywords_of(name, axis, batch_ndim, BROADCAST_PARAMS.get(name, {}))
+    keywords = kernel_keywords(broadcast.shape, axis, batch_ndim, BROADCAST_PARAMS.get(name, {}))
     for position in [i for i, a in enumerate(broadcast.rule.inputs)
                      if a not in broadcast.partners]:
         got, expected = run_both(kernel, name, arrays, position, keywords)
@@ -164,7 +141,8 @@ def test_what_the_kernel_does_not_describe_takes_the_fallback(host_library, name
     taken = []
     kernel, calls = entry(host_library, name, lambda *a, **k: taken.append((a, k)))
     for why, arrays, axis, batch_ndim in _fallback_cases(name):
-        keywords = keywords_of(name, axis, batch_ndim, BROADCAST_PARAMS.get(name, {}))
+        keywords = kernel_keywords(BROADCAST[name].shape, axis, batch_ndim,
+                                   BROADCAST_PARAMS.get(name, {}))
         kernel(*arrays, **keywords)
         assert not calls, why
         (got_arrays, got_keywords), = taken
