@@ -61,8 +61,8 @@ KERNELS = generic.table(cp, cupyx.scipy.special)
 KERNELS.update(gemm=gemm, sgd_step=cuda_fused.sgd_step, adam_step=cuda_fused.adam_step,
                adamw_step=cuda_fused.adamw_step, clear=cuda_fused.clear)
 KERNELS.update(cuda_attention.with_fallback(KERNELS))
-# add_slice and add_fiber stay the fused store's one launch until a GPU session measures
-# the broadcast rules' compiled kernels (rules_cuda_broadcast.py) against it
+# add_slice and add_fiber as the fused store's one launch: their compiled broadcast
+# kernels' fallback (below)
 KERNELS["add_slice"] = functools.partial(generic_slice.add_slice, cp)
 KERNELS["add_fiber"] = functools.partial(generic.add_fiber, cp)
 FUSED_STORES[cp.ndarray] = cuda_fused.store
