@@ -16,7 +16,8 @@ ElementwiseKernel order: the inputs (partners raw), the int64 sizes, the params,
 the output.
 
 `dispatch=False` keeps the compiled kernels (`compiled`) for the GPU tests while the
-table entry takes the fallback (compiled_rules.AWAITING_GPU_CHECK).
+table entry takes the fallback (compiled_rules.AWAITING_GPU_CHECK). The indexed rules'
+entries (compiled_indexed.py) share this dispatch (CompiledInMemoryOrder).
 """
 
 import numbers
@@ -63,15 +64,19 @@ def memory_order_views(arrays):
     return [views[id(array)] for array in arrays]
 
 
-class CompiledBroadcast:
-    """The kernel table entry of one Broadcast; `compiled[dtype name]` are its kernels."""
+class CompiledInMemoryOrder:
+    """A table entry running a rule's kernel over its tiles in memory order: one kernel
+    per float dtype (`compiled[dtype name]`), 16-bit tiles through the fp32 one. A
+    subclass says what it takes (`plan`: the int64 sizes of its index arithmetic and the
+    params, or None for the fallback), the scalars its kernel reads after them and its
+    entry's `signature`."""
 
-    def __init__(self, name, broadcast, fallback, compile_kernel, xp, dispatch=True):
+    def __init__(self, name, rule, fallback, compile_kernel, xp, dispatch=True):
         self.__name__ = self.__qualname__ = name
-        self.__doc__ = repr(broadcast)
-        self.__signature__ = broadcast_signature(broadcast)
-        self.broadcast, self.fallback, self.dispatch, self._xp = broadcast, fallback, dispatch, xp
-        self.compiled = {dtype: compile_kernel(broadcast, dtype) for dtype in C_TYPES}
+        self.__doc__ = repr(rule)
+        self.__signature__ = self.signature(rule)
+        self.rule, self.fallback, self.dispatch, self._xp = rule, fallback, dispatch, xp
+        self.compiled = {dtype: compile_kernel(rule, dtype) for dtype in C_TYPES}
         self.by_dtype = {dtype: self._launcher(kernel) for dtype, kernel in self.compiled.items()}
         # one output, the last array; the copies are Fortran-ordered, as the kernel wants
         through_fp32 = widened(self.by_dtype["float32"], num_outputs=1, xp=xp)
@@ -79,34 +84,61 @@ class CompiledBroadcast:
 
     def _launcher(self, kernel):
         """kernel(*arrays, sizes=..., **params) on Fortran-ordered tiles, in CuPy's order."""
-        rule = self.broadcast.rule
-
         def launch(*arrays, sizes, **params):
-            given = given_params(self.__name__, rule, params)
             views = memory_order_views(arrays)
-            kernel(*views[:-1], *sizes, *(float(given[name]) for name in rule.params),
-                   views[-1])
+            kernel(*views[:-1], *sizes, *self.scalars(params), views[-1],
+                   **self.launch_options(arrays[-1]))
         return launch
 
-    def takes(self, arrays, axis, batch_ndim) -> bool:
-        """Does the compiled kernel take these arrays as they are?"""
-        rule, partners = self.broadcast.rule, self.broadcast.partners
-        names = (*rule.inputs, rule.output)
+    def launch_options(self, out):
+        """CuPy's keywords of a launch on output `out` (none: its size is the output's)."""
+        return {}
+
+    def tiles_fit(self, arrays, names, booleans=()):
+        """Are `arrays` (named `names`) Fortran-contiguous arrays of one float dtype that
+        a kernel takes, bool where their name is in `booleans`?"""
         if len(arrays) != len(names) or not all(isinstance(a, self._xp.ndarray) for a in arrays):
             return False
-        out = arrays[-1]
-        expected = partner_shape(self.broadcast, out.shape, axis, batch_ndim)
-        return (expected is not None and out.dtype.name in self.by_dtype
-                and all(array.dtype == out.dtype and array.flags.f_contiguous
-                        and array.shape == (expected if name in partners else out.shape)
-                        for name, array in zip(names, arrays)))
+        dtype = arrays[-1].dtype
+        return dtype.name in self.by_dtype and all(
+            array.flags.f_contiguous and array.dtype == (bool if name in booleans else dtype)
+            for name, array in zip(names, arrays))
 
     def __call__(self, *arrays, **keywords):
-        params = dict(keywords)
-        axis = params.pop("axis", None) if self.broadcast.shape != "scalar" else None
-        batch_ndim = params.pop("batch_ndim", 0) if self.broadcast.shape == "fiber" else 0
-        if not (self.dispatch and self.takes(arrays, axis, batch_ndim)):
+        plan = self.plan(arrays, dict(keywords)) if self.dispatch else None
+        if plan is None:
             self.fallback(*arrays, **keywords)
             return
-        sizes = index_sizes(self.broadcast, arrays[-1].shape, axis, batch_ndim)
+        sizes, params = plan
         self.by_dtype[arrays[-1].dtype.name](*arrays, sizes=sizes, **params)
+
+
+class CompiledBroadcast(CompiledInMemoryOrder):
+    """The kernel table entry of one Broadcast."""
+
+    signature = staticmethod(broadcast_signature)
+
+    def __init__(self, name, broadcast, fallback, compile_kernel, xp, dispatch=True):
+        self.broadcast = broadcast
+        super().__init__(name, broadcast, fallback, compile_kernel, xp, dispatch)
+
+    def scalars(self, params):
+        rule = self.broadcast.rule
+        given = given_params(self.__name__, rule, params)
+        return [float(given[name]) for name in rule.params]
+
+    def plan(self, arrays, params):
+        """(sizes, params) where the kernel takes these arrays as they are, else None."""
+        shape, rule = self.broadcast.shape, self.broadcast.rule
+        axis = params.pop("axis", None) if shape != "scalar" else None
+        batch_ndim = params.pop("batch_ndim", 0) if shape == "fiber" else 0
+        names = (*rule.inputs, rule.output)
+        if not self.tiles_fit(arrays, names):
+            return None
+        out = arrays[-1]
+        expected = partner_shape(self.broadcast, out.shape, axis, batch_ndim)
+        if expected is None or any(
+                array.shape != (expected if name in self.broadcast.partners else out.shape)
+                for name, array in zip(names, arrays)):
+            return None
+        return index_sizes(self.broadcast, out.shape, axis, batch_ndim), params

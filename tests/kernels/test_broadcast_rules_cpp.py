@@ -6,7 +6,7 @@ session would dispatch, checked without a GPU."""
 import numpy as np
 import pytest
 from helpers import broadcast_arrays, broadcast_param_cases, kernel_keywords
-from host_broadcast import HostKernel, host_source
+from host_rules import broadcast_function, broadcast_kernel, host_source
 from host_cpp import host_library as compile_host_library
 
 from nntile_kernels import reference
@@ -20,7 +20,8 @@ TOLERANCE = {"float64": 1e-13, "float32": 2e-5}
 
 @pytest.fixture(scope="module")
 def host_library(tmp_path_factory):
-    return compile_host_library(tmp_path_factory.mktemp("broadcast_rules"), host_source())
+    return compile_host_library(tmp_path_factory.mktemp("broadcast_rules"),
+                                host_source(BROADCAST, broadcast_function))
 
 
 @pytest.mark.parametrize("dtype", sorted(C_TYPES))
@@ -35,7 +36,7 @@ def test_cpp_of_each_broadcast_rule_matches_its_numpy_evaluation(host_library, n
     m, n, k, _ = fiber_folds(shape, axis, batch_ndim)
     names = (*broadcast.rule.inputs, broadcast.rule.output)
     arrays = broadcast_arrays(name, shape, axis, batch_ndim, dtype, rng)
-    kernel = HostKernel(host_library, name, dtype)
+    kernel = broadcast_kernel(host_library, name, dtype)
     # the params, then beta == 0 (add_slice's, add_fiber's case) with what it leaves unread NaN
     for params, tiles in broadcast_param_cases(name, arrays):
         inputs = dict(zip(names, tiles))

@@ -2,7 +2,7 @@
 on the CPU, running the very text a GPU would compile.
 
 The stand-in compiler returns each rule's CUDA text (rules_cuda_broadcast.py) built for
-the host and called as CuPy calls an ElementwiseKernel (host_broadcast.HostKernel: 1-d
+the host and called as CuPy calls an ElementwiseKernel (host_rules.HostKernel: 1-d
 elementwise arrays of the output's size, raw partners, int sizes, float params, then
 the output), so a wrong fold, view or argument order shows as a wrong result or a
 refused call. Fortran-ordered tiles of uneven shapes, every axis, fibers with and
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from helpers import (BROADCAST_PARAMS, broadcast_arrays, broadcast_cases, broadcast_param_cases,
                      kernel_keywords, partner_of)
-from host_broadcast import HostKernel, host_source
+from host_rules import broadcast_function, broadcast_kernel, host_source
 from host_cpp import host_library as compile_host_library
 
 from nntile_kernels import reference
@@ -34,7 +34,8 @@ TOLERANCE = {"float64": 1e-13, "float32": 2e-5, "float16": 2.0 ** -9, "bfloat16"
 
 @pytest.fixture(scope="module")
 def host_library(tmp_path_factory):
-    return compile_host_library(tmp_path_factory.mktemp("compiled_broadcast"), host_source())
+    return compile_host_library(tmp_path_factory.mktemp("compiled_broadcast"),
+                                host_source(BROADCAST, broadcast_function))
 
 
 def entry(host_library, name, fallback=None, dispatch=True):
@@ -43,7 +44,7 @@ def entry(host_library, name, fallback=None, dispatch=True):
 
     def compiler(broadcast, dtype):
         assert broadcast is BROADCAST[name]     # the host library is built from BROADCAST
-        return HostKernel(host_library, name, dtype, calls)
+        return broadcast_kernel(host_library, name, dtype, calls)
 
     def no_fallback(*arrays, **keywords):
         raise AssertionError(f"{name} took the fallback")
