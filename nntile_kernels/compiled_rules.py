@@ -23,12 +23,12 @@ from .rules import given_params, rule_signature
 from .rules_cuda import C_TYPES
 from .widen import HALF, widened
 
-# Rules, updates and broadcast rules (compiled_broadcast.py) whose kernel text was
-# compiled and checked on the host only (tests/kernels build the C++ with the host
-# compiler): their cuda table entries take today's kernels (the array expressions; for
-# the broadcast rules cuda.py's entries before them) until a run of scripts/gpu-check on
-# a GPU passes their compiled kernels (tests/gpu runs those whatever this says); then
-# they leave this set.
+# Rules, updates, broadcast and indexed rules (compiled_broadcast.py, compiled_indexed.py)
+# whose kernel text was compiled and checked on the host only (tests/kernels build the
+# C++ with the host compiler): their cuda table entries take the kernels they had before
+# (the array expressions; for some broadcast and indexed rules cuda.py's one-launch
+# kernels) until a run of scripts/gpu-check on a GPU passes their compiled kernels
+# (tests/gpu runs those whatever this says); then they leave this set.
 AWAITING_GPU_CHECK = frozenset({
     "pow", "pow_backward", "add_scalar", "sgd_step", "logsumexp_merge",
     # the broadcast rules (rules_broadcast.BROADCAST)
@@ -36,7 +36,9 @@ AWAITING_GPU_CHECK = frozenset({
     "softmax_from_logsumexp", "softmax_from_logsumexp_backward", "add_fiber",
     "multiply_fiber", "sumprod_fiber_backward", "scale_slice", "sum_backward",
     "mse_backward", "scale_fiber", "norm_fiber_backward", "norm_slice_backward",
-    "extremum_backward"})
+    "extremum_backward",
+    # the indexed rules (rules_indexed.INDEXED, compiled_indexed.py)
+    "mask_scalar", "mask_causal", "rope", "rope_backward"})
 
 
 class CompiledRule:

@@ -7,7 +7,8 @@ hypot, maximum, minimum, pow, add_scalar) compiled into CuPy ElementwiseKernels 
 fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one; those no GPU check has run
 yet, compiled_rules.AWAITING_GPU_CHECK, take the array expressions meanwhile), and so
 are the broadcast rules (rules_broadcast.py: add_slice, softmax_from_logsumexp, ...;
-compiled_broadcast.py), all of which await a GPU check: their entries take the kernels
+compiled_broadcast.py) and the indexed ones (rules_indexed.py: the masks, rope;
+compiled_indexed.py), all of which await a GPU check: their entries take the kernels
 above meanwhile.
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
@@ -31,11 +32,14 @@ except ImportError as error:  # only this backend needs CuPy
 from . import cuda_attention, cuda_blas, cuda_fused, generic, generic_slice
 from .generic_common import FUSED_STORES
 from .compiled_broadcast import CompiledBroadcast
+from .compiled_indexed import CompiledIndexed
 from .compiled_rules import AWAITING_GPU_CHECK, CompiledRule
 from .rules import ELEMENTWISE
 from .rules_broadcast import BROADCAST
+from .rules_indexed import INDEXED
 from .rules_cuda import CUDA_PREAMBLE, cuda_source
 from .rules_cuda_broadcast import cuda_broadcast_source
+from .rules_cuda_indexed import cuda_indexed_source
 
 
 def elementwise_compiler(name, source=cuda_source):
@@ -71,9 +75,10 @@ FUSED_STORES[cp.ndarray] = cuda_fused.store
 KERNELS.update({name: CompiledRule(name, rule, KERNELS[name], elementwise_compiler(name), cp,
                                    dispatch=name not in AWAITING_GPU_CHECK)
                 for name, rule in ELEMENTWISE.items() if rule.reads_tiles()})
-# the broadcast rules' compiled kernels, over the entries above (the fallback while a
-# name awaits a GPU check, and for the tiles the kernel does not take)
-KERNELS.update({name: CompiledBroadcast(name, broadcast, KERNELS[name],
-                                        elementwise_compiler(name, cuda_broadcast_source), cp,
-                                        dispatch=name not in AWAITING_GPU_CHECK)
-                for name, broadcast in BROADCAST.items()})
+# the broadcast and indexed rules' compiled kernels, over the entries above (the fallback
+# while a name awaits a GPU check, and for the tiles the kernel does not take)
+for _entry, _rules, _source in ((CompiledBroadcast, BROADCAST, cuda_broadcast_source),
+                                (CompiledIndexed, INDEXED, cuda_indexed_source)):
+    KERNELS.update({name: _entry(name, rule, KERNELS[name], elementwise_compiler(name, _source),
+                                 cp, dispatch=name not in AWAITING_GPU_CHECK)
+                    for name, rule in _rules.items()})

@@ -8,11 +8,11 @@ memory order, element i of a tile has index (i / inner) % length along `axis`
 broadcast partner at i % inner + inner * (i / (inner * length)). The generic
 kernels build index arrays, a mask and a temporary per operator instead. Tiles that
 are not fp32/fp64, not Fortran-contiguous or of mixed dtypes go to the generic
-kernels, whose numerics these follow. The softmax pair is the fallback of the broadcast
-rules' compiled kernels (compiled_broadcast.py, from the same formulas) only while those
-await a GPU check; then it goes. The causal mask's operation is the C++ that
-rules_cuda_indexed.py writes from mask_causal's rule (rules_indexed.py), spelled by hand
-until a GPU session dispatches that text instead.
+kernels, whose numerics these follow. The causal mask's operation is the C++ that
+rules_cuda_indexed.py writes from mask_causal's rule (rules_indexed.py), spelled by hand.
+All three are the fallback of the rules' compiled kernels (compiled_broadcast.py,
+compiled_indexed.py: the same formulas, from their text) only while those await a GPU
+check; then this module goes.
 
 Arrays only: imports CuPy, never nntile_spmd or mpi4py.
 """

@@ -18,6 +18,7 @@ from scipy.special import erf
 import nntile_spmd as nt
 from nntile_kernels.rules import ELEMENTWISE, names_in
 from nntile_kernels.rules_broadcast import BROADCAST
+from nntile_kernels.rules_indexed import INDEXED
 from nntile_spmd.runtime.executor import wait_with_deadline
 from nntile_spmd.runtime.stats import mismatches
 from nntile_spmd.runtime.timeouts import resolve_timeout
@@ -103,6 +104,36 @@ def broadcast_param_cases(name, arrays):
             if input_name in unread:
                 tiles[position][...] = np.nan
         yield case_params, tiles
+
+
+# -- the indexed rules of nntile_kernels/rules_indexed.py (INDEXED) -------------------
+# (name, tile shape, a partner's or mask's leading dims, keywords) of the dispatch tests
+INDEXED_CASES = [
+    ("mask_causal", (6, 4, 3, 2), 0, {"val": -np.inf, "key_offset": 3, "query_offset": 5}),
+    ("mask_causal", (5, 7), 0, {"val": -2.5, "query_offset": -2}),
+    ("mask_scalar", (6, 4, 3, 2), 2, {"val": -np.inf, "batch_ndim": 2}),
+    ("mask_scalar", (5, 7, 3), 1, {"val": 7.0, "batch_ndim": 2}),
+    ("mask_scalar", (5, 7, 3), 3, {"val": -1.0}),
+    ("rope", (6, 4, 3, 2), 2, {}), ("rope", (8, 5), 1, {}),
+    ("rope_backward", (6, 4, 3, 2), 2, {}), ("rope_backward", (8, 5), 1, {}),
+]
+
+
+def indexed_arrays(name, shape, lead, dtype, rng):
+    """A call's arrays, F-ordered: a bool mask of the tile's `lead` leading dims, rope's
+    sin and cos of its pairs' (head_dim/2, then the next lead - 1 dims); an output the
+    rule does not read NaN."""
+    def tile(dims):
+        return np.asfortranarray(rng.standard_normal(dims).astype(dtype))
+    out = tile(shape)
+    if not INDEXED[name].accumulate:
+        out[...] = np.nan
+    if name == "mask_scalar":
+        return [np.asfortranarray(rng.random(shape[:lead]) < 0.5), tile(shape), out]
+    if name == "mask_causal":
+        return [tile(shape), out]
+    table = (shape[0] // 2, *shape[1:lead])
+    return [tile(table), tile(table), tile(shape), out]
 
 
 # -- NumPy references of the kernels (float64) ---------------------------------------

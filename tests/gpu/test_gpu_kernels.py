@@ -5,20 +5,23 @@ a CUDA device; `pytest -m gpu` selects it). The whole case table of every kernel
 cuda, fp64/fp32/fp16, forward and backward, runs in tests/kernels/test_kernels_table.py
 (its `cuda` backend, also gpu-marked); this module checks what only CUDA has: the
 ElementwiseKernels that cuda.py compiles from the rules of nntile_kernels/rules.py and from the
-broadcast rules of rules_broadcast.py. Importing it needs no CuPy.
+broadcast and indexed rules (rules_broadcast.py, rules_indexed.py). Importing it needs no
+CuPy.
 """
 
 import inspect
 
 import numpy as np
 import pytest
-from helpers import (BROADCAST_PARAMS, LOOPED_RULES, RULE_PARAMS, UPDATE_PARAMS, broadcast_arrays,
-                     broadcast_cases, broadcast_param_cases, kernel_keywords)
+from helpers import (BROADCAST_PARAMS, INDEXED_CASES, LOOPED_RULES, RULE_PARAMS, UPDATE_PARAMS,
+                     broadcast_arrays, broadcast_cases, broadcast_param_cases, indexed_arrays,
+                     kernel_keywords)
 
 import nntile_kernels
 from nntile_kernels import reference
 from nntile_kernels.rules import ELEMENTWISE, UPDATES
 from nntile_kernels.rules_broadcast import BROADCAST
+from nntile_kernels.rules_indexed import INDEXED
 
 pytestmark = pytest.mark.gpu
 
@@ -125,10 +128,10 @@ def test_compiled_update_matches_reference(cuda, name, dtype, monkeypatch):
 
 
 def _no_fallback(*arrays, **keywords):
-    raise AssertionError("the compiled broadcast kernel did not take these tiles")
+    raise AssertionError("the compiled kernel did not take these tiles")
 
 
-def _broadcast_on_device(cupy, entry, name, tiles, out_is, keywords):
+def _on_device(cupy, entry, name, tiles, out_is, keywords):
     """`entry` on device copies of `tiles` (the output the copy of input `out_is` where
     given: in place) and the reference on host copies (16-bit: in fp32); both outputs."""
     wide = [a.astype(np.float32) if a.dtype == np.float16 else a for a in tiles]
@@ -158,11 +161,31 @@ def test_compiled_broadcast_matches_reference(cuda, name, axis, batch_ndim, dtyp
     rtol, atol = TOLERANCE[dtype]
     for params, tiles in broadcast_param_cases(name, arrays):
         keywords = kernel_keywords(broadcast.shape, axis, batch_ndim, params)
-        got, expected = _broadcast_on_device(cupy, entry, name, tiles, None, keywords)
+        got, expected = _on_device(cupy, entry, name, tiles, None, keywords)
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, err_msg=str(params))
     keywords = kernel_keywords(broadcast.shape, axis, batch_ndim, BROADCAST_PARAMS.get(name, {}))
     for position, input_name in enumerate(broadcast.rule.inputs):
         if input_name not in broadcast.partners:
-            got, expected = _broadcast_on_device(cupy, entry, name, arrays, position, keywords)
+            got, expected = _on_device(cupy, entry, name, arrays, position, keywords)
             np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol,
                                        err_msg=f"in place of {input_name}")
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["", "in_place"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+@pytest.mark.parametrize("name, shape, lead, keywords", INDEXED_CASES)
+def test_compiled_indexed_matches_reference(cuda, name, shape, lead, keywords, dtype, in_place,
+                                            monkeypatch):
+    """A mask's or rope's table entry on its compiled kernel (fp16 through the fp32 one),
+    dispatched though held back (AWAITING_GPU_CHECK) and its fallback made to fail:
+    Fortran tiles, masks over one to three leading dims, offsets; in place, the output
+    the last input (y = x, dst = src, dx += ... of dy). The masks select: bitwise."""
+    cupy, table = cuda
+    entry = table[name]
+    monkeypatch.setattr(entry, "dispatch", True)
+    monkeypatch.setattr(entry, "fallback", _no_fallback)
+    tiles = indexed_arrays(name, shape, lead, np.dtype(dtype), np.random.default_rng(lead))
+    got, expected = _on_device(cupy, entry, name, tiles,
+                                         len(tiles) - 2 if in_place else None, keywords)
+    rtol, atol = TOLERANCE[dtype] if INDEXED[name].paired else (0.0, 0.0)
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)

@@ -11,6 +11,7 @@ import inspect
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import INDEXED_CASES, indexed_arrays
 from host_cpp import host_library as compile_host_library
 from host_rules import host_source, indexed_function, indexed_kernel
 
@@ -22,18 +23,6 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 # the masks select (bitwise); rope those of test_indexed_rules.py, a 16-bit tile two of
 # its ulps (the fp32 results of C++ and NumPy may round either way)
 TOLERANCE = {"float64": 1e-13, "float32": 2e-6, "float16": 2.0 ** -9, "bfloat16": 2.0 ** -6}
-# (name, tile shape, a partner's or mask's leading dims, keywords)
-CASES = [
-    ("mask_causal", (6, 4, 3, 2), 0, {"val": -np.inf, "key_offset": 3, "query_offset": 5}),
-    ("mask_causal", (5, 7), 0, {"val": -2.5, "query_offset": -2}),
-    ("mask_scalar", (6, 4, 3, 2), 2, {"val": -np.inf, "batch_ndim": 2}),
-    ("mask_scalar", (5, 7, 3), 1, {"val": 7.0, "batch_ndim": 2}),
-    ("mask_scalar", (5, 7, 3), 3, {"val": -1.0}),
-    ("rope", (6, 4, 3, 2), 2, {}), ("rope", (8, 5), 1, {}),
-    ("rope_backward", (6, 4, 3, 2), 2, {}), ("rope_backward", (8, 5), 1, {}),
-]
-
-
 @pytest.fixture(scope="module")
 def host_library(tmp_path_factory):
     return compile_host_library(tmp_path_factory.mktemp("compiled_indexed"),
@@ -55,24 +44,6 @@ def entry(host_library, name, fallback=None, dispatch=True):
                            dispatch=dispatch), calls
 
 
-def indexed_arrays(name, shape, lead, dtype, rng):
-    """A call's arrays, F-ordered: a bool mask of the tile's `lead` leading dims, rope's
-    sin and cos of its pairs' (head_dim/2, then the next lead - 1 dims); an output the
-    rule does not read NaN."""
-    def tile(dims):
-        return np.asfortranarray(rng.standard_normal(dims).astype(dtype))
-    indexed = INDEXED[name]
-    out = tile(shape)
-    if not indexed.accumulate:
-        out[...] = np.nan
-    if name == "mask_scalar":
-        return [np.asfortranarray(rng.random(shape[:lead]) < 0.5), tile(shape), out]
-    if name == "mask_causal":
-        return [tile(shape), out]
-    table = (shape[0] // 2, *shape[1:lead])
-    return [tile(table), tile(table), tile(shape), out]
-
-
 def run_both(kernel, name, arrays, in_place, keywords):
     """`kernel` and the reference (16-bit tiles: in fp32) on copies of `arrays`, the output
     the copy of the last input where `in_place`; both outputs in float64."""
@@ -89,7 +60,7 @@ def run_both(kernel, name, arrays, in_place, keywords):
 
 @pytest.mark.parametrize("in_place", [False, True], ids=["", "in_place"])
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16", BF16.name])
-@pytest.mark.parametrize("name, shape, lead, keywords", CASES)
+@pytest.mark.parametrize("name, shape, lead, keywords", INDEXED_CASES)
 def test_dispatched_kernel_equals_the_reference(host_library, name, shape, lead, keywords,
                                                 dtype, in_place):
     kernel, calls = entry(host_library, name)
@@ -102,7 +73,7 @@ def test_dispatched_kernel_equals_the_reference(host_library, name, shape, lead,
 
 def _fallback_cases(name):
     """(why, arrays, keywords) of calls the compiled kernel must not take."""
-    _, shape, lead, keywords = next(case for case in CASES if case[0] == name)
+    _, shape, lead, keywords = next(case for case in INDEXED_CASES if case[0] == name)
     tiles = indexed_arrays(name, shape, lead, np.float32, np.random.default_rng(0))
     floats = [i for i, a in enumerate(tiles) if a.dtype != bool]
     cases = [("mixed dtypes", [a.astype(np.float64) if i == floats[0] else a

@@ -20,6 +20,7 @@ from nntile_kernels.compiled_rules import AWAITING_GPU_CHECK, CompiledRule, Comp
 from nntile_kernels.layout import c_order_views
 from nntile_kernels.rules import ELEMENTWISE, UPDATES, ArrayRule, ArrayUpdate, rule_namespace
 from nntile_kernels.rules_broadcast import BROADCAST
+from nntile_kernels.rules_indexed import INDEXED
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 NAMESPACE = rule_namespace(np, scipy.special)
@@ -188,5 +189,6 @@ def test_a_kernel_held_back_is_compiled_but_its_entry_takes_the_fallback():
     assert not updates.calls and len(held) == 1
 
 
-def test_kernels_awaiting_a_gpu_check_are_rules_updates_or_broadcast_rules():
-    assert AWAITING_GPU_CHECK <= set(ELEMENTWISE) | set(UPDATES) | set(BROADCAST)
+def test_kernels_awaiting_a_gpu_check_are_compiled_rules():
+    """Rules, updates, broadcast or indexed rules (the entries cuda.py compiles)."""
+    assert AWAITING_GPU_CHECK <= set(ELEMENTWISE) | set(UPDATES) | set(BROADCAST) | set(INDEXED)
