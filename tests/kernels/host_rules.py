@@ -1,7 +1,8 @@
 """The broadcast and indexed rules' CUDA text (nntile_kernels/rules_cuda_broadcast.py,
 rules_cuda_indexed.py) built for the host, each kernel called as CuPy calls an
 ElementwiseKernel: what test_broadcast_rules_cpp.py and test_indexed_rules.py compare
-with NumPy and test_compiled_broadcast.py's dispatchers run, in place of a GPU."""
+with NumPy and the dispatch tests (test_compiled_broadcast.py, test_compiled_indexed.py)
+run, in place of a GPU."""
 
 import ctypes
 
@@ -115,3 +116,20 @@ def indexed_kernel(library, name, dtype, calls=None):
     scalars = ([int] * len(index_sizes(indexed)) + [float] * len(indexed.params)
                + [int] * len(indexed.offsets))
     return HostKernel(getattr(library, f"{name}_{dtype}"), dtype, arrays, scalars, calls)
+
+
+def host_entry(entry_class, rules, host_kernel, library, name, fallback=None, dispatch=True):
+    """(`entry_class` (CompiledBroadcast, CompiledIndexed) of `rules[name]` whose stand-in
+    compiler gives the host kernel `host_kernel(library, name, dtype, calls)`, NumPy its
+    array module; the kernels' recorded `calls`). Without a `fallback`, taking it fails."""
+    calls = []
+
+    def compiler(rule, dtype):
+        assert rule is rules[name]     # the host library is built from the registry
+        return host_kernel(library, name, dtype, calls)
+
+    def no_fallback(*arrays, **keywords):
+        raise AssertionError(f"{name} took the fallback")
+
+    return entry_class(name, rules[name], fallback or no_fallback, compiler, np,
+                       dispatch=dispatch), calls

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from helpers import (BROADCAST_PARAMS, broadcast_arrays, broadcast_cases, broadcast_param_cases,
                      kernel_keywords, partner_of)
-from host_rules import broadcast_function, broadcast_kernel, host_source
+from host_rules import broadcast_function, broadcast_kernel, host_entry, host_source
 from host_cpp import host_library as compile_host_library
 
 from nntile_kernels import reference
@@ -40,17 +40,8 @@ def host_library(tmp_path_factory):
 
 def entry(host_library, name, fallback=None, dispatch=True):
     """(CompiledBroadcast of `name` on the host kernels, the kernels' recorded calls)."""
-    calls = []
-
-    def compiler(broadcast, dtype):
-        assert broadcast is BROADCAST[name]     # the host library is built from BROADCAST
-        return broadcast_kernel(host_library, name, dtype, calls)
-
-    def no_fallback(*arrays, **keywords):
-        raise AssertionError(f"{name} took the fallback")
-
-    return CompiledBroadcast(name, BROADCAST[name], fallback or no_fallback, compiler, np,
-                             dispatch=dispatch), calls
+    return host_entry(CompiledBroadcast, BROADCAST, broadcast_kernel, host_library, name,
+                      fallback, dispatch)
 
 
 def run_both(kernel, name, arrays, out_is, keywords):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from helpers import INDEXED_CASES, indexed_arrays
 from host_cpp import host_library as compile_host_library
-from host_rules import host_source, indexed_function, indexed_kernel
+from host_rules import host_entry, host_source, indexed_function, indexed_kernel
 
 from nntile_kernels import reference
 from nntile_kernels.compiled_indexed import CompiledIndexed
@@ -31,17 +31,8 @@ def host_library(tmp_path_factory):
 
 def entry(host_library, name, fallback=None, dispatch=True):
     """(CompiledIndexed of `name` on the host kernels, the kernels' recorded calls)."""
-    calls = []
-
-    def compiler(indexed, dtype):
-        assert indexed is INDEXED[name]     # the host library is built from INDEXED
-        return indexed_kernel(host_library, name, dtype, calls)
-
-    def no_fallback(*arrays, **keywords):
-        raise AssertionError(f"{name} took the fallback")
-
-    return CompiledIndexed(name, INDEXED[name], fallback or no_fallback, compiler, np,
-                           dispatch=dispatch), calls
+    return host_entry(CompiledIndexed, INDEXED, indexed_kernel, host_library, name,
+                      fallback, dispatch)
 
 
 def run_both(kernel, name, arrays, in_place, keywords):
