@@ -8,6 +8,7 @@ import ctypes
 
 import numpy as np
 
+from nntile_kernels import reference
 from nntile_kernels.rules_broadcast import BROADCAST
 from nntile_kernels.rules_cuda import C_TYPES, CUDA_PREAMBLE
 from nntile_kernels.rules_cuda_broadcast import INDEX_SIZES, cuda_broadcast_source
@@ -133,3 +134,32 @@ def host_entry(entry_class, rules, host_kernel, library, name, fallback=None, di
 
     return entry_class(name, rules[name], fallback or no_fallback, compiler, np,
                        dispatch=dispatch), calls
+
+
+def run_both(kernel, name, arrays, out_is, keywords):
+    """`kernel` and the reference (16-bit tiles: on fp32 copies) on copies of `arrays`,
+    the output the copy of input `out_is` where given (in place); both outputs rounded
+    to the tiles' dtype, in float64."""
+    results = []
+    for table, wide in ((kernel, False), (reference.KERNELS[name], True)):
+        copies = [a.astype(np.float32) if wide and a.dtype.itemsize == 2 else a.copy(order="F")
+                  for a in arrays]
+        if out_is is not None:
+            copies[-1] = copies[out_is]
+        table(*copies, **keywords)
+        results.append(copies[-1].astype(arrays[-1].dtype).astype(np.float64))
+    return results
+
+
+def assert_fallback_takes(library, entry, name, cases):
+    """Each (why, arrays, keywords) of `cases` reaches `entry(library, name, fallback)`'s
+    fallback as it came (the same arrays, the same keywords), and no kernel."""
+    taken = []
+    kernel, calls = entry(library, name, lambda *a, **k: taken.append((a, k)))
+    for why, arrays, keywords in cases:
+        kernel(*arrays, **keywords)
+        assert not calls, why
+        (got_arrays, got_keywords), = taken
+        assert all(a is b for a, b in zip(got_arrays, arrays, strict=True)), why
+        assert got_keywords == keywords, why
+        taken.clear()

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 from helpers import (BROADCAST_PARAMS, broadcast_arrays, broadcast_cases, broadcast_param_cases,
                      kernel_keywords, partner_of)
-from host_rules import broadcast_function, broadcast_kernel, host_entry, host_source
+from host_rules import (assert_fallback_takes, broadcast_function, broadcast_kernel, host_entry,
+                        host_source, run_both)
 from host_cpp import host_library as compile_host_library
 
 from nntile_kernels import reference
@@ -44,21 +45,6 @@ def entry(host_library, name, fallback=None, dispatch=True):
                       fallback, dispatch)
 
 
-def run_both(kernel, name, arrays, out_is, keywords):
-    """`kernel` and the reference on copies of `arrays` (the output the copy of input
-    `out_is` where given: in place); 16-bit tiles against the reference in fp32,
-    rounded. Both outputs."""
-    wide = [a.astype(np.float32) if a.dtype.itemsize == 2 else a for a in arrays]
-    results = []
-    for table, tiles in ((kernel, arrays), (reference.KERNELS[name], wide)):
-        copies = [a.copy(order="F") for a in tiles]
-        if out_is is not None:
-            copies[-1] = copies[out_is]
-        table(*copies, **keywords)
-        results.append(copies[-1].astype(arrays[-1].dtype))
-    return results
-
-
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16", BF16.name])
 @pytest.mark.parametrize("name, axis, batch_ndim", broadcast_cases(SHAPE))
 def test_dispatched_kernel_equals_the_reference(host_library, name, axis, batch_ndim, dtype):
@@ -70,9 +56,8 @@ def test_dispatched_kernel_equals_the_reference(host_library, name, axis, batch_
         got, expected = run_both(kernel, name, tiles, None,
                                  kernel_keywords(BROADCAST[name].shape, axis, batch_ndim, params))
         assert calls.pop() == (kernel_dtype, False) and not calls
-        assert not np.isnan(expected.astype(np.float64)).any()
-        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
-                                   rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype],
+        assert not np.isnan(expected).any()
+        np.testing.assert_allclose(got, expected, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype],
                                    err_msg=f"{name} {params}")
 
 
@@ -93,8 +78,7 @@ def test_the_output_in_place_of_a_full_input(host_library, name, dtype):
                      if a not in broadcast.partners]:
         got, expected = run_both(kernel, name, arrays, position, keywords)
         assert calls.pop() == ("float64" if dtype == "float64" else "float32", True)
-        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
-                                   rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
+        np.testing.assert_allclose(got, expected, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
 
 
 def _off_axis(name, shape, axis, batch_ndim):
@@ -129,18 +113,10 @@ def _fallback_cases(name):
 
 @pytest.mark.parametrize("name", sorted(BROADCAST))
 def test_what_the_kernel_does_not_describe_takes_the_fallback(host_library, name):
-    """The fallback gets the call as it came (the same arrays, the same keywords)."""
-    taken = []
-    kernel, calls = entry(host_library, name, lambda *a, **k: taken.append((a, k)))
-    for why, arrays, axis, batch_ndim in _fallback_cases(name):
-        keywords = kernel_keywords(BROADCAST[name].shape, axis, batch_ndim,
-                                   BROADCAST_PARAMS.get(name, {}))
-        kernel(*arrays, **keywords)
-        assert not calls, why
-        (got_arrays, got_keywords), = taken
-        assert all(a is b for a, b in zip(got_arrays, arrays, strict=True)), why
-        assert got_keywords == keywords, why
-        taken.clear()
+    assert_fallback_takes(host_library, entry, name, [
+        (why, arrays, kernel_keywords(BROADCAST[name].shape, axis, batch_ndim,
+                                      BROADCAST_PARAMS.get(name, {})))
+        for why, arrays, axis, batch_ndim in _fallback_cases(name)])
 
 
 def test_a_kernel_held_back_is_compiled_but_its_entry_takes_the_fallback(host_library):

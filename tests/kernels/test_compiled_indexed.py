@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from helpers import INDEXED_CASES, indexed_arrays
 from host_cpp import host_library as compile_host_library
-from host_rules import host_entry, host_source, indexed_function, indexed_kernel
+from host_rules import (assert_fallback_takes, host_entry, host_source, indexed_function,
+                        indexed_kernel, run_both)
 
 from nntile_kernels import reference
 from nntile_kernels.compiled_indexed import CompiledIndexed
@@ -23,6 +24,8 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 # the masks select (bitwise); rope those of test_indexed_rules.py, a 16-bit tile two of
 # its ulps (the fp32 results of C++ and NumPy may round either way)
 TOLERANCE = {"float64": 1e-13, "float32": 2e-6, "float16": 2.0 ** -9, "bfloat16": 2.0 ** -6}
+
+
 @pytest.fixture(scope="module")
 def host_library(tmp_path_factory):
     return compile_host_library(tmp_path_factory.mktemp("compiled_indexed"),
@@ -35,20 +38,6 @@ def entry(host_library, name, fallback=None, dispatch=True):
                       fallback, dispatch)
 
 
-def run_both(kernel, name, arrays, in_place, keywords):
-    """`kernel` and the reference (16-bit tiles: in fp32) on copies of `arrays`, the output
-    the copy of the last input where `in_place`; both outputs in float64."""
-    results = []
-    for table, wide in ((kernel, False), (reference.KERNELS[name], True)):
-        copies = [a.astype(np.float32) if wide and a.dtype.itemsize == 2 else a.copy(order="F")
-                  for a in arrays]
-        if in_place:
-            copies[-1] = copies[-2]
-        table(*copies, **keywords)
-        results.append(copies[-1].astype(arrays[-1].dtype).astype(np.float64))
-    return results
-
-
 @pytest.mark.parametrize("in_place", [False, True], ids=["", "in_place"])
 @pytest.mark.parametrize("dtype", ["float64", "float32", "float16", BF16.name])
 @pytest.mark.parametrize("name, shape, lead, keywords", INDEXED_CASES)
@@ -56,7 +45,8 @@ def test_dispatched_kernel_equals_the_reference(host_library, name, shape, lead,
                                                 dtype, in_place):
     kernel, calls = entry(host_library, name)
     arrays = indexed_arrays(name, shape, lead, np.dtype(dtype), np.random.default_rng(lead))
-    got, expected = run_both(kernel, name, arrays, in_place, keywords)
+    got, expected = run_both(kernel, name, arrays, len(arrays) - 2 if in_place else None,
+                             keywords)
     assert calls == [("float64" if dtype == "float64" else "float32", in_place)]
     tolerance = TOLERANCE[dtype] if INDEXED[name].paired else 0.0
     np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance)
@@ -92,16 +82,7 @@ def _fallback_cases(name):
 
 @pytest.mark.parametrize("name", sorted(INDEXED))
 def test_what_the_kernel_does_not_describe_takes_the_fallback(host_library, name):
-    """The fallback gets the call as it came (the same arrays, the same keywords)."""
-    taken = []
-    kernel, calls = entry(host_library, name, lambda *a, **k: taken.append((a, k)))
-    for why, arrays, keywords in _fallback_cases(name):
-        kernel(*arrays, **keywords)
-        assert not calls, why
-        (got_arrays, got_keywords), = taken
-        assert all(a is b for a, b in zip(got_arrays, arrays, strict=True)), why
-        assert got_keywords == keywords, why
-        taken.clear()
+    assert_fallback_takes(host_library, entry, name, _fallback_cases(name))
 
 
 def test_a_kernel_held_back_is_compiled_but_its_entry_takes_the_fallback(host_library):
