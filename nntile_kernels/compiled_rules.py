@@ -1,5 +1,5 @@
-"""A rule of rules.py compiled for a GPU: one kernel per float dtype, 16-bit tiles through
-the fp32 kernel; an optimizer update compiled the same way, for fp32 and fp64 tiles.
+"""An elementwise rule (formulas/) compiled for a GPU: one kernel per float dtype, 16-bit
+tiles through the fp32 kernel; an optimizer update compiled the same way, for fp32 and fp64 tiles.
 
 fp32 and fp64 tiles run the rule's kernel compiled for their dtype. bf16 and fp16 tiles
 run the fp32 kernel on fp32 copies, rounded to the tile's dtype on store (widen.py), the
@@ -23,12 +23,22 @@ from .rules import given_params, rule_signature
 from .rules_cuda import C_TYPES
 from .widen import HALF, widened
 
-# Rules and updates whose kernel text was compiled and checked on the host only (tests/
-# kernels build the C++ with the host compiler): their cuda table entries take the array
-# expressions until a run of scripts/gpu-check on a GPU passes their compiled kernels
+# Rules, updates, broadcast and indexed rules (compiled_broadcast.py, compiled_indexed.py)
+# whose kernel text was compiled and checked on the host only (tests/kernels build the
+# C++ with the host compiler): their cuda table entries take the kernels they had before
+# (the array expressions; for some broadcast and indexed rules cuda.py's one-launch
+# kernels) until a run of scripts/gpu-check on a GPU passes their compiled kernels
 # (tests/gpu runs those whatever this says); then they leave this set.
-AWAITING_GPU_CHECK = frozenset({"pow", "pow_backward", "add_scalar", "sgd_step",
-                                "logsumexp_merge"})
+AWAITING_GPU_CHECK = frozenset({
+    "pow", "pow_backward", "add_scalar", "sgd_step", "logsumexp_merge",
+    # the broadcast rules (rules_broadcast.BROADCAST)
+    "add_slice", "multiply_slice", "sumprod_slice_backward", "logsumexp_backward",
+    "softmax_from_logsumexp", "softmax_from_logsumexp_backward", "add_fiber",
+    "multiply_fiber", "sumprod_fiber_backward", "scale_slice", "sum_backward",
+    "mse_backward", "scale_fiber", "norm_fiber_backward", "norm_slice_backward",
+    "extremum_backward",
+    # the indexed rules (rules_indexed.INDEXED, compiled_indexed.py)
+    "mask_scalar", "mask_causal", "rope", "rope_backward"})
 
 
 class CompiledRule:

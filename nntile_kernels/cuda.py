@@ -2,10 +2,14 @@
 cuBLAS on the tiles in place where it can (cuda_blas.py), one launch where array
 expressions would make several (cuda_fused.py: the output store, SGD/Adam/AdamW, zeroing;
 cuda_attention.py: the causal mask, the softmax from a logsumexp and its backward),
-and the elementwise rules (rules.py: activations, add, sub, multiply, div, scale,
+and the elementwise rules (formulas/: activations, add, sub, multiply, div, scale,
 hypot, maximum, minimum, pow, add_scalar) compiled into CuPy ElementwiseKernels (compiled_rules.py:
 fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one; those no GPU check has run
-yet, compiled_rules.AWAITING_GPU_CHECK, take the array expressions meanwhile).
+yet, compiled_rules.AWAITING_GPU_CHECK, take the array expressions meanwhile), and so
+are the broadcast rules (formulas/: add_slice, softmax_from_logsumexp, ...;
+compiled_broadcast.py) and the indexed ones (formulas/: the masks, rope;
+compiled_indexed.py), all of which await a GPU check: their entries take the kernels
+above meanwhile.
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
 here synchronizes the stream but the embedding id check (generic_embedding.py) and the
@@ -27,15 +31,19 @@ except ImportError as error:  # only this backend needs CuPy
 
 from . import cuda_attention, cuda_blas, cuda_fused, generic, generic_slice
 from .generic_common import FUSED_STORES
+from .compiled_broadcast import CompiledBroadcast
+from .compiled_indexed import CompiledIndexed
 from .compiled_rules import AWAITING_GPU_CHECK, CompiledRule
-from .formulas import ELEMENTWISE
+from .formulas import BROADCAST, ELEMENTWISE, INDEXED
 from .rules_cuda import CUDA_PREAMBLE, cuda_source
+from .rules_cuda_broadcast import cuda_broadcast_source
+from .rules_cuda_indexed import cuda_indexed_source
 
 
-def elementwise_compiler(name):
+def elementwise_compiler(name, source=cuda_source):
     """rule, dtype name -> a CuPy ElementwiseKernel running the rule in one pass over a
-    tile (array expressions make one pass per operator)."""
-    return lambda rule, dtype: cp.ElementwiseKernel(*cuda_source(rule, dtype),
+    tile (array expressions make one pass per operator); `source` writes its C++."""
+    return lambda rule, dtype: cp.ElementwiseKernel(*source(rule, dtype),
                                                     name=f"nntile_{name}_{dtype}",
                                                     preamble=CUDA_PREAMBLE)
 
@@ -55,8 +63,8 @@ KERNELS = generic.table(cp, cupyx.scipy.special)
 KERNELS.update(gemm=gemm, sgd_step=cuda_fused.sgd_step, adam_step=cuda_fused.adam_step,
                adamw_step=cuda_fused.adamw_step, clear=cuda_fused.clear)
 KERNELS.update(cuda_attention.with_fallback(KERNELS))
-# add_slice and add_fiber stay the fused store's one launch until a GPU session measures
-# the broadcast rules' compiled kernels (rules_cuda_broadcast.py) against it
+# add_slice and add_fiber as the fused store's one launch: their compiled broadcast
+# kernels' fallback (below)
 KERNELS["add_slice"] = functools.partial(generic_slice.add_slice, cp)
 KERNELS["add_fiber"] = functools.partial(generic.add_fiber, cp)
 FUSED_STORES[cp.ndarray] = cuda_fused.store
@@ -65,3 +73,10 @@ FUSED_STORES[cp.ndarray] = cuda_fused.store
 KERNELS.update({name: CompiledRule(name, rule, KERNELS[name], elementwise_compiler(name), cp,
                                    dispatch=name not in AWAITING_GPU_CHECK)
                 for name, rule in ELEMENTWISE.items() if rule.reads_tiles()})
+# the broadcast and indexed rules' compiled kernels, over the entries above (the fallback
+# while a name awaits a GPU check, and for the tiles the kernel does not take)
+for _entry, _rules, _source in ((CompiledBroadcast, BROADCAST, cuda_broadcast_source),
+                                (CompiledIndexed, INDEXED, cuda_indexed_source)):
+    KERNELS.update({name: _entry(name, rule, KERNELS[name], elementwise_compiler(name, _source),
+                                 cp, dispatch=name not in AWAITING_GPU_CHECK)
+                    for name, rule in _rules.items()})

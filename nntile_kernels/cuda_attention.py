@@ -9,8 +9,10 @@ broadcast partner at i % inner + inner * (i / (inner * length)). The generic
 kernels build index arrays, a mask and a temporary per operator instead. Tiles that
 are not fp32/fp64, not Fortran-contiguous or of mixed dtypes go to the generic
 kernels, whose numerics these follow. The causal mask's operation is the C++ that
-rules_cuda_indexed.py writes from mask_causal's rule (rules_indexed.py), spelled by hand
-until a GPU session dispatches that text instead.
+rules_cuda_indexed.py writes from mask_causal's rule (formulas/attention.py), spelled by hand.
+All three are the fallback of the rules' compiled kernels (compiled_broadcast.py,
+compiled_indexed.py: the same formulas, from their text) only while those await a GPU
+check; then this module goes.
 
 Arrays only: imports CuPy, never nntile_spmd or mpi4py.
 """

@@ -1,4 +1,4 @@
-"""The rules of rules.py as C++: the operations of CuPy ElementwiseKernels (cuda.py,
+"""The elementwise rules (formulas/) as C++: the operations of CuPy ElementwiseKernels (cuda.py,
 cuda_fused.py compile them), one per rule and float dtype.
 
 Pure Python, imports nothing heavy. tests/kernels/test_kernels_rules.py compiles this

@@ -1,4 +1,4 @@
-"""The broadcast rules of rules_broadcast.py as C++: the operation of a CuPy
+"""The broadcast rules (formulas/) as C++: the operation of a CuPy
 ElementwiseKernel over a tile's elements in memory order, one per rule and float dtype.
 
 The full tiles are the kernel's elementwise operands (1-d views in memory order, as
@@ -8,11 +8,13 @@ length)); of a fiber, (i / inner) % length + length * (i / (inner * length * out
 inner the product of the dims before `axis`, length its size, outer the product of the
 dims after it up to the batch dims (layout.fiber_folds' m, n, k); a 0-d partner's, 0.
 
-Not dispatched yet: cuda.py runs these ops as CuPy array expressions (add_slice the
-fused store, the softmax from a logsumexp and its backward cuda_attention.py's
-kernels, whose index arithmetic this is). tests/kernels/test_broadcast_rules_cpp.py
-compiles this C++ for the host and compares it with the NumPy evaluation of the same
-text. Pure Python, imports nothing heavy.
+cuda.py compiles it into each op's table entry (compiled_broadcast.CompiledBroadcast),
+held back until a GPU check has run it (compiled_rules.AWAITING_GPU_CHECK): meanwhile
+the entries take CuPy array expressions (add_slice the fused store, the softmax from a
+logsumexp and its backward cuda_attention.py's kernels, whose index arithmetic this
+is). tests/kernels/test_broadcast_rules_cpp.py compiles this C++ for the host and
+compares it with the NumPy evaluation of the same text, and
+test_compiled_broadcast.py dispatches to that build. Pure Python, imports nothing heavy.
 """
 
 from .rules_cuda import C_TYPES, _cpp_chosen, _cpp_typed

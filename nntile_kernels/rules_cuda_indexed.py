@@ -1,4 +1,4 @@
-"""The indexed rules of rules_indexed.py as C++: the operation of a CuPy ElementwiseKernel,
+"""The indexed rules (formulas/) as C++: the operation of a CuPy ElementwiseKernel,
 one per rule and float dtype.
 
 Unpaired, the kernel runs over a tile's elements in memory order (1-d views, as
@@ -8,11 +8,13 @@ elements is read at i % lead. Paired, it runs over the pairs: every array is raw
 i is (x[2 i], x[2 i + 1]), and its partners' entry is i % lead. A case is C++'s ?:, so
 only the chosen value is read.
 
-Not dispatched yet: cuda.py runs these rules as CuPy array expressions, and its causal
-mask is cuda_attention.py's kernel, whose operation the text of mask_causal here is
-(the same index arithmetic and condition). tests/kernels/test_indexed_rules.py
-compiles this C++ for the host and compares it with the NumPy evaluation of the same
-text. Pure Python, imports nothing heavy.
+cuda.py compiles it into each rule's table entry (compiled_indexed.CompiledIndexed),
+held back until a GPU check has run it (compiled_rules.AWAITING_GPU_CHECK): meanwhile
+the entries run CuPy array expressions, the causal mask cuda_attention.py's kernel,
+whose operation the text of mask_causal here is (the same index arithmetic and
+condition). tests/kernels/test_indexed_rules.py compiles this C++ for the host and
+compares it with the NumPy evaluation of the same text, and test_compiled_indexed.py
+dispatches to that build. Pure Python, imports nothing heavy.
 """
 
 from .rules_cuda import C_TYPES, _cpp_typed, typed_literals

@@ -16,7 +16,8 @@ import pytest
 from scipy.special import erf
 
 import nntile_spmd as nt
-from nntile_kernels.formulas import ELEMENTWISE
+from nntile_kernels.formulas import BROADCAST, ELEMENTWISE, INDEXED
+from nntile_kernels.rules import names_in
 from nntile_spmd.runtime.executor import wait_with_deadline
 from nntile_spmd.runtime.stats import mismatches
 from nntile_spmd.runtime.timeouts import resolve_timeout
@@ -42,18 +43,115 @@ UPDATE_PARAMS = {"adam_step": [_ADAM], "adamw_step": [_ADAM],
 # the rules compiled into loops and kernels (clear and fill, reading no tile, are fills)
 LOOPED_RULES = sorted(name for name, rule in ELEMENTWISE.items() if rule.reads_tiles())
 
+# -- the broadcast rules of nntile_kernels/rules_broadcast.py --------------------------
+# the params the broadcast rule tests call a rule with (the others take none)
+BROADCAST_PARAMS = {
+    "add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha": 0.5},
+    "sumprod_slice_backward": {"alpha": 2.0}, "scale_fiber": {"alpha": -3.0},
+    "norm_fiber_backward": {"alpha": 1.5}, "add_fiber": {"alpha": 0.5, "beta": -2.0},
+    "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0},
+    "scale_slice": {"alpha": -2.0}, "sum_backward": {"alpha": 0.5},
+    "norm_slice_backward": {"alpha": -0.5}, "mse_backward": {"alpha": 1.5}}
+
+
+def partner_of(name, shape, axis, batch_ndim):
+    """The shape of a partner of broadcast rule `name` on full tiles of `shape`."""
+    kind = BROADCAST[name].shape
+    if kind == "scalar":
+        return ()
+    if kind == "slice":
+        return shape[:axis] + shape[axis + 1:]
+    return (shape[axis], *shape[len(shape) - batch_ndim:])
+
+
+def broadcast_arrays(name, shape, axis, batch_ndim, dtype, rng):
+    """Full tiles of `shape` and the partners (a slice or a fiber), F-ordered, in the
+    kernel's order; a norm's y has zeros (a fiber of x all 0), the output NaN where the
+    rule does not read it."""
+    broadcast = BROADCAST[name]
+    part = partner_of(name, shape, axis, batch_ndim)
+    arrays = {}
+    for array in (*broadcast.rule.inputs, broadcast.rule.output):
+        size = part if array in broadcast.partners else shape
+        arrays[array] = np.array(rng.standard_normal(size), dtype, order="F")
+    if name.startswith("norm_"):   # a norm is >= 0, and 0 where x is
+        arrays["y"] = np.array(np.abs(arrays["y"]), order="F")
+        arrays["y"].flat[::3] = 0.0
+    if not broadcast.rule.accumulate:
+        arrays[broadcast.rule.output][...] = np.nan
+    return list(arrays.values())
+
+
+def broadcast_cases(shape):
+    """(name, axis, batch_ndim) of every broadcast rule on tiles of `shape`: every axis,
+    a fiber with and without one batch dim (a 0-d partner's axis unused: 0)."""
+    return [(name, axis, batch_ndim) for name, broadcast in sorted(BROADCAST.items())
+            for batch_ndim in ((0, 1) if broadcast.shape == "fiber" else (0,))
+            for axis in (range(len(shape) - batch_ndim) if broadcast.shape != "scalar"
+                         else (0,))]
+
+
+def broadcast_param_cases(name, arrays):
+    """(params, copies of `arrays`) to call broadcast rule `name` with: BROADCAST_PARAMS,
+    then each case's params (beta == 0) with the inputs that case leaves unread NaN."""
+    rule, params = BROADCAST[name].rule, BROADCAST_PARAMS.get(name, {})
+    cases = [(params, set())] + [(dict(params, beta=0.0), set(rule.inputs) - names_in(value))
+                                 for _, value in rule.cases]
+    for case_params, unread in cases:
+        tiles = [array.copy(order="F") for array in arrays]
+        for position, input_name in enumerate(rule.inputs):
+            if input_name in unread:
+                tiles[position][...] = np.nan
+        yield case_params, tiles
+
+
+# -- the indexed rules of nntile_kernels/rules_indexed.py (INDEXED) -------------------
+# (name, tile shape, a partner's or mask's leading dims, keywords) of the dispatch tests
+INDEXED_CASES = [
+    ("mask_causal", (6, 4, 3, 2), 0, {"val": -np.inf, "key_offset": 3, "query_offset": 5}),
+    ("mask_causal", (5, 7), 0, {"val": -2.5, "query_offset": -2}),
+    ("mask_scalar", (6, 4, 3, 2), 2, {"val": -np.inf, "batch_ndim": 2}),
+    ("mask_scalar", (5, 7, 3), 1, {"val": 7.0, "batch_ndim": 2}),
+    ("mask_scalar", (5, 7, 3), 3, {"val": -1.0}),
+    ("rope", (6, 4, 3, 2), 2, {}), ("rope", (8, 5), 1, {}),
+    ("rope_backward", (6, 4, 3, 2), 2, {}), ("rope_backward", (8, 5), 1, {}),
+]
+
+
+def indexed_arrays(name, shape, lead, dtype, rng):
+    """A call's arrays, F-ordered: a bool mask of the tile's `lead` leading dims, rope's
+    sin and cos of its pairs' (head_dim/2, then the next lead - 1 dims); an output the
+    rule does not read NaN."""
+    def tile(dims):
+        return np.asfortranarray(rng.standard_normal(dims).astype(dtype))
+    out = tile(shape)
+    if not INDEXED[name].accumulate:
+        out[...] = np.nan
+    if name == "mask_scalar":
+        return [np.asfortranarray(rng.random(shape[:lead]) < 0.5), tile(shape), out]
+    if name == "mask_causal":
+        return [tile(shape), out]
+    table = (shape[0] // 2, *shape[1:lead])
+    return [tile(table), tile(table), tile(shape), out]
+
+
 # -- NumPy references of the kernels (float64) ---------------------------------------
 
 
-def call_on_copies(kernel, shape, arrays, axis, batch_ndim, params):
-    """`kernel` on F-ordered copies of `arrays` with the keywords its `shape` takes (a
-    slice's or fiber's axis, a fiber's batch_ndim; none for a whole tile or a 0-d
-    partner); the output copy."""
+def kernel_keywords(shape, axis, batch_ndim, params):
+    """The keywords a kernel of `shape` takes: a slice's or fiber's axis, a fiber's
+    batch_ndim (none for a whole tile or a 0-d partner), then `params`."""
     keywords = dict(params) if shape in ("whole", "scalar") else dict(params, axis=axis)
     if shape == "fiber":
         keywords["batch_ndim"] = batch_ndim
+    return keywords
+
+
+def call_on_copies(kernel, shape, arrays, axis, batch_ndim, params):
+    """`kernel` on F-ordered copies of `arrays` with the keywords its `shape` takes
+    (kernel_keywords); the output copy."""
     out = [array.copy(order="F") for array in arrays]
-    kernel(*out, **keywords)
+    kernel(*out, **kernel_keywords(shape, axis, batch_ndim, params))
     return out[-1]
 
 

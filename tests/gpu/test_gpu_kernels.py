@@ -4,19 +4,22 @@ Everything here is marked gpu (tests/conftest.py skips it, saying why, without C
 a CUDA device; `pytest -m gpu` selects it). The whole case table of every kernel on
 cuda, fp64/fp32/fp16, forward and backward, runs in tests/kernels/test_kernels_table.py
 (its `cuda` backend, also gpu-marked); this module checks what only CUDA has: the
-ElementwiseKernels that cuda.py compiles from the rules of nntile_kernels/formulas/. Importing
-it needs no CuPy.
+ElementwiseKernels that cuda.py compiles from the rules of nntile_kernels/formulas/ (the
+elementwise rules and updates, the broadcast and the indexed rules). Importing it needs no
+CuPy.
 """
 
 import inspect
 
 import numpy as np
 import pytest
-from helpers import LOOPED_RULES, RULE_PARAMS, UPDATE_PARAMS
+from helpers import (BROADCAST_PARAMS, INDEXED_CASES, LOOPED_RULES, RULE_PARAMS, UPDATE_PARAMS,
+                     broadcast_arrays, broadcast_cases, broadcast_param_cases, indexed_arrays,
+                     kernel_keywords)
 
 import nntile_kernels
 from nntile_kernels import reference
-from nntile_kernels.formulas import ELEMENTWISE, UPDATES
+from nntile_kernels.formulas import BROADCAST, ELEMENTWISE, INDEXED, UPDATES
 
 pytestmark = pytest.mark.gpu
 
@@ -120,3 +123,67 @@ def test_compiled_update_matches_reference(cuda, name, dtype, monkeypatch):
             rtol, atol = TOLERANCE[dtype]
             for got, want in zip(device, host):
                 np.testing.assert_allclose(cupy.asnumpy(got), want, rtol=rtol, atol=atol)
+
+
+def _no_fallback(*arrays, **keywords):
+    raise AssertionError("the compiled kernel did not take these tiles")
+
+
+def _on_device(cupy, entry, name, tiles, out_is, keywords):
+    """`entry` on device copies of `tiles` (the output the copy of input `out_is` where
+    given: in place) and the reference on host copies (16-bit: in fp32); both outputs."""
+    wide = [a.astype(np.float32) if a.dtype == np.float16 else a for a in tiles]
+    device = [cupy.asarray(a, order="F") for a in tiles]
+    host = [a.copy(order="F") for a in wide]
+    if out_is is not None:
+        device[-1], host[-1] = device[out_is], host[out_is]
+    entry(*device, **keywords)
+    reference.KERNELS[name](*host, **keywords)
+    return cupy.asnumpy(device[-1]).astype(np.float64), host[-1].astype(np.float64)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+@pytest.mark.parametrize("name, axis, batch_ndim", broadcast_cases((5, 4, 3, 2)))
+def test_compiled_broadcast_matches_reference(cuda, name, axis, batch_ndim, dtype,
+                                              monkeypatch):
+    """The broadcast rule's table entry on its compiled kernel (fp16 through the fp32 one,
+    rounded on store), dispatched though held back (AWAITING_GPU_CHECK) and its fallback
+    made to fail: Fortran tiles of an uneven shape, each axis, a fiber with and without
+    a batch dim, beta == 0 with NaN where unread; then in place of each full input."""
+    cupy, table = cuda
+    entry, broadcast = table[name], BROADCAST[name]
+    monkeypatch.setattr(entry, "dispatch", True)
+    monkeypatch.setattr(entry, "fallback", _no_fallback)
+    arrays = broadcast_arrays(name, (5, 4, 3, 2), axis, batch_ndim, np.dtype(dtype),
+                              np.random.default_rng(axis))
+    rtol, atol = TOLERANCE[dtype]
+    for params, tiles in broadcast_param_cases(name, arrays):
+        keywords = kernel_keywords(broadcast.shape, axis, batch_ndim, params)
+        got, expected = _on_device(cupy, entry, name, tiles, None, keywords)
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, err_msg=str(params))
+    keywords = kernel_keywords(broadcast.shape, axis, batch_ndim, BROADCAST_PARAMS.get(name, {}))
+    for position, input_name in enumerate(broadcast.rule.inputs):
+        if input_name not in broadcast.partners:
+            got, expected = _on_device(cupy, entry, name, arrays, position, keywords)
+            np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol,
+                                       err_msg=f"in place of {input_name}")
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["", "in_place"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+@pytest.mark.parametrize("name, shape, lead, keywords", INDEXED_CASES)
+def test_compiled_indexed_matches_reference(cuda, name, shape, lead, keywords, dtype, in_place,
+                                            monkeypatch):
+    """A mask's or rope's table entry on its compiled kernel (fp16 through the fp32 one),
+    dispatched though held back (AWAITING_GPU_CHECK) and its fallback made to fail:
+    Fortran tiles, masks over one to three leading dims, offsets; in place, the output
+    the last input (y = x, dst = src, dx += ... of dy). The masks select: bitwise."""
+    cupy, table = cuda
+    entry = table[name]
+    monkeypatch.setattr(entry, "dispatch", True)
+    monkeypatch.setattr(entry, "fallback", _no_fallback)
+    tiles = indexed_arrays(name, shape, lead, np.dtype(dtype), np.random.default_rng(lead))
+    got, expected = _on_device(cupy, entry, name, tiles,
+                                         len(tiles) - 2 if in_place else None, keywords)
+    rtol, atol = TOLERANCE[dtype] if INDEXED[name].paired else (0.0, 0.0)
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)

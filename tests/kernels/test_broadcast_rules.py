@@ -10,19 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import call_on_copies
+from helpers import BROADCAST_PARAMS, broadcast_arrays, call_on_copies
 from nntile_kernels import cpu, reference
 from nntile_kernels.formulas import BROADCAST
 from nntile_kernels.rules_broadcast import ArrayBroadcast
 
 DTYPES = (np.float16, np.float32, np.float64)
 TOLERANCE = {np.float16: 0.0, np.float32: 2e-5, np.float64: 1e-13}  # fp16: the reference
-PARAMS = {"add_slice": {"alpha": -1.5, "beta": 0.5}, "multiply_slice": {"alpha": 0.5},
-          "sumprod_slice_backward": {"alpha": 2.0}, "scale_fiber": {"alpha": -3.0},
-          "norm_fiber_backward": {"alpha": 1.5}, "add_fiber": {"alpha": 0.5, "beta": -2.0},
-          "multiply_fiber": {"alpha": -0.5}, "sumprod_fiber_backward": {"alpha": 3.0},
-          "scale_slice": {"alpha": -2.0}, "sum_backward": {"alpha": 0.5},
-          "norm_slice_backward": {"alpha": -0.5}, "mse_backward": {"alpha": 1.5}}
 
 
 def test_each_op_is_its_rule_in_both_tables():
@@ -56,28 +50,6 @@ def test_signatures_are_the_hand_written_kernels(name, expected):
     assert str(inspect.signature(cpu.KERNELS[name])) == expected
 
 
-def _arrays(name, shape, axis, batch_ndim, dtype, rng):
-    """Full tiles of `shape` and the partners (a slice or a fiber), F-ordered; a norm's y
-    has zeros (a fiber of x all 0), the output NaN where the rule does not read it."""
-    broadcast = BROADCAST[name]
-    if broadcast.shape == "scalar":
-        part = ()
-    elif broadcast.shape == "slice":
-        part = shape[:axis] + shape[axis + 1:]
-    else:
-        part = (shape[axis], *shape[len(shape) - batch_ndim:])
-    arrays = {}
-    for array in (*broadcast.rule.inputs, broadcast.rule.output):
-        size = part if array in broadcast.partners else shape
-        arrays[array] = np.array(rng.standard_normal(size), dtype, order="F")
-    if name.startswith("norm_"):   # a norm is >= 0, and 0 where x is
-        arrays["y"] = np.array(np.abs(arrays["y"]), order="F")
-        arrays["y"].flat[::3] = 0.0
-    if not broadcast.rule.accumulate:
-        arrays[broadcast.rule.output][...] = np.nan
-    return list(arrays.values())
-
-
 def _call(table, name, arrays, axis, batch_ndim, params):
     return call_on_copies(table[name], BROADCAST[name].shape, arrays, axis, batch_ndim, params)
 
@@ -96,8 +68,8 @@ def _cases(draw):
 @given(case=_cases())
 def test_the_loop_computes_what_the_reference_evaluates(case):
     name, shape, axis, batch_ndim, dtype, seed = case
-    arrays = _arrays(name, shape, axis, batch_ndim, dtype, np.random.default_rng(seed))
-    params = PARAMS.get(name, {})
+    arrays = broadcast_arrays(name, shape, axis, batch_ndim, dtype, np.random.default_rng(seed))
+    params = BROADCAST_PARAMS.get(name, {})
     got = _call(cpu.KERNELS, name, arrays, axis, batch_ndim, params)
     expected = _call(reference.KERNELS, name, arrays, axis, batch_ndim, params)
     assert not np.isnan(expected).any(), "no NaN of an unread output in the reference"

@@ -5,7 +5,6 @@ the loop generator turns into a run split gives what the rule says; and the rule
 (rules_cuda_indexed.py), compiled for the host, computes what NumPy does; the losses'
 rules (LOSSES, FROM_LSE) likewise against their loops (cpu_rules_loss.py)."""
 
-import ctypes
 import inspect
 
 import numba
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.special
 from host_cpp import host_library as compile_host_library
+from host_rules import host_source, indexed_function, indexed_kernel
 
 from nntile_kernels import cpu, cpu_rules_indexed, reference
 from nntile_kernels.cpu_common import F16, folded_t
@@ -20,8 +20,8 @@ from nntile_kernels.cpu_fastmath import where
 from nntile_kernels.formulas import FROM_LSE, INDEXED, LOSSES
 from nntile_kernels.generate_cpu_indexed import kernel_source
 from nntile_kernels.rules import rule_namespace
-from nntile_kernels.rules_cuda import C_TYPES, CUDA_PREAMBLE
-from nntile_kernels.rules_cuda_indexed import cuda_indexed_source, index_sizes
+from nntile_kernels.rules_cuda import C_TYPES
+from nntile_kernels.rules_cuda_indexed import index_sizes
 from nntile_kernels.rules_indexed import AfterLogsumexp, ArrayIndexed, Indexed
 
 
@@ -126,39 +126,10 @@ def test_generated_run_split_is_the_condition(condition, in_place):
 # ---------------------------------------------------------------- the C++ on the host
 
 
-def host_function(name, dtype):
-    """A C++ loop over the elements (or pairs) applying the kernel's operation text."""
-    indexed, ctype = INDEXED[name], C_TYPES[dtype]
-    _, _, operation = cuda_indexed_source(indexed, dtype)
-    arrays = []
-    for arg in indexed.inputs:
-        kind = "bool" if arg in indexed.booleans else ctype
-        arrays.append(f"const {kind}* {arg}_partner" if arg in indexed.partners
-                      else f"const {ctype}* {'' if indexed.paired else 'in_'}{arg}")
-    params = ", ".join([*arrays, *(f"long long {size}" for size in index_sizes(indexed)),
-                        *(f"double {param}_f64" for param in indexed.params),
-                        *(f"long long {offset}" for offset in indexed.offsets)])
-    out = indexed.output
-    if indexed.paired:
-        loads, output = "", f"{ctype}* {out}"
-    else:
-        loads = " ".join(f"const {ctype} {arg} = in_{arg}[i];" for arg in indexed.inputs
-                         if arg not in indexed.partners) + f" {ctype}& {out} = out[i];"
-        output = f"{ctype}* out"
-    return (f'extern "C" void {name}_{dtype}({params}, {output}, long long n) {{\n'
-            f"  for (long long i = 0; i < n; ++i) {{\n    {loads}\n    {operation}\n  }}\n}}\n")
-
-
 @pytest.fixture(scope="module")
 def host_library(tmp_path_factory):
-    return compile_host_library(tmp_path_factory.mktemp("indexed_rules"), CUDA_PREAMBLE + "".join(
-        host_function(name, dtype) for name in INDEXED for dtype in C_TYPES))
-
-
-def _pointer(array):
-    kind = {np.dtype(np.float64): ctypes.c_double, np.dtype(np.float32): ctypes.c_float,
-            np.dtype(np.bool_): ctypes.c_bool}[array.dtype]
-    return array.ctypes.data_as(ctypes.POINTER(kind))
+    return compile_host_library(tmp_path_factory.mktemp("indexed_rules"),
+                                host_source(INDEXED, indexed_function))
 
 
 @pytest.mark.parametrize("dtype", sorted(C_TYPES))
@@ -173,13 +144,13 @@ def test_cpp_of_each_indexed_rule_matches_its_numpy_evaluation(host_library, nam
     got = arrays[-1].copy(order="F")
     partner = arrays[0]
     sizes = {"n0": arrays[-1].shape[0], "n1": arrays[-1].shape[1], "lead": partner.size}
-    count = got.size // 2 if indexed.paired else got.size
-    getattr(host_library, f"{name}_{dtype}")(
-        *[_pointer(array) for array in arrays[:-1]],
-        *[ctypes.c_longlong(sizes[size]) for size in index_sizes(indexed)],
-        *[ctypes.c_double(keywords[param]) for param in indexed.params],
-        *[ctypes.c_longlong(keywords[offset]) for offset in indexed.offsets],
-        _pointer(got), ctypes.c_longlong(count))
+    # each tile in memory order: a Fortran-ordered tile's transpose, flattened
+    indexed_kernel(host_library, name, dtype)(
+        *[array.T.reshape(-1) for array in arrays[:-1]],
+        *[sizes[size] for size in index_sizes(indexed)],
+        *[float(keywords[param]) for param in indexed.params],
+        *[keywords[offset] for offset in indexed.offsets],
+        got.T.reshape(-1), **({"size": got.size // 2} if indexed.paired else {}))
     if indexed.paired:
         tolerance = 1e-13 if dtype == "float64" else 2e-6
         np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance)
