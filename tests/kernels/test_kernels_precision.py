@@ -16,7 +16,7 @@ from nntile_kernels.rounding import round_operand
 from nntile_kernels.widen import DATA_MOVEMENT, TABLE_BOUND, widen_table
 from nntile_spmd.runtime.device import kernel_output_counts
 
-from test_kernels_table import CASES, distinct, make_arrays
+from kernel_cases import CASES, distinct, make_arrays
 
 BF16, F16, F32 = np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.float32)
 # two units in the last place of each 16-bit type: the fp32 kernels differ from the
