@@ -90,9 +90,11 @@ def plan_graph(graph, request: PlanRequest) -> Plan:
     distributions = preset.assign(graph, class_of, classes, nranks)
     owners = {name: tensor_owners(name, distributions[name], spec.grid, nranks)
               for name, spec in tilings.items()}
-    return Plan(graph, nranks, classes, class_of, tilings, distributions, owners,
-                preset.rank_groups(nranks), request.options,
-                pipeline_order(graph, class_of, classes, preset), tuple(tiling_notes))
+    return Plan(graph, nranks, classes=classes, class_of=class_of, tilings=tilings,
+                distributions=distributions, owners=owners, groups=preset.rank_groups(nranks),
+                options=request.options,
+                pipeline=pipeline_order(graph, class_of, classes, preset),
+                tiling_notes=tuple(tiling_notes))
 
 
 def tensor_owners(name, distribution, grid, nranks):
@@ -108,7 +110,7 @@ class Plan:
     complete once constructed. Later calls only fill the memo caches (`_programs`,
     `_rank_programs`, `_rest_sets` and the cached properties)."""
 
-    def __init__(self, graph, nranks, classes, class_of, tilings, distributions,
+    def __init__(self, graph, nranks, *, classes, class_of, tilings, distributions,
                  owners, groups, options, pipeline=None, tiling_notes=()):
         self.graph, self.nranks = graph, nranks
         self.groups = groups   # rank sets of a mesh; owner code group_code(g) names groups[g]
