@@ -19,9 +19,11 @@ cuda_loss_source) runs over the logits' elements in memory order too: its class
 position is i % n0, its columns (lse, labels: one per token, the dims after the class
 axis) are raw and read at the element's column i / n0, its 0-d scalars (dloss,
 count) raw at [0], so they stay on the device; the labels are int64, as the check
-that reads them wants (compiled_indexed.CompiledLoss runs it before the launch). tests/kernels/test_indexed_rules.py compiles this C++ for the host and
-compares it with the NumPy evaluation of the same text, and test_compiled_indexed.py
-dispatches to that build. Pure Python, imports nothing heavy.
+that reads them wants (compiled_indexed.CompiledLoss runs it before the launch).
+
+tests/kernels/test_indexed_rules.py compiles this C++ for the host and compares it
+with the NumPy evaluation of the same text, and test_compiled_indexed.py (the losses:
+test_compiled_loss.py) dispatches to that build. Pure Python, imports nothing heavy.
 """
 
 from .rules_cuda import C_TYPES, _cpp_chosen, _cpp_typed, typed_literals
