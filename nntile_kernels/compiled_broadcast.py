@@ -22,6 +22,9 @@ entries (compiled_indexed.py) share this dispatch (CompiledInMemoryOrder).
 
 import numbers
 
+import numpy as np
+
+from .compiled_rules import INT64
 from .layout import fiber_folds
 from .rules import given_params
 from .rules_broadcast import broadcast_signature
@@ -94,21 +97,27 @@ class CompiledInMemoryOrder:
         """CuPy's keywords of a launch on output `out` (none: its size is the output's)."""
         return {}
 
-    def tiles_fit(self, arrays, names, booleans=()):
+    def tiles_fit(self, arrays, names, booleans=(), ids=()):
         """Are `arrays` (named `names`) Fortran-contiguous arrays of one float dtype that
-        a kernel takes, bool where their name is in `booleans`?"""
+        a kernel takes, bool where their name is in `booleans`, int64 in `ids`?"""
         if len(arrays) != len(names) or not all(isinstance(a, self._xp.ndarray) for a in arrays):
             return False
         dtype = arrays[-1].dtype
+        kinds = {**{name: dtype for name in names}, **{name: np.dtype(bool) for name in booleans},
+                 **{name: INT64 for name in ids}}
         return dtype.name in self.by_dtype and all(
-            array.flags.f_contiguous and array.dtype == (bool if name in booleans else dtype)
+            array.flags.f_contiguous and array.dtype == kinds[name]
             for name, array in zip(names, arrays))
+
+    def check(self, arrays, keywords):
+        """Raise where the rule's checks fail, before the launch (none but a loss's)."""
 
     def __call__(self, *arrays, **keywords):
         plan = self.plan(arrays, dict(keywords)) if self.dispatch else None
         if plan is None:
             self.fallback(*arrays, **keywords)
             return
+        self.check(arrays, keywords)
         sizes, params = plan
         self.by_dtype[arrays[-1].dtype.name](*arrays, sizes=sizes, **params)
 

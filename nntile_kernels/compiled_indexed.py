@@ -10,10 +10,17 @@ adjacent elements (its size given at the launch), the tables of pairs [head_dim/
 rest...] read at pair % lead. Tiles the index arithmetic does not describe (not
 Fortran-contiguous, mixed or integer dtypes, a partner not of the tile's leading dims,
 an odd head_dim) take the generic kernel (`fallback`). Arrays only, and no CuPy.
+
+A loss's class tile (LOSSES; FROM_LSE's step, which cuda.py puts after the table's
+logsumexp with rules_indexed.AfterLogsumexp) is CompiledLoss: logits and output of
+one shape, columns (lse, int64 labels) of its dims after the class axis, 0-d scalars;
+its labels checked as the array expressions check them (ArrayIndexed.run_checks, one
+host sync) before the one launch.
 """
 
 from .compiled_broadcast import CompiledInMemoryOrder
-from .rules_indexed import given_keywords, indexed_signature
+from .rules_cuda_indexed import id_arrays, integer_keywords
+from .rules_indexed import ArrayIndexed, given_keywords, indexed_signature
 
 
 class CompiledIndexed(CompiledInMemoryOrder):
@@ -49,6 +56,41 @@ class CompiledIndexed(CompiledInMemoryOrder):
         else:
             sizes = (partners[0].size,) if partners else ()
         return sizes, keywords
+
+
+class CompiledLoss(CompiledInMemoryOrder):
+    """The kernel table entry of a loss's class-tile rule (LOSSES, FROM_LSE)."""
+
+    signature = staticmethod(indexed_signature)
+
+    def __init__(self, name, rule, fallback, compile_kernel, xp, dispatch=True):
+        super().__init__(name, rule, fallback, compile_kernel, xp, dispatch)
+        # the array expressions' own checks: the text of the rule's Check, on xp arrays
+        self._checked = ArrayIndexed(name, rule, {"__xp__": xp})
+
+    def scalars(self, keywords):
+        """The params (float64), then integer_keywords (int64): the kernel's order."""
+        params, integers = given_keywords(self.__name__, self.rule, keywords)
+        return [*(float(params[name]) for name in self.rule.params),
+                *(integers[name] for name in integer_keywords(self.rule))]
+
+    def check(self, arrays, keywords):
+        params, integers = given_keywords(self.__name__, self.rule, keywords)
+        self._checked.run_checks(arrays[:-1], {**params, **integers})
+
+    def plan(self, arrays, keywords):
+        """(sizes, keywords) where the kernel takes these arrays as they are, else None."""
+        indexed = self.rule
+        names = (*indexed.inputs, indexed.output)
+        if not self.tiles_fit(arrays, names, ids=id_arrays(indexed)):
+            return None
+        shape, lead = arrays[-1].shape, len(indexed.positions)
+        expected = {**{name: shape[lead:] for name in indexed.columns},
+                    **{name: () for name in indexed.scalars}}
+        if len(shape) < lead or any(array.shape != expected.get(name, shape)
+                                    for name, array in zip(names, arrays)):
+            return None
+        return shape[:lead], keywords
 
 
 def _partners_fit(partners, shape, paired):

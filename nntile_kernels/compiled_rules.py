@@ -38,7 +38,9 @@ AWAITING_GPU_CHECK = frozenset({
     "mse_backward", "scale_fiber", "norm_fiber_backward", "norm_slice_backward",
     "extremum_backward",
     # the indexed rules (rules_indexed.INDEXED, compiled_indexed.py)
-    "mask_scalar", "mask_causal", "rope", "rope_backward"})
+    "mask_scalar", "mask_causal", "rope", "rope_backward",
+    # the cross-entropy backward's class tiles (compiled_indexed.CompiledLoss)
+    "cross_entropy_lse_backward", "cross_entropy_backward"})
 
 
 class CompiledRule:

@@ -7,9 +7,10 @@ hypot, maximum, minimum, pow, add_scalar) compiled into CuPy ElementwiseKernels 
 fp32/fp64 kernels; bf16 and fp16 tiles through the fp32 one; those no GPU check has run
 yet, compiled_rules.AWAITING_GPU_CHECK, take the array expressions meanwhile), and so
 are the broadcast rules (formulas/: add_slice, softmax_from_logsumexp, ...;
-compiled_broadcast.py) and the indexed ones (formulas/: the masks, rope;
-compiled_indexed.py), all of which await a GPU check: their entries take the kernels
-above meanwhile.
+compiled_broadcast.py), the indexed ones (formulas/: the masks, rope;
+compiled_indexed.py) and the cross-entropy backward's class tiles (formulas/losses.py:
+compiled_indexed.CompiledLoss; cross_entropy_backward's after the table's logsumexp),
+all of which await a GPU check: their entries take the kernels above meanwhile.
 
 Arrays only: imports CuPy (>= 12, for ufunc.at), never nntile_spmd or mpi4py. Nothing
 here synchronizes the stream but the embedding id check (generic_embedding.py) and the
@@ -32,12 +33,13 @@ except ImportError as error:  # only this backend needs CuPy
 from . import cuda_attention, cuda_blas, cuda_fused, generic, generic_slice
 from .generic_common import FUSED_STORES
 from .compiled_broadcast import CompiledBroadcast
-from .compiled_indexed import CompiledIndexed
+from .compiled_indexed import CompiledIndexed, CompiledLoss
 from .compiled_rules import AWAITING_GPU_CHECK, CompiledRule
-from .formulas import BROADCAST, ELEMENTWISE, INDEXED
+from .formulas import BROADCAST, ELEMENTWISE, FROM_LSE, INDEXED, LOSSES
 from .rules_cuda import CUDA_PREAMBLE, cuda_source
 from .rules_cuda_broadcast import cuda_broadcast_source
-from .rules_cuda_indexed import cuda_indexed_source
+from .rules_cuda_indexed import cuda_indexed_source, cuda_loss_source
+from .rules_indexed import AfterLogsumexp
 
 
 def elementwise_compiler(name, source=cuda_source):
@@ -80,3 +82,16 @@ for _entry, _rules, _source in ((CompiledBroadcast, BROADCAST, cuda_broadcast_so
     KERNELS.update({name: _entry(name, rule, KERNELS[name], elementwise_compiler(name, _source),
                                  cp, dispatch=name not in AWAITING_GPU_CHECK)
                     for name, rule in _rules.items()})
+
+
+def _loss_entry(name, rule, fallback):
+    """A loss's class tile in one launch, where its array expressions make tile-sized
+    temporaries (`fallback`: those expressions)."""
+    return CompiledLoss(name, rule, fallback, elementwise_compiler(name, cuda_loss_source), cp,
+                        dispatch=name not in AWAITING_GPU_CHECK)
+
+
+KERNELS.update({name: _loss_entry(name, rule, KERNELS[name]) for name, rule in LOSSES.items()})
+# cross_entropy_backward: this table's logsumexp, then the compiled step (as generic.py)
+KERNELS.update({name: AfterLogsumexp(name, _loss_entry(name, rule, KERNELS[name].step), KERNELS,
+                                     cp.empty) for name, rule in FROM_LSE.items()})

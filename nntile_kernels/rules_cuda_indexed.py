@@ -12,12 +12,21 @@ cuda.py compiles it into each rule's table entry (compiled_indexed.CompiledIndex
 held back until a GPU check has run it (compiled_rules.AWAITING_GPU_CHECK): meanwhile
 the entries run CuPy array expressions, the causal mask cuda_attention.py's kernel,
 whose operation the text of mask_causal here is (the same index arithmetic and
-condition). tests/kernels/test_indexed_rules.py compiles this C++ for the host and
-compares it with the NumPy evaluation of the same text, and test_compiled_indexed.py
-dispatches to that build. Pure Python, imports nothing heavy.
+condition).
+
+A loss's class tile (LOSSES, FROM_LSE's step after the table's logsumexp:
+cuda_loss_source) runs over the logits' elements in memory order too: its class
+position is i % n0, its columns (lse, labels: one per token, the dims after the class
+axis) are raw and read at the element's column i / n0, its 0-d scalars (dloss,
+count) raw at [0], so they stay on the device; the labels are int64, as the check
+that reads them wants (compiled_indexed.CompiledLoss runs it before the launch).
+
+tests/kernels/test_indexed_rules.py compiles this C++ for the host and compares it
+with the NumPy evaluation of the same text, and test_compiled_indexed.py (the losses:
+test_compiled_loss.py) dispatches to that build. Pure Python, imports nothing heavy.
 """
 
-from .rules_cuda import C_TYPES, _cpp_typed, typed_literals
+from .rules_cuda import C_TYPES, _cpp_chosen, _cpp_typed, typed_literals
 
 
 def position_index(axis):
@@ -74,3 +83,39 @@ def cuda_indexed_source(indexed, dtype_name):
         value = f"({condition}) ? ({typed_literals(case, ctype)}) : {value}"
     lines.append(f"{out} {sign} {value};")
     return in_params, f"{dtype_name} {out}", "\n".join(lines)
+
+
+def id_arrays(indexed):
+    """The int64 arrays of a loss: those its checks read (the labels, ids of classes)."""
+    return tuple(dict.fromkeys(check.array for check in indexed.checks))
+
+
+def integer_keywords(indexed):
+    """The int64 keywords a loss's kernel reads after its params: offsets, integers."""
+    return (*indexed.offsets, *(name for name, _ in indexed.integers))
+
+
+def cuda_loss_source(indexed, dtype_name):
+    """(in_params, out_params, operation) of the CuPy ElementwiseKernel of a loss's class
+    tile for one float dtype: the inputs (columns and scalars raw, ids int64), the int64
+    sizes of the position axes, the params (float64), then integer_keywords (int64)."""
+    ctype = C_TYPES[dtype_name]
+    ids, apart = id_arrays(indexed), (*indexed.columns, *indexed.scalars)
+    sizes = index_sizes(indexed)
+    kinds = {name: "int64" if name in ids else dtype_name for name in indexed.inputs}
+    in_params = ", ".join([*(f"raw {kinds[name]} {name}_raw" if name in apart
+                             else f"{kinds[name]} {name}" for name in indexed.inputs),
+                           *(f"int64 {size}" for size in sizes),
+                           *(f"float64 {name}_f64" for name in indexed.params),
+                           *(f"int64 {name}" for name in integer_keywords(indexed))])
+    cpp = {name: "long long" if name in ids else ctype for name in indexed.inputs}
+    # a token's column: its index over the dims after the positions, in memory order
+    lines = [f"const long long {name} = {position_index(axis)};"
+             for name, axis in indexed.positions]
+    lines.append(f"const long long column_ = i / ({' * '.join(sizes)});")
+    lines += [f"const {cpp[name]} {name} = {name}_raw[column_];" for name in indexed.columns]
+    lines += [f"const {cpp[name]} {name} = {name}_raw[0];" for name in indexed.scalars]
+    lines += _cpp_typed(ctype, indexed.params, indexed.let)
+    value = _cpp_chosen(indexed.cases, indexed.values[0], indexed.params, ctype)
+    lines.append(f"{indexed.output} {'+=' if indexed.accumulate else '='} {value};")
+    return in_params, f"{dtype_name} {indexed.output}", "\n".join(lines)

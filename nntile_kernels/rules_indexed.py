@@ -30,8 +30,7 @@ ArrayIndexed evaluates the text with NumPy or CuPy (generic.py binds it): positi
 aranges, partners expanded or folded to the tile, cases `where`s;
 generate_cpu_indexed.py writes the numba loops (cpu_rules_indexed.py; LOSSES' and
 FROM_LSE's cpu_rules_loss.py), and rules_cuda_indexed.py the C++ of a CUDA kernel of
-INDEXED, so every backend reads one text (LOSSES and FROM_LSE have no C++ yet: the
-cuda table evaluates their text with CuPy).
+INDEXED, LOSSES and FROM_LSE, so every backend reads one text.
 
 Pure Python, imports rules.py and errors.py only.
 """
@@ -203,8 +202,7 @@ class ArrayIndexed(Evaluated):
         params, offsets = given_keywords(self.__name__, indexed, keywords)
         *inputs, out = arrays
         scope = {**params, **offsets}
-        for check in indexed.checks:
-            self._check(check, dict(zip(indexed.inputs, inputs)), scope)
+        self.run_checks(inputs, scope)
         if indexed.paired:
             size = inputs[indexed.inputs.index(indexed.partners[0])].size
             for name, array in zip(indexed.inputs, inputs):
@@ -228,8 +226,12 @@ class ArrayIndexed(Evaluated):
             value = xp.where(self._eval(condition, scope), self._eval(case, scope), value)
         self._store(out, value)
 
-    def _check(self, check, arrays, scope):
-        run_check(self.__name__, check, arrays, scope, self._eval)
+    def run_checks(self, inputs, scope):
+        """Raise on the rule's first failing check, before anything is written: the
+        compiled loss entries (compiled_indexed.CompiledLoss) call it before their launch."""
+        for check in self.rule.checks:
+            run_check(self.__name__, check, dict(zip(self.rule.inputs, inputs)), scope,
+                      self._eval)
 
     def _store(self, out, value):
         if self.rule.accumulate:

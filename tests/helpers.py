@@ -135,6 +135,42 @@ def indexed_arrays(name, shape, lead, dtype, rng):
     return [tile(table), tile(table), tile(shape), out]
 
 
+# (name, logits tile shape, keywords) of the losses' class-tile kernels (LOSSES; FROM_LSE's
+# step, which takes num_classes from its kernel): uneven shapes, positions of one to three
+# dims, class tiles at an offset (their labels mostly outside: the softmax part only)
+LOSS_CASES = [
+    ("cross_entropy_lse_backward", (5, 7), {"num_classes": 5}),
+    ("cross_entropy_lse_backward", (4, 3, 5), {"num_classes": 11, "class_offset": 4}),
+    ("cross_entropy_lse_backward", (3, 2, 3, 2), {"num_classes": 9, "class_offset": 6,
+                                                   "ignore_index": -1}),
+    ("cross_entropy_lse_backward", (6,), {"num_classes": 6}),
+    ("cross_entropy_backward", (5, 7), {"alpha": 0.5, "num_classes": 5}),
+    ("cross_entropy_backward", (4, 3, 2), {"alpha": -2.0, "num_classes": 4}),
+]
+
+
+def loss_arrays(name, shape, keywords, dtype, rng):
+    """The arrays of a loss rule's call, F-ordered: logits, the lse of their row (of the
+    whole class axis: past this tile's when it is one of several), labels (a third
+    ignored where the rule has an ignore_index), then the 0-d count and dloss, and the
+    dlogits accumulated into."""
+    def tile(dims):
+        return np.asfortranarray(rng.standard_normal(dims).astype(dtype))
+    logits, positions = tile(shape), shape[1:]
+    whole = shape[0] == keywords["num_classes"]
+    lse = np.log(np.exp(logits.astype(np.float64)).sum(axis=0)) + (0.0 if whole else 1.0)
+    # np.array, not np.asfortranarray (which makes a 0-d array 1-d): a 1-d tile's columns
+    labels = np.array(rng.integers(0, keywords["num_classes"], positions), order="F")
+    if name != "cross_entropy_backward":
+        ignored = rng.random(positions) < 1 / 3
+        labels = np.array(np.where(ignored, keywords.get("ignore_index", -100), labels), order="F")
+        logits[...] = np.where(ignored, np.inf, logits)   # an ignored token adds 0, whatever
+        scalars = [np.array(np.count_nonzero(~ignored), dtype), np.array(1.5, dtype)]
+    else:
+        scalars = [np.array(1.5, dtype)]
+    return [logits, np.array(lse, dtype, order="F"), labels, *scalars, tile(shape)]
+
+
 # -- NumPy references of the kernels (float64) ---------------------------------------
 
 

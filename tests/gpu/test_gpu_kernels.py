@@ -13,9 +13,9 @@ import inspect
 
 import numpy as np
 import pytest
-from helpers import (BROADCAST_PARAMS, INDEXED_CASES, LOOPED_RULES, RULE_PARAMS, UPDATE_PARAMS,
-                     broadcast_arrays, broadcast_cases, broadcast_param_cases, indexed_arrays,
-                     kernel_keywords)
+from helpers import (BROADCAST_PARAMS, INDEXED_CASES, LOOPED_RULES, LOSS_CASES, RULE_PARAMS,
+                     UPDATE_PARAMS, broadcast_arrays, broadcast_cases, broadcast_param_cases,
+                     indexed_arrays, kernel_keywords, loss_arrays)
 
 import nntile_kernels
 from nntile_kernels import reference
@@ -129,16 +129,17 @@ def _no_fallback(*arrays, **keywords):
     raise AssertionError("the compiled kernel did not take these tiles")
 
 
-def _on_device(cupy, entry, name, tiles, out_is, keywords):
+def _on_device(cupy, entry, name, tiles, out_is, keywords, expected=None):
     """`entry` on device copies of `tiles` (the output the copy of input `out_is` where
-    given: in place) and the reference on host copies (16-bit: in fp32); both outputs."""
+    given: in place) and the reference (`expected`, or the reference table's `name`) on
+    host copies (16-bit: in fp32); both outputs."""
     wide = [a.astype(np.float32) if a.dtype == np.float16 else a for a in tiles]
     device = [cupy.asarray(a, order="F") for a in tiles]
     host = [a.copy(order="F") for a in wide]
     if out_is is not None:
         device[-1], host[-1] = device[out_is], host[out_is]
     entry(*device, **keywords)
-    reference.KERNELS[name](*host, **keywords)
+    (expected or reference.KERNELS[name])(*host, **keywords)
     return cupy.asnumpy(device[-1]).astype(np.float64), host[-1].astype(np.float64)
 
 
@@ -187,3 +188,27 @@ def test_compiled_indexed_matches_reference(cuda, name, shape, lead, keywords, d
                                          len(tiles) - 2 if in_place else None, keywords)
     rtol, atol = TOLERANCE[dtype] if INDEXED[name].paired else (0.0, 0.0)
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16"])
+@pytest.mark.parametrize("name, shape, keywords", LOSS_CASES)
+def test_compiled_loss_matches_reference(cuda, name, shape, keywords, dtype, monkeypatch):
+    """A loss's class-tile entry (cross_entropy_backward's: the step after the table's
+    logsumexp) on its compiled kernel (fp16 through the fp32 one), dispatched though held
+    back (AWAITING_GPU_CHECK) and its fallback made to fail: positions of one to three
+    dims, class tiles at an offset, ignored labels; then cross_entropy_backward's whole
+    entry (the table's logsumexp, then that kernel) on fp32 and fp64 tiles."""
+    cupy, table = cuda
+    kernel = table[name]
+    entry = getattr(kernel, "step", kernel)
+    monkeypatch.setattr(entry, "dispatch", True)
+    monkeypatch.setattr(entry, "fallback", _no_fallback)
+    expected = getattr(reference.KERNELS[name], "step", reference.KERNELS[name])
+    tiles = loss_arrays(name, shape, keywords, np.dtype(dtype), np.random.default_rng(3))
+    got, want = _on_device(cupy, entry, name, tiles, None, keywords, expected)
+    rtol, atol = TOLERANCE[dtype]
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+    if entry is not kernel and dtype != "float16":
+        whole = [tile for index, tile in enumerate(tiles) if index != 1]   # no lse
+        got, want = _on_device(cupy, kernel, name, whole, None, {"alpha": keywords["alpha"]})
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)

@@ -1,20 +1,24 @@
-"""The broadcast and indexed rules' CUDA text (nntile_kernels/rules_cuda_broadcast.py,
+"""The broadcast, indexed and loss rules' CUDA text (nntile_kernels/rules_cuda_broadcast.py,
 rules_cuda_indexed.py) built for the host, each kernel called as CuPy calls an
 ElementwiseKernel: what test_broadcast_rules_cpp.py and test_indexed_rules.py compare
-with NumPy and the dispatch tests (test_compiled_broadcast.py, test_compiled_indexed.py)
-run, in place of a GPU."""
+with NumPy and the dispatch tests (test_compiled_broadcast.py, test_compiled_indexed.py,
+test_compiled_loss.py) run, in place of a GPU."""
 
 import ctypes
 
 import numpy as np
 
 from nntile_kernels import reference
-from nntile_kernels.formulas import BROADCAST, INDEXED
+from nntile_kernels.formulas import BROADCAST, FROM_LSE, INDEXED, LOSSES
 from nntile_kernels.rules_cuda import C_TYPES, CUDA_PREAMBLE
 from nntile_kernels.rules_cuda_broadcast import INDEX_SIZES, cuda_broadcast_source
-from nntile_kernels.rules_cuda_indexed import cuda_indexed_source, index_sizes
+from nntile_kernels.rules_cuda_indexed import (cuda_indexed_source, cuda_loss_source, id_arrays,
+                                               index_sizes, integer_keywords)
 
-_C_KINDS = {"float32": ctypes.c_float, "float64": ctypes.c_double, "bool": ctypes.c_bool}
+_C_KINDS = {"float32": ctypes.c_float, "float64": ctypes.c_double, "bool": ctypes.c_bool,
+            "int64": ctypes.c_longlong}
+# the losses' class-tile rules, by kernel name (a FROM_LSE rule is its kernel's step)
+LOSS_RULES = {**LOSSES, **FROM_LSE}
 
 
 def broadcast_function(name, dtype):
@@ -54,6 +58,23 @@ def indexed_function(name, dtype):
                          if arg not in indexed.partners) + f" {ctype}& {out} = out[i];"
         output = f"{ctype}* out"
     return (f'extern "C" void {name}_{dtype}({params}, {output}, long long n) {{\n'
+            f"  for (long long i = 0; i < n; ++i) {{\n    {loads}\n    {operation}\n  }}\n}}\n")
+
+
+def loss_function(name, dtype):
+    """A C++ loop over the logits' elements applying the loss kernel's operation text:
+    columns and scalars raw pointers (labels int64), the logits and output at i."""
+    indexed, ctype = LOSS_RULES[name], C_TYPES[dtype]
+    _, _, operation = cuda_loss_source(indexed, dtype)
+    apart, ids = (*indexed.columns, *indexed.scalars), id_arrays(indexed)
+    arrays = [f"const {'long long' if arg in ids else ctype}* "
+              f"{arg + '_raw' if arg in apart else 'in_' + arg}" for arg in indexed.inputs]
+    params = ", ".join([*arrays, *(f"long long {size}" for size in index_sizes(indexed)),
+                        *(f"double {param}_f64" for param in indexed.params),
+                        *(f"long long {key}" for key in integer_keywords(indexed))])
+    loads = " ".join(f"const {ctype} {arg} = in_{arg}[i];" for arg in indexed.inputs
+                     if arg not in apart) + f" {ctype}& {indexed.output} = out[i];"
+    return (f'extern "C" void {name}_{dtype}({params}, {ctype}* out, long long n) {{\n'
             f"  for (long long i = 0; i < n; ++i) {{\n    {loads}\n    {operation}\n  }}\n}}\n")
 
 
@@ -118,6 +139,19 @@ def indexed_kernel(library, name, dtype, calls=None):
     return HostKernel(getattr(library, f"{name}_{dtype}"), dtype, arrays, scalars, calls)
 
 
+def loss_kernel(library, name, dtype, calls=None):
+    """The host build of loss rule `name`'s kernel: the inputs (columns and scalars raw,
+    labels int64), the int64 sizes, the float64 params, the int64 integer keywords,
+    then the output."""
+    indexed = LOSS_RULES[name]
+    apart, ids = (*indexed.columns, *indexed.scalars), id_arrays(indexed)
+    arrays = [(a, a in apart, "int64" if a in ids else dtype) for a in indexed.inputs]
+    arrays.append((indexed.output, False, dtype))
+    scalars = ([int] * len(index_sizes(indexed)) + [float] * len(indexed.params)
+               + [int] * len(integer_keywords(indexed)))
+    return HostKernel(getattr(library, f"{name}_{dtype}"), dtype, arrays, scalars, calls)
+
+
 def host_entry(entry_class, rules, host_kernel, library, name, fallback=None, dispatch=True):
     """(`entry_class` (CompiledBroadcast, CompiledIndexed) of `rules[name]` whose stand-in
     compiler gives the host kernel `host_kernel(library, name, dtype, calls)`, NumPy its
@@ -135,12 +169,12 @@ def host_entry(entry_class, rules, host_kernel, library, name, fallback=None, di
                        dispatch=dispatch), calls
 
 
-def run_both(kernel, name, arrays, out_is, keywords):
-    """`kernel` and the reference (16-bit tiles: on fp32 copies) on copies of `arrays`,
-    the output the copy of input `out_is` where given (in place); both outputs rounded
-    to the tiles' dtype, in float64."""
+def run_both(kernel, name, arrays, out_is, keywords, expected=None):
+    """`kernel` and the reference (`expected`, or the reference table's `name`; 16-bit
+    tiles: on fp32 copies) on copies of `arrays`, the output the copy of input `out_is`
+    where given (in place); both outputs rounded to the tiles' dtype, in float64."""
     results = []
-    for table, wide in ((kernel, False), (reference.KERNELS[name], True)):
+    for table, wide in ((kernel, False), (expected or reference.KERNELS[name], True)):
         copies = [a.astype(np.float32) if wide and a.dtype.itemsize == 2 else a.copy(order="F")
                   for a in arrays]
         if out_is is not None:

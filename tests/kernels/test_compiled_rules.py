@@ -18,7 +18,7 @@ from helpers import LOOPED_RULES, RULE_PARAMS, UPDATE_PARAMS
 from nntile_kernels import reference
 from nntile_kernels.compiled_rules import AWAITING_GPU_CHECK, CompiledRule, CompiledUpdate
 from nntile_kernels.layout import c_order_views
-from nntile_kernels.formulas import BROADCAST, ELEMENTWISE, INDEXED, UPDATES
+from nntile_kernels.formulas import BROADCAST, ELEMENTWISE, FROM_LSE, INDEXED, LOSSES, UPDATES
 from nntile_kernels.rules import ArrayRule, ArrayUpdate, rule_namespace
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -189,5 +189,6 @@ def test_a_kernel_held_back_is_compiled_but_its_entry_takes_the_fallback():
 
 
 def test_kernels_awaiting_a_gpu_check_are_compiled_rules():
-    """Rules, updates, broadcast or indexed rules (the entries cuda.py compiles)."""
-    assert AWAITING_GPU_CHECK <= set(ELEMENTWISE) | set(UPDATES) | set(BROADCAST) | set(INDEXED)
+    """Rules, updates, broadcast, indexed or loss rules (the entries cuda.py compiles)."""
+    assert AWAITING_GPU_CHECK <= (set(ELEMENTWISE) | set(UPDATES) | set(BROADCAST)
+                                  | set(INDEXED) | set(LOSSES) | set(FROM_LSE))
