@@ -31,13 +31,13 @@ from .widen import HALF, widened
 # (tests/gpu runs those whatever this says); then they leave this set.
 AWAITING_GPU_CHECK = frozenset({
     "pow", "pow_backward", "add_scalar", "sgd_step", "logsumexp_merge",
-    # the broadcast rules (rules_broadcast.BROADCAST)
+    # the broadcast rules (formulas.BROADCAST)
     "add_slice", "multiply_slice", "sumprod_slice_backward", "logsumexp_backward",
     "softmax_from_logsumexp", "softmax_from_logsumexp_backward", "add_fiber",
     "multiply_fiber", "sumprod_fiber_backward", "scale_slice", "sum_backward",
     "mse_backward", "scale_fiber", "norm_fiber_backward", "norm_slice_backward",
     "extremum_backward",
-    # the indexed rules (rules_indexed.INDEXED, compiled_indexed.py)
+    # the indexed rules (formulas.INDEXED, compiled_indexed.py)
     "mask_scalar", "mask_causal", "rope", "rope_backward",
     # the cross-entropy backward's class tiles (compiled_indexed.CompiledLoss)
     "cross_entropy_lse_backward", "cross_entropy_backward"})
@@ -78,7 +78,7 @@ INT64 = np.dtype(np.int64)
 
 
 class CompiledUpdate:
-    """The kernel table entry of one update (rules.UPDATES): one launch per call on fp32
+    """The kernel table entry of one update (formulas.UPDATES): one launch per call on fp32
     or fp64 tiles of one dtype with a 0-d int64 counter, in place; anything else takes
     the update's array expressions (`fallback`)."""
 

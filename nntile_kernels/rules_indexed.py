@@ -110,7 +110,7 @@ class Indexed:
 
 
 class AfterLogsumexp:
-    """A FROM_LSE kernel of a table (or rules_picked.PICKED_FROM_LSE's): the table's
+    """A FROM_LSE kernel of a table (or a formulas.PICKED_FROM_LSE one): the table's
     logsumexp of its logits along dim 0 into a tile of its own (`empty`), then the rule's
     entry (`rule`) on the logits and that lse, with the kernel's `keywords` ((name,
     default), ...). The table is read at the call (it is complete by then); `step` is
