@@ -21,6 +21,13 @@ _C_KINDS = {"float32": ctypes.c_float, "float64": ctypes.c_double, "bool": ctype
 LOSS_RULES = {**LOSSES, **FROM_LSE}
 
 
+def host_loop(name, dtype, params, loads, operation):
+    """`extern "C" void <name>_<dtype>(<params>, long long n)`: a loop over i < n running
+    `loads` then the kernel's `operation`, as an ElementwiseKernel's thread i does."""
+    return (f'extern "C" void {name}_{dtype}({params}, long long n) {{\n'
+            f"  for (long long i = 0; i < n; ++i) {{\n    {loads}\n    {operation}\n  }}\n}}\n")
+
+
 def broadcast_function(name, dtype):
     """A C++ loop over the flat elements applying the kernel's operation text: element i
     of each full input and of the output at i, as an ElementwiseKernel's thread i."""
@@ -33,9 +40,8 @@ def broadcast_function(name, dtype):
                        + [f"double {param}_f64" for param in rule.params])
     loads = " ".join(f"const {ctype} {arg} = in_{arg}[i];" for arg in rule.inputs
                      if arg not in broadcast.partners)
-    return (f'extern "C" void {name}_{dtype}({params}, {ctype}* out, long long n) {{\n'
-            f"  for (long long i = 0; i < n; ++i) {{\n    {loads}\n"
-            f"    {ctype}& {rule.output} = out[i];\n    {operation}\n  }}\n}}\n")
+    return host_loop(name, dtype, f"{params}, {ctype}* out",
+                     f"{loads} {ctype}& {rule.output} = out[i];", operation)
 
 
 def indexed_function(name, dtype):
@@ -57,8 +63,7 @@ def indexed_function(name, dtype):
         loads = " ".join(f"const {ctype} {arg} = in_{arg}[i];" for arg in indexed.inputs
                          if arg not in indexed.partners) + f" {ctype}& {out} = out[i];"
         output = f"{ctype}* out"
-    return (f'extern "C" void {name}_{dtype}({params}, {output}, long long n) {{\n'
-            f"  for (long long i = 0; i < n; ++i) {{\n    {loads}\n    {operation}\n  }}\n}}\n")
+    return host_loop(name, dtype, f"{params}, {output}", loads, operation)
 
 
 def loss_function(name, dtype):
@@ -74,8 +79,7 @@ def loss_function(name, dtype):
                         *(f"long long {key}" for key in integer_keywords(indexed))])
     loads = " ".join(f"const {ctype} {arg} = in_{arg}[i];" for arg in indexed.inputs
                      if arg not in apart) + f" {ctype}& {indexed.output} = out[i];"
-    return (f'extern "C" void {name}_{dtype}({params}, {ctype}* out, long long n) {{\n'
-            f"  for (long long i = 0; i < n; ++i) {{\n    {loads}\n    {operation}\n  }}\n}}\n")
+    return host_loop(name, dtype, f"{params}, {ctype}* out", loads, operation)
 
 
 def host_source(rules, function):

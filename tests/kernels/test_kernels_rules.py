@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from helpers import BETA_CASE_PARAMS, LOOPED_RULES, OTHER_CASE_PARAMS, RULE_PARAMS, UPDATE_PARAMS
 from host_cpp import host_library as compile_host_library
+from host_rules import host_loop
 
 from nntile_kernels import reference
 from nntile_kernels.formulas import ELEMENTWISE, UPDATES
@@ -33,9 +34,8 @@ def host_function(name, dtype):
     params = ", ".join([f"const {ctype}* in_{arg}" for arg in rule.inputs]
                        + [f"double {param}_f64" for param in rule.params])
     loads = " ".join(f"const {ctype} {arg} = in_{arg}[i];" for arg in rule.inputs)
-    return (f'extern "C" void {name}_{dtype}({params}, {ctype}* out, long n) {{\n'
-            f"  for (long i = 0; i < n; ++i) {{\n    {loads}\n"
-            f"    {ctype}& {rule.output} = out[i];\n    {operation}\n  }}\n}}\n")
+    return host_loop(name, dtype, f"{params}, {ctype}* out",
+                     f"{loads} {ctype}& {rule.output} = out[i];", operation)
 
 
 def host_update(name, dtype):
@@ -48,8 +48,7 @@ def host_update(name, dtype):
                        + [f"{ctype}* state_{tile}" for tile in update.state])
     loads = " ".join([f"const {ctype} {arg} = in_{arg}[i];" for arg in update.inputs]
                      + [f"{ctype}& {tile} = state_{tile}[i];" for tile in update.state])
-    return (f'extern "C" void {name}_{dtype}({params}, long n) {{\n'
-            f"  for (long i = 0; i < n; ++i) {{\n    {loads}\n    {operation}\n  }}\n}}\n")
+    return host_loop(name, dtype, params, loads, operation)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +84,7 @@ def test_cpp_of_each_rule_matches_its_numpy_evaluation(host_library, name, dtype
         got, expected = start.copy(), start.copy()
         function(*[a.ctypes.data_as(_pointer(dtype)) for a in inputs],
                  *[ctypes.c_double(params[p]) for p in rule.params],
-                 got.ctypes.data_as(_pointer(dtype)), ctypes.c_long(n))
+                 got.ctypes.data_as(_pointer(dtype)), ctypes.c_longlong(n))
         reference.KERNELS[name](*inputs, expected, **params)
         rtol, atol = TOLERANCE[dtype]
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, err_msg=f"{name} {params}")
@@ -110,7 +109,7 @@ def test_cpp_of_each_update_matches_its_numpy_evaluation(host_library, name, dty
         getattr(host_library, f"{name}_{dtype}")(
             grad.ctypes.data_as(_pointer(dtype)), ctypes.c_longlong(step),
             *[ctypes.c_double(given[p]) for p in update.params],
-            *[a.ctypes.data_as(_pointer(dtype)) for a in got], ctypes.c_long(n))
+            *[a.ctypes.data_as(_pointer(dtype)) for a in got], ctypes.c_longlong(n))
         reference.KERNELS[name](np.array(step), grad, *expected, **params)
         rtol, atol = TOLERANCE[dtype]
         for tile, a, b in zip(update.state, got, expected):
