@@ -194,11 +194,12 @@ class RankExecutor:
                     return False
                 start, cpu = clock(), thread_clock()
                 wait_recv(handle, lambda: self.describe_wait(instruction))
+                cpu = thread_clock() - cpu      # inside the wall interval, as do_exec's
                 end = clock()
                 totals[WAIT_S] += end - start
                 if self.events is not None:
                     self.events.append(Event("wait", instruction.consumer, "recv", start, end,
-                                             0, thread_clock() - cpu))
+                                             0, cpu))
             before = traffic.received_bytes
             buffer = finish_recv(handle, buffer)
             totals[RECEIVED] += traffic.received_bytes - before
@@ -284,21 +285,24 @@ class RankExecutor:
                     keep_for_sends(slot)
                 if slots[slot] is None:
                     slots[slot] = take(metas[slot], spares[slot])
+            # the thread's CPU interval read inside the wall one, so it never exceeds it
+            start = clock()
             if events is not None:
                 cpu = thread_clock()
-            start = clock()
             try:
                 kernel(*map(get_tile, tile_slots), **instruction.params)
             except Exception as error:
                 self.note_failure(error, instruction)
                 raise
+            if events is not None:
+                cpu = thread_clock() - cpu
             end = clock()
             if fence is not None:
                 fence.after_kernel(list(map(get_tile, tile_slots)),
                                    list(map(get_tile, write_slots)))
             if events is not None:
                 events.append(Event("task", instruction.op_name, instruction.kernel, start,
-                                    end, 0, thread_clock() - cpu))
+                                    end, 0, cpu))
             totals = op_totals[op]
             totals[KERNEL_S] += end - start
             totals[TASKS] += 1

@@ -127,8 +127,9 @@ class ThreadedRankExecutor(RankExecutor):
                 self.cond.wait()
             self.waiting = False
         if self.events is not None:
+            cpu = time.thread_time() - cpu   # read inside the wall interval
             self.events.append(Event("wait", "tasks", "look-ahead", start, time.perf_counter(),
-                                     0, time.thread_time() - cpu))
+                                     0, cpu))
 
     def wait_for(self, tasks):
         start, cpu = time.perf_counter(), time.thread_time()
@@ -139,8 +140,9 @@ class ThreadedRankExecutor(RankExecutor):
                     self.cond.wait()
             self.waiting = False
         if self.events is not None:
+            cpu = time.thread_time() - cpu   # read inside the wall interval
             self.events.append(Event("wait", "tasks", "dependency", start, time.perf_counter(),
-                                     0, time.thread_time() - cpu))
+                                     0, cpu))
         self.raise_error()
 
     def wait_writer(self, slot):
@@ -279,20 +281,24 @@ class ThreadedRankExecutor(RankExecutor):
     def run_task(self, task):
         instruction = task.instruction
         clock = time.perf_counter
-        cpu = time.thread_time()
+        profiling = self.events is not None
         start = end = clock()
+        # the CPU interval inside the wall one, as do_exec's; read only when profiling
+        cpu = time.thread_time() if profiling else 0.0
         if self.error is None:
             try:
                 task.kernel(*task.arrays, **instruction.params)
             except Exception as error:
                 self.note_failure(error, instruction)
                 self.error = self.error or error
+            if profiling:
+                cpu = time.thread_time() - cpu
             end = clock()
-            if self.events is not None:
+            if profiling:
                 self.events.append(Event("task", instruction.op_name, instruction.kernel,
                                          start, end,
                                          self.pool.thread_ids.get(threading.get_ident(), 0),
-                                         time.thread_time() - cpu))
+                                         cpu))
         ready = []
         with self.cond:
             task.done = True
