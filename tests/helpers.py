@@ -191,6 +191,26 @@ def call_on_copies(kernel, shape, arrays, axis, batch_ndim, params):
     return out[-1]
 
 
+def assert_within_ulps(got, want, ulps=4, scale=None):
+    """got equals want to `ulps` units in the last place of `scale` (by default the larger
+    of the two magnitudes): how numba's loops are compared with NumPy, whose SIMD exp and
+    power differ from libm in the last bit on some CPUs (AVX-512 among them). Bitwise
+    checks are for what the project computes on both sides. NaNs and infinities must
+    sit in the same places."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), "NaNs in other places")
+    finite = np.isfinite(got) & np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(got)],
+                                  want[~finite & ~np.isnan(want)], "infinities differ")
+    if scale is None:
+        scale = np.maximum(np.abs(got), np.abs(want))
+    allowed = ulps * np.spacing(np.broadcast_to(np.abs(scale), got.shape).astype(got.dtype))
+    excess = np.abs(got - want)[finite] - allowed[finite]
+    assert (excess <= 0).all(), (
+        f"{int((excess > 0).sum())} of {excess.size} values differ by more than {ulps} ulps")
+
+
 def gelu(x):
     return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
 

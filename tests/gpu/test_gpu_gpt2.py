@@ -6,7 +6,7 @@ the hf extra, as tests/models/test_gpt2_parity.py (gpt2_helpers.require_hf).
 """
 
 import pytest
-from models.gpt2_helpers import (SMALL_TILES, hf_reference,  # tests/models/gpt2_helpers.py
+from tests.models.gpt2_helpers import (SMALL_TILES, hf_reference,  # tests/models/gpt2_helpers.py
                                  parity_problems, run_ours)
 
 import nntile_spmd as nt

@@ -18,7 +18,7 @@ import ctypes
 import numpy as np
 import pytest
 from helpers import adamw_gpt2_steps, collective_ok, guarded, run_case
-from runtime.op_cases import GEMM_CASES
+from tests.runtime.op_cases import GEMM_CASES
 
 import nntile_spmd as nt
 

@@ -9,7 +9,7 @@ tiles are Fortran-ordered (host staging sends them as raw bytes).
 
 import numpy as np
 import pytest
-from runtime.test_offload_run import mlp_case, run   # tests/runtime/
+from tests.runtime.test_offload_run import mlp_case, run   # tests/runtime/
 
 import nntile_spmd as nt
 from nntile_spmd.runtime.device import select_device

@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from helpers import LOOPED_RULES, RULE_PARAMS
-from kernels.kernel_cases import CASES, distinct, make_arrays
+from tests.kernels.kernel_cases import CASES, distinct, make_arrays
 
 import nntile_kernels
 import nntile_spmd as nt

@@ -7,7 +7,7 @@ GPU, with uneven tiles, so tiles move between ranks through device buffers.
 
 import pytest
 from helpers import run_case
-from runtime.op_cases import OP_CASES   # tests/runtime/op_cases.py
+from tests.runtime.op_cases import OP_CASES   # tests/runtime/op_cases.py
 
 import nntile_spmd as nt
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.special
 from host_cpp import host_library as compile_host_library
+from helpers import assert_within_ulps
 from host_rules import host_source, indexed_function, indexed_kernel
 
 from nntile_kernels import cpu, cpu_rules_indexed, reference
@@ -186,8 +187,10 @@ def test_each_loss_is_its_rule_in_both_tables():
 @pytest.mark.parametrize("class_offset", [0, 5, 10])
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_loss_loop_is_the_reference(dtype, class_offset):
-    """fp64 bitwise; fp32 within the fast exp's error (cpu_fastmath); fp16 is the
-    reference itself. Each class tile of the 15 classes holds some labels."""
+    """fp64 to a few ulps of 1 (the softmax's scale; NumPy's SIMD exp differs from
+    libm's in the last bit on some CPUs); fp32 within the fast exp's error
+    (cpu_fastmath); fp16 is the reference itself. Each class tile of the 15 classes
+    holds some labels."""
     arrays = _loss_arrays(dtype, np.random.default_rng(7))
     results = []
     for table in (cpu.KERNELS, reference.KERNELS):
@@ -196,6 +199,8 @@ def test_loss_loop_is_the_reference(dtype, class_offset):
         results.append(copies[-1])
     if dtype == np.float32:
         np.testing.assert_allclose(*results, rtol=1e-6, atol=1e-7)
+    elif dtype == np.float64:
+        assert_within_ulps(*results, ulps=4, scale=np.abs(results[1]) + 1.0)
     else:
         np.testing.assert_array_equal(*results)
 
@@ -233,7 +238,8 @@ def test_cross_entropy_backward_is_a_logsumexp_then_its_rule():
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_cross_entropy_backward_step_is_the_reference(dtype):
-    """Given one lse, the loop is bitwise the reference in fp64 (fp32: the fast exp);
+    """Given one lse, the loop is the reference in fp64 to a few ulps of the step's
+    scale (NumPy's SIMD exp and libm's may differ in the last bit; fp32: the fast exp);
     a label outside the classes raises naming the kernel, not its step."""
     rng = np.random.default_rng(11)
     logits = np.asfortranarray(rng.standard_normal((6, 4, 3)).astype(dtype))
@@ -252,5 +258,7 @@ def test_cross_entropy_backward_step_is_the_reference(dtype):
             table["cross_entropy_backward"](logits, bad, np.array(2.0, dtype), out)
     if dtype == np.float32:
         np.testing.assert_allclose(*results, rtol=1e-6, atol=1e-7)
+    elif dtype == np.float64:
+        assert_within_ulps(*results, ulps=4, scale=np.abs(results[1]) + 1.0)
     else:
         np.testing.assert_array_equal(*results)

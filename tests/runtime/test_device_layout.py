@@ -11,7 +11,7 @@ from collections import defaultdict, deque
 import numpy as np
 import pytest
 from helpers import run_case
-from runtime.op_cases import GEMM_CASES
+from tests.runtime.op_cases import GEMM_CASES
 from stand_in_device import stand_in_device
 
 import nntile_spmd as nt

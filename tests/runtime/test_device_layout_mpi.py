@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from helpers import adamw_gpt2_steps, collective_ok, guarded, run_case
 from mpi4py import MPI
-from runtime.op_cases import GEMM_CASES
+from tests.runtime.op_cases import GEMM_CASES
 from stand_in_device import stand_in_device
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.two_ranks]

@@ -9,7 +9,7 @@ host-to-device copies; its EVICT and PREFETCH copy through get/set as CuPy's do.
 import numpy as np
 import pytest
 from stand_in_device import on_device, stand_in_device
-from runtime.test_offload_run import mlp_case, run
+from tests.runtime.test_offload_run import mlp_case, run
 
 import nntile_spmd as nt
 

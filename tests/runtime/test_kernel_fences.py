@@ -9,7 +9,7 @@ whole stream.
 import numpy as np
 import pytest
 from helpers import run_case
-from runtime.op_cases import GEMM_CASES
+from tests.runtime.op_cases import GEMM_CASES
 from stand_in_device import StandInCupy, stand_in_device
 
 import nntile_spmd as nt
