@@ -27,9 +27,9 @@ NOT_RUN = {
     ("README.md", "python3 -m venv .venv && . .venv/bin/activate"),
     ("docs/testing.md", "scripts/test-all --latest   # the suite in .venv-latest, on the newest "
                         "releases setup.cfg admits"),
-    ("README.md", "mpiexec -n 2 python examples/train_gpt2.py --strategy fsdp            "
+    ("docs/training.md", "mpiexec -n 2 python examples/train_gpt2.py --strategy fsdp            "
                   "# or single, ddp, tp"),
-    ("README.md", "mpiexec -n 2 python examples/train_gpt2.py --model llama --strategy fsdp "
+    ("docs/training.md", "mpiexec -n 2 python examples/train_gpt2.py --model llama --strategy fsdp "
                   "--no-progress"),
     ("docs/launching.md", "source .venv/bin/activate               # your venv: its mpiexec "
                           "comes from the mpich wheel"),
