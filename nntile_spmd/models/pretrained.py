@@ -41,7 +41,7 @@ def read_config(path, model_type: str) -> SimpleNamespace:
     config_path = folder / CONFIG
     if not config_path.is_file():
         raise PretrainedError(f"{folder}: no {CONFIG} (is it a Hugging Face model folder?)")
-    values = json.loads(config_path.read_text())
+    values = read_json_object(config_path)
     found = values.get("model_type")
     if found != model_type:
         raise PretrainedError(f"{config_path}: model_type {found!r}, expected {model_type!r}")
@@ -54,7 +54,10 @@ def read_weights(path) -> dict:
     if (folder / WEIGHTS).is_file():
         return read_safetensors(folder / WEIGHTS)
     if (folder / INDEX).is_file():
-        weight_map = json.loads((folder / INDEX).read_text())["weight_map"]
+        weight_map = read_json_object(folder / INDEX).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise PretrainedError(f"{folder / INDEX}: no \"weight_map\" object of tensor "
+                                  "names to shard files")
         arrays = {}
         shards = [inside(folder, shard, f"{folder / INDEX}'s weight_map")
                   for shard in sorted(set(weight_map.values()))]
@@ -63,6 +66,19 @@ def read_weights(path) -> dict:
         return arrays
     raise PretrainedError(f"{folder}: neither {WEIGHTS} nor {INDEX} (only safetensors "
                           "weights are read, not pytorch_model.bin)")
+
+
+def read_json_object(path: Path) -> dict:
+    """The JSON object in `path`; a truncated file or another JSON value is refused,
+    naming the file."""
+    try:
+        values = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise PretrainedError(f"{path}: not valid JSON, truncated or edited ({error})") from None
+    if not isinstance(values, dict):
+        raise PretrainedError(f"{path}: holds a JSON {type(values).__name__}, an object of "
+                              "fields is expected")
+    return values
 
 
 def read_safetensors(file: Path) -> dict:

@@ -192,3 +192,24 @@ def test_an_index_shard_outside_the_folder_is_refused(tmp_path):
         (folder / "model.safetensors.index.json").write_text(json.dumps(index))
         with pytest.raises(ValueError, match="weight_map: file name .* leaves the folder"):
             ours("gpt2", folder, "single", nt.SimulatedWorld(1))
+
+
+@pytest.mark.parametrize("content, reason", [
+    ('{"model_type": "gpt2", "n_embd": 3', "not valid JSON, truncated or edited"),
+    ('[{"model_type": "gpt2"}]', "holds a JSON list, an object of fields is expected")])
+def test_a_damaged_config_json_is_named(tmp_path, content, reason):
+    """Before: a JSONDecodeError without the file's name; AttributeError for a list."""
+    (tmp_path / "config.json").write_text(content)
+    with pytest.raises(PretrainedError, match=f"{tmp_path / 'config.json'}: {reason}"):
+        gpt2.GPT2Config.from_pretrained(tmp_path)
+
+
+def test_a_damaged_index_is_named(tmp_path):
+    from nntile_spmd.models.pretrained import read_weights
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text('{"weight_map": {"wte.weight": "model-00001')
+    with pytest.raises(PretrainedError, match=f"{index}: not valid JSON"):
+        read_weights(tmp_path)
+    index.write_text('{"metadata": {}}')
+    with pytest.raises(PretrainedError, match=f"{index}: no \"weight_map\" object"):
+        read_weights(tmp_path)
