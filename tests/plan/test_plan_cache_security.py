@@ -156,3 +156,19 @@ def test_a_private_folder_gives_no_warning(tmp_path):
         warnings.simplefilter("error")
         cache = nt.PlanCache(tmp_path / "new" / "cache")
     assert cache.directory == str(tmp_path / "new" / "cache")
+
+
+def test_ranks_starting_together_agree_on_one_key(tmp_path):
+    """The ranks of a host make the key at the same moment: the link that publishes it
+    lets one win, and every process reads the winner's."""
+    import subprocess
+    import sys
+    script = ("import sys; from nntile_spmd.plan.cache_secret import user_secret; "
+              "sys.stdout.write(user_secret().hex())")
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "config"))
+    jobs = [subprocess.Popen([sys.executable, "-c", script], env=env, text=True,
+                             stdout=subprocess.PIPE) for _ in range(4)]
+    keys = {job.communicate(timeout=60)[0] for job in jobs}
+    assert len(keys) == 1 and len(keys.pop()) == 2 * cache_secret.SECRET_BYTES
+    folder = tmp_path / "config" / "nntile_spmd"
+    assert sorted(p.name for p in folder.iterdir()) == [cache_secret.FILE_NAME]   # no temp
