@@ -103,6 +103,7 @@ class PlanCache:
     (default: $NNTILE_SPMD_PLAN_CACHE; None keeps the cache in memory only)."""
 
     def __init__(self, directory=None, max_plans: int = 8):
+        named_by = "plan cache folder" if directory else f"plan cache folder (${ENV_DIRECTORY})"
         self.directory = directory or os.environ.get(ENV_DIRECTORY) or None
         self.max_plans = max_plans
         self.plans = OrderedDict()
@@ -110,7 +111,7 @@ class PlanCache:
         self.lock = threading.Lock()     # compile_async plans in a worker thread
         self.secret = None
         if self.directory:
-            self.directory, self.secret = private_cache(self.directory)
+            self.directory, self.secret = private_cache(self.directory, named_by)
 
     def plan(self, graph, request, build):
         """The plan of `graph` that a PlanRequest asks for: from memory, from disk, or
@@ -183,11 +184,11 @@ class PlanCache:
         return plan
 
 
-def private_cache(directory) -> tuple:
+def private_cache(directory, named_by: str) -> tuple:
     """(directory, secret) of a usable disk cache, or (None, None) with a warning that
     says why the disk cache is off."""
     try:
-        return private_folder(directory, f"plan cache folder (${ENV_DIRECTORY})"), user_secret()
+        return private_folder(directory, named_by), user_secret()
     except UnsafeFolder as error:
         warnings.warn(f"{error}; planning without the disk cache", RuntimeWarning,
                       stacklevel=3)

@@ -34,7 +34,11 @@ def user_secret() -> bytes:
     folder = private_folder(config_folder(), "the plan cache's key folder")
     path = os.path.join(folder, FILE_NAME)
     if not os.path.lexists(path):
-        make_secret(folder, path)
+        try:
+            make_secret(folder, path)
+        except OSError as error:    # a read-only home, a file system without hard links
+            raise UnsafeFolder(f"the plan cache's key {path} cannot be made "
+                               f"({error.strerror or error})") from None
     return read_secret(path)
 
 

@@ -172,3 +172,14 @@ def test_ranks_starting_together_agree_on_one_key(tmp_path):
     assert len(keys) == 1 and len(keys.pop()) == 2 * cache_secret.SECRET_BYTES
     folder = tmp_path / "config" / "nntile_spmd"
     assert sorted(p.name for p in folder.iterdir()) == [cache_secret.FILE_NAME]   # no temp
+
+
+def test_a_key_that_cannot_be_made_turns_the_disk_cache_off(tmp_path, monkeypatch):
+    def no_hard_links(source, target):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(cache_secret.os, "link", no_hard_links)
+    with pytest.warns(RuntimeWarning, match="the plan cache's key .* cannot be made "
+                                            r"\(Operation not permitted\); planning without"):
+        cache = nt.PlanCache(tmp_path / "cache")
+    assert cache.directory is None
+    assert compile_and_run(cache=cache) == compile_and_run(cache=False)
