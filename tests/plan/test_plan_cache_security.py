@@ -18,7 +18,7 @@ from nntile_spmd.plan import cache_file, cache_secret
 from nntile_spmd.plan.cache import ENV_DIRECTORY, plan_key
 from nntile_spmd.plan.plan_options import PlanOptions, PlanRequest
 
-from plan.test_plan_cache import mlp_graph, run_mlp
+from test_plan_cache import mlp_graph, run_mlp
 
 
 @pytest.fixture(autouse=True)
