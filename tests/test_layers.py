@@ -12,7 +12,8 @@ pytestmark = pytest.mark.mpi_skip   # single-process tier
 ROOT = Path(__file__).resolve().parents[1]
 # from the ground up; a layer may import itself and any layer before it
 LAYERS = (
-    {"graph", "nntile_kernels", "version", "rank_entry", "flight"},
+    {"graph", "nntile_kernels", "version", "rank_entry", "flight", "private_files",
+     "folder_paths"},
     {"plan", "launch"},
     {"runtime"},
     {"models"},

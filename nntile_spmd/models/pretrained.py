@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import uuid
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+
+from ..folder_paths import inside
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -40,7 +41,7 @@ def read_config(path, model_type: str) -> SimpleNamespace:
     config_path = folder / CONFIG
     if not config_path.is_file():
         raise PretrainedError(f"{folder}: no {CONFIG} (is it a Hugging Face model folder?)")
-    values = json.loads(config_path.read_text())
+    values = read_json_object(config_path)
     found = values.get("model_type")
     if found != model_type:
         raise PretrainedError(f"{config_path}: model_type {found!r}, expected {model_type!r}")
@@ -53,13 +54,31 @@ def read_weights(path) -> dict:
     if (folder / WEIGHTS).is_file():
         return read_safetensors(folder / WEIGHTS)
     if (folder / INDEX).is_file():
-        weight_map = json.loads((folder / INDEX).read_text())["weight_map"]
+        weight_map = read_json_object(folder / INDEX).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise PretrainedError(f"{folder / INDEX}: no \"weight_map\" object of tensor "
+                                  "names to shard files")
         arrays = {}
-        for shard in sorted(set(weight_map.values())):
-            arrays |= read_safetensors(folder / shard)
+        shards = [inside(folder, shard, f"{folder / INDEX}'s weight_map")
+                  for shard in sorted(set(weight_map.values()))]
+        for shard in shards:     # every name checked before any file is read
+            arrays |= read_safetensors(shard)
         return arrays
     raise PretrainedError(f"{folder}: neither {WEIGHTS} nor {INDEX} (only safetensors "
                           "weights are read, not pytorch_model.bin)")
+
+
+def read_json_object(path: Path) -> dict:
+    """The JSON object in `path`; a truncated file or another JSON value is refused,
+    naming the file."""
+    try:
+        values = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise PretrainedError(f"{path}: not valid JSON, truncated or edited ({error})") from None
+    if not isinstance(values, dict):
+        raise PretrainedError(f"{path}: holds a JSON {type(values).__name__}, an object of "
+                              "fields is expected")
+    return values
 
 
 def read_safetensors(file: Path) -> dict:
@@ -80,27 +99,40 @@ def read_safetensors(file: Path) -> dict:
 
 # -- writing ---------------------------------------------------------------------------------
 def write_folder(path, config: dict, arrays: dict) -> Path:
-    """Write config.json and model.safetensors to a temp folder beside `path`, then rename
-    it into place: a reader never sees half a folder; an old folder there is replaced."""
-    from safetensors.numpy import save_file
+    """Write model.safetensors, then config.json, into the folder `path`, each file
+    atomically (a temporary file beside it, fsync, rename): a reader sees each file old
+    or new, never half written. Every other file of the folder (tokenizer.json, a
+    README, the files of the model it was loaded from) is kept."""
+    from safetensors.numpy import save as safetensors_bytes
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    temp.mkdir()
-    try:
-        (temp / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-        save_file({name: np.ascontiguousarray(a) for name, a in arrays.items()},
-                  str(temp / WEIGHTS), metadata=METADATA)
-        if target.exists():
-            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-            os.replace(target, old)
-            os.replace(temp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(temp, target)
-    finally:
-        shutil.rmtree(temp, ignore_errors=True)
+    target.mkdir(parents=True, exist_ok=True)
+    weights = safetensors_bytes({name: np.ascontiguousarray(a) for name, a in arrays.items()},
+                                metadata=METADATA)
+    replace_file(target / WEIGHTS, weights)
+    replace_file(target / CONFIG, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())
     return target
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` at once, with the permissions a new file gets."""
+    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fchmod(file.fileno(), 0o666 & ~current_umask())   # mkstemp's is 0600
+            os.fsync(file.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise
+
+
+def current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def save_on_rank_zero(cg, path, config: dict, arrays: dict) -> Path:

@@ -8,10 +8,14 @@ program alone is derived (None: every rank's), the fusion flag, the offloading p
 and the library version. Arguments without a stable description (an owner *function*
 for a custom distribution, an attribute JSON cannot hold) make a plan uncacheable:
 it is planned as usual and counted as such, never looked up under a wrong key.
-The disk files (plan/cache_file.py) carry a header with a checksum, the key and the
-library's fingerprint: a file that fails a check is refused with a warning and the
-plan is made again and rewritten. The checksum finds damage, not forgery: the files
-are pickles, so keep the directory private to the job's user.
+The disk files (plan/cache_file.py) carry a header with the key, the library's
+fingerprint and an HMAC-SHA256 signature under this user's secret
+(plan/cache_secret.py), verified before the pickle is loaded: a damaged, stale or
+forged file is refused with a warning and the plan is made again and rewritten. The
+folder must be this user's and writable by no one else (nntile_spmd/private_files.py);
+a folder that is not, a file in its place, or a key that cannot be made turns the
+disk cache off with one warning saying why: the run plans as without a cache, it is
+never stopped by the cache folder.
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..private_files import UnsafeFolder, private_folder
 from ..version import __version__
 from . import cache_file
+from .cache_secret import user_secret
 
 ENV_DIRECTORY = "NNTILE_SPMD_PLAN_CACHE"
 CODE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
@@ -97,13 +103,15 @@ class PlanCache:
     (default: $NNTILE_SPMD_PLAN_CACHE; None keeps the cache in memory only)."""
 
     def __init__(self, directory=None, max_plans: int = 8):
+        named_by = "plan cache folder" if directory else f"plan cache folder (${ENV_DIRECTORY})"
         self.directory = directory or os.environ.get(ENV_DIRECTORY) or None
         self.max_plans = max_plans
         self.plans = OrderedDict()
         self.stats = CacheStats()
         self.lock = threading.Lock()     # compile_async plans in a worker thread
+        self.secret = None
         if self.directory:
-            os.makedirs(self.directory, exist_ok=True)
+            self.directory, self.secret = private_cache(self.directory, named_by)
 
     def plan(self, graph, request, build):
         """The plan of `graph` that a PlanRequest asks for: from memory, from disk, or
@@ -138,23 +146,34 @@ class PlanCache:
         return os.path.join(self.directory, f"plan-{key}.pkl")
 
     def store(self, key, plan) -> None:
-        """Write the plan without its graph (the caller has it), atomically."""
+        """Write the plan without its graph (the caller has it), atomically; a file that
+        cannot be written is reported, and the run goes on with the plan it has."""
         if not self.directory:
             return
         detached = copy.copy(plan)
         detached.graph = None
-        cache_file.write(self.path(key), key, detached)
+        path = self.path(key)
+        try:
+            cache_file.write(path, key, detached, self.secret)
+        except OSError as error:
+            warnings.warn(f"plan cache file {path} could not be written ({file_error(error)}"
+                          "); the plan is used without being cached", RuntimeWarning,
+                          stacklevel=2)
 
     def load(self, key, graph):
         """The plan on disk under `key`, or None (a refused file is reported and will
         be overwritten by the plan made instead)."""
         path = self.path(key) if self.directory else None
-        if path is None or not os.path.exists(path):
+        if path is None or not os.path.lexists(path):
             return None
         start = time.perf_counter()
         try:
-            plan = cache_file.read(path, key)
-        except (OSError, cache_file.BadCacheFile) as error:
+            plan = cache_file.read(path, key, self.secret)
+        except OSError as error:
+            warnings.warn(f"plan cache file {path} is refused: {file_error(error)}; "
+                          "planning again", RuntimeWarning, stacklevel=2)
+            return None
+        except cache_file.BadCacheFile as error:
             warnings.warn(f"plan cache file {path} is refused: {error}; planning again and "
                           "replacing it", RuntimeWarning, stacklevel=2)
             return None
@@ -163,6 +182,24 @@ class PlanCache:
             self.stats.disk_hits += 1
             self.stats.loading_s += time.perf_counter() - start
         return plan
+
+
+def private_cache(directory, named_by: str) -> tuple:
+    """(directory, secret) of a usable disk cache, or (None, None) with a warning that
+    says why the disk cache is off."""
+    try:
+        return private_folder(directory, named_by), user_secret()
+    except UnsafeFolder as error:
+        warnings.warn(f"{error}; planning without the disk cache", RuntimeWarning,
+                      stacklevel=3)
+        return None, None
+
+
+def file_error(error: OSError) -> str:
+    """An OSError of a cache file in words (a folder in a file's place, mostly)."""
+    if isinstance(error, IsADirectoryError):
+        return "a folder is in the file's place; remove it"
+    return error.strerror or str(error)
 
 
 _SHARED = {}

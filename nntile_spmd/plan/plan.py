@@ -52,7 +52,7 @@ def build_plan(graph, nranks: int, tiling=None, distribution="single",
     rank's device bytes within its budget; None (or offloading disabled) offloads nothing.
     """
     check_arguments("build_plan", graph=graph, window=window, deterministic=deterministic,
-                    fuse=fuse)
+                    fuse=fuse, tiling=tiling)
     options = PlanOptions(window=window, deterministic=bool(deterministic), fuse=bool(fuse),
                           own_rank=rank, policy=offload.as_policy(policy))
     return plan_for(graph, PlanRequest(nranks, tiling, distribution, options))

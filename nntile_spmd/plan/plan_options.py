@@ -16,6 +16,7 @@ from ..graph.logical_graph import LogicalGraph
 from .offload import ExecutionPolicy
 from .pipeline import batch_dims
 from .presets import default_batch_class
+from .tiling import TilingStrategy
 
 
 DEFAULT_WINDOW = 8     # tiles received ahead
@@ -61,6 +62,9 @@ ARGUMENT_RULES = {
     "deterministic": (is_bool, "True or False"),
     "fuse": (lambda value: value is None or is_bool(value),
              "True, False or None (None reads $NNTILE_SPMD_FUSE)"),
+    "tiling": (lambda value: value is None or isinstance(value, TilingStrategy),
+               "a TilingStrategy or None (tile shapes by tensor name are "
+               "TilingStrategy.manual({name: [tile per dim]}))"),
 }
 
 

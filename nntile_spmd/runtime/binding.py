@@ -75,32 +75,52 @@ class BindingMixin:
             arrays, error = self._checked_tiles(tensor, tiles, rank), None
         except (ValueError, TypeError) as caught:
             arrays, error = {}, caught
-        replicated = self._replicated_hash(name, arrays)
-        verdicts = self.world.agree((error is None, replicated), f"bind_tiles {name}")
+        shared = self._shared_hashes(name, arrays)
+        verdicts = self.world.agree((error is None, shared), f"bind_tiles {name}")
         failed = [other for other, (ok, _) in enumerate(verdicts) if not ok]
         if error is not None:
             raise error
         if failed:
             raise ValueError(f"bind_tiles {name}: rank(s) {failed} were given wrong tiles")
-        _, rank0_hash = verdicts[0]
-        differ = [other for other, (_, value) in enumerate(verdicts) if value != rank0_hash]
-        if differ:
-            raise ValueError(f"bind_tiles {name}: its replicated tiles hold different values "
-                             f"on rank(s) {differ} than on rank 0 (every rank must pass the "
-                             "same values for tiles every rank holds)")
+        differences = self._shared_differences([hashes for _, hashes in verdicts])
+        if differences:
+            raise ValueError(f"bind_tiles {name}: tiles that several ranks hold were given "
+                             f"different values: {'; '.join(differences)} (every rank must "
+                             "pass the same values for the tiles it shares)")
         for coord, array in arrays.items():
             self.device.copy_in(self.stores[rank][(name, coord)], array)
         # per rank: in a simulated world each rank's tiles are bound by its own call
         self.bound.setdefault(name, set()).add(rank)
 
-    def _replicated_hash(self, name, arrays):
-        """Hash of the tiles every rank holds (None if none): ranks must agree on it."""
-        owners = self.plan.owners[name]
-        # tiles every rank holds (a mesh group's tiles are held by some ranks only)
-        shared = [coord for coord in sorted(arrays) if int(owners[coord]) == REPLICATED]
-        if not shared or len(self.stores) == self.world.size:
-            return None
-        return text_hash(repr([data_hash(arrays[coord]) for coord in shared]))
+    def _shared_hashes(self, name, arrays):
+        """{owner code: hash of this rank's tiles of that code} for the tiles several
+        ranks hold: every rank's (REPLICATED) and a mesh group's (a tp group's batch
+        shard, say). One hash per group the rank is in, so the exchange stays as small
+        as when only REPLICATED tiles were compared (a check of those alone let a tp
+        pair given different data train on, each rank agreeing with the others)."""
+        if len(self.stores) == self.world.size:
+            return {}      # one process bound every rank's tiles: nothing to compare
+        owners, by_owner = self.plan.owners[name], {}
+        for coord in sorted(arrays):
+            owner = int(owners[coord])
+            if owner < 0:                  # REPLICATED, or a mesh group's code
+                by_owner.setdefault(owner, []).append(data_hash(arrays[coord]))
+        return {owner: text_hash(repr(hashes)) for owner, hashes in by_owner.items()}
+
+    def _shared_differences(self, every_rank) -> list:
+        """For each owner code, the holders whose hash differs from its lowest holder's."""
+        lines = []
+        for owner in sorted({code for hashes in every_rank for code in hashes}, reverse=True):
+            holders = [rank for rank in self.plan.ranks_of_owner(owner)
+                       if owner in every_rank[rank]]
+            first = holders[0]
+            differ = [rank for rank in holders
+                      if every_rank[rank][owner] != every_rank[first][owner]]
+            if differ:
+                whose = ("every rank holds" if owner == REPLICATED
+                         else f"ranks {list(self.plan.ranks_of_owner(owner))} hold")
+                lines.append(f"rank(s) {differ} differ from rank {first} in the tiles {whose}")
+        return lines
 
     def _checked_tiles(self, tensor, tiles, rank):
         name, spec = tensor.name, self.plan.tilings[tensor.name]

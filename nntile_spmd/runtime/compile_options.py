@@ -37,14 +37,16 @@ class CompileOptions:
 
     @classmethod
     def checked(cls, caller, graph, *, fuse=None, policy=None, memory_budget=None,
-                deterministic=False, window=DEFAULT_WINDOW, device="auto", **others):
+                deterministic=False, window=DEFAULT_WINDOW, device="auto", tiling=None,
+                **others):
         """The options of a call of `caller` ("compile", "compile_async"), or the
         TypeError/ValueError naming the first bad argument."""
         check_device_name(device)
         check_arguments(caller, graph=graph, window=window, deterministic=deterministic,
-                        fuse=fuse)
+                        fuse=fuse, tiling=tiling)
         return cls(window=window, deterministic=bool(deterministic), fuse=resolve_fuse(fuse),
-                   policy=as_policy(policy, memory_budget), device=device, **others)
+                   policy=as_policy(policy, memory_budget), device=device, tiling=tiling,
+                   **others)
 
     def plan_request(self, world) -> PlanRequest:
         """What the plan of these options on `world` is a function of (the cache's key);

@@ -7,17 +7,22 @@ tag it waited for) and the instructions just before. Nothing is recorded while t
 job runs: the executor's program and its program counter are the record, read only
 on the failure path (executor.advance keeps the counter of a failed instruction), so
 it costs nothing. `python -m nntile_spmd.flight DIR` merges the records
-(nntile_spmd/flight.py). Imports no mpi4py.
+(nntile_spmd/flight.py). The folder must be this user's and writable by no one else,
+and a record is written under a fresh random name then renamed
+(nntile_spmd/private_files.py): in a shared folder a planted link named like the
+temporary file redirected the record onto a file of the user's. Imports no mpi4py.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import weakref
 
 from ..plan.instructions import Recv, Send, key_str
+from ..private_files import UnsafeFolder, private_folder, write_private
 from . import abnormal_end
 
 ENV_VARIABLE = "NNTILE_SPMD_FLIGHT_DIR"
@@ -66,13 +71,14 @@ def record_failure(rank, size, where, reason, executor=None):
         return None
     _written.add(rank)
     try:
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, f"rank{rank}.json")
-        temporary = f"{path}.tmp{os.getpid()}"
-        with open(temporary, "w") as out:
-            json.dump(snapshot(rank, size, where, reason, executor), out, indent=1)
-        os.replace(temporary, path)
+        path = os.path.join(private_folder(folder, f"flight record folder (${ENV_VARIABLE})"),
+                            f"rank{rank}.json")
+        record = snapshot(rank, size, where, reason, executor)
+        write_private(path, json.dumps(record, indent=1).encode())
         return path
+    except UnsafeFolder as error:
+        print(f"[rank {rank}] no flight record written: {error}", file=sys.stderr, flush=True)
+        return None
     except OSError:
         return None        # a record must never hide the failure it describes
 

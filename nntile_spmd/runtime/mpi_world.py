@@ -109,6 +109,10 @@ class MPIWorld:
     send_grace_s = None     # the executor's default, until setup_node sees the node
 
     def __init__(self, comm=None, recv_timeout=None):
+        if comm is not None and not isinstance(comm, MPI.Comm):   # an AttributeError before
+            raise TypeError(f"comm must be an MPI communicator (MPI.COMM_WORLD or one split "
+                            "from it), a SimulatedWorld or PlanningWorld, or None for "
+                            f"MPI.COMM_WORLD; got {comm!r}")
         base = MPI.COMM_WORLD if comm is None else comm
         self.recv_timeout = resolve_timeout(recv_timeout)
         self.size, self.rank = base.Get_size(), base.Get_rank()

@@ -22,10 +22,13 @@ import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import save as safetensors_bytes
 
+from ..folder_paths import OutsideFolder, inside
 from ..graph.dtypes import storage_dtype
 from ..plan import REPLICATED, DimensionTiling
 
 FORMAT = "nntile_spmd-checkpoint-2"   # 2: the manifest carries its own checksum
+FORMAT_FAMILY = "nntile_spmd-checkpoint-"
+MAX_SHARD_HEADER_BYTES = 100 << 20    # safetensors' own bound on a header
 MANIFEST = "manifest.json"
 SHARD_PATTERN = re.compile(r"^ckpt-[\w-]+\.rank\d{5}-of-\d{5}\.safetensors$")
 TEMP_PATTERN = re.compile(r"^\.(manifest\.json|ckpt-[\w.-]+)\.[^.]+\.tmp$")
@@ -165,11 +168,29 @@ def manifest_checksum(manifest) -> str:
 
 
 def remove_stale(directory, keep):
-    """Delete shard files no manifest names and temp files of interrupted saves."""
+    """Delete the shards of earlier or interrupted saves that the new manifest does not
+    name, and temp files of interrupted saves. A shard is a file of the shard name
+    pattern whose safetensors metadata says save_checkpoint wrote it: a user's file that
+    only matches the name pattern is kept."""
     for path in directory.iterdir():
-        stale_shard = SHARD_PATTERN.match(path.name) and path.name not in keep
+        stale_shard = (SHARD_PATTERN.match(path.name) and path.name not in keep
+                       and written_by_save_checkpoint(path))
         if stale_shard or TEMP_PATTERN.match(path.name):
             path.unlink(missing_ok=True)
+
+
+def written_by_save_checkpoint(path) -> bool:
+    """Whether `path` is a safetensors file whose metadata names a checkpoint format of
+    this library (its header only is read: an 8-byte length, then JSON)."""
+    try:
+        with open(path, "rb") as file:
+            length = int.from_bytes(file.read(8), "little")
+            if not 0 < length <= MAX_SHARD_HEADER_BYTES:
+                return False
+            metadata = json.loads(file.read(length)).get("__metadata__") or {}
+    except (OSError, ValueError, AttributeError):
+        return False
+    return str(metadata.get("format", "")).startswith(FORMAT_FAMILY)
 
 
 # -- load ------------------------------------------------------------------------------------
@@ -319,7 +340,10 @@ class TileReader:
 
     def open(self, filename):
         if filename not in self.files:
-            path = self.directory / filename
+            try:
+                path = inside(self.directory, filename, f"{self.directory / MANIFEST}")
+            except OutsideFolder as exc:
+                raise CheckpointError(str(exc)) from None
             if not path.exists():
                 raise CheckpointError(f"checkpoint shard {path} is missing")
             try:

@@ -9,6 +9,7 @@ import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import save as safetensors_bytes
 
+from ..graph.dtypes import storage_dtype
 from .checkpoint import CheckpointError, raise_if_any, write_atomic
 
 
@@ -36,19 +37,31 @@ def export_safetensors(cg, path, names=None, metadata=None) -> list:
 
 def import_safetensors(cg, path, names=None, strict: bool = True) -> list:
     """Bind tensors from a safetensors file by name (default: all it holds); with strict,
-    every parameter of the graph must be in it. Every rank reads the file. Returns names."""
+    every parameter of the graph must be in it. Every rank reads the file. Every tensor
+    is read and checked (name, shape, dtype) before any is bound: a bad file changes
+    nothing. Returns names."""
     with safe_open(str(path), framework="numpy") as file:
         available = list(file.keys())
         names = in_graph_order(cg.graph, available) if names is None else list(names)
         check_import(cg, path, names, available, strict)
-        for name in names:
-            tensor = cg.graph.get_tensor(name)
-            array = file.get_tensor(name)
-            if array.shape != tensor.shape:
-                raise CheckpointError(f"{path}: {name} has shape {list(array.shape)}, the graph "
-                                      f"has {tensor.describe()}")
-            cg.bind_data(name, array)
+        arrays = {name: file.get_tensor(name) for name in names}
+    wrong = [mismatch(cg.graph.get_tensor(name), array) for name, array in arrays.items()]
+    wrong = [text for text in wrong if text]
+    if wrong:
+        raise CheckpointError(f"import_safetensors({path}): nothing was bound: "
+                              + "; ".join(wrong))
+    for name, array in arrays.items():
+        cg.bind_data(name, array)
     return names
+
+
+def mismatch(tensor, array):
+    """Why `array` cannot be bound to `tensor` (None if it can)."""
+    want = storage_dtype(tensor.dtype)
+    if array.shape != tensor.shape or array.dtype != want:
+        return (f"{tensor.name} is {list(array.shape)}:{array.dtype} in the file, the graph "
+                f"has {tensor.describe()} (stored as {want})")
+    return None
 
 
 def in_graph_order(graph, names) -> list:

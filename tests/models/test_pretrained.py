@@ -4,6 +4,7 @@ and give transformers' logits in fp64; our save_pretrained writes a folder trans
 loads unchanged; the Hub's key names, sharded indexes and bad folders."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -161,14 +162,54 @@ def test_a_bf16_folder_loads_exactly(tmp_path):
                                rtol=1e-9, atol=1e-10)
 
 
-def test_saving_again_replaces_the_folder_whole(tmp_path):
+def test_saving_into_the_loaded_folder_keeps_every_other_file(tmp_path):
+    """Before: the folder was replaced whole (['notes.txt', 'tokenizer.json'] were gone
+    after a save into the folder the model was loaded from)."""
     hf_folder("gpt2", tmp_path / "hf")
-    model, cg = ours("gpt2", tmp_path / "hf", "single", nt.SimulatedWorld(1))
-    (tmp_path / "out").mkdir()
-    (tmp_path / "out" / "stale.txt").write_text("from before")
-    model.save_pretrained(cg, tmp_path / "out")
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["config.json",
-                                                                     "model.safetensors"]
-    model.save_pretrained(cg, tmp_path / "out")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "out"]   # no temp left
-    assert json.loads((tmp_path / "out" / "config.json").read_text())["model_type"] == "gpt2"
+    folder = tmp_path / "hf"
+    (folder / "tokenizer.json").write_text('{"model": "user"}')
+    (folder / "notes.txt").write_text("from before")
+    before = sorted(p.name for p in folder.iterdir())
+    model, cg = ours("gpt2", folder, "single", nt.SimulatedWorld(1))
+    expected = model.hf_state_dict(cg)
+    model.save_pretrained(cg, folder)
+    model.save_pretrained(cg, folder)
+    assert sorted(p.name for p in folder.iterdir()) == before      # no file lost, no temp left
+    assert (folder / "tokenizer.json").read_text() == '{"model": "user"}'
+    assert (folder / "notes.txt").read_text() == "from before"
+    assert json.loads((folder / "config.json").read_text())["model_type"] == "gpt2"
+    again, cg_again = ours("gpt2", folder, "single", nt.SimulatedWorld(1))
+    for name, value in again.hf_state_dict(cg_again).items():
+        np.testing.assert_array_equal(value, expected[name], err_msg=name)
+
+
+def test_an_index_shard_outside_the_folder_is_refused(tmp_path):
+    hf_folder("gpt2", tmp_path / "hf")
+    folder = tmp_path / "hf"
+    os.replace(folder / "model.safetensors", tmp_path / "x")       # the file outside
+    for shard in ("../x", str(tmp_path / "x")):
+        index = {"metadata": {}, "weight_map": {"wte.weight": shard}}
+        (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+        with pytest.raises(ValueError, match="weight_map: file name .* leaves the folder"):
+            ours("gpt2", folder, "single", nt.SimulatedWorld(1))
+
+
+@pytest.mark.parametrize("content, reason", [
+    ('{"model_type": "gpt2", "n_embd": 3', "not valid JSON, truncated or edited"),
+    ('[{"model_type": "gpt2"}]', "holds a JSON list, an object of fields is expected")])
+def test_a_damaged_config_json_is_named(tmp_path, content, reason):
+    """Before: a JSONDecodeError without the file's name; AttributeError for a list."""
+    (tmp_path / "config.json").write_text(content)
+    with pytest.raises(PretrainedError, match=f"{tmp_path / 'config.json'}: {reason}"):
+        gpt2.GPT2Config.from_pretrained(tmp_path)
+
+
+def test_a_damaged_index_is_named(tmp_path):
+    from nntile_spmd.models.pretrained import read_weights
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text('{"weight_map": {"wte.weight": "model-00001')
+    with pytest.raises(PretrainedError, match=f"{index}: not valid JSON"):
+        read_weights(tmp_path)
+    index.write_text('{"metadata": {}}')
+    with pytest.raises(PretrainedError, match=f"{index}: no \"weight_map\" object"):
+        read_weights(tmp_path)

@@ -142,3 +142,25 @@ def test_a_bad_argument_raises_at_once_naming_it(case):
     with pytest.raises(error) as raised:
         call()
     assert fragment in str(raised.value)
+
+
+@pytest.mark.parametrize("call", ["compile", "compile_async", "build_plan"])
+def test_tile_shapes_as_a_plain_dict_are_named(call):
+    """Before: AttributeError: 'dict' object has no attribute 'resolve_explained'."""
+    from nntile_spmd.plan.plan import build_plan
+    tiling = {"x": [2]}
+    compile_call = {"compile": lambda: nt.compile(relu_graph(), comm=nt.SimulatedWorld(1),
+                                                  tiling=tiling),
+                    "compile_async": lambda: nt.compile_async(
+                        relu_graph(), comm=nt.SimulatedWorld(1), tiling=tiling).result(),
+                    "build_plan": lambda: build_plan(relu_graph(), 1, tiling)}[call]
+    with pytest.raises(TypeError, match=f"{call}: tiling must be a TilingStrategy or None .*"
+                                        r"TilingStrategy.manual.*got \{'x': \[2\]\}"):
+        compile_call()
+
+
+@pytest.mark.parametrize("comm", ["world", 3])
+def test_a_comm_that_is_no_communicator_is_named(comm):
+    """Before: AttributeError: 'str' object has no attribute 'Get_size'."""
+    with pytest.raises(TypeError, match=f"comm must be an MPI communicator .*got {comm!r}"):
+        nt.compile(relu_graph(), comm=comm)

@@ -108,7 +108,7 @@ def test_different_replicated_tiles_raise_in_bind_tiles():
         errors = []
     except ValueError as error:
         errors = [str(error)]
-    ok = len(errors) == 1 and "replicated tiles hold different values" in errors[0]
+    ok = len(errors) == 1 and "differ from rank 0 in the tiles every rank holds" in errors[0]
     assert collective_ok(COMM, ok), errors
 
 

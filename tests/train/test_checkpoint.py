@@ -1,6 +1,7 @@
 """Checkpoints: re-sharding across presets/rank counts, atomicity, checksums, safetensors."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -160,3 +161,59 @@ def test_safetensors_round_trip(tmp_path, data):
     with pytest.raises(CheckpointError, match="parameter\\(s\\) \\['b1', 'w2', 'b2'\\]"):
         import_safetensors(fresh.cg, partial)
     assert import_safetensors(fresh.cg, partial, strict=False) == ["w1"]
+
+
+@pytest.mark.parametrize("outside", ["relative", "absolute"])
+def test_a_manifest_naming_a_file_outside_the_folder_is_refused(tmp_path, data, outside):
+    """Before: "file": "../outside.safetensors" (or an absolute path) was read."""
+    trainer = trained(2, "fsdp", data, steps=1)
+    folder = tmp_path / "checkpoint"
+    save_checkpoint(trainer.cg, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    shard = manifest["files"][0]
+    os.replace(folder / shard, tmp_path / "outside.safetensors")
+    name = {"relative": "../outside.safetensors",
+            "absolute": str(tmp_path / "outside.safetensors")}[outside]
+    for record in manifest["tiles"]:
+        if record["file"] == shard:
+            record["file"] = name
+    manifest["checksum"] = checkpoint_module.manifest_checksum(manifest)   # public recipe
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    fresh = make_trainer(2, "fsdp")
+    before = fresh.cg.get_output("w1")
+    with pytest.raises(CheckpointError, match=f"file name '{name}' leaves the folder"):
+        load_checkpoint(fresh.cg, folder)
+    np.testing.assert_array_equal(fresh.cg.get_output("w1"), before)
+
+
+def test_a_user_file_named_like_a_shard_is_kept(tmp_path, data):
+    trainer = trained(2, "fsdp", data, steps=1)
+    mine = tmp_path / "ckpt-mine.rank00000-of-00001.safetensors"
+    mine.write_text("the user's own notes")
+    theirs = tmp_path / "ckpt-theirs.rank00000-of-00001.safetensors"
+    export_safetensors(trainer.cg, theirs)            # a safetensors file, not a shard
+    trainer.save(tmp_path)
+    trainer.fit(data, 1)
+    trainer.save(tmp_path)
+    names = json.loads((tmp_path / "manifest.json").read_text())["files"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        names + ["manifest.json", mine.name, theirs.name])   # the first save's shards: gone
+    assert mine.read_text() == "the user's own notes"
+
+
+@pytest.mark.parametrize("wrong", ["shape", "dtype"])
+def test_import_checks_every_tensor_before_binding_any(tmp_path, data, wrong):
+    """Before: a late wrong shape raised after w1 and b1 were overwritten."""
+    from safetensors.numpy import save_file
+    source = trained(1, "single", data, steps=2)
+    arrays = {name: source.cg.get_output(name) for name in ["w1", "b1", "w2", "b2"]}
+    arrays["w2"] = {"shape": arrays["w2"][:, :-1],
+                    "dtype": arrays["w2"].astype(np.float32)}[wrong]
+    path = tmp_path / "late.safetensors"
+    save_file({n: np.ascontiguousarray(a) for n, a in arrays.items()}, str(path))
+    fresh = make_trainer(2, "tp")
+    before = {name: fresh.cg.get_output(name) for name in arrays}
+    with pytest.raises(CheckpointError, match="nothing was bound: w2 is"):
+        import_safetensors(fresh.cg, path)
+    for name, value in before.items():
+        np.testing.assert_array_equal(fresh.cg.get_output(name), value, err_msg=name)
