@@ -272,3 +272,22 @@ def test_clear_buffers_forgets_inputs_and_outputs():
     with pytest.raises(RuntimeError, match="bind_data"):
         exe.execute()
     assert exe.get_stats() is not None
+
+
+def test_symbolic_seq_bound_per_physical_graph():
+    g = nt.LogicalGraph("dynamic")
+    x = g.input(TensorSpec(["seq_len", 3, 8], "fp64"), "input")
+    w = g.parameter(TensorSpec([8, 8], "fp64"), "W")
+    q = g.matmul(x, w)
+    g.output(g.scaled_dot_product_attention(q, q, q), "output")
+    for seq in (4, 7):
+        physical = PhysicalGraph(g, shape_bindings={"seq_len": seq}, comm=nt.SimulatedWorld(2))
+        exe = ExecutableGraph(physical)
+        exe.init_parameters("normal")
+        value = np.random.default_rng(seq).random((seq, 3, 8))
+        exe.bind_input("input", value)
+        exe.execute()
+        projected = np.tensordot(value, exe.get_output("W"), axes=1)
+        np.testing.assert_allclose(exe.get_output("output"),
+                                   ex.attention(projected, projected, projected), rtol=1e-12)
+    assert g.symbols() == {"seq_len"}   # the logical graph stays a template

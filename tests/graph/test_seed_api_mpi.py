@@ -82,3 +82,29 @@ def test_section_5_2_example_on_every_rank(shared_folder):
 def test_num_nodes_other_than_the_world_is_an_error_on_every_rank():
     with pytest.raises(ValueError, match=f"num_nodes={COMM.size + 1}"):
         nt.PhysicalGraph(ex.layer_graph(), num_nodes=COMM.size + 1)
+
+
+def async_problems():
+    """Two steps: the second batch bound while the first runs; results as if in turn."""
+    physical = nt.PhysicalGraph(ex.layer_graph(), num_nodes=COMM.size)
+    physical.set_distribution("ddp")
+    exe = nt.ExecutableGraph(physical)
+    exe.init_parameters("xavier_normal")
+    params = {name: exe.get_output(name) for name in ex.PARAMETERS if name[0] == "W"}
+    batches = [ex.example_inputs(np.float64, seed)["input_tensor"] for seed in (3, 4)]
+    exe.bind_input("input", batches[0])
+    handle = exe.execute_async()
+    exe.bind_input("input", batches[1])     # staged until the next execute
+    handle.result()
+    first = exe.get_output("output")
+    group = nt.TaskGroup([exe.execute_async()])
+    group.wait_all()
+    second = exe.get_output("output")
+    errors = [float(np.abs(got - ex.layer(batch, params)).max())
+              for got, batch in zip((first, second), batches)]
+    return [f"step {i} differs from NumPy by {e:.3g}" for i, e in enumerate(errors)
+            if not e <= 1e-12]
+
+
+def test_execute_async_on_every_rank():
+    assert_no_rank_has_problems(COMM, guarded(async_problems))
