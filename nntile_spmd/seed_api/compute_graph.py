@@ -10,12 +10,14 @@ zeroed, inputs included (§5.2 executes without binding its input).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..graph.logical_graph import LogicalGraph
 from ..plan.offload import ExecutionPolicy
 from ..runtime.limits import available_bytes
+from ..graph.seed_methods import TensorSpec
 from .executable import ExecutableGraph
 from .physical import PhysicalGraph
-from ..graph.seed_methods import TensorSpec
 
 
 class ComputeGraph(LogicalGraph):
@@ -76,5 +78,6 @@ class ComputeGraph(LogicalGraph):
         from ..runtime.compile_steps import make_world
         ranks_here = max(1, len(make_world(comm, None).local_ranks()))
         budget = (available_bytes() or 0) // ranks_here
-        copy = ExecutionPolicy(**{**policy.__dict__, "memory_budget": budget})
-        return copy if budget > 0 else None
+        if budget <= 0:   # nothing known: no offloading, the other fields kept
+            return replace(policy, enable_offloading=False)
+        return replace(policy, memory_budget=budget)

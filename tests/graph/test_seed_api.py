@@ -291,3 +291,50 @@ def test_symbolic_seq_bound_per_physical_graph():
         np.testing.assert_allclose(exe.get_output("output"),
                                    ex.attention(projected, projected, projected), rtol=1e-12)
     assert g.symbols() == {"seq_len"}   # the logical graph stays a template
+
+
+def run_with_policy(ranks, preset, policy, x, dy):
+    physical = PhysicalGraph(ex.layer_graph(), comm=nt.SimulatedWorld(ranks))
+    physical.set_tiling(nt.TilingStrategy.manual({"input": [2, 1, 5]}))
+    physical.set_distribution(preset)
+    physical.set_execution_policy(policy)
+    exe = ExecutableGraph(physical)
+    exe.init_parameters("xavier_uniform")
+    exe.bind_input("input", x)
+    exe.bind_output_grad("output", dy)
+    exe.backward()
+    return exe, exe.get_parameter_grad("W_query")
+
+
+def test_placement_owner_computes_sums_on_the_owner_in_tile_order():
+    inputs = ex.example_inputs(np.float64, seed=4)
+    x, dy = inputs["input_tensor"], inputs["output_grad"]
+    policy = nt.ExecutionPolicy(placement="owner_computes")
+    runs = [run_with_policy(ranks, preset, policy, x, dy)
+            for ranks, preset in ((1, "single"), (2, "ddp"), (3, "fsdp"), (3, "tp"))]
+    assert all(exe.cg.plan.deterministic for exe, _ in runs)
+    for _, grad in runs[1:]:
+        np.testing.assert_array_equal(grad, runs[0][1])   # bitwise: one summation order
+    auto = nt.ExecutionPolicy()
+    exe, grad = run_with_policy(2, "ddp", auto, x, dy)
+    assert not exe.cg.plan.deterministic   # partial sums where they move fewer bytes
+    np.testing.assert_allclose(grad, runs[0][1], rtol=0, atol=1e-12)
+    with pytest.raises(NotImplementedError, match="explicit"):
+        run_with_policy(2, "ddp", nt.ExecutionPolicy(placement="explicit"), x, dy)
+    with pytest.raises(ValueError, match="placement must be one of"):
+        nt.ExecutionPolicy(placement="affinity")
+
+
+def test_prefetch_false_brings_offloaded_tiles_back_at_use():
+    inputs = ex.example_inputs(np.float64, seed=4)
+    x, dy = inputs["input_tensor"], inputs["output_grad"]
+    peak = run_with_policy(1, "single", nt.ExecutionPolicy(), x, dy)[0].cg.memory_on_rank(0)
+    results = {}
+    for prefetch in (True, False):
+        policy = nt.ExecutionPolicy(enable_offloading=True, memory_budget=int(peak * 0.7),
+                                    offload_threshold=1.0, prefetch=prefetch)
+        exe, grad = run_with_policy(1, "single", policy, x, dy)
+        results[prefetch] = (exe.cg.plan.policy.prefetch_distance, exe.cg.program(0), grad)
+    assert results[True][0] == 4 and results[False][0] == 0
+    assert "PREFETCH" in results[False][1] and results[True][1] != results[False][1]
+    np.testing.assert_array_equal(results[True][2], results[False][2])
