@@ -338,3 +338,26 @@ def test_prefetch_false_brings_offloaded_tiles_back_at_use():
     assert results[True][0] == 4 and results[False][0] == 0
     assert "PREFETCH" in results[False][1] and results[True][1] != results[False][1]
     np.testing.assert_array_equal(results[True][2], results[False][2])
+
+
+def test_grad_with_cotangents_of_two_outputs():
+    """nt.grad(g, [y, z], wrt, cotangents=[dy, dz]): d(<y, dy> + <z, dz>)/dw."""
+    g = nt.LogicalGraph("g")
+    x = g.tensor([4, 5], "x", "fp64", external=True)
+    w = g.tensor([5, 3], "w", "fp64", requires_grad=True, persistent=True)
+    y = g.matmul(x, w, name="y")
+    z = g.tanh(y, name="z")
+    dy, dz = (g.tensor([4, 3], name, "fp64", external=True) for name in ("dy", "dz"))
+    (dw,) = nt.grad(g, [y, z], [w], cotangents=[dy, dz])
+    rng = np.random.default_rng(1)
+    values = {name: rng.standard_normal(shape) for name, shape in
+              (("x", (4, 5)), ("w", (5, 3)), ("dy", (4, 3)), ("dz", (4, 3)))}
+    cg = nt.compile(g, comm=nt.SimulatedWorld(2), distribution="fsdp")
+    for name, value in values.items():
+        cg.bind_data(name, value)
+    cg.execute()
+    yv = values["x"] @ values["w"]
+    want = values["x"].T @ (values["dy"] + values["dz"] * (1 - np.tanh(yv) ** 2))
+    np.testing.assert_allclose(cg.get_output(dw.name), want, rtol=1e-12)
+    with pytest.raises(ValueError, match="2 output\\(s\\) but 1 cotangent"):
+        nt.grad(g, [y, z], [w], cotangents=[dy])
