@@ -19,7 +19,8 @@ SEED_NAMES = {
     "PhysicalGraph": "seed_api", "ExecutableGraph": "seed_api", "ComputeGraph": "seed_api",
     "DistributionPreset": "seed_api", "DistributionStrategy": "seed_api",
     "TaskHandle": "seed_api", "TaskGroup": "seed_api", "init": "seed_api",
-    "shutdown": "seed_api", "TilingStrategy": "plan", "TileDistribution": "plan",
+    "shutdown": "seed_api", "register_op": "seed_api", "TilingStrategy": "plan",
+    "TileDistribution": "plan",
     "ExecutionPolicy": "plan.offload",
 }
 

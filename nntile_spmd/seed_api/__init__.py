@@ -10,6 +10,8 @@ from .compute_graph import ComputeGraph
 from .executable import ExecutableGraph
 from .lifecycle import init, shutdown
 from .physical import DistributionPreset, DistributionStrategy, PhysicalGraph
+from .user_ops import register_op
 
 __all__ = ["TensorSpec", "TaskGroup", "TaskHandle", "ComputeGraph", "ExecutableGraph", "init",
-           "shutdown", "DistributionPreset", "DistributionStrategy", "PhysicalGraph"]
+           "shutdown", "DistributionPreset", "DistributionStrategy", "PhysicalGraph",
+           "register_op"]
