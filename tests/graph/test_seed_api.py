@@ -361,3 +361,25 @@ def test_grad_with_cotangents_of_two_outputs():
     np.testing.assert_allclose(cg.get_output(dw.name), want, rtol=1e-12)
     with pytest.raises(ValueError, match="2 output\\(s\\) but 1 cotangent"):
         nt.grad(g, [y, z], [w], cotangents=[dy])
+
+
+def test_init_parameters_holds_only_tile_sized_temporaries():
+    """FSDP on 4 ranks: initialising a 2 MiB parameter tiled in 16-row tiles (64 KiB)
+    allocates temporaries of a few tiles (the generator's index, hash and Box-Muller
+    arrays), never the whole parameter (tracemalloc sees NumPy's allocations)."""
+    import tracemalloc
+    g = nt.LogicalGraph("big")
+    w = g.parameter(TensorSpec([512, 512], "fp64"), "w")
+    g.output(g.relu(w), "y")
+    physical = PhysicalGraph(g, comm=nt.SimulatedWorld(4))
+    physical.set_tiling(nt.TilingStrategy.manual({"w": [16, 512]}))
+    physical.set_distribution("fsdp")
+    exe = ExecutableGraph(physical)
+    tracemalloc.start()
+    try:
+        exe.init_parameters("kaiming_normal")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    tile_bytes, whole_bytes = 16 * 512 * 8, 512 * 512 * 8
+    assert peak < 12 * tile_bytes < whole_bytes / 2
