@@ -75,8 +75,8 @@ class ComputeGraph(LogicalGraph):
         policy = self.policy
         if policy is None or not policy.enable_offloading or policy.memory_budget:
             return policy
-        from ..runtime.compile_steps import make_world
-        ranks_here = max(1, len(make_world(comm, None).local_ranks()))
+        # a World knows the ranks this process runs; an MPI communicator: this rank
+        ranks_here = max(1, len(comm.local_ranks())) if hasattr(comm, "local_ranks") else 1
         budget = (available_bytes() or 0) // ranks_here
         if budget <= 0:   # nothing known: no offloading, the other fields kept
             return replace(policy, enable_offloading=False)

@@ -37,10 +37,13 @@ class ExecutableGraph:
         self.runner = AsyncRunner(self)
         # the tiles exist, zeroed: cotangents default to zero (no gradient from an
         # output whose dy is not bound); ComputeGraph's inputs too (seed §5.2)
-        defaults = list(physical.cotangent_names.values())
+        self.zeroed = list(physical.cotangent_names.values())
         if zero_inputs:
-            defaults += [t.name for t in self.graph.tensors() if t.role == "input"]
-        for name in defaults:
+            self.zeroed += [t.name for t in self.graph.tensors() if t.role == "input"]
+        self.mark_zeroed_bound()
+
+    def mark_zeroed_bound(self):
+        for name in self.zeroed:
             self.cg.bound[name] = set(self.cg.stores)
 
     # -- names -----------------------------------------------------------------------
@@ -193,18 +196,19 @@ class ExecutableGraph:
     def clear_buffers(self) -> None:
         """Zero every kept tile that is not a parameter (inputs, outputs, cotangents,
         gradients, state) and forget what was bound and computed: inputs must be bound
-        again, outputs computed again. The tiles stay allocated (the plan places them)."""
+        again (but those zero from the start: cotangents, ComputeGraph's inputs), outputs
+        computed again. The tiles stay allocated (the plan places them)."""
         self.runner.refuse_while_running("clear_buffers")
         cg = self.cg
         for rank, store in cg.stores.items():
             for key in cg.plan.permanent[rank]:
                 if self.graph.get_tensor(key[0]).role != "parameter":
                     store[key][...] = 0
-        cotangents = set(self.physical.cotangent_names.values())
         for name in list(cg.bound):
-            if self.graph.get_tensor(name).role != "parameter" and name not in cotangents:
+            if self.graph.get_tensor(name).role != "parameter":
                 del cg.bound[name]
-        cg.produced.clear()
+        self.mark_zeroed_bound()   # zero again, as at creation: cotangents (and
+        cg.produced.clear()        # ComputeGraph's inputs) need no binding
 
     def __repr__(self) -> str:
         return f"ExecutableGraph({self.physical!r})"
