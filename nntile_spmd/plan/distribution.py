@@ -189,7 +189,6 @@ class TileDistribution:
             raise ValueError(f"distribution {self} gives ranks outside 0..{nranks - 1}")
         return result
 
-
     def check_stated(self, grid, nranks):
         """The ranks and tile grid the seed's factory forms state must be the plan's."""
         if self.nodes is not None and self.nodes != nranks:

@@ -38,8 +38,11 @@ class ExecutionPolicy:
 
     The seed's fields (§5.1) come last, keywords only in practice, and may be assigned
     after construction as the seed's §5.2 does; compile takes a copy (as_policy), so a
-    later assignment changes no compiled plan. placement and preferred_gpus are checked
-    but not yet honoured (docs/seed_api.md)."""
+    later assignment changes no compiled plan. compile honours placement ("owner_computes":
+    every sum over tiles on the output tile's owner in tile order, i.e. deterministic=True;
+    "auto": partial sums where they move fewer bytes) and prefetch (False: offloaded
+    tiles come back only at use); "explicit" and preferred_gpus are not built yet and
+    raise (runtime/compile_options.py; docs/seed_api.md)."""
 
     enable_offloading: bool = False
     memory_budget: int = 0          # device bytes per rank
@@ -66,7 +69,9 @@ def as_policy(policy=None, memory_budget=None):
     if policy is None or not policy.enable_offloading:
         return None
     check_placement(policy.placement)
-    policy = replace(policy)   # a snapshot: the user may assign the fields later
+    # a snapshot (the user may assign the fields later); prefetch=False: at use
+    policy = replace(policy, prefetch_distance=policy.prefetch_distance if policy.prefetch
+                     else 0)
     if not isinstance(policy.memory_budget, int) or policy.budget() <= 0:
         raise ValueError(f"offloading needs a positive memory_budget in bytes, got "
                          f"{policy.memory_budget!r} x threshold {policy.offload_threshold}")

@@ -11,8 +11,6 @@ that plan; nothing is planned after compile().
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ..graph.autodiff import grad, unique_name
 from ..graph.dtypes import FLOAT_DTYPES
 from ..plan.mesh import Mesh
@@ -67,7 +65,7 @@ class PhysicalGraph:
         self.overrides[self.logical.resolve(name).name] = distribution
 
     def set_execution_policy(self, policy) -> None:
-        """An ExecutionPolicy: placement, prefetch and offloading (policy_options)."""
+        """An ExecutionPolicy: placement, prefetch and offloading (nt.compile's policy=)."""
         self.refuse_if_compiled("set_execution_policy")
         self.options["policy"] = policy
 
@@ -97,8 +95,7 @@ class PhysicalGraph:
             else self.logical.clone()
         self.add_backward(graph)
         self.compiled = compile_graph(graph, self.world, self.tiling_strategy,
-                                      self.distribution_argument(),
-                                      **policy_options(self.options))
+                                      self.distribution_argument(), **self.options)
         return self
 
     def add_backward(self, graph) -> None:
@@ -145,29 +142,6 @@ class PhysicalGraph:
         state = "compiled" if self.compiled is not None else "not compiled"
         return (f"PhysicalGraph({self.logical.name!r}, num_nodes={self.num_nodes}, "
                 f"{self.preset!r}, {state})")
-
-
-def policy_options(options) -> dict:
-    """nt.compile's keywords with an ExecutionPolicy's seed fields applied:
-    placement "owner_computes" runs every task on its output tile's owner, sums over
-    tiles in tile order there (compile's deterministic=True), "auto" lets the planner
-    compute partial sums where they move fewer bytes; prefetch=False brings offloaded
-    tiles back only at their use (prefetch distance 0)."""
-    policy = options.get("policy")
-    if policy is None:
-        return options
-    if policy.placement == "explicit":
-        raise NotImplementedError("ExecutionPolicy(placement='explicit') is not built yet: "
-                                  "place tensors with PhysicalGraph.set_tensor_distribution")
-    if policy.preferred_gpus is not None:
-        raise NotImplementedError("ExecutionPolicy(preferred_gpus=...) is not built yet: "
-                                  "each rank takes GPU local rank % GPUs (docs/gpu.md)")
-    options = dict(options)
-    if policy.placement == "owner_computes":
-        options["deterministic"] = True
-    if not policy.prefetch:
-        options["policy"] = replace(policy, prefetch_distance=0)
-    return options
 
 
 class DistributionPreset:
