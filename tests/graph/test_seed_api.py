@@ -383,3 +383,30 @@ def test_init_parameters_holds_only_tile_sized_temporaries():
         tracemalloc.stop()
     tile_bytes, whole_bytes = 16 * 512 * 8, 512 * 512 * 8
     assert peak < 12 * tile_bytes < whole_bytes / 2
+
+
+def test_compute_graph_with_distribution_strategies():
+    """Seed §5.1: ComputeGraph.set_distribution(DistributionStrategy...) on 4 simulated
+    ranks (DDP, FSDP, HSDP = fsdp with shard_degree 2) gives the one-rank numbers."""
+    rng = np.random.default_rng(7)
+    xv, wv = rng.standard_normal((6, 4, 5)), rng.standard_normal((5, 3))
+    results = []
+    for strategy in (None, nt.DistributionStrategy.ddp(4), nt.DistributionStrategy.fsdp(4),
+                     nt.DistributionStrategy.fsdp(4, shard_degree=2)):
+        graph = nt.ComputeGraph("cg")
+        x = graph.input([6, 4, 5], "x", dtype="fp64")
+        w = graph.parameter([5, 3], "w", dtype="fp64")
+        graph.gelu(graph.matmul(x, w))
+        if strategy is not None:
+            graph.set_distribution(strategy)
+        instance = graph.instantiate(comm=nt.SimulatedWorld(1 if strategy is None else 4),
+                                     tiling=nt.TilingStrategy.manual({"x": [4, 1, 5]}))
+        instance.bind_input("w", wv)
+        instance.bind_input("x", xv)
+        instance.execute()
+        results.append(instance.get_tensor("output"))
+    assert isinstance(nt.DistributionStrategy.fsdp(4, shard_degree=2), nt.Mesh)
+    for result in results[1:]:
+        np.testing.assert_allclose(result, results[0], rtol=0, atol=1e-12)
+    with pytest.raises(NotImplementedError, match="split_for_tp"):
+        nt.DistributionStrategy.tensor_parallel(4, dims=[1])
