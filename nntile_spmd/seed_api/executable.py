@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 
 from ..graph.dtypes import storage_dtype
-from ..train.safetensors_file import export_safetensors, import_safetensors
 from .asynchronous import AsyncRunner
 from .initializers import check_initializer, draw_tile
 
@@ -109,6 +108,7 @@ class ExecutableGraph:
         path = Path(path)
         if path.suffix in (".pt", ".pth", ".bin"):
             return self.load_torch(path)
+        from ..train.safetensors_file import import_safetensors   # the train layer: on use
         file = path / SAFETENSORS_IN_FOLDER if path.is_dir() else path
         return import_safetensors(self.cg, file, self.parameter_names())
 
@@ -139,6 +139,7 @@ class ExecutableGraph:
         if path.is_dir() or not path.suffix:
             path.mkdir(parents=True, exist_ok=True)
             path = path / SAFETENSORS_IN_FOLDER
+        from ..train.safetensors_file import export_safetensors
         return export_safetensors(self.cg, path, self.parameter_names())
 
     def save_torch(self, path) -> list:
