@@ -60,6 +60,16 @@ def randn(xp, y, *, seed, mean=0.0, stddev=1.0, offset=None, shape=None):
     y[...] = (mean + stddev * radius * xp.cos(angle)).reshape(y.shape)
 
 
+def uniform(xp, y, *, seed, low=0.0, high=1.0, offset=None, shape=None):
+    """y = low + (high - low) * U(0, 1], the numbers of the tile at `offset` in a tensor
+    of `shape`: element i gets the keyed hash of counter i of the stream of `seed`, so
+    every tiling and rank count writes the same values (parameter initialisation)."""
+    offset = (0,) * y.ndim if offset is None else offset
+    shape = y.shape if shape is None else shape
+    counter = _global_index(xp, y.shape, offset, shape).reshape(-1)
+    y[...] = (low + (high - low) * _uniform(xp, counter, _key(seed))).reshape(y.shape)
+
+
 def dropout_key(seed, step):
     """The stream of dropout site `seed` at training step `step` (both ints >= 0)."""
     return _key((_key(seed) + step * GOLDEN) & MASK64)

@@ -14,6 +14,10 @@ from .plan.mesh import Mesh
 from .plan.offload import ExecutionPolicy
 from .runtime import CompiledGraph, PendingCompile, PlanningWorld, SimulatedWorld
 from .search import autoplan, compile, compile_async   # with distribution="auto" too
+from .graph import OpSpec, TensorSpec
+from .seed_api import (ComputeGraph, DistributionPreset, DistributionStrategy,  # seed names
+                       ExecutableGraph, PhysicalGraph, TaskGroup, TaskHandle, init,
+                       register_op, shutdown)
 from .runtime.failure import install_abort_on_error
 from .version import __version__  # noqa: F401  (setup.cfg reads version.py)
 
@@ -27,3 +31,6 @@ __all__ = ["grad", "LogicalGraph", "OpNode", "TensorNode", "ops", "REPLICATED",
 __all__ += ["Mesh", "recompute"]   # device meshes, activation recomputation
 __all__ += ["ExecutionPolicy"]     # planned offloading under a memory budget
 __all__ += ["autoplan"]            # the plan chosen by a search (search/)
+__all__ += ["OpSpec", "TensorSpec", "ComputeGraph", "DistributionPreset",  # the seed's API
+            "DistributionStrategy", "ExecutableGraph", "PhysicalGraph", "TaskGroup",
+            "TaskHandle", "init", "register_op", "shutdown"]   # (docs/seed_api.md)

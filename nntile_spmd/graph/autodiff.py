@@ -68,16 +68,21 @@ def unique_name(graph, base: str) -> str:
     return name
 
 
-def grad(graph, loss, wrt, accumulate: bool = True):
+def grad(graph, loss, wrt, accumulate: bool = True, cotangents=None):
     """Add backward ops for d(sum of loss)/d(wrt); return the gradient tensors.
 
     The gradients are persistent outputs (role "gradient") added to on every
     execute; with accumulate=False they are cleared at the start of backward.
+    With `cotangents` (one tensor per loss, `loss` then a list of tensors), the
+    gradients are those of sum_i <loss_i, cotangent_i>: the cotangents, shaped like
+    their outputs, are read when backward runs (ExecutableGraph.backward binds them).
     """
     wrt = list(wrt)
+    losses = list(loss) if cotangents is not None else [loss]
+    seeds = check_cotangents(losses, cotangents)
     forward_ops = graph.ops()
     needed = reaching(forward_ops, {t.name for t in wrt}, forward=True) & \
-        reaching(forward_ops, {loss.name}, forward=False)
+        reaching(forward_ops, {t.name for t in losses}, forward=False)
     with graph.phase("backward"):
         wrt_grads = {}
         for tensor in wrt:
@@ -89,9 +94,14 @@ def grad(graph, loss, wrt, accumulate: bool = True):
                 ops.clear(grad_tensor)
             wrt_grads[tensor.name] = grad_tensor
         context = GradContext(graph, needed, wrt_grads)
-        seed = graph.tensor(loss.shape, unique_name(graph, loss.name + "_grad"), loss.dtype)
-        ops.fill(seed, 1.0)
-        context.grads[loss.name] = seed
+        for output, cotangent in zip(losses, seeds):
+            if cotangent is None:
+                seed = graph.tensor(output.shape, unique_name(graph, output.name + "_grad"),
+                                    output.dtype)
+                ops.fill(seed, 1.0)
+                context.grads[output.name] = seed
+            else:   # a copy: the rules accumulate into and rewrite the seed in place
+                ops.add_inplace(1.0, cotangent, 1.0, context.grad(output))
         for op in reversed(forward_ops):
             if any(context.has_grad(t) for t in op.outputs) and \
                     any(context.needs(t) for t in op.inputs):
@@ -101,6 +111,20 @@ def grad(graph, loss, wrt, accumulate: bool = True):
                                               "backward rule")
                 rule(op, context)
     return [wrt_grads[t.name] for t in wrt]
+
+
+def check_cotangents(losses, cotangents) -> list:
+    """One cotangent (or None: the loss's seed of ones) per loss, shaped like it."""
+    if cotangents is None:
+        return [None]
+    cotangents = list(cotangents)
+    if len(cotangents) != len(losses):
+        raise ValueError(f"grad: {len(losses)} output(s) but {len(cotangents)} cotangent(s)")
+    for output, cotangent in zip(losses, cotangents):
+        if (cotangent.shape, cotangent.dtype) != (output.shape, output.dtype):
+            raise ValueError(f"grad: cotangent {cotangent.describe()} must be shaped like "
+                             f"{output.describe()}")
+    return cotangents
 
 
 def reaching(op_list, start: set, forward: bool) -> set:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from . import analysis, export
 from .registry import OpSpec, check_aliasing, describe_all, get_spec, op_error
 from .scalars import check_scalar_attrs
+from .seed_methods import SeedGraphMethods, install_builder_methods
 from .tensor import TensorNode
 
 PHASES = ("forward", "backward", "optimizer")
@@ -44,8 +45,10 @@ class OpNode:
                 f"({describe_all(self.outputs)})")
 
 
-class LogicalGraph:
-    """A symbolic computation graph; ops run in the order they were added."""
+class LogicalGraph(SeedGraphMethods):
+    """A symbolic computation graph; ops run in the order they were added. The seed's
+    names (input, parameter, output, matmul, every nt.ops builder as a method, ...) come
+    from SeedGraphMethods (seed_methods.py)."""
 
     def __init__(self, name: str):
         self.name = name
@@ -54,6 +57,7 @@ class LogicalGraph:
         self._ops: list[OpNode] = []
         self._op_names: set[str] = set()
         self._phase = "forward"
+        self._output_names: dict[str, TensorNode] = {}   # output(t, name)'s names
 
     # -- tensors ---------------------------------------------------------------
     def tensor(self, shape, name: str, dtype: str = "fp32", requires_grad: bool = False,
@@ -185,6 +189,8 @@ class LogicalGraph:
             graph.add_op(op.op_type, [graph.get_tensor(t.name) for t in op.inputs],
                          [graph.get_tensor(t.name) for t in op.outputs], op.attrs,
                          op.name, op.phase)
+        graph._output_names = {name: graph.get_tensor(t.name)
+                               for name, t in self._output_names.items()}
         return graph
 
     def embed(self, subgraph: LogicalGraph, input_bindings: dict, prefix: str) -> dict:
@@ -290,3 +296,6 @@ def copy_tensor_into(graph, tensor, name, symbols) -> TensorNode:
     copy.parallel_dim, copy.copy_of = tensor.parallel_dim, tensor.copy_of
     copy.causal_dims = tensor.causal_dims
     return copy
+
+
+install_builder_methods(LogicalGraph)   # g.gelu(x), g.softmax(x, axis=0), ... (seed_methods.py)

@@ -31,6 +31,7 @@ from .attention.ops import (flash_sdpa_bwd_cudnn, flash_sdpa_fwd_cudnn, mask_cau
     mask_scalar, scaled_dot_product_attention)
 from .losses.ops import (cross_entropy, cross_entropy_loss,  # noqa: F401
     cross_entropy_loss_backward, cross_entropy_lse, cross_entropy_lse_backward,
+    cross_entropy_soft,
     mse_loss, mse_loss_backward, valid_count)
 from .optimizers import (adam_step, adamw_step, sgd_step)  # noqa: F401
 from .data_movement.ops import (concat, embedding, embedding_backward, gather,  # noqa: F401

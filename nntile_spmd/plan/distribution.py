@@ -95,11 +95,16 @@ class TileDistribution:
     function: object = field(default=None, compare=False)
     owner_list: tuple | None = None    # custom(owners): ranks in column-major tile order
     mesh: MeshLayout | None = None     # mesh_layout: its shape and one rule per mesh axis
+    # what the seed's factories state about the plan (round_robin(num_nodes),
+    # block_along_dim(grid_shape=..., num_nodes=...)): checked when owners are derived
+    nodes: int | None = field(default=None, compare=False)
+    grid_shape: tuple | None = field(default=None, compare=False)
 
     @classmethod
-    def round_robin(cls, offset: int = 0) -> TileDistribution:
-        """Tile number t (column-major order) goes to rank (t + offset) % nranks."""
-        return cls("round_robin", offset=offset)
+    def round_robin(cls, num_nodes: int | None = None, *, offset: int = 0) -> TileDistribution:
+        """Tile number t (column-major order) goes to rank (t + offset) % nranks;
+        `num_nodes`, if given, must be the plan's number of ranks (the seed's form)."""
+        return cls("round_robin", offset=offset, nodes=checked_count("round_robin", num_nodes))
 
     @classmethod
     def block(cls) -> TileDistribution:
@@ -107,9 +112,16 @@ class TileDistribution:
         return cls("block")
 
     @classmethod
-    def block_along_dim(cls, dim: int) -> TileDistribution:
-        """Tile rows along `dim` cut into nranks contiguous blocks (other dims ignored)."""
-        return cls("block_along_dim", dim=dim)
+    def block_along_dim(cls, dim: int | None = None, *, grid_shape=None,
+                        num_nodes: int | None = None) -> TileDistribution:
+        """Tile rows along `dim` cut into nranks contiguous blocks (other dims ignored).
+        The seed's form block_along_dim(grid_shape=[1, 8], dim=1, num_nodes=8) also
+        states the tensor's tile grid and the ranks, checked against the plan."""
+        if dim is None and grid_shape is None:
+            raise TypeError("block_along_dim: give the dim to block along")
+        grid = None if grid_shape is None else tuple(int(n) for n in grid_shape)
+        return cls("block_along_dim", dim=dim, grid_shape=grid,
+                   nodes=checked_count("block_along_dim", num_nodes))
 
     @classmethod
     def custom(cls, owners) -> TileDistribution:
@@ -166,6 +178,7 @@ class TileDistribution:
 
     def owners(self, grid: tuple, nranks: int) -> np.ndarray:
         """Array of the grid's shape holding each tile's owner (REPLICATED = -1)."""
+        self.check_stated(grid, nranks)
         count = int(np.prod(grid, dtype=np.int64))
         linear = np.arange(count).reshape(grid, order="F") if grid else np.zeros((), int)
         rule = OWNER_RULES[self.kind]
@@ -175,6 +188,25 @@ class TileDistribution:
         if ((result < lowest) | (result >= nranks)).any():
             raise ValueError(f"distribution {self} gives ranks outside 0..{nranks - 1}")
         return result
+
+    def check_stated(self, grid, nranks):
+        """The ranks and tile grid the seed's factory forms state must be the plan's."""
+        if self.nodes is not None and self.nodes != nranks:
+            raise ValueError(f"{self} was made for {self.nodes} nodes, the plan has "
+                             f"{nranks} rank(s)")
+        if self.grid_shape is not None and self.grid_shape != tuple(grid):
+            raise ValueError(f"{self} states a tile grid {list(self.grid_shape)}, the "
+                             f"tensor's tiling gives {list(grid)}")
+
+
+def checked_count(factory, num_nodes):
+    """`num_nodes` of a factory's seed form: None or an int >= 1."""
+    if num_nodes is None:
+        return None
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1:
+        raise ValueError(f"TileDistribution.{factory}: num_nodes must be an int >= 1, "
+                         f"got {num_nodes!r}")
+    return num_nodes
 
 
 def _blocks(index, count, nranks):

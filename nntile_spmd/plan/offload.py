@@ -21,22 +21,39 @@ in any order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from ..graph.logical_graph import PHASES
 from .instructions import Evict, Prefetch
 from .offload_pass import plan_offload, rest_set
 
 
-@dataclass(frozen=True)
+PLACEMENTS = ("auto", "owner_computes", "explicit")
+
+
+@dataclass(unsafe_hash=True)
 class ExecutionPolicy:
     """How a rank may use its memory (NNTile 2.0's policy). With enable_offloading, each rank's
-    planned device bytes stay within offload_threshold x memory_budget."""
+    planned device bytes stay within offload_threshold x memory_budget.
+
+    The seed's fields (§5.1) come last, keywords only in practice, and may be assigned
+    after construction as the seed's §5.2 does; compile takes a copy (as_policy), so a
+    later assignment changes no compiled plan. compile honours placement ("owner_computes":
+    every sum over tiles on the output tile's owner in tile order, i.e. deterministic=True;
+    "auto": partial sums where they move fewer bytes) and prefetch (False: offloaded
+    tiles come back only at use); "explicit" and preferred_gpus are not built yet and
+    raise (runtime/compile_options.py; docs/seed_api.md)."""
 
     enable_offloading: bool = False
     memory_budget: int = 0          # device bytes per rank
     offload_threshold: float = 0.8  # fraction of memory_budget the plan may fill (NNTile's default)
     prefetch_distance: int = 4      # EXECs a prefetch may run ahead of its use
+    placement: str = "auto"
+    preferred_gpus: object = field(default=None, hash=False)
+    prefetch: bool = True
+
+    def __post_init__(self):
+        check_placement(self.placement)
 
     def budget(self) -> int:
         return int(self.memory_budget * self.offload_threshold)
@@ -51,12 +68,22 @@ def as_policy(policy=None, memory_budget=None):
         policy = ExecutionPolicy(True, memory_budget, 1.0)
     if policy is None or not policy.enable_offloading:
         return None
+    check_placement(policy.placement)
+    # a snapshot (the user may assign the fields later); prefetch=False: at use
+    policy = replace(policy, prefetch_distance=policy.prefetch_distance if policy.prefetch
+                     else 0)
     if not isinstance(policy.memory_budget, int) or policy.budget() <= 0:
         raise ValueError(f"offloading needs a positive memory_budget in bytes, got "
                          f"{policy.memory_budget!r} x threshold {policy.offload_threshold}")
     if policy.prefetch_distance < 0:
         raise ValueError(f"prefetch_distance must be >= 0, got {policy.prefetch_distance}")
     return policy
+
+
+def check_placement(placement):
+    if placement not in PLACEMENTS:
+        raise ValueError(f"ExecutionPolicy.placement must be one of {PLACEMENTS}, "
+                         f"got {placement!r}")
 
 
 def offload_totals(program) -> tuple:

@@ -111,7 +111,7 @@ class Preset:
             # advance so small parameters do not all start on rank 0.
             key = tuple(dims)
             offsets.setdefault(key, len(offsets))
-            return TileDistribution.round_robin(offsets[key] % nranks)
+            return TileDistribution.round_robin(offset=offsets[key] % nranks)
         return TileDistribution.replicated()
 
 

@@ -220,6 +220,12 @@ class TilingStrategy:
                    max_tile=max_tile, device=device)
 
     @classmethod
+    def auto_tiling(cls, target_tile_bytes: int | None = None, min_tile: int = 1,
+                    max_tile=None, device=None):
+        """The seed's name of auto()."""
+        return cls.auto(target_tile_bytes, min_tile, max_tile, device)
+
+    @classmethod
     def manual(cls, tile_shapes: dict):
         """Tile shape per named tensor; axes nobody names stay whole (one tile)."""
         return cls("manual", manual=tile_shapes)

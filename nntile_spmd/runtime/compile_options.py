@@ -42,6 +42,7 @@ class CompileOptions:
         """The options of a call of `caller` ("compile", "compile_async"), or the
         TypeError/ValueError naming the first bad argument."""
         check_device_name(device)
+        deterministic = deterministic or owner_computes(caller, policy)
         check_arguments(caller, graph=graph, window=window, deterministic=deterministic,
                         fuse=fuse, tiling=tiling)
         return cls(window=window, deterministic=bool(deterministic), fuse=resolve_fuse(fuse),
@@ -55,3 +56,21 @@ class CompileOptions:
                               fuse=self.fuse, own_rank=own_rank(world), policy=self.policy)
         return PlanRequest(world.size, tiling_for_device(self.tiling, self.device, self.policy),
                            self.distribution, options)
+
+
+def owner_computes(caller, policy) -> bool:
+    """Does `policy` place every task on its output's owner (ExecutionPolicy.placement)?
+    That is the deterministic plan: each sum over tiles runs on the output tile's owner
+    in tile order. The placements not built yet raise."""
+    if policy is None:
+        return False
+    if policy.placement == "explicit":
+        raise NotImplementedError(f"{caller}: ExecutionPolicy(placement='explicit') is not "
+                                  "built yet: place tensors with distribution="
+                                  "{name: TileDistribution} (or PhysicalGraph."
+                                  "set_tensor_distribution)")
+    if policy.preferred_gpus is not None:
+        raise NotImplementedError(f"{caller}: ExecutionPolicy(preferred_gpus=...) is not "
+                                  "built yet: each rank takes GPU local rank % GPUs "
+                                  "(docs/gpu.md)")
+    return policy.placement == "owner_computes"
