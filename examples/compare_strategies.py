@@ -75,6 +75,13 @@ def parse_args(argv=None):
                         help="write the loss curves and memory to this PNG (rank 0); "
                              "none without it")
     args = parser.parse_args(argv)
+    if args.torch:   # refused before any training, not after it
+        if args.model != "gpt2" or args.simulate:
+            parser.error("--torch compares GPT-2 on MPI ranks: --model gpt2, no --simulate")
+        if args.plot:
+            parser.error("--plot draws the presets' table, which --torch does not run "
+                         "(it prints its side-by-side table only)")
+        torch_side.require_torch()
     args.steps = args.steps or {"mlp": 60, "gpt2": 10}[args.model]
     args.batch = args.batch or {"mlp": 60, "gpt2": 8}[args.model]
     return args
@@ -367,8 +374,6 @@ def print_autoplan(args, comm, top=10):
 def side_by_side_with_torch(args):
     """Our ddp and fsdp, then torch DDP and FSDP2, on this job's MPI ranks."""
     from mpi4py import MPI
-    if args.model != "gpt2" or args.simulate:
-        raise SystemExit("--torch compares GPT-2 on MPI ranks: --model gpt2, no --simulate")
     data = train_gpt2.corpus.load_corpus(200_000).train
     ours = [run_preset(preset, args, None, data) for preset in ("ddp", "fsdp")]
     options = ours[0]["options"]

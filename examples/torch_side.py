@@ -12,13 +12,19 @@ the collectives torch.profiler records in the last step: their sizes times the r
 algorithm's share, (N-1)/N for an all-gather, 2(N-1)/N for an all-reduce. gloo has no
 reduce-scatter: FSDP2's reduce-scatter of gradients runs as an all-reduce there.
 PyTorch's CPU allocator keeps no peak, so there is no torch peak memory on CPU.
+
+Needs torch and transformers (the hf extra: pip install -e '.[hf]'). Run as a script it
+is compare_strategies.py --model gpt2 --torch, with that script's other options.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import importlib.util
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -28,6 +34,14 @@ from nntile_spmd.models import gpt2
 DEFAULT_PORT = 29517
 SHARE = {"all_gather": lambda n: (n - 1) / n, "all_reduce": lambda n: 2 * (n - 1) / n,
          "reduce_scatter": lambda n: (n - 1) / n, "broadcast": lambda n: (n - 1) / n}
+
+
+def require_torch():
+    """Refuse before any training where torch or transformers is not installed."""
+    missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise SystemExit(f"--torch needs {' and '.join(missing)}, not installed here: "
+                         "install the hf extra (pip install -e '.[hf]')")
 
 
 def init_torch_distributed(rank, size):
@@ -166,3 +180,18 @@ def gpt2_config(args, vocab):
     layers, embd, heads, seq = (int(v) for v in args.gpt2.split(","))
     return gpt2.GPT2Config(vocab_size=vocab, n_positions=seq, n_embd=embd, n_layer=layers,
                            n_head=heads)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="mpiexec -n N python examples/torch_side.py [compare_strategies.py options]",
+        epilog="compare_strategies.py --help lists the options (--steps, --batch, --gpt2 ...)")
+    _, options = parser.parse_known_args(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import compare_strategies
+    compare_strategies.main(["--model", "gpt2", "--torch", *options])
+
+
+if __name__ == "__main__":
+    main()

@@ -188,9 +188,11 @@ def train(args, trainer, data, heldout) -> dict:
             evaluations.append({"step": step + 1, "heldout_loss": heldout_loss(trainer.cg,
                                                                                heldout)})
             log_line(trainer, evaluations[-1])
-            if rank0:
-                bar.write(f"step {step + 1}: train loss {loss:.4f}, held-out loss "
-                          f"{evaluations[-1]['heldout_loss']:.4f}")
+            if rank0:   # flushed while the bar is cleared: tqdm.write does not flush,
+                # and in a pipe (mpiexec's) the line came out later, glued to the bar
+                with tqdm.external_write_mode():
+                    print(f"step {step + 1}: train loss {loss:.4f}, held-out loss "
+                          f"{evaluations[-1]['heldout_loss']:.4f}", flush=True)
     bar.close()
     return {"evaluations": evaluations, **last_stats}
 

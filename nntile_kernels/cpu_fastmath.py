@@ -124,7 +124,11 @@ overload(fast_exp)(_by_type(_exp32)(math.exp))
 
 
 # The other functions of the portable formulas (rules.py), as their C++ in rules_cuda.CUDA_PREAMBLE.
-@register_jitable(inline="always")
+# Not inline="always" (numba's inlining of its IR): a function with a branch, inlined twice
+# into one loop, fails numba's own check of that IR (a NumbaIRAssumptionWarning for numba
+# to fix, at every cold compile); LLVM inlines these small calls into the loop all the same,
+# where they vectorise as before (tests/kernels/test_numba_warnings.py).
+@register_jitable
 def nan_maximum(a, b):
     """The larger of a and b, NaN if either is NaN (NumPy's maximum). Two selects, not
     one over `a != a or a > b`: the `or` is a branch that LLVM keeps where the loop does
@@ -133,7 +137,7 @@ def nan_maximum(a, b):
     return a if a != a else larger
 
 
-@register_jitable(inline="always")
+@register_jitable
 def nan_minimum(a, b):
     """The smaller of a and b, NaN if either is NaN (NumPy's minimum); two selects as
     nan_maximum."""
@@ -141,7 +145,7 @@ def nan_minimum(a, b):
     return a if a != a else smaller
 
 
-@register_jitable(inline="always")
+@register_jitable
 def where(condition, a, b):
     """a where condition holds, else b."""
     return a if condition else b

@@ -1,29 +1,35 @@
 """Graph layer: the dtype names of the graph and their storage facts.
 
-Imports nothing beyond the standard library, NumPy and ml_dtypes (NumPy's bfloat16,
-the one the JAX ecosystem uses); no numba, cupy, mpi4py.
+Imports nothing beyond the standard library and NumPy; ml_dtypes (NumPy's bfloat16, the
+one the JAX ecosystem uses) only when a bf16 tile is first made: importing it takes
+longer than the rest of `import nntile_spmd` together. No numba, cupy, mpi4py.
 """
 
-import ml_dtypes
+import functools
+import importlib
+
 import numpy as np
 
-# Every graph dtype with the NumPy dtype its tiles are stored in. The fast fp32
-# variants change only how gemm computes (docs/precision.md), so their tiles are plain
-# float32; bf16 tiles are ml_dtypes.bfloat16, two bytes per element like fp16.
+# Every graph dtype with the NumPy dtype its tiles are stored in, as (module, name). The
+# fast fp32 variants change only how gemm computes (docs/precision.md), so their tiles
+# are plain float32; bf16 tiles are ml_dtypes.bfloat16, two bytes per element like fp16.
 STORAGE_DTYPES = {
-    "fp32": np.dtype(np.float32),
-    "fp32_fast_tf32": np.dtype(np.float32),
-    "fp32_fast_fp16": np.dtype(np.float32),
-    "fp32_fast_bf16": np.dtype(np.float32),
-    "fp64": np.dtype(np.float64),
-    "fp16": np.dtype(np.float16),
-    "bf16": np.dtype(ml_dtypes.bfloat16),
-    "int64": np.dtype(np.int64),
-    "int32": np.dtype(np.int32),
-    "bool": np.dtype(np.bool_),
+    "fp32": ("numpy", "float32"),
+    "fp32_fast_tf32": ("numpy", "float32"),
+    "fp32_fast_fp16": ("numpy", "float32"),
+    "fp32_fast_bf16": ("numpy", "float32"),
+    "fp64": ("numpy", "float64"),
+    "fp16": ("numpy", "float16"),
+    "bf16": ("ml_dtypes", "bfloat16"),
+    "int64": ("numpy", "int64"),
+    "int32": ("numpy", "int32"),
+    "bool": ("numpy", "bool_"),
 }
 
-ITEMSIZE = {name: dtype.itemsize for name, dtype in STORAGE_DTYPES.items()}
+# Bytes per element, known without loading the module that stores a dtype
+# (tests/graph/test_dtypes.py checks it against storage_dtype).
+ITEMSIZE = {"fp32": 4, "fp32_fast_tf32": 4, "fp32_fast_fp16": 4, "fp32_fast_bf16": 4,
+            "fp64": 8, "fp16": 2, "bf16": 2, "int64": 8, "int32": 4, "bool": 1}
 
 FLOAT_DTYPES = frozenset(
     {"fp32", "fp32_fast_tf32", "fp32_fast_fp16", "fp32_fast_bf16", "fp64", "fp16", "bf16"}
@@ -45,6 +51,8 @@ def check_dtype(dtype: str) -> str:
     return dtype
 
 
+@functools.cache
 def storage_dtype(dtype: str) -> np.dtype:
-    """NumPy dtype that holds tiles of graph dtype `dtype`."""
-    return STORAGE_DTYPES[check_dtype(dtype)]
+    """NumPy dtype that holds tiles of graph dtype `dtype` (imports its module, once)."""
+    module, name = STORAGE_DTYPES[check_dtype(dtype)]
+    return np.dtype(getattr(importlib.import_module(module), name))

@@ -31,3 +31,22 @@ def check_fields(config, rules: dict) -> None:
         value = getattr(config, name)
         if not accepts(value):
             raise ValueError(f"{type(config).__name__}: {name}={value!r} must be {expected}")
+
+
+# The config fields that leave what a model computes from given weights unchanged, with
+# why: a pretrained folder may differ from the model it is loaded into in these
+# (load_pretrained), as transformers' from_pretrained(path, attn_pdrop=0.0) allows too.
+# Every field not named here changes the computation and must match.
+DROPOUT = "a dropout probability: a training choice of the model built (evaluation has none)"
+FIELDS_LOADING_IGNORES = {
+    "initializer_range": "sets only the initial weights, which loading replaces",
+    "resid_pdrop": DROPOUT, "embd_pdrop": DROPOUT, "attn_pdrop": DROPOUT,   # GPT-2
+    "attention_dropout": DROPOUT,                                          # Llama
+}
+
+
+def fields_that_differ(ours, theirs) -> list:
+    """The names of the fields of config `ours` that change the computation and that
+    config `theirs` (of the same class) sets otherwise."""
+    return [name for name, value in vars(ours).items()
+            if name not in FIELDS_LOADING_IGNORES and getattr(theirs, name) != value]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph.dtypes import storage_dtype
+from .config_rules import fields_that_differ
 from .pretrained import hf_dtype_name, read_weights, save_on_rank_zero
 
 HEAD = "lm_head.weight"   # the output head; with tied embeddings the same array as EMBEDDING
@@ -51,11 +52,10 @@ class HFWeights:
         self.load_hf_state_dict(cg, read_weights(path))
 
     def check_folder_config(self, path) -> None:
-        """Refuse a folder whose config.json builds another model than this one."""
-        theirs = type(self.config).from_pretrained(path)
-        if theirs != self.config:
-            differ = [name for name, value in vars(self.config).items()
-                      if getattr(theirs, name) != value]
+        """Refuse a folder whose config.json builds another model than this one (the fields
+        that do not change the computation aside: config_rules.FIELDS_LOADING_IGNORES)."""
+        differ = fields_that_differ(self.config, type(self.config).from_pretrained(path))
+        if differ:
             raise ValueError(f"load_pretrained({path}): the folder's config differs from the "
                              f"model's in {differ} (build the model from "
                              f"{type(self.config).__name__}.from_pretrained(path))")

@@ -8,18 +8,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import threadpoolctl
-
 from ..runtime.thread_budget import threads_from_env
-from ..simulate.calibrate import fit_rates, measure_ops
 from ..simulate.machine import MachineModel, MessageCost
-from ..simulate.workloads import gpt2_workload, mlp_workload
 
-# Small versions of the calibration's two workloads, each at a large and a small tile
-# size (two points per op type separate the cost per task from the cost per FLOP).
-QUICK_WORKLOADS = (lambda: mlp_workload(sizes=(256, 512, 10), batch=128),
-                   lambda: gpt2_workload(n_layer=1, n_embd=64, n_head=2, batch=2, seq=32,
-                                         vocab=128))
+# Small versions of the calibration's two workloads (simulate/workloads.py's functions,
+# by name: that module imports the models), each at a large and a small tile size (two
+# points per op type separate the cost per task from the cost per FLOP).
+QUICK_WORKLOADS = (("mlp_workload", dict(sizes=(256, 512, 10), batch=128)),
+                   ("gpt2_workload", dict(n_layer=1, n_embd=64, n_head=2, batch=2, seq=32,
+                                          vocab=128)))
 QUICK_TILE_BYTES = (1 << 18, 1 << 13)
 QUICK_STEPS = 2
 
@@ -30,7 +27,12 @@ def quick_calibrate(log=None, threads=None, core_sharing="own", cores=None) -> M
     runtime gives each rank of the job; latency, bandwidth and the CPU of messages
     keep MachineModel's defaults (measure_messages measures them where the job has
     two MPI ranks)."""
-    import numba     # only a calibration loads it: `import nntile_spmd` loads no numba
+    # only a calibration loads these: `import nntile_spmd` loads no numba, no models
+    import numba
+    import threadpoolctl
+
+    from ..simulate import workloads
+    from ..simulate.calibrate import fit_rates, measure_ops
     cores = cores or usable_cores()
     threads = threads or cores
     rows, tasks, outside = [], 0, 0.0
@@ -38,8 +40,8 @@ def quick_calibrate(log=None, threads=None, core_sharing="own", cores=None) -> M
     try:
         with threadpoolctl.threadpool_limits(limits=threads):
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-            for make in QUICK_WORKLOADS:
-                workload = make()
+            for name, sizes in QUICK_WORKLOADS:
+                workload = getattr(workloads, name)(**sizes)
                 for tile_bytes in QUICK_TILE_BYTES:
                     measured, count, seconds = measure_ops(workload, tile_bytes, QUICK_STEPS)
                     rows += measured
@@ -117,6 +119,7 @@ def measure_messages(comm) -> dict:
     import numpy as np
     from mpi4py import MPI      # only an MPI job gets here
 
+    from ..simulate.calibrate import fit_rates
     from ..simulate.pingpong import MESSAGE_SIZES, message_costs, round_trip
     pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
     if pair == MPI.COMM_NULL:

@@ -6,6 +6,7 @@ path: a script on MPI ranks (train_mlp.py) and torch.distributed set up beside M
 (compare_strategies.py --torch).
 """
 
+import importlib.util
 import json
 import os
 import re
@@ -124,6 +125,25 @@ def test_compare_strategies_torch_side_by_side():
     assert len({row[-1] for row in rows.values()}) == 1      # the same final loss
 
 
+def test_compare_strategies_torch_refuses_before_training(monkeypatch, capsys):
+    """Without torch, --torch names the extra to install before it trains anything; with
+    --plot it says that it draws no plot."""
+    module = load_example("compare_strategies")
+    with pytest.raises(SystemExit):
+        module.parse_args(["--model", "gpt2", "--torch", "--plot", "out.png"])
+    assert "--plot" in capsys.readouterr().err
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *rest: None if name == "torch" else find_spec(name, *rest))
+    with pytest.raises(SystemExit, match=r"needs torch, not installed.*pip install -e '\.\[hf\]'"):
+        module.parse_args(["--model", "gpt2", "--torch"])
+
+
+def test_torch_side_help_says_what_it_is():
+    stdout = run([sys.executable, "examples/torch_side.py", "--help"], timeout=60)
+    assert "PyTorch DDP and\nFSDP2" in stdout and "compare_strategies.py --help" in stdout
+
+
 @pytest.mark.slow
 def test_finetune_saves_a_folder_transformers_loads(tmp_path, capsys):
     from tests.models.test_pretrained import hf_folder, hf_logits
@@ -137,7 +157,7 @@ def test_finetune_saves_a_folder_transformers_loads(tmp_path, capsys):
     assert np.isfinite(hf_logits(tmp_path / "out", "gpt2", ids)).all()
 
 
-# every script of examples/ (a module the scripts import, such as torch_side, has no main)
+# every script of examples/ (not a module the scripts import only)
 SCRIPTS = sorted(path.stem for path in (ROOT / "examples").glob("*.py")
                  if "__main__" in path.read_text())
 

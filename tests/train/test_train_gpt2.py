@@ -123,6 +123,24 @@ def test_llama_trains_on_the_same_corpus_under_tp_on_two_simulated_ranks():
     assert len(summary["peak_bytes_per_rank"]) == 2
 
 
+def test_the_evaluation_lines_come_between_the_bars_in_a_pipe():
+    """stdout and stderr into one pipe, block-buffered (no PYTHONUNBUFFERED): each
+    held-out line is on a line of its own, before the bar goes on."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    result = subprocess.run(
+        [sys.executable, "examples/train_gpt2.py", "--strategy", "single", "--n-layer", "1",
+         "--n-embd", "16", "--n-head", "2", "--seq", "8", "--batch", "2", "--steps", "4",
+         "--eval-every", "2", "--eval-batches", "1", "--corpus-bytes", "50000", "--no-check"],
+        cwd=ROOT, env=env | {"PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:]
+    lines = result.stdout.replace("\r", "\n").splitlines()
+    evaluations = [at for at, line in enumerate(lines) if "held-out loss" in line]
+    assert [lines[at].split(":")[0] for at in evaluations[:2]] == ["step 2", "step 4"], lines
+    assert any("| 3/4 " in line for line in lines[evaluations[0]:evaluations[1]]), lines
+    assert all("|" not in lines[at] for at in evaluations), lines   # no bar glued on
+
+
 TOO_SHORT = ("--strategy", "single", "--n-layer", "1", "--n-embd", "16", "--n-head", "2",
              "--seq", "8", "--batch", "2", "--steps", "1", "--eval-batches", "1",
              "--corpus-bytes", "50000", "--no-progress")
