@@ -82,17 +82,19 @@ def read_json_object(path: Path) -> dict:
 
 
 def read_safetensors(file: Path) -> dict:
-    """The arrays of one safetensors file; bf16 (no NumPy dtype) goes through torch to fp32."""
+    """The arrays of one safetensors file; bf16 as ml_dtypes' bfloat16, a dtype NumPy
+    lacks otherwise through torch to fp32."""
+    import ml_dtypes  # noqa: F401 - safetensors' NumPy reader knows bf16 only once it is loaded
     from safetensors import safe_open
     try:
         with safe_open(str(file), framework="np") as handle:
             return {key: handle.get_tensor(key) for key in handle.keys()}
-    except TypeError:   # a dtype NumPy lacks (bf16): torch reads it, if installed
+    except TypeError:   # a dtype NumPy lacks even with ml_dtypes: torch reads it, if installed
         try:
-            import torch  # noqa: F401  (only to read bf16 files)
+            import torch  # noqa: F401  (only to read such files)
         except ImportError:
-            raise PretrainedError(f"{file}: holds bf16 tensors; install torch to read "
-                                  "them") from None
+            raise PretrainedError(f"{file}: holds tensors of a dtype NumPy cannot hold; "
+                                  "install torch to read them") from None
         with safe_open(str(file), framework="pt") as handle:
             return {key: handle.get_tensor(key).float().numpy() for key in handle.keys()}
 

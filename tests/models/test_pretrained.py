@@ -5,6 +5,8 @@ loads unchanged; the Hub's key names, sharded indexes and bad folders."""
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -160,6 +162,24 @@ def test_a_bf16_folder_loads_exactly(tmp_path):
     _, cg = ours("gpt2", tmp_path / "bf16", "single", nt.SimulatedWorld(1))
     np.testing.assert_allclose(logits_of(cg, ids), hf_logits(reference, "gpt2", ids),
                                rtol=1e-9, atol=1e-10)
+
+
+def test_a_bf16_file_reads_without_torch(tmp_path):
+    """bf16 is read as ml_dtypes' bfloat16, in a process where torch cannot be imported
+    and nothing loaded ml_dtypes before (import nntile_spmd does not)."""
+    import ml_dtypes
+    from safetensors.numpy import save_file
+    values = np.arange(6, dtype=np.float32).reshape(2, 3) / 4
+    save_file({"w": values.astype(ml_dtypes.bfloat16)}, str(tmp_path / "w.safetensors"))
+    script = ("import sys; sys.modules['torch'] = None\n"
+              "from pathlib import Path\n"
+              "from nntile_spmd.models.pretrained import read_safetensors\n"
+              f"w = read_safetensors(Path({str(tmp_path / 'w.safetensors')!r}))['w']\n"
+              "print(w.dtype, w.astype('float32').ravel().tolist())")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split(" ", 1) == ["bfloat16", f"{values.ravel().tolist()}\n"]
 
 
 def test_saving_into_the_loaded_folder_keeps_every_other_file(tmp_path):
