@@ -20,6 +20,7 @@ LAYERS = (
     {"simulate"},
     {"search"},
     {"train"},
+    {"seed_api"},
     {"precompile", "calibrate"},
     {"__init__"},
 )
