@@ -174,7 +174,9 @@ class Generator:
             hidden = self.builder.block(layer, hidden)
         self.builder.head(hidden)
         self.model, self.batch, self.max_length = model, batch, max_length
-        self.compile_args = {"comm": comm, "distribution": distribution}
+        # plans from the process-wide cache (plan/cache.py, keyed by graph and request):
+        # a second Generator of the same shapes, or one prompt length again, plans nothing
+        self.compile_args = {"comm": comm, "distribution": distribution, "cache": True}
         self.cg = compile_graph(model.graph, **self.compile_args)
         weights = path_or_state_dict
         if isinstance(weights, (str, Path)):
