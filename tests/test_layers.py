@@ -19,7 +19,7 @@ LAYERS = (
     {"simulate"},
     {"search"},
     {"train"},
-    {"precompile", "calibrate"},
+    {"precompile", "calibrate", "generate"},
     {"__init__"},
 )
 LEVEL = {name: level for level, names in enumerate(LAYERS) for name in names}
