@@ -31,7 +31,8 @@ from nntile_spmd.train import Trainer
 from nntile_spmd.train.cli import DefaultsHelpFormatter
 
 FAMILIES = {"gpt2": (gpt2, gpt2.GPT2Config, gpt2.build_gpt2),
-            "llama": (llama, llama.LlamaConfig, llama.build_llama)}
+            "llama": (llama, llama.LlamaConfig, llama.build_llama),
+            "mistral": (llama, llama.LlamaConfig, llama.build_llama)}   # Llama + a window
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "vocab.json", "merges.txt", "generation_config.json")
 

@@ -1,4 +1,4 @@
-"""Generate text from a local Hugging Face GPT-2 or Llama folder, on every rank of the job:
+"""Generate text from a local Hugging Face GPT-2, Llama or Mistral folder, on every rank of the job:
     mpiexec -n 2 python -m nntile_spmd.generate FOLDER --prompt "def hello" \\
         [--max-new-tokens N] [--distribution tp]
 
@@ -21,7 +21,8 @@ from .models.text_codec import TokenizerError, load_text_codec
 from .runtime import SimulatedWorld
 from .train.cli import DefaultsHelpFormatter
 
-FAMILIES = {"gpt2": (gpt2, gpt2.GPT2Config), "llama": (llama, llama.LlamaConfig)}
+FAMILIES = {"gpt2": (gpt2, gpt2.GPT2Config), "llama": (llama, llama.LlamaConfig),
+            "mistral": (llama, llama.LlamaConfig)}   # Llama, its window checked by the config
 
 
 def parse_args(argv=None):

@@ -166,6 +166,8 @@ class Generator:
         if not 1 <= max_length <= limit or batch < 1:
             raise ValueError(f"Generator: need 1 <= max_length <= {limit} and batch >= 1, "
                              f"got max_length={max_length}, batch={batch}")
+        if hasattr(cfg, "check_span"):   # a window the attention does not build (Mistral)
+            cfg.check_span(max_length, "Generator: max_length")
         model = model_class(LogicalGraph(f"{type(self).__name__.lower()}_decode"), cfg,
                             batch, 1, dtype)
         self.builder = decoder_class(model, max_length)

@@ -33,8 +33,9 @@ class PretrainedError(ValueError):
 
 
 # -- reading ---------------------------------------------------------------------------------
-def read_config(path, model_type: str) -> SimpleNamespace:
-    """config.json of the folder `path` as attributes, refusing another model type."""
+def read_config(path, model_type) -> SimpleNamespace:
+    """config.json of the folder `path` as attributes, refusing another model type
+    (`model_type`: one name, or a tuple of the names accepted)."""
     folder = Path(path)
     if not folder.is_dir():
         raise PretrainedError(f"{folder}: not a folder (a local Hugging Face model folder "
@@ -44,8 +45,11 @@ def read_config(path, model_type: str) -> SimpleNamespace:
         raise PretrainedError(f"{folder}: no {CONFIG} (is it a Hugging Face model folder?)")
     values = json.loads(config_path.read_text())
     found = values.get("model_type")
-    if found != model_type:
-        raise PretrainedError(f"{config_path}: model_type {found!r}, expected {model_type!r}")
+    accepted = (model_type,) if isinstance(model_type, str) else model_type
+    if found not in accepted:
+        expected = repr(model_type) if isinstance(model_type, str) else \
+            " or ".join(map(repr, model_type))
+        raise PretrainedError(f"{config_path}: model_type {found!r}, expected {expected}")
     return SimpleNamespace(**values)
 
 
