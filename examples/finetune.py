@@ -5,8 +5,9 @@ save a folder transformers loads; sample from it.
     python examples/finetune.py MODEL_FOLDER notes.txt --strategy tp --simulate 2
 
 The folder's config.json says which model it is. Text becomes ids with the folder's
-tokenizer.json when the `tokenizers` package is installed (pip install tokenizers),
-else byte by byte (then the vocabulary must have at least 256 entries). Every rank
+tokenizer.json, or its vocab.json + merges.txt (byte-level BPE), read with the
+`tokenizers` package (pip install tokenizers); a folder with no tokenizer file reads
+text byte by byte (then the vocabulary must have at least 256 entries). Every rank
 binds the same batches (windows of the text at seeded offsets); AdamW. After training,
 rank 0 writes --out (config.json, model.safetensors, the tokenizer files copied) and
 the run checks that the saved weights are bitwise the trained ones, then samples
@@ -18,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,11 +26,13 @@ import numpy as np
 import nntile_spmd as nt
 from nntile_spmd.models import gpt2, llama
 from nntile_spmd.models.pretrained import read_weights
+from nntile_spmd.models.text_codec import TokenizerError, load_text_codec
 from nntile_spmd.train import Trainer
 from nntile_spmd.train.cli import DefaultsHelpFormatter
 
 FAMILIES = {"gpt2": (gpt2, gpt2.GPT2Config, gpt2.build_gpt2),
-            "llama": (llama, llama.LlamaConfig, llama.build_llama)}
+            "llama": (llama, llama.LlamaConfig, llama.build_llama),
+            "mistral": (llama, llama.LlamaConfig, llama.build_llama)}   # Llama + a window
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "vocab.json", "merges.txt", "generation_config.json")
 
@@ -58,32 +60,6 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-class Codec:
-    """Text <-> ids: the folder's tokenizer.json with `tokenizers`, else bytes."""
-
-    def __init__(self, folder, vocab_size):
-        self.tokenizer = None
-        if (Path(folder) / "tokenizer.json").is_file():
-            try:
-                from tokenizers import Tokenizer
-                self.tokenizer = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
-            except ImportError:
-                print("tokenizers is not installed: reading the text as bytes", file=sys.stderr)
-        if self.tokenizer is None and vocab_size < 256:
-            raise SystemExit(f"{folder}: no usable tokenizer.json and a vocabulary of "
-                             f"{vocab_size} < 256 entries, too small for bytes")
-
-    def encode(self, text: str) -> np.ndarray:
-        if self.tokenizer is not None:
-            return np.array(self.tokenizer.encode(text).ids, dtype=np.int64)
-        return np.frombuffer(text.encode(), dtype=np.uint8).astype(np.int64)
-
-    def decode(self, ids) -> str:
-        if self.tokenizer is not None:
-            return self.tokenizer.decode([int(i) for i in ids])
-        return bytes(int(i) for i in ids).decode(errors="replace")
-
-
 def windows(ids, batch, seq, rng) -> dict:
     """A batch of seq + 1 consecutive ids at seeded offsets: inputs and next tokens [T, B]."""
     starts = rng.integers(0, len(ids) - seq - 1, size=batch)
@@ -100,7 +76,10 @@ def main(argv=None):
                          f"{sorted(FAMILIES)}")
     module, config_class, build = FAMILIES[family]
     cfg = config_class.from_pretrained(args.folder)
-    codec = Codec(args.folder, cfg.vocab_size)
+    try:   # before any training: a folder's text read with the wrong ids is lost work
+        codec = load_text_codec(args.folder, cfg.vocab_size)
+    except TokenizerError as error:
+        raise SystemExit(str(error)) from None
     ids = codec.encode(Path(args.text).read_text())
     if len(ids) <= args.seq + 1:
         raise SystemExit(f"{args.text}: {len(ids)} tokens, need more than --seq + 1")

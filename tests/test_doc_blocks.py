@@ -43,6 +43,8 @@ NOT_RUN = {
                        "# or single, ddp, tp"),
     ("docs/pretrained.md", "mpiexec -n 2 python examples/finetune.py tiny-gpt2 notes.txt --out "
                            "tiny-gpt2-finetuned --steps 50"),
+    ("docs/pretrained.md", "mpiexec -n 2 python -m nntile_spmd.generate tiny-gpt2-finetuned "
+                           "--prompt \"def hello\" --max-new-tokens 8 --distribution tp"),
     ("docs/autoplan.md", "mpiexec -n 2 python examples/compare_strategies.py --auto          "
                          "# the first 10"),
     ("docs/autoplan.md", "mpiexec -n 2 python examples/compare_strategies.py --model gpt2 "

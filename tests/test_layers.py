@@ -21,7 +21,7 @@ LAYERS = (
     {"search"},
     {"train"},
     {"seed_api"},
-    {"precompile", "calibrate"},
+    {"precompile", "calibrate", "generate"},
     {"__init__"},
 )
 LEVEL = {name: level for level, names in enumerate(LAYERS) for name in names}

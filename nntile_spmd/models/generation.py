@@ -166,6 +166,8 @@ class Generator:
         if not 1 <= max_length <= limit or batch < 1:
             raise ValueError(f"Generator: need 1 <= max_length <= {limit} and batch >= 1, "
                              f"got max_length={max_length}, batch={batch}")
+        if hasattr(cfg, "check_span"):   # a window the attention does not build (Mistral)
+            cfg.check_span(max_length, "Generator: max_length")
         model = model_class(LogicalGraph(f"{type(self).__name__.lower()}_decode"), cfg,
                             batch, 1, dtype)
         self.builder = decoder_class(model, max_length)
@@ -174,7 +176,9 @@ class Generator:
             hidden = self.builder.block(layer, hidden)
         self.builder.head(hidden)
         self.model, self.batch, self.max_length = model, batch, max_length
-        self.compile_args = {"comm": comm, "distribution": distribution}
+        # plans from the process-wide cache (plan/cache.py, keyed by graph and request):
+        # a second Generator of the same shapes, or one prompt length again, plans nothing
+        self.compile_args = {"comm": comm, "distribution": distribution, "cache": True}
         self.cg = compile_graph(model.graph, **self.compile_args)
         weights = path_or_state_dict
         if isinstance(weights, (str, Path)):

@@ -39,7 +39,7 @@ from ..graph import LogicalGraph, grad
 from ..graph.dtypes import FLOAT_DTYPES, storage_dtype
 from .gpt2 import GPT2
 from .hf_weights import HEAD, same, transposed
-from .config_rules import COUNT, POSITIVE, check_fields
+from .config_rules import COUNT, OPTIONAL_COUNT, POSITIVE, check_fields
 from .llama_builder import LlamaBuilder
 from .pretrained import read_config
 from . import generation
@@ -48,7 +48,10 @@ from . import generation
 FIELD_RULES = {name: COUNT for name in (
     "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
     "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings")}
-FIELD_RULES |= {"rms_norm_eps": POSITIVE, "rope_theta": POSITIVE}
+FIELD_RULES |= {"rms_norm_eps": POSITIVE, "rope_theta": POSITIVE,
+                "sliding_window": OPTIONAL_COUNT}
+# the model types read as Llama, and the transformers class each one's folder names
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
 
 
 @dataclass
@@ -75,6 +78,10 @@ class LlamaConfig:
     attention_bias: bool = False
     mlp_bias: bool = False
     attention_dropout: float = 0.0   # used by build_llama(..., dropout=True) only
+    # Mistral is Llama whose attention sees only the last `sliding_window` positions; the
+    # window is not built, so a Mistral model attends over at most that many (check_span)
+    sliding_window: int | None = None
+    model_type: str = "llama"        # or "mistral": the folder's, written back on save
 
     def __post_init__(self):
         check_fields(self, {"hidden_size": COUNT, "num_attention_heads": COUNT})  # divides
@@ -96,7 +103,8 @@ class LlamaConfig:
 
     @classmethod
     def from_hf(cls, hf_config) -> LlamaConfig:
-        """The fields of a transformers LlamaConfig (rope_theta from its rope_parameters)."""
+        """The fields of a transformers LlamaConfig or MistralConfig (rope_theta from its
+        rope_parameters)."""
         values = {f.name: getattr(hf_config, f.name) for f in fields(cls)
                   if hasattr(hf_config, f.name)}
         rope = getattr(hf_config, "rope_parameters", None) or \
@@ -111,18 +119,33 @@ class LlamaConfig:
 
     @classmethod
     def from_pretrained(cls, path) -> LlamaConfig:
-        """The config.json of a local HF model folder (model_type "llama"); no download."""
-        return cls.from_hf(read_config(path, "llama"))
+        """The config.json of a local HF model folder (model_type "llama" or "mistral");
+        no download."""
+        return cls.from_hf(read_config(path, tuple(ARCHITECTURES)))
 
     def to_hf_dict(self) -> dict:
         """config.json's content for transformers' LlamaForCausalLM (rope_theta both where
         transformers 5 reads it and where older versions do)."""
-        return asdict(self) | {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
-                               "rope_parameters": {"rope_theta": self.rope_theta,
-                                                   "rope_type": "default"}}
+        values = asdict(self)
+        if self.model_type == "llama":   # a Llama folder names no window
+            values.pop("sliding_window")
+        return values | {"architectures": [ARCHITECTURES[self.model_type]],
+                         "rope_parameters": {"rope_theta": self.rope_theta,
+                                             "rope_type": "default"}}
+
+    def check_span(self, length: int, where: str) -> None:
+        """Refuse attention over more than `sliding_window` positions: Mistral's window
+        would hide the earliest of them, which this model (plain causal attention) sees."""
+        if self.sliding_window is not None and length > self.sliding_window:
+            raise ValueError(f"{where}: {length} positions exceed the config's sliding_window="
+                             f"{self.sliding_window} ({self.model_type}); sliding-window "
+                             "attention is not built, so at most that many are supported")
 
     def check(self):
         check_fields(self, FIELD_RULES)
+        if self.model_type not in ARCHITECTURES:
+            raise ValueError(f"LlamaConfig: model_type {self.model_type!r}, expected one of "
+                             f"{sorted(ARCHITECTURES)}")
         if self.num_attention_heads % self.num_key_value_heads:
             raise ValueError(f"LlamaConfig: num_attention_heads={self.num_attention_heads} "
                              f"is not a multiple of num_key_value_heads="
@@ -268,6 +291,7 @@ def build_llama(cfg: LlamaConfig, batch: int, seq: int, dtype: str = "fp32",
         raise ValueError(f"build_llama: need 1 <= seq <= max_position_embeddings="
                          f"{cfg.max_position_embeddings} and batch >= 1, got seq={seq}, "
                          f"batch={batch}")
+    cfg.check_span(seq, "build_llama: seq")
     model = Llama(LogicalGraph(name), cfg, batch, seq, dtype, dropout=dropout)
     builder = LlamaBuilder(model, attention_mask)
     hidden = builder.embeddings()

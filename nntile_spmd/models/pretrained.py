@@ -21,6 +21,8 @@ from ..folder_paths import inside
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
+TORCH_WEIGHTS = "pytorch_model.bin"
+TORCH_INDEX = "pytorch_model.bin.index.json"
 # transformers refuses a safetensors file whose metadata names no known format
 METADATA = {"format": "pt"}
 NUMPY_TO_HF_DTYPE = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
@@ -32,8 +34,9 @@ class PretrainedError(ValueError):
 
 
 # -- reading ---------------------------------------------------------------------------------
-def read_config(path, model_type: str) -> SimpleNamespace:
-    """config.json of the folder `path` as attributes, refusing another model type."""
+def read_config(path, model_type) -> SimpleNamespace:
+    """config.json of the folder `path` as attributes, refusing another model type
+    (`model_type`: one name, or a tuple of the names accepted)."""
     folder = Path(path)
     if not folder.is_dir():
         raise PretrainedError(f"{folder}: not a folder (a local Hugging Face model folder "
@@ -43,29 +46,60 @@ def read_config(path, model_type: str) -> SimpleNamespace:
         raise PretrainedError(f"{folder}: no {CONFIG} (is it a Hugging Face model folder?)")
     values = read_json_object(config_path)
     found = values.get("model_type")
-    if found != model_type:
-        raise PretrainedError(f"{config_path}: model_type {found!r}, expected {model_type!r}")
+    accepted = (model_type,) if isinstance(model_type, str) else model_type
+    if found not in accepted:
+        expected = repr(model_type) if isinstance(model_type, str) else \
+            " or ".join(map(repr, model_type))
+        raise PretrainedError(f"{config_path}: model_type {found!r}, expected {expected}")
     return SimpleNamespace(**values)
 
 
 def read_weights(path) -> dict:
-    """{HF name: ndarray} of model.safetensors, or of every shard the index names."""
+    """{HF name: ndarray} of model.safetensors (or of every shard its index names), else
+    of pytorch_model.bin (or its shards), read by torch with weights_only=True."""
     folder = Path(path)
-    if (folder / WEIGHTS).is_file():
-        return read_safetensors(folder / WEIGHTS)
-    if (folder / INDEX).is_file():
-        weight_map = read_json_object(folder / INDEX).get("weight_map")
-        if not isinstance(weight_map, dict):
-            raise PretrainedError(f"{folder / INDEX}: no \"weight_map\" object of tensor "
-                                  "names to shard files")
-        arrays = {}
-        shards = [inside(folder, shard, f"{folder / INDEX}'s weight_map")
-                  for shard in sorted(set(weight_map.values()))]
-        for shard in shards:     # every name checked before any file is read
-            arrays |= read_safetensors(shard)
-        return arrays
-    raise PretrainedError(f"{folder}: neither {WEIGHTS} nor {INDEX} (only safetensors "
-                          "weights are read, not pytorch_model.bin)")
+    for single, index, read in weight_files():
+        if (folder / single).is_file():
+            return read(folder / single)
+        if (folder / index).is_file():
+            weight_map = read_json_object(folder / index).get("weight_map")
+            if not isinstance(weight_map, dict):
+                raise PretrainedError(f"{folder / index}: no \"weight_map\" object of tensor "
+                                      "names to shard files")
+            shards = [inside(folder, shard, f"{folder / index}'s weight_map")
+                      for shard in sorted(set(weight_map.values()))]
+            arrays = {}
+            for shard in shards:     # every name checked before any file is read
+                arrays |= read(shard)
+            return arrays
+    raise PretrainedError(f"{folder}: no weights: none of {WEIGHTS}, {INDEX}, {TORCH_WEIGHTS}, "
+                          f"{TORCH_INDEX}")
+
+
+def weight_files() -> tuple:
+    """A folder's weight files, the first found wins: (one file, index of shards, reader)."""
+    return ((WEIGHTS, INDEX, read_safetensors), (TORCH_WEIGHTS, TORCH_INDEX, read_torch_pickle))
+
+
+def read_torch_pickle(file: Path) -> dict:
+    """The tensors of a pytorch_model.bin as arrays (bf16 as fp32), through torch.load with
+    weights_only=True: its unpickler builds tensors and plain containers only, never
+    calls what the file names, so a file cannot run code."""
+    try:
+        import torch
+    except ImportError:
+        raise PretrainedError(f"{file}: a PyTorch pickle; install torch to read it, or save "
+                              f"the weights as {WEIGHTS}") from None
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as error:   # noqa: BLE001 - the unpickler's refusals differ by version
+        raise PretrainedError(f"{file}: torch.load(weights_only=True) refused it: "
+                              f"{type(error).__name__}: {error}") from None
+    if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor)
+                                              for value in state.values()):
+        raise PretrainedError(f"{file}: not a state dict of tensors")
+    return {name: (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).numpy()
+            for name, tensor in state.items()}
 
 
 def read_json_object(path: Path) -> dict:

@@ -44,7 +44,9 @@ class RankTiles:
         out_labels = axes[n_inputs]
         out_name = op.outputs[0].name
         out_owners = self.owners_of(out_name)
-        mask = self.mine(out_name) | (out_owners == REPLICATED)
+        # an array even over a 0-d grid (a scalar's): `|` of two 0-d arrays is a numpy
+        # scalar, which the marks below could not assign into
+        mask = np.array(self.mine(out_name) | (out_owners == REPLICATED))
         one_step = all(self.tilings[tensor.name].dims[dim].num_tiles == 1
                        for tensor, labels in zip(op.inputs, axes[:n_inputs])
                        for dim, label in enumerate(labels) if label not in out_labels)

@@ -115,3 +115,23 @@ def test_generation_stops_at_eos_as_transformers_does(folder):
     new = list(found["stopped"][PROMPT.shape[0]:, 0])
     np.testing.assert_array_equal(   # a ragged sequence ends at its EOS, unpadded
         ragged[0], found["stopped"][:PROMPT.shape[0] + new.index(found["eos"]) + 1, 0])
+
+
+def test_a_second_generator_of_the_same_shape_plans_nothing(folder, monkeypatch):
+    """Generators compile through the process-wide plan cache (plan/cache.py): the same
+    shapes again (decode graph and prompt length) reuse the plans, and compute the same
+    tokens; another batch is another graph, planned anew."""
+    from nntile_spmd.runtime import compile_steps
+    family, path, expected, _ = folder
+    generator(family, path, nt.SimulatedWorld(2), "tp").generate(PROMPT, NEW)
+    planned = []
+    real_plan_for = compile_steps.plan_for
+    monkeypatch.setattr(compile_steps, "plan_for", lambda graph, request: planned.append(
+        graph.name) or real_plan_for(graph, request))
+    again = generator(family, path, nt.SimulatedWorld(2), "tp")
+    np.testing.assert_array_equal(again.generate(PROMPT, NEW), expected)
+    assert planned == []
+    module, config_class = MODULES[family]
+    module.Generator(config_class.from_pretrained(path), path, batch=3, max_length=4,
+                     dtype="fp64", comm=nt.SimulatedWorld(2), distribution="tp")
+    assert planned == ["generator_decode"], planned

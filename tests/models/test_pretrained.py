@@ -133,7 +133,7 @@ def test_bad_folders_say_what_is_wrong(tmp_path):
     model = gpt2.build_gpt2(cfg, batch=1, seq=4, dtype="fp64", with_grads=False)
     cg = nt.compile(model.graph, comm=nt.SimulatedWorld(1))
     (tmp_path / "hf" / "model.safetensors").rename(tmp_path / "elsewhere.safetensors")
-    with pytest.raises(PretrainedError, match="neither model.safetensors"):
+    with pytest.raises(PretrainedError, match="no weights: none of model.safetensors"):
         model.load_pretrained(cg, tmp_path / "hf")
     other = gpt2.build_gpt2(gpt2.GPT2Config(**{**cfg.__dict__, "n_layer": 2}), batch=1,
                             seq=4, dtype="fp64", with_grads=False)

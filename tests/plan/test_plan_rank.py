@@ -369,3 +369,33 @@ def test_a_tile_everyone_holds_is_not_lowered_again(monkeypatch):
     masks = [count for op_type, count in lowered if op_type == "mask_scalar"]
     assert masks[0] == 8 and masks[1:] == [1] * (len(masks) - 1), masks
     assert plan.program(0) == nt.build_plan(graph, 8, tiling, "fsdp").programs()[0]
+
+
+def gpt2_batch_of_one_graph():
+    """What Generator(batch=1) plans for its prompt: one sequence, so fewer batch tiles
+    than ranks under ddp and fsdp, and its scalar loss one step over one tile."""
+    cfg = gpt2.GPT2Config(vocab_size=29, n_positions=8, n_embd=12, n_layer=1, n_head=3)
+    return gpt2.build_gpt2(cfg, batch=1, seq=3, dtype="fp64").graph, nt.TilingStrategy.auto()
+
+
+def data_ops_one_tile_graph():
+    """The data ops with every tensor one tile: 0-d masks over the scalar loss's grid,
+    reached in one step from a one-tile input, on a rank that owns it and on ranks that
+    own nothing."""
+    graph, _ = data_ops_graph()
+    return graph, nt.TilingStrategy.explicit({"x": [6, 4], "r": [3, 8], "s": [None, 4]})
+
+
+SHAPE_CLASSES = {"gpt2_batch_of_one": gpt2_batch_of_one_graph,
+                 "data_ops_one_tile": data_ops_one_tile_graph}
+
+
+@pytest.mark.parametrize("preset", ["ddp", "fsdp", "tp"])
+@pytest.mark.parametrize("nranks", [2, 3])
+@pytest.mark.parametrize("graph_name", sorted(SHAPE_CLASSES))
+def test_one_tile_and_fewer_tiles_than_ranks(graph_name, nranks, preset, tables):
+    """A rank planned alone where a tensor has one tile (a scalar's 0-d grid among them)
+    and the batch has fewer tiles than the world has ranks (real MPI's path; the all-ranks
+    plan, what a SimulatedWorld runs, never took it: a 0-d mask crashed here)."""
+    graph, tiling = SHAPE_CLASSES[graph_name]()
+    derived_equal_the_oracle(graph, nranks, tiling, preset)

@@ -157,7 +157,100 @@ def test_finetune_saves_a_folder_transformers_loads(tmp_path, capsys):
     assert np.isfinite(hf_logits(tmp_path / "out", "gpt2", ids)).all()
 
 
-# every script of examples/ (not a module the scripts import only)
+@pytest.mark.slow
+def test_finetune_trains_on_the_ids_of_vocab_and_merges(tmp_path, capsys, monkeypatch):
+    """A GPT-2 folder with vocab.json + merges.txt and no tokenizer.json trains on the ids
+    transformers' GPT2Tokenizer gives for the text (it read bytes before, then failed to
+    decode its sample), and its sample decodes."""
+    from tests.models.test_pretrained import hf_folder
+    from tests.models.test_text_codec import CORPUS, write_bpe_files
+    from tests.models.gpt2_helpers import require_hf
+    _, transformers = require_hf()
+    hf_folder("gpt2", tmp_path / "tiny", vocab_size=320, n_positions=32)
+    write_bpe_files(tmp_path / "tiny")
+    (tmp_path / "text.txt").write_text(CORPUS)
+    finetune = load_example("finetune")
+    trained_on = []
+    real_windows = finetune.windows
+    monkeypatch.setattr(finetune, "windows", lambda ids, *args: trained_on.append(ids) or
+                        real_windows(ids, *args))
+    finetune.main([str(arg) for arg in (tmp_path / "tiny", tmp_path / "text.txt", "--out",
+                                        tmp_path / "out", "--steps", 2, "--seq", 16,
+                                        "--sample", 4, "--simulate", 2)])
+    reference = transformers.GPT2Tokenizer(str(tmp_path / "tiny" / "vocab.json"),
+                                           str(tmp_path / "tiny" / "merges.txt"))
+    assert trained_on and all(ids.tolist() == reference.encode(CORPUS) for ids in trained_on)
+    assert "--- sample ---" in capsys.readouterr().out
+    assert (tmp_path / "out" / "merges.txt").is_file()   # the saved folder keeps its tokenizer
+
+
+def test_finetune_refuses_a_tokenizer_it_cannot_read_before_training(tmp_path):
+    from tests.models.test_pretrained import hf_folder
+    hf_folder("gpt2", tmp_path / "tiny", vocab_size=320, n_positions=32)
+    (tmp_path / "tiny" / "vocab.json").write_text("{}")
+    (tmp_path / "text.txt").write_text("some text " * 20)
+    with pytest.raises(SystemExit, match="vocab.json without merges.txt"):
+        load_example("finetune").main([str(tmp_path / "tiny"), str(tmp_path / "text.txt"),
+                                       "--out", str(tmp_path / "out"), "--simulate", "2"])
+    assert not (tmp_path / "out").exists()
+
+
+# The documented commands of the examples not run under mpiexec above, each cut to a few
+# steps of a tiny model: one job runs them one after the other (each main() on the job's
+# real 2-rank world; imports and kernels loaded once), a few seconds each.
+DOCUMENTED_COMMANDS = [
+    ("train_gpt2", "--strategy fsdp --steps 2 --n-layer 1 --n-embd 16 --n-head 2 --seq 16 "
+                   "--batch 4 --eval-batches 1 --corpus-bytes 20000 --no-progress"),
+    ("train_gpt2", "--model llama --strategy fsdp --steps 2 --n-layer 1 --n-embd 16 "
+                   "--n-head 2 --seq 16 --batch 4 --eval-batches 1 --corpus-bytes 20000 "
+                   "--no-progress"),
+    ("train_cnn", "--strategy fsdp --steps 2 --batch 8 --target 0"),
+    # docs/pretrained.md's command (fsdp): it samples with Generator(batch=1), fewer batch
+    # tiles than ranks, which crashed on real ranks only (a rank plans alone there)
+    ("finetune", "tiny notes.txt --out finetuned --steps 3 --seq 16 --sample 4"),
+    ("finetune", "tiny notes.txt --out finetuned-ddp --strategy ddp --steps 2 --seq 16 "
+                 "--sample 4"),
+    ("compare_strategies", "--auto --hidden 32"),
+]
+JOB = """
+import importlib.util, sys
+from pathlib import Path
+from mpi4py import MPI
+
+for name, argv in COMMANDS:
+    spec = importlib.util.spec_from_file_location(name, Path(ROOT) / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(argv.split())
+    MPI.COMM_WORLD.Barrier()   # every rank is done; one prints (two would interleave)
+    if MPI.COMM_WORLD.rank == 0:
+        print("ran", name, "on", MPI.COMM_WORLD.size, "ranks", flush=True)
+"""
+
+
+@pytest.mark.slow
+@needs_mpiexec
+def test_documented_commands_under_mpiexec(tmp_path):
+    """Each example's documented command, shortened, on 2 real ranks (simulated ranks plan
+    every rank at once; real ones each plan alone, a path of its own)."""
+    from tests.models.test_pretrained import hf_folder
+    hf_folder("gpt2", tmp_path / "tiny", vocab_size=256, n_positions=32)
+    (tmp_path / "notes.txt").write_text((ROOT / "docs" / "pretrained.md").read_text())
+    (tmp_path / "job.py").write_text(f"COMMANDS = {DOCUMENTED_COMMANDS!r}\nROOT = "
+                                     f"{str(ROOT)!r}\n{JOB}")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    result = subprocess.run([str(MPIEXEC), "-n", "2", sys.executable, "job.py"], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    ran = [line.split()[1] for line in result.stdout.splitlines()
+           if line.startswith("ran ") and line.endswith(" on 2 ranks")]
+    assert ran == [name for name, _ in DOCUMENTED_COMMANDS], result.stdout[-2000:]
+    assert result.stdout.count("gpt2 fsdp on 2 rank(s)") == 1   # finetune's summary, rank 0
+    assert result.stdout.count("gpt2 ddp on 2 rank(s)") == 1
+    assert (tmp_path / "finetuned" / "model.safetensors").exists()
+
+
+# every script of examples/ (a module the scripts import, such as torch_side, has no main)
 SCRIPTS = sorted(path.stem for path in (ROOT / "examples").glob("*.py")
                  if "__main__" in path.read_text())
 
