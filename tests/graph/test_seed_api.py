@@ -491,3 +491,58 @@ def test_compute_graph_with_distribution_strategies():
         np.testing.assert_allclose(result, results[0], rtol=0, atol=1e-12)
     with pytest.raises(NotImplementedError, match="split_for_tp"):
         nt.DistributionStrategy.tensor_parallel(4, dims=[1])
+
+
+PERMUTE_LAYOUTS = [  # (ranks, preset, manual tiles or None)
+    (1, "single", None),
+    (2, "fsdp", {"x": [2, 2, 3]}),
+    (3, "ddp", {"x": [3, 3, 1]}),
+    (3, "tp", {"x": [2, 2, 3], "W": [2, 4]}),
+]
+
+
+@pytest.mark.parametrize("ranks, preset, tiles", PERMUTE_LAYOUTS)
+def test_transpose_with_any_permutation(ranks, preset, tiles):
+    """The seed's transpose(x, perm): a swap of the last two dims (the permute op) and a
+    rotation (NNTile's cyclic transpose), forward and backward against NumPy."""
+    g = nt.LogicalGraph("perm")
+    x = g.input(TensorSpec([5, 3, 4], "fp64", requires_grad=True), "x")
+    w = g.parameter(TensorSpec([3, 6], "fp64"), "W")
+    swapped = g.transpose(x, [0, 2, 1])
+    out = g.output(g.transpose(g.matmul(swapped, w), (2, 0, 1), name="out"))
+    assert [op.op_type for op in g.ops()] == ["permute", "gemm", "transpose"]
+    assert out.shape == (6, 5, 4)
+    rng = np.random.default_rng(ranks)
+    xv, wv, dout = rng.random((5, 3, 4)), rng.random((3, 6)), rng.random((6, 5, 4))
+    physical = PhysicalGraph(g, comm=nt.SimulatedWorld(ranks))
+    physical.set_tiling(nt.TilingStrategy.manual(tiles) if tiles
+                        else nt.TilingStrategy.auto_tiling(target_tile_bytes=128))
+    physical.set_distribution(preset)
+    exe = ExecutableGraph(physical)
+    exe.bind_input("x", xv)
+    exe.bind_input("W", wv)
+    exe.bind_output_grad("out", dout)
+    exe.backward()
+    x_swapped = xv.transpose(0, 2, 1)
+    dy = dout.transpose(1, 2, 0)                         # the gradient of the matmul's output
+    np.testing.assert_allclose(exe.get_output("out"),
+                               np.tensordot(x_swapped, wv, axes=1).transpose(2, 0, 1),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(exe.get_parameter_grad("W"),
+                               np.tensordot(x_swapped, dy, axes=([0, 1], [0, 1])),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(exe.get_parameter_grad("x"), (dy @ wv.T).transpose(0, 2, 1),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_transpose_forms_and_errors():
+    g = nt.LogicalGraph("forms")
+    x = g.input(TensorSpec([2, 3, 4]), "x")
+    assert g.transpose(x).shape == (3, 4, 2)                  # NNTile's default: ndim=1
+    assert g.transpose(x, ndim=2).shape == (4, 2, 3)
+    assert g.transpose(x, (1, 0, 2), name="t").shape == (3, 2, 4)
+    assert g.get_tensor("t").shape == (3, 2, 4)
+    with pytest.raises(TypeError, match="perm .* or ndim .*not both"):
+        g.transpose(x, (1, 0, 2), ndim=1)
+    with pytest.raises(ValueError, match="permute.*perm=\\(1, 0\\) is not a permutation"):
+        g.transpose(x, (1, 0))
