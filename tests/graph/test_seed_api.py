@@ -6,6 +6,7 @@ numbers, parameters initialised alike on any ranks and tiling, async execution.
 Multi-rank runs on real MPI ranks: test_seed_api_mpi.py.
 """
 
+import re
 import threading
 
 import numpy as np
@@ -400,10 +401,60 @@ def test_placement_owner_computes_sums_on_the_owner_in_tile_order():
     exe, grad = run_with_policy(2, "ddp", auto, x, dy)
     assert not exe.cg.plan.deterministic   # partial sums where they move fewer bytes
     np.testing.assert_allclose(grad, runs[0][1], rtol=0, atol=1e-12)
-    with pytest.raises(NotImplementedError, match="explicit"):
-        run_with_policy(2, "ddp", nt.ExecutionPolicy(placement="explicit"), x, dy)
     with pytest.raises(ValueError, match="placement must be one of"):
         nt.ExecutionPolicy(placement="affinity")
+
+
+def tiles_written(program: str, tensor: str) -> set:
+    """The tiles of `tensor` that EXECs of one rank's program write."""
+    return set(re.findall(rf"EXEC .*->{tensor}\[([\d,]+)\]", program))
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_placement_explicit_places_the_named_tensors_and_their_tasks(ranks):
+    """placement="explicit" with {tensor: TileDistribution}: those tiles, and so the tasks
+    writing them, on the ranks given; every sum on its owner in tile order, so the
+    numbers are bitwise those of one rank owner-computes."""
+    inputs = ex.example_inputs(np.float64, seed=4)
+    x, dy = inputs["input_tensor"], inputs["output_grad"]
+    query = ex.layer_graph().ops()[0].outputs[0].name          # x @ W_query
+    placement = {"W_query": nt.TileDistribution.on_rank(ranks - 1),
+                 query: nt.TileDistribution.round_robin(offset=1)}
+    policy = nt.ExecutionPolicy(placement="explicit", placement_map=placement)
+    exe, grad = run_with_policy(ranks, "ddp", policy, x, dy)
+    plan = exe.cg.plan
+    assert plan.deterministic
+    assert (plan.owners["W_query"] == ranks - 1).all()
+    owners = placement[query].owners(plan.tilings[query].grid, ranks)
+    np.testing.assert_array_equal(plan.owners[query], owners)
+    for rank in range(ranks):
+        want = {",".join(map(str, coord)) for coord in zip(*np.nonzero(owners == rank))}
+        assert tiles_written(exe.cg.program(rank, ("forward",)), query) == want, rank
+    reference, reference_grad = run_with_policy(
+        1, "single", nt.ExecutionPolicy(placement="owner_computes"), x, dy)
+    np.testing.assert_array_equal(grad, reference_grad)
+    np.testing.assert_array_equal(exe.get_output("output"), reference.get_output("output"))
+
+
+def test_placement_explicit_errors():
+    x = ex.example_inputs(np.float64)["input_tensor"]
+    on_one = {"W_query": nt.TileDistribution.on_rank(1)}
+    cases = [  # (preset, policy, error, message)
+        ("ddp", nt.ExecutionPolicy(placement="explicit"), ValueError,
+         "placement='explicit'\\) needs placement_map"),
+        ("ddp", nt.ExecutionPolicy(placement="owner_computes", placement_map=on_one),
+         ValueError, "placement_map=.*placement='explicit', not 'owner_computes'"),
+        ({"dp": 2}, nt.ExecutionPolicy(placement="explicit", placement_map=on_one),
+         ValueError, "not the mesh"),
+        ("ddp", nt.ExecutionPolicy(placement="explicit",
+                                   placement_map={"nope": nt.TileDistribution.on_rank(0)}),
+         KeyError, "nope"),
+        ("ddp", nt.ExecutionPolicy(placement="explicit", placement_map={"W_query": 1}),
+         ValueError, "tensor name: TileDistribution"),
+    ]
+    for preset, policy, error, message in cases:
+        with pytest.raises(error, match=message):
+            run_with_policy(2, preset, policy, x, x)
 
 
 def test_prefetch_false_brings_offloaded_tiles_back_at_use():
