@@ -45,6 +45,7 @@ KERNEL_NAMES = (
     "multiply",
     "multiply_fiber",
     "multiply_slice",
+    "permute",
     "pow",
     "pow_backward",
     "relu",

@@ -24,6 +24,8 @@ KERNELS = {
     "dropout": reference.dropout,
     "gemm": cpu_blas.gemm,
     "transpose": cpu_reduce.transpose,
+    # any permutation: NumPy's strided copy (the cyclic transpose above is the hot one)
+    "permute": reference.permute,
     # NumPy's own fill/memcpy/cast loops are already what a numba loop would be (clear,
     # fill: the reference evaluates their rules, a fill).
     "fill": reference.fill,

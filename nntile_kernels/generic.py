@@ -53,6 +53,12 @@ def transpose(xp, x, y, *, alpha=1.0, ndim):
     y[...] = alpha * xp.transpose(x, order)
 
 
+def permute(xp, x, y, *, alpha=1.0, perm):
+    """y = alpha * x with its dims permuted: y's dim i is x's dim perm[i] (NumPy's
+    transpose(x, perm))."""
+    y[...] = alpha * xp.transpose(x, tuple(perm))
+
+
 # ---------------------------------------------------------------- elementwise
 # The activations and their backwards, add, multiply, scale, clear, fill, pow and
 # add_scalar are rules (formulas/elementwise.py), not functions here.

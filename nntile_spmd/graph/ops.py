@@ -17,7 +17,7 @@ from .elementwise.ops import (add, add_inplace, add_scalar, cast, clear, copy, d
     relu_inplace, scale, scale_inplace, sigmoid, sigmoid_backward, sigmoid_inplace,
     silu, silu_backward, silu_inplace, sqrt, sqrt_backward, sqrt_inplace, sub, tanh,
     tanh_backward, tanh_inplace)
-from .linalg.ops import (gemm, transpose)  # noqa: F401
+from .linalg.ops import (gemm, permute, transpose)  # noqa: F401
 from .reductions.ops import (add_fiber, add_fiber_inplace, add_slice,  # noqa: F401
     add_slice_inplace, extremum_backward, extremum_count, logsumexp,
     logsumexp_backward, max, maxsumexp, mean, min, multiply_fiber, multiply_slice,

@@ -1,7 +1,8 @@
 """Graph layer: the NNTile 2.0 plan's graph-building names (seed 003 §4.1.1, §4.1.4) on
 LogicalGraph: input/parameter/constant from a TensorSpec, output under a name, every
 `nt.ops` builder as a method whose output name may be left out, the seed's meaning of
-matmul, add, scaled_dot_product_attention and layer_norm, and the analysis queries.
+matmul, add, scaled_dot_product_attention, layer_norm and transpose, and the analysis
+queries.
 
 Thin: each method declares tensors with LogicalGraph.tensor or calls the `nt.ops`
 builder; the engine below sees ordinary tensors and ops. docs/seed_api.md maps the names.
@@ -121,6 +122,19 @@ class SeedGraphMethods:
                            "the trailing dim of x (one normalised dim)", (x, gamma, beta))
         return ops.layer_norm(x, gamma, beta, self.fresh_name("layer_norm", name),
                               axis=x.ndim - 1, eps=eps)
+
+    def transpose(self, x, perm=None, name=None, alpha=1.0, ndim=None) -> TensorNode:
+        """The seed's transpose(x, perm): y's dim i is x's dim perm[i], any permutation
+        (nt.ops.permute); or NNTile's cyclic one, transpose(x, ndim=k): the first k dims
+        moved to the end (nt.ops.transpose; k = 1 when neither is given)."""
+        self.check_own("transpose", x)
+        if perm is not None and ndim is not None:
+            raise TypeError("transpose: give perm (any permutation) or ndim (the cyclic "
+                            "transpose), not both")
+        name = self.fresh_name("transpose", name)
+        if perm is not None:
+            return ops.permute(x, name, perm, alpha)
+        return ops.transpose(x, name, alpha, 1 if ndim is None else ndim)
 
     # -- analysis --------------------------------------------------------------------
     def topological_order(self) -> list:

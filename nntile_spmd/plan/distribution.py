@@ -5,7 +5,7 @@ coordinate to rank (or REPLICATED), so every rank derives every owner alone.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -95,15 +95,16 @@ class TileDistribution:
     function: object = field(default=None, compare=False)
     owner_list: tuple | None = None    # custom(owners): ranks in column-major tile order
     mesh: MeshLayout | None = None     # mesh_layout: its shape and one rule per mesh axis
-    # what the seed's factories state about the plan (round_robin(num_nodes),
-    # block_along_dim(grid_shape=..., num_nodes=...)): checked when owners are derived
-    nodes: int | None = field(default=None, compare=False)
+    # the plan's node count the owners are computed for (the seed's round_robin(num_nodes),
+    # block_along_dim(..., num_nodes=...); a preset's plan_nodes); None: the plan's
+    # ranks. More nodes than ranks are folded onto them (owners())
+    nodes: int | None = None
     grid_shape: tuple | None = field(default=None, compare=False)
 
     @classmethod
     def round_robin(cls, num_nodes: int | None = None, *, offset: int = 0) -> TileDistribution:
         """Tile number t (column-major order) goes to rank (t + offset) % nranks;
-        `num_nodes`, if given, must be the plan's number of ranks (the seed's form)."""
+        `num_nodes`, if given, must be the plan's number of nodes (the seed's form)."""
         return cls("round_robin", offset=offset, nodes=checked_count("round_robin", num_nodes))
 
     @classmethod
@@ -177,26 +178,50 @@ class TileDistribution:
         return f"{self.kind}({detail})"
 
     def owners(self, grid: tuple, nranks: int) -> np.ndarray:
-        """Array of the grid's shape holding each tile's owner (REPLICATED = -1)."""
-        self.check_stated(grid, nranks)
+        """Array of the grid's shape holding each tile's owner (REPLICATED = -1).
+
+        A distribution made for `nodes` nodes, a multiple of the plan's ranks, is
+        folded: its owners are computed for the nodes, and node n runs on rank
+        n % nranks (each rank hosts nodes / nranks of them)."""
+        nodes = self.plan_nodes(nranks)
+        self.check_stated(grid)
         count = int(np.prod(grid, dtype=np.int64))
         linear = np.arange(count).reshape(grid, order="F") if grid else np.zeros((), int)
         rule = OWNER_RULES[self.kind]
-        result = np.asarray(rule(self, linear, grid, nranks), dtype=np.int64)
+        result = np.asarray(rule(self, linear, grid, nodes), dtype=np.int64)
         result = np.broadcast_to(result, grid).copy() if grid else result.reshape(())
         lowest = REPLICATED if self.kind != "mesh" else -(1 << 62)   # mesh: group codes
-        if ((result < lowest) | (result >= nranks)).any():
-            raise ValueError(f"distribution {self} gives ranks outside 0..{nranks - 1}")
-        return result
+        if ((result < lowest) | (result >= nodes)).any():
+            raise ValueError(f"distribution {self} gives ranks outside 0..{nodes - 1}")
+        return np.where(result >= 0, result % nranks, result) if nodes != nranks else result
 
-    def check_stated(self, grid, nranks):
-        """The ranks and tile grid the seed's factory forms state must be the plan's."""
-        if self.nodes is not None and self.nodes != nranks:
-            raise ValueError(f"{self} was made for {self.nodes} nodes, the plan has "
-                             f"{nranks} rank(s)")
+    def plan_nodes(self, nranks) -> int:
+        """The nodes the owners are computed for: those stated, else the plan's ranks."""
+        nodes = self.nodes or nranks
+        if nodes % nranks:
+            raise ValueError(f"{self} was made for {nodes} nodes, which do not fold onto "
+                             f"the plan's {nranks} rank(s): num_nodes must be the number of "
+                             f"ranks or a multiple of it")
+        if nodes != nranks and self.kind == "mesh":
+            raise ValueError(f"{self}: a mesh layout is not folded; its nodes ({nodes}) "
+                             f"must be the plan's ranks ({nranks})")
+        return nodes
+
+    def check_stated(self, grid):
+        """The tile grid the seed's factory form states must be the tensor's."""
         if self.grid_shape is not None and self.grid_shape != tuple(grid):
             raise ValueError(f"{self} states a tile grid {list(self.grid_shape)}, the "
                              f"tensor's tiling gives {list(grid)}")
+
+    def for_nodes(self, nodes: int) -> TileDistribution:
+        """This distribution computed for a plan of `nodes` nodes (the ranks it states,
+        if any, must be those)."""
+        if self.nodes is None:
+            return replace(self, nodes=nodes)
+        if self.nodes != nodes:
+            raise ValueError(f"{self} was made for {self.nodes} nodes, the plan has "
+                             f"{nodes} node(s)")
+        return self
 
 
 def checked_count(factory, num_nodes):

@@ -83,7 +83,7 @@ PARAM_TYPES = {
                      "query_offset"), INT),
     **dict.fromkeys(("x_offset", "y_offset", "x_shape", "y_shape", "padding", "stride",
                      "dilation", "x_start", "c_start", "y_start", "src_start", "dst_start",
-                     "offset", "shape"), INTS),
+                     "offset", "shape", "perm"), INTS),
     **dict.fromkeys(("trans_a", "trans_b", "nesterov"), FLAG),
     "compute_type": ("None or a str", lambda value: value is None or isinstance(value, str)),
     "view_kernel": ("a str", lambda value: isinstance(value, str)),

@@ -40,9 +40,11 @@ class ExecutionPolicy:
     after construction as the seed's §5.2 does; compile takes a copy (as_policy), so a
     later assignment changes no compiled plan. compile honours placement ("owner_computes":
     every sum over tiles on the output tile's owner in tile order, i.e. deterministic=True;
-    "auto": partial sums where they move fewer bytes) and prefetch (False: offloaded
-    tiles come back only at use); "explicit" and preferred_gpus are not built yet and
-    raise (runtime/compile_options.py; docs/seed_api.md)."""
+    "auto": partial sums where they move fewer bytes; "explicit": owner computes, and the
+    tiles of each tensor `placement_map` names, so the tasks writing them, on the ranks
+    its TileDistribution gives) and prefetch (False: offloaded tiles come back only at
+    use); preferred_gpus is not built yet and raises (runtime/compile_options.py;
+    docs/seed_api.md)."""
 
     enable_offloading: bool = False
     memory_budget: int = 0          # device bytes per rank
@@ -51,6 +53,7 @@ class ExecutionPolicy:
     placement: str = "auto"
     preferred_gpus: object = field(default=None, hash=False)
     prefetch: bool = True
+    placement_map: dict | None = field(default=None, hash=False)   # "explicit": {name: dist}
 
     def __post_init__(self):
         check_placement(self.placement)

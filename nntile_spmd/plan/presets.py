@@ -20,17 +20,39 @@ MESH_OPTIONS = ("schedule", "cp_layout")   # keys of a mesh dict that are not ax
 @dataclass(frozen=True)
 class Preset:
     """A named preset, its split axis given as (tensor_name, dim) or derived, and
-    per-tensor overrides {name: TileDistribution} applied on top."""
+    per-tensor overrides {name: TileDistribution} applied on top.
+
+    `nodes`: the plan's node count (None: the ranks). A multiple of the ranks is folded
+    onto them: every distribution is computed for `nodes` nodes and node n runs on rank
+    n % ranks (TileDistribution.owners), so the owners are those of the unfolded plan,
+    modulo the ranks."""
 
     name: str
     axis: tuple | None = None
     overrides: dict = field(default_factory=dict, compare=False)
+    nodes: int | None = None
 
     def __post_init__(self):
         if self.name not in PRESET_NAMES + (PIPELINE_PRESET, CONTEXT_PRESET):
             raise ValueError(f"unknown distribution preset {self.name!r}; expected one of "
                              f"{PRESET_NAMES + (PIPELINE_PRESET, CONTEXT_PRESET)} or a dict of "
                              "TileDistribution")
+        if self.nodes is not None and (isinstance(self.nodes, bool) or
+                                       not isinstance(self.nodes, int) or self.nodes < 1):
+            raise ValueError(f"preset {self.name!r}: nodes must be an int >= 1, "
+                             f"got {self.nodes!r}")
+
+    def plan_nodes(self, nranks) -> int:
+        """The node count the owners are computed for (a multiple of `nranks`)."""
+        nodes = self.nodes or nranks
+        if nodes % nranks:
+            raise ValueError(f"preset {self.name!r} planned for {nodes} nodes cannot run on "
+                             f"{nranks} rank(s): the nodes must be the ranks or a multiple "
+                             f"of them (node n runs on rank n % {nranks})")
+        if nodes != nranks and self.name in (PIPELINE_PRESET, CONTEXT_PRESET):
+            raise ValueError(f"preset {self.name!r} is not folded: plan it for its "
+                             f"{nranks} rank(s), not {nodes} nodes")
+        return nodes
 
     def rank_groups(self, nranks) -> tuple:
         """Rank sets that owner codes below REPLICATED name: none outside a mesh."""
@@ -80,7 +102,13 @@ class Preset:
         return {}
 
     def assign(self, graph, class_of, classes, nranks) -> dict:
-        """TileDistribution for every tensor name."""
+        """TileDistribution for every tensor name, computed for plan_nodes() nodes."""
+        nodes = self.plan_nodes(nranks)
+        chosen = self.assign_nodes(graph, class_of, classes, nodes)
+        return {name: planned_for(name, distribution, nodes, nranks)
+                for name, distribution in chosen.items()}
+
+    def assign_nodes(self, graph, class_of, classes, nranks) -> dict:
         split = self.split_classes(graph, class_of, classes)
         result, offsets = {}, {}
         if self.name == PIPELINE_PRESET:
@@ -113,6 +141,16 @@ class Preset:
             offsets.setdefault(key, len(offsets))
             return TileDistribution.round_robin(offset=offsets[key] % nranks)
         return TileDistribution.replicated()
+
+
+def planned_for(name, distribution, nodes, nranks):
+    """`distribution` computed for `nodes` (folded onto `nranks` ranks when more); the
+    nodes a seed factory form states must be those."""
+    try:
+        stamped = distribution.for_nodes(nodes)
+    except ValueError as error:
+        raise ValueError(f"tensor {name!r}: {error}") from None
+    return stamped if nodes != nranks else distribution
 
 
 def default_batch_class(graph, class_of, classes):

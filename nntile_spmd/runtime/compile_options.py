@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..plan.distribution import TileDistribution
+from ..plan.mesh import Mesh
 from ..plan.offload import ExecutionPolicy, as_policy
 from ..plan.plan_options import DEFAULT_WINDOW, PlanOptions, PlanRequest, check_arguments
+from ..plan.presets import Preset, as_preset
 from .compile_steps import own_rank
 from .device_choice import check_device_name
 from .device_tiling import tiling_for_device
@@ -45,6 +48,8 @@ class CompileOptions:
         deterministic = deterministic or owner_computes(caller, policy)
         check_arguments(caller, graph=graph, window=window, deterministic=deterministic,
                         fuse=fuse, tiling=tiling)
+        others["distribution"] = explicitly_placed(caller, others.get("distribution", "single"),
+                                                   policy)
         return cls(window=window, deterministic=bool(deterministic), fuse=resolve_fuse(fuse),
                    policy=as_policy(policy, memory_budget), device=device, tiling=tiling,
                    **others)
@@ -61,16 +66,36 @@ class CompileOptions:
 def owner_computes(caller, policy) -> bool:
     """Does `policy` place every task on its output's owner (ExecutionPolicy.placement)?
     That is the deterministic plan: each sum over tiles runs on the output tile's owner
-    in tile order. The placements not built yet raise."""
+    in tile order ("owner_computes", and "explicit", which also says where some tensors'
+    tiles live). preferred_gpus, not built yet, raises."""
     if policy is None:
         return False
-    if policy.placement == "explicit":
-        raise NotImplementedError(f"{caller}: ExecutionPolicy(placement='explicit') is not "
-                                  "built yet: place tensors with distribution="
-                                  "{name: TileDistribution} (or PhysicalGraph."
-                                  "set_tensor_distribution)")
     if policy.preferred_gpus is not None:
         raise NotImplementedError(f"{caller}: ExecutionPolicy(preferred_gpus=...) is not "
                                   "built yet: each rank takes GPU local rank % GPUs "
                                   "(docs/gpu.md)")
-    return policy.placement == "owner_computes"
+    return policy.placement in ("owner_computes", "explicit")
+
+
+def explicitly_placed(caller, distribution, policy):
+    """`distribution` with placement="explicit"'s {tensor: TileDistribution} on top (as
+    per-tensor overrides of its preset); unchanged for the other placements."""
+    mapping = None if policy is None else policy.placement_map
+    if policy is None or policy.placement != "explicit":
+        if mapping is not None:
+            raise ValueError(f"{caller}: ExecutionPolicy(placement_map=...) is read with "
+                             f"placement='explicit', not {policy.placement!r}")
+        return distribution
+    if not isinstance(mapping, dict) or not mapping or \
+            not all(isinstance(name, str) and isinstance(value, TileDistribution)
+                    for name, value in mapping.items()):
+        raise ValueError(f"{caller}: ExecutionPolicy(placement='explicit') needs "
+                         f"placement_map={{tensor name: TileDistribution}}, got {mapping!r}")
+    if isinstance(distribution, str) and distribution == "auto":
+        raise ValueError(f"{caller}: placement='explicit' places tensors on top of a "
+                         "preset; distribution='auto' chooses the placement itself")
+    preset = as_preset(distribution)
+    if isinstance(preset, Mesh):
+        raise ValueError(f"{caller}: placement='explicit' places tensors on top of a "
+                         f"preset (single, ddp, fsdp, tp, ...), not the mesh {preset!r}")
+    return Preset(preset.name, preset.axis, {**preset.overrides, **mapping}, preset.nodes)

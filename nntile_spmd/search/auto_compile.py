@@ -27,7 +27,7 @@ def choose(graph, comm, tiling, memory_budget, machine, arguments, caller):
         raise ValueError(f"{caller}(distribution='auto') chooses the tiling too; pass "
                          "tiling=None or a distribution")
     bindings = arguments.pop("shape_bindings", None)
-    options = CompileOptions.checked(caller, graph, **arguments)
+    options = CompileOptions.checked(caller, graph, distribution="auto", **arguments)
     if bindings:
         graph = graph.bind(bindings)
     world = make_world(comm, options.recv_timeout)

@@ -7,6 +7,12 @@ output is appended once: each output gets a cotangent input `<output>_cotangent`
 nt.grad(..., cotangents=...) adds the ops of the gradients of sum <output, dy> with
 respect to the parameters and requires_grad inputs. ExecutableGraph.backward() runs
 that plan; nothing is planned after compile().
+
+num_nodes is the plan's node count. On a world of fewer ranks, when it is a multiple of
+their number, the nodes are folded onto the ranks: every distribution is computed for
+num_nodes nodes and node n runs on rank n % size (plan/presets.py, Preset.nodes), so
+the seed's PhysicalGraph(logical, num_nodes=8) runs on 1, 2 or 4 ranks as written.
+memory_on_node(r) then plans node r of the num_nodes-node job alone (a PlanningWorld).
 """
 
 from __future__ import annotations
@@ -16,30 +22,26 @@ from ..graph.dtypes import FLOAT_DTYPES
 from ..plan.mesh import Mesh
 from ..plan.presets import PRESET_NAMES, Preset
 from ..runtime.compile_steps import make_world
+from ..runtime.planning import PlanningWorld
 from ..search import compile as compile_graph
 
 COTANGENT_SUFFIX = "_cotangent"
 
 
 class PhysicalGraph:
-    """A LogicalGraph with a tiling and a distribution on a world of `num_nodes` ranks.
+    """A LogicalGraph with a tiling and a distribution on a world of `num_nodes` nodes.
 
     `comm`: an MPI communicator (default MPI.COMM_WORLD), a SimulatedWorld or a
-    PlanningWorld; `num_nodes`, if given, must be its size. `shape_bindings` binds the
-    logical graph's symbolic dims. Other keywords go to nt.compile (device, threads,
-    deterministic, ...)."""
+    PlanningWorld; `num_nodes` (default: its size) is the plan's node count, the
+    world's size or a multiple of it (the nodes are then folded onto the ranks: node n
+    runs on rank n % size). `shape_bindings` binds the logical graph's symbolic dims.
+    Other keywords go to nt.compile (device, threads, deterministic, ...)."""
 
     def __init__(self, logical, num_nodes=None, shape_bindings=None, comm=None, **options):
         self.logical = logical
         self.shape_bindings = dict(shape_bindings or {})
         self.world = make_world(comm, options.get("recv_timeout"))
-        if num_nodes is not None and num_nodes != self.world.size:
-            raise ValueError(
-                f"PhysicalGraph({logical.name!r}, num_nodes={num_nodes}): the world has "
-                f"{self.world.size} rank(s) ({self.world!r}); launch {num_nodes} ranks "
-                f"(mpiexec -n {num_nodes}), or pass comm=nt.SimulatedWorld({num_nodes}) to "
-                f"run them in this process, or nt.PlanningWorld({num_nodes}, rank) to plan")
-        self.num_nodes = self.world.size
+        self.num_nodes = checked_nodes(logical, num_nodes, self.world)
         self.options = options
         self.tiling_strategy = None
         self.preset = "single"        # a preset name, a Preset or a mesh
@@ -47,6 +49,12 @@ class PhysicalGraph:
         self.compiled = None          # the CompiledGraph, after compile()
         self.grad_names = {}          # parameter / input name -> its gradient's name
         self.cotangent_names = {}     # output name -> its cotangent input's name
+        self.node_plans = {}          # node -> its CompiledGraph on a PlanningWorld (folded)
+
+    @property
+    def folded(self) -> bool:
+        """Does each rank host several of the plan's nodes?"""
+        return self.num_nodes != self.world.size
 
     # -- configuration ----------------------------------------------------------------
     def set_tiling(self, strategy) -> None:
@@ -74,16 +82,23 @@ class PhysicalGraph:
             raise RuntimeError(f"PhysicalGraph.{caller}: {self.logical.name!r} is already "
                                "compiled; make a new PhysicalGraph for another layout")
 
-    def distribution_argument(self):
-        """What nt.compile's distribution= gets: the preset with the per-tensor overrides."""
+    def distribution_argument(self, nodes=None):
+        """What nt.compile's distribution= gets: the preset with the per-tensor overrides,
+        planned for `nodes` nodes (None: the world's ranks)."""
         preset = self.preset
         if isinstance(preset, str) and preset in PRESET_NAMES:
-            return Preset(preset, overrides=dict(self.overrides))
+            return Preset(preset, overrides=dict(self.overrides), nodes=nodes)
         if isinstance(preset, Preset):
-            return Preset(preset.name, preset.axis, {**preset.overrides, **self.overrides})
+            return Preset(preset.name, preset.axis, {**preset.overrides, **self.overrides},
+                          nodes)
         if self.overrides:
             raise ValueError(f"PhysicalGraph {self.logical.name!r}: per-tensor distributions "
                              f"cannot be combined with the distribution {preset!r}")
+        if nodes is not None:
+            raise ValueError(f"PhysicalGraph {self.logical.name!r}: num_nodes="
+                             f"{self.num_nodes} on {self.world.size} rank(s) folds the "
+                             f"presets single/ddp/fsdp/tp and per-tensor distributions, "
+                             f"not {preset!r}; launch {self.num_nodes} ranks for it")
         return preset
 
     # -- compile ----------------------------------------------------------------------
@@ -91,12 +106,17 @@ class PhysicalGraph:
         """Plan forward and backward on the world (collective); returns self."""
         if self.compiled is not None:
             return self
+        nodes = self.num_nodes if self.folded else None
+        self.compiled = compile_graph(self.planned_graph(), self.world, self.tiling_strategy,
+                                      self.distribution_argument(nodes), **self.options)
+        return self
+
+    def planned_graph(self):
+        """A copy of the logical graph (symbols bound) with the backward appended."""
         graph = self.logical.bind(self.shape_bindings) if self.shape_bindings \
             else self.logical.clone()
         self.add_backward(graph)
-        self.compiled = compile_graph(graph, self.world, self.tiling_strategy,
-                                      self.distribution_argument(), **self.options)
-        return self
+        return graph
 
     def add_backward(self, graph) -> None:
         """A cotangent input per float output, and the gradient ops of sum <output, dy>."""
@@ -125,9 +145,22 @@ class PhysicalGraph:
         return self.compiled
 
     # -- the plan ----------------------------------------------------------------------
-    def memory_on_node(self, rank: int) -> int:
-        """Planned peak bytes of rank `rank` in a forward + backward execute."""
-        return self.compiled_graph("memory_on_node").memory_on_rank(rank)
+    def memory_on_node(self, node: int) -> int:
+        """Planned peak bytes of node `node` in a forward + backward execute: its rank's
+        when each rank is one node; when folded, node `node` of the num_nodes-node plan,
+        planned alone (once) on nt.PlanningWorld(num_nodes, node)."""
+        compiled = self.compiled_graph("memory_on_node")
+        if isinstance(node, bool) or not isinstance(node, int) or \
+                not 0 <= node < self.num_nodes:
+            raise ValueError(f"memory_on_node: node must be in 0..{self.num_nodes - 1}, "
+                             f"got {node!r}")
+        if not self.folded:
+            return compiled.memory_on_rank(node)
+        if node not in self.node_plans:
+            self.node_plans[node] = compile_graph(
+                self.planned_graph(), PlanningWorld(self.num_nodes, node),
+                self.tiling_strategy, self.distribution_argument(), **self.options)
+        return self.node_plans[node].memory_on_rank(node)
 
     def tiling(self, name: str):
         """The TilingSpec of tensor (or output) `name`."""
@@ -165,6 +198,22 @@ def apply_preset(physical, preset, num_nodes):
         raise ValueError(f"DistributionPreset.apply_{preset}: num_nodes={num_nodes}, but the "
                          f"PhysicalGraph has {physical.num_nodes} node(s)")
     physical.set_distribution(preset)
+
+
+def checked_nodes(logical, num_nodes, world) -> int:
+    """The plan's node count: the world's size, or a multiple of it (folded)."""
+    if num_nodes is None:
+        return world.size
+    if isinstance(num_nodes, bool) or not isinstance(num_nodes, int) or num_nodes < 1 or \
+            num_nodes % world.size:
+        raise ValueError(
+            f"PhysicalGraph({logical.name!r}, num_nodes={num_nodes!r}): the world has "
+            f"{world.size} rank(s) ({world!r}); num_nodes must be {world.size} or a multiple "
+            f"of it (each rank then hosts num_nodes / {world.size} nodes); or launch "
+            f"{num_nodes} ranks (mpiexec -n {num_nodes}), pass comm=nt.SimulatedWorld("
+            f"{num_nodes}) to run them in this process, or nt.PlanningWorld({num_nodes}, "
+            f"rank) to plan")
+    return num_nodes
 
 
 class DistributionStrategy:

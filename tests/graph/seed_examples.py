@@ -6,11 +6,14 @@ lines changed (`nntile` -> `nntile_spmd`):
   output_grad, seq_tile, ..., TileDistribution and DistributionPreset, which its import
   lines omit) come from a prelude;
 - "checkpoint.pt" is written first (a PyTorch state dict of every parameter);
-- the seed's node count, the literal 8, is the world's size: PhysicalGraph(...,
-  num_nodes=8) on another world is an error (docs/seed_api.md), so run_example
-  replaces "8" by the number of ranks in the four places it means nodes.
+- the seed's node count, the literal 8, stays: its PhysicalGraph(logical, num_nodes=8)
+  plans 8 nodes, folded onto the world's 1, 2 or 4 ranks (node n on rank n % size,
+  docs/seed_api.md), so embed_dim is 16: the TP graph's embed_tile // 8 makes the
+  [1, 8] grid its block_along_dim(grid_shape=[1, 8], ...) states.
 
-Also a reference of the example's layer in NumPy and the same layer built by code
+For references only, run_example can also run Approach E in fp64 or with its
+PhysicalGraphs on another world (nt.SimulatedWorld(8): the unfolded 8-node run). Also a
+reference of the example's layer in NumPy and the same layer built by code
 (`layer_graph`) for the cross-rank-count and cross-preset tests.
 """
 
@@ -192,23 +195,18 @@ output = instance.get_tensor("output")
 nntile.shutdown()
 '''
 
-SIZES = {"seq_len": 5, "batch_size": 3, "embed_dim": 12}   # 12: 1, 2, 3 or 4 TP slices
-PARAMETERS = {"W_query": (12, 12), "W_key": (12, 12), "W_value": (12, 12),
-              "W_out": (12, 12), "ln_gamma": (12,), "ln_beta": (12,)}
-# where the seed's literal 8 counts nodes
-NODE_COUNT_SPOTS = ("num_nodes=8", "round_robin(8)", "[1, 8]", "embed_tile // 8")
+SIZES = {"seq_len": 5, "batch_size": 3, "embed_dim": 16}   # 16: the seed's 8 TP slices of 2
+EMBED = SIZES["embed_dim"]
+PARAMETERS = {"W_query": (EMBED, EMBED), "W_key": (EMBED, EMBED), "W_value": (EMBED, EMBED),
+              "W_out": (EMBED, EMBED), "ln_gamma": (EMBED,), "ln_beta": (EMBED,)}
+SEED_NODES = 8                                    # the seed's num_nodes
+PHYSICAL_GRAPH_CALL = "PhysicalGraph(logical, num_nodes=8)"   # three in Approach E
 
 
 def with_our_imports(text: str) -> str:
     """The seed's text with its import lines naming this package."""
     return (text.replace("import nntile\n", "import nntile_spmd as nntile\n")
             .replace("from nntile.graph import", "from nntile_spmd.graph import"))
-
-
-def for_world(text: str, ranks: int) -> str:
-    for spot in NODE_COUNT_SPOTS:
-        text = text.replace(spot, spot.replace("8", str(ranks)))
-    return text
 
 
 def example_inputs(dtype=np.float32, seed=0) -> dict:
@@ -228,14 +226,23 @@ def write_checkpoint(path, dtype="float32", seed=1) -> dict:
     return arrays
 
 
-def run_example(text: str, ranks: int, dtype="fp32") -> dict:
-    """Execute an example (cwd must hold checkpoint.pt); its namespace after the run."""
+def run_example(text: str, dtype=None, world=None) -> dict:
+    """Execute an example (cwd must hold checkpoint.pt) as written but for its import
+    lines; its namespace after the run. For references only: `dtype="fp64"` replaces
+    the example's fp32, `world` (e.g. nt.SimulatedWorld(8)) is passed as comm= to
+    Approach E's three PhysicalGraphs (instead of MPI.COMM_WORLD)."""
     import nntile_spmd as nt
     array_dtype = np.float64 if dtype == "fp64" else np.float32
     namespace = {**SIZES, **example_inputs(array_dtype), "seq_tile": 3, "batch_tile": 2,
-                 "embed_tile": SIZES["embed_dim"], "TileDistribution": nt.TileDistribution,
-                 "DistributionPreset": nt.DistributionPreset}
-    source = for_world(with_our_imports(text), ranks).replace('"fp32"', f'"{dtype}"')
+                 "embed_tile": EMBED, "TileDistribution": nt.TileDistribution,
+                 "DistributionPreset": nt.DistributionPreset, "REFERENCE_WORLD": world}
+    source = with_our_imports(text)
+    if dtype is not None:
+        source = source.replace('"fp32"', f'"{dtype}"')
+    if world is not None:
+        assert source.count(PHYSICAL_GRAPH_CALL) == 3, "Approach E's PhysicalGraphs moved"
+        source = source.replace(PHYSICAL_GRAPH_CALL,
+                                PHYSICAL_GRAPH_CALL[:-1] + ", comm=REFERENCE_WORLD)")
     exec(compile(source, "<seed example>", "exec"), namespace)
     return namespace
 

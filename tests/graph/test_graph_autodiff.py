@@ -72,6 +72,8 @@ CASES = [
     ("add_fiber", {"f": ((4,), normal), "x": ((3, 4), normal)},
      lambda t: ops.add_fiber(1.5, t["f"], 0.5, t["x"], "out", axis=1)),
     ("transpose", {"x": ((3, 4, 2), normal)}, lambda t: ops.transpose(t["x"], "out", 2.0, 2)),
+    ("permute", {"x": ((3, 4, 2), normal)},
+     lambda t: ops.permute(t["x"], "out", (2, 1, 0), -1.5)),
     ("copy", {"x": ((3, 4), normal)}, lambda t: ops.copy(t["x"], "out")),
     ("softmax_axis0", {"x": ((4, 3), normal)}, lambda t: ops.softmax(t["x"], "out", 0)),
     ("softmax_axis1", {"x": ((3, 4), normal)}, lambda t: ops.softmax(t["x"], "out", 1)),
@@ -131,6 +133,7 @@ CASES = [
 
 # case id -> {tensor: tile shape}: the reduced axes cut into uneven tiles
 TILES = {
+    "permute": {"x": [2, 3, 1]},
     "sumprod_slice": {"x": [2, 1, 2]},
     "sumprod_slice_square": {"x": [2, 2]},
     "sum_slice": {"x": [2, 2]},

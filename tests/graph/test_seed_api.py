@@ -6,6 +6,7 @@ numbers, parameters initialised alike on any ranks and tiling, async execution.
 Multi-rank runs on real MPI ranks: test_seed_api_mpi.py.
 """
 
+import re
 import threading
 
 import numpy as np
@@ -29,7 +30,7 @@ def parameters_of(exe, names):
 
 def test_approach_e_example_runs_and_matches_numpy(checkpoint, capsys):
     checkpoint = ex.write_checkpoint("checkpoint.pt", "float64")   # the fp64 run's
-    ns = ex.run_example(ex.APPROACH_E, ranks=1, dtype="fp64")
+    ns = ex.run_example(ex.APPROACH_E, dtype="fp64")
     assert "Operations:" in capsys.readouterr().out
     exe = ns["exe"]
     params = parameters_of(exe, ["W_query", "W_key", "W_value", "W_out"])
@@ -45,17 +46,31 @@ def test_approach_e_example_runs_and_matches_numpy(checkpoint, capsys):
     assert np.sum(ns["w_query_grad"] * direction) == pytest.approx(numeric, rel=1e-6)
 
 
-def test_approach_e_example_fp32_as_written(checkpoint):
-    ns = ex.run_example(ex.APPROACH_E, ranks=1)
-    assert ns["output"].dtype == np.float32 and ns["w_query_grad"].shape == (12, 12)
-    assert ns["physical_tp"].tiling("W_query").grid == (1, 1)
+def test_approach_e_example_as_written_folds_its_8_nodes(checkpoint):
+    """num_nodes=8 on this process's one rank: the 8-node plan folded onto it gives
+    the 8-rank run's numbers and memory_on_node."""
+    ns = ex.run_example(ex.APPROACH_E)
+    unfolded = ex.run_example(ex.APPROACH_E, world=nt.SimulatedWorld(8))
+    assert ns["output"].dtype == np.float32 and ns["w_query_grad"].shape == (16, 16)
+    for name in ("output", "w_query_grad"):
+        np.testing.assert_array_equal(ns[name], unfolded[name])
+    params = {name: value.astype(np.float64) for name, value in
+              parameters_of(ns["exe"], ["W_query", "W_key", "W_value", "W_out"]).items()}
+    np.testing.assert_allclose(ns["output"], ex.layer(ns["input_tensor"], params),
+                               rtol=1e-5, atol=1e-5)
+    assert ns["physical_tp"].tiling("W_query").grid == (1, 8)
+    for graph in ("physical_fsdp", "physical_ddp", "physical_tp"):
+        assert ns[graph].num_nodes == 8 and ns[graph].folded
+        for node in (0, 5):
+            assert ns[graph].memory_on_node(node) == unfolded[graph].memory_on_node(node), \
+                (graph, node)
     assert ns["physical_fsdp"].memory_on_node(0) > 0
 
 
 def test_section_5_2_example_runs_and_matches_numpy(checkpoint):
-    ns = ex.run_example(ex.SECTION_5_2, ranks=1)
+    ns = ex.run_example(ex.SECTION_5_2)
     p = {name: value.astype(np.float64) for name, value in checkpoint.items()}
-    zero_input = np.zeros((5, 3, 12))   # §5.2 executes without binding its input
+    zero_input = np.zeros((5, 3, ex.EMBED))   # §5.2 executes without binding its input
     want = ex.layer_norm_last(ex.layer(zero_input, p), p["ln_gamma"], p["ln_beta"])
     np.testing.assert_allclose(ns["output"], want, rtol=1e-5, atol=1e-5)
 
@@ -161,18 +176,85 @@ def test_save_and_load_parameters_across_rank_counts(tmp_path, file_name):
         np.testing.assert_array_equal(loader.get_output(name), saver.get_output(name))
 
 
-def test_num_nodes_must_be_the_world_size():
-    with pytest.raises(ValueError, match="num_nodes=8.*2 rank.*SimulatedWorld"):
-        PhysicalGraph(ex.layer_graph(), num_nodes=8, comm=nt.SimulatedWorld(2))
+def test_num_nodes_the_world_size_or_a_multiple():
+    with pytest.raises(ValueError, match="num_nodes=8.*3 rank.*3 or a multiple.*SimulatedWorld"):
+        PhysicalGraph(ex.layer_graph(), num_nodes=8, comm=nt.SimulatedWorld(3))
     physical = PhysicalGraph(ex.layer_graph(), comm=nt.SimulatedWorld(2))
     physical.set_tensor_distribution("W_query", nt.TileDistribution.round_robin(3))
     with pytest.raises(ValueError, match="W_query.*made for 3 nodes"):
+        physical.compile()
+    # a distribution made for 4 nodes in a 2-node plan is an error, not folded
+    physical = PhysicalGraph(ex.layer_graph(), comm=nt.SimulatedWorld(2))
+    physical.set_tensor_distribution("W_query", nt.TileDistribution.round_robin(4))
+    with pytest.raises(ValueError, match="W_query.*made for 4 nodes, the plan has 2"):
         physical.compile()
     physical = PhysicalGraph(ex.layer_graph(), comm=nt.SimulatedWorld(2))
     physical.set_tensor_distribution(
         "W_key", nt.TileDistribution.block_along_dim(grid_shape=[1, 2], dim=1, num_nodes=2))
     with pytest.raises(ValueError, match="W_key.*tile grid \\[1, 2\\].*\\[1, 1\\]"):
         physical.compile()
+    physical = PhysicalGraph(ex.layer_graph(), num_nodes=4, comm=nt.SimulatedWorld(2))
+    physical.set_distribution({"dp": 2, "tp": 2})   # a mesh is not folded
+    with pytest.raises(ValueError, match="num_nodes=4 on 2 rank.*not .*launch 4 ranks"):
+        physical.compile()
+    with pytest.raises(ValueError, match="node must be in 0..3, got 4"):
+        physical_on(4, 2, "fsdp").compile().memory_on_node(4)
+
+
+FOLDINGS = [  # (nodes, ranks, preset, manual tiles, per-tensor overrides)
+    (4, 2, "fsdp", {"input": [2, 2, 5], "W_query": [5, 3]}, {}),
+    (6, 3, "tp", {"input": [3, 2, 7], "W_query": [7, 3]}, {}),
+    (6, 2, "ddp", {"input": [2, 1, 6], "W_key": [6, 5]},
+     {"W_out": nt.TileDistribution.round_robin(6, offset=1),
+      "W_key": nt.TileDistribution.block_along_dim(grid_shape=[3, 4], dim=0, num_nodes=6)}),
+]
+
+
+def physical_on(nodes, ranks, preset, tiles=None, overrides=(), comm=None):
+    physical = PhysicalGraph(ex.layer_graph(), num_nodes=nodes,
+                             comm=comm or nt.SimulatedWorld(ranks))
+    physical.set_tiling(nt.TilingStrategy.manual(tiles) if tiles
+                        else nt.TilingStrategy.auto_tiling(target_tile_bytes=256))
+    physical.set_distribution(preset)
+    for name, distribution in dict(overrides).items():
+        physical.set_tensor_distribution(name, distribution)
+    return physical
+
+
+@pytest.mark.parametrize("nodes, ranks, preset, tiles, overrides", FOLDINGS)
+def test_folded_nodes_give_the_unfolded_plan_and_numbers(nodes, ranks, preset, tiles,
+                                                         overrides):
+    """`nodes` nodes on `ranks` ranks: owners are those of the nodes-rank run modulo the
+    ranks, outputs and gradients those of it, memory_on_node those of its ranks."""
+    inputs = ex.example_inputs(np.float64, seed=4)
+    runs = []
+    for world_size in (ranks, nodes):
+        physical = physical_on(nodes, world_size, preset, tiles, overrides)
+        exe = ExecutableGraph(physical)
+        exe.init_parameters("xavier_normal", seed=2)
+        exe.bind_input("input", inputs["input_tensor"])
+        exe.bind_output_grad("output", inputs["output_grad"])
+        exe.backward()
+        runs.append((physical, exe))
+    (folded, folded_exe), (unfolded, unfolded_exe) = runs
+    assert folded.folded and not unfolded.folded
+    owners = unfolded.compiled.plan.owners
+    assert max(o.max() for o in owners.values()) >= ranks   # nodes beyond the ranks hold tiles
+    for name, nodes_owners in owners.items():
+        np.testing.assert_array_equal(folded.compiled.plan.owners[name],
+                                      np.where(nodes_owners >= 0, nodes_owners % ranks,
+                                               nodes_owners), err_msg=name)
+    np.testing.assert_allclose(folded_exe.get_output("output"),
+                               unfolded_exe.get_output("output"), rtol=0, atol=1e-12)
+    for name in ("W_query", "W_key", "W_value", "W_out"):
+        np.testing.assert_allclose(folded_exe.get_parameter_grad(name),
+                                   unfolded_exe.get_parameter_grad(name), rtol=0, atol=1e-12,
+                                   err_msg=name)
+    planned = physical_on(nodes, ranks, preset, tiles, overrides,
+                          comm=nt.PlanningWorld(nodes, nodes - 1)).compile()
+    assert folded.memory_on_node(nodes - 1) == unfolded.memory_on_node(nodes - 1) == \
+        planned.memory_on_node(nodes - 1)
+    assert folded.memory_on_node(0) == unfolded.memory_on_node(0)
 
 
 def test_graph_methods_names_and_analysis():
@@ -319,10 +401,60 @@ def test_placement_owner_computes_sums_on_the_owner_in_tile_order():
     exe, grad = run_with_policy(2, "ddp", auto, x, dy)
     assert not exe.cg.plan.deterministic   # partial sums where they move fewer bytes
     np.testing.assert_allclose(grad, runs[0][1], rtol=0, atol=1e-12)
-    with pytest.raises(NotImplementedError, match="explicit"):
-        run_with_policy(2, "ddp", nt.ExecutionPolicy(placement="explicit"), x, dy)
     with pytest.raises(ValueError, match="placement must be one of"):
         nt.ExecutionPolicy(placement="affinity")
+
+
+def tiles_written(program: str, tensor: str) -> set:
+    """The tiles of `tensor` that EXECs of one rank's program write."""
+    return set(re.findall(rf"EXEC .*->{tensor}\[([\d,]+)\]", program))
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 3])
+def test_placement_explicit_places_the_named_tensors_and_their_tasks(ranks):
+    """placement="explicit" with {tensor: TileDistribution}: those tiles, and so the tasks
+    writing them, on the ranks given; every sum on its owner in tile order, so the
+    numbers are bitwise those of one rank owner-computes."""
+    inputs = ex.example_inputs(np.float64, seed=4)
+    x, dy = inputs["input_tensor"], inputs["output_grad"]
+    query = ex.layer_graph().ops()[0].outputs[0].name          # x @ W_query
+    placement = {"W_query": nt.TileDistribution.on_rank(ranks - 1),
+                 query: nt.TileDistribution.round_robin(offset=1)}
+    policy = nt.ExecutionPolicy(placement="explicit", placement_map=placement)
+    exe, grad = run_with_policy(ranks, "ddp", policy, x, dy)
+    plan = exe.cg.plan
+    assert plan.deterministic
+    assert (plan.owners["W_query"] == ranks - 1).all()
+    owners = placement[query].owners(plan.tilings[query].grid, ranks)
+    np.testing.assert_array_equal(plan.owners[query], owners)
+    for rank in range(ranks):
+        want = {",".join(map(str, coord)) for coord in zip(*np.nonzero(owners == rank))}
+        assert tiles_written(exe.cg.program(rank, ("forward",)), query) == want, rank
+    reference, reference_grad = run_with_policy(
+        1, "single", nt.ExecutionPolicy(placement="owner_computes"), x, dy)
+    np.testing.assert_array_equal(grad, reference_grad)
+    np.testing.assert_array_equal(exe.get_output("output"), reference.get_output("output"))
+
+
+def test_placement_explicit_errors():
+    x = ex.example_inputs(np.float64)["input_tensor"]
+    on_one = {"W_query": nt.TileDistribution.on_rank(1)}
+    cases = [  # (preset, policy, error, message)
+        ("ddp", nt.ExecutionPolicy(placement="explicit"), ValueError,
+         "placement='explicit'\\) needs placement_map"),
+        ("ddp", nt.ExecutionPolicy(placement="owner_computes", placement_map=on_one),
+         ValueError, "placement_map=.*placement='explicit', not 'owner_computes'"),
+        ({"dp": 2}, nt.ExecutionPolicy(placement="explicit", placement_map=on_one),
+         ValueError, "not the mesh"),
+        ("ddp", nt.ExecutionPolicy(placement="explicit",
+                                   placement_map={"nope": nt.TileDistribution.on_rank(0)}),
+         KeyError, "nope"),
+        ("ddp", nt.ExecutionPolicy(placement="explicit", placement_map={"W_query": 1}),
+         ValueError, "tensor name: TileDistribution"),
+    ]
+    for preset, policy, error, message in cases:
+        with pytest.raises(error, match=message):
+            run_with_policy(2, preset, policy, x, x)
 
 
 def test_prefetch_false_brings_offloaded_tiles_back_at_use():
@@ -410,3 +542,58 @@ def test_compute_graph_with_distribution_strategies():
         np.testing.assert_allclose(result, results[0], rtol=0, atol=1e-12)
     with pytest.raises(NotImplementedError, match="split_for_tp"):
         nt.DistributionStrategy.tensor_parallel(4, dims=[1])
+
+
+PERMUTE_LAYOUTS = [  # (ranks, preset, manual tiles or None)
+    (1, "single", None),
+    (2, "fsdp", {"x": [2, 2, 3]}),
+    (3, "ddp", {"x": [3, 3, 1]}),
+    (3, "tp", {"x": [2, 2, 3], "W": [2, 4]}),
+]
+
+
+@pytest.mark.parametrize("ranks, preset, tiles", PERMUTE_LAYOUTS)
+def test_transpose_with_any_permutation(ranks, preset, tiles):
+    """The seed's transpose(x, perm): a swap of the last two dims (the permute op) and a
+    rotation (NNTile's cyclic transpose), forward and backward against NumPy."""
+    g = nt.LogicalGraph("perm")
+    x = g.input(TensorSpec([5, 3, 4], "fp64", requires_grad=True), "x")
+    w = g.parameter(TensorSpec([3, 6], "fp64"), "W")
+    swapped = g.transpose(x, [0, 2, 1])
+    out = g.output(g.transpose(g.matmul(swapped, w), (2, 0, 1), name="out"))
+    assert [op.op_type for op in g.ops()] == ["permute", "gemm", "transpose"]
+    assert out.shape == (6, 5, 4)
+    rng = np.random.default_rng(ranks)
+    xv, wv, dout = rng.random((5, 3, 4)), rng.random((3, 6)), rng.random((6, 5, 4))
+    physical = PhysicalGraph(g, comm=nt.SimulatedWorld(ranks))
+    physical.set_tiling(nt.TilingStrategy.manual(tiles) if tiles
+                        else nt.TilingStrategy.auto_tiling(target_tile_bytes=128))
+    physical.set_distribution(preset)
+    exe = ExecutableGraph(physical)
+    exe.bind_input("x", xv)
+    exe.bind_input("W", wv)
+    exe.bind_output_grad("out", dout)
+    exe.backward()
+    x_swapped = xv.transpose(0, 2, 1)
+    dy = dout.transpose(1, 2, 0)                         # the gradient of the matmul's output
+    np.testing.assert_allclose(exe.get_output("out"),
+                               np.tensordot(x_swapped, wv, axes=1).transpose(2, 0, 1),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(exe.get_parameter_grad("W"),
+                               np.tensordot(x_swapped, dy, axes=([0, 1], [0, 1])),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(exe.get_parameter_grad("x"), (dy @ wv.T).transpose(0, 2, 1),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_transpose_forms_and_errors():
+    g = nt.LogicalGraph("forms")
+    x = g.input(TensorSpec([2, 3, 4]), "x")
+    assert g.transpose(x).shape == (3, 4, 2)                  # NNTile's default: ndim=1
+    assert g.transpose(x, ndim=2).shape == (4, 2, 3)
+    assert g.transpose(x, (1, 0, 2), name="t").shape == (3, 2, 4)
+    assert g.get_tensor("t").shape == (3, 2, 4)
+    with pytest.raises(TypeError, match="perm .* or ndim .*not both"):
+        g.transpose(x, (1, 0, 2), ndim=1)
+    with pytest.raises(ValueError, match="permute.*perm=\\(1, 0\\) is not a permutation"):
+        g.transpose(x, (1, 0))

@@ -155,6 +155,28 @@ def test_a_dict_distribution_overrides_single():
     assert (plan.owners["w2"] == 0).all()
 
 
+@pytest.mark.parametrize("preset", ["single", "ddp", "fsdp", "tp"])
+def test_a_preset_for_more_nodes_folds_them_onto_the_ranks(preset):
+    """Preset(nodes=6) on 3 ranks: the 6-rank plan's owners, node n on rank n % 3."""
+    folded, unfolded = plan_of(Preset(preset, nodes=6)), plan_of(preset, nranks=6)
+    for name, owners in unfolded.owners.items():
+        assert np.array_equal(folded.owners[name],
+                              np.where(owners >= 0, owners % 3, owners)), name
+    assert max(owners.max() for owners in unfolded.owners.values()) >= 3 or preset == "single"
+
+
+def test_folding_errors():
+    with pytest.raises(ValueError, match="8 nodes cannot run on 3 rank.*multiple"):
+        plan_of(Preset("fsdp", nodes=8))
+    with pytest.raises(ValueError, match="'w1'.*round_robin\\(\\) was made for 2 nodes, "
+                                         "the plan has 6"):
+        plan_of(Preset("ddp", overrides={"w1": TileDistribution.round_robin(2)}, nodes=6))
+    with pytest.raises(ValueError, match="made for 4 nodes, which do not fold onto.*3"):
+        TileDistribution.round_robin(4).owners((2, 2), 3)
+    assert TileDistribution.round_robin(6, offset=4).owners((5,), 3).tolist() == \
+        [1, 2, 0, 1, 2]   # nodes 4 5 0 1 2
+
+
 def test_preset_errors():
     with pytest.raises(ValueError, match="unknown distribution preset"):
         Preset("zero3")

@@ -1,4 +1,5 @@
-"""Graph layer: registry entries and backward rules of gemm and transpose.
+"""Graph layer: registry entries and backward rules of gemm, transpose (NNTile's cyclic
+one: the first ndim dims moved to the end) and permute (any permutation of the dims).
 
 A is [M..., K..., batch...] (trans_a: [K..., M..., batch...]), B is
 [K..., N..., batch...] (trans_b: [N..., K..., batch...]), C is [M..., N..., batch...];
@@ -44,6 +45,21 @@ def transpose_rule(op, ctx):
         back = ops.transpose(ctx.grad(y), ctx.temp(f"{x.name}_dtransposed"),
                              op.attrs["alpha"], y.ndim - op.attrs["ndim"])
         ops.add_inplace(1.0, back, 1.0, ctx.grad(x))
+
+
+def permute_rule(op, ctx):
+    (x,), (y,) = op.inputs, op.outputs
+    if ctx.needs(x):   # dx = alpha * dy with the inverse permutation
+        back = ops.permute(ctx.grad(y), ctx.temp(f"{x.name}_dpermuted"),
+                           inverse_permutation(op.attrs["perm"]), op.attrs["alpha"])
+        ops.add_inplace(1.0, back, 1.0, ctx.grad(x))
+
+
+def inverse_permutation(perm) -> tuple:
+    inverse = [0] * len(perm)
+    for position, dim in enumerate(perm):
+        inverse[dim] = position
+    return tuple(inverse)
 
 
 GEMM_ATTRS = {"alpha": 1.0, "beta": 0.0, "trans_a": False, "trans_b": False,
@@ -136,6 +152,26 @@ def transpose_axes(attrs, in_shapes, out_shapes):
 add_spec(OpSpec(name="transpose", kernel="transpose", num_inputs=1, num_outputs=1,
                 infer=transpose_infer, axes=transpose_axes, attrs={"alpha": 1.0, "ndim": 1},
                 flops=lambda attrs, i, o: numel(o[0]), backward=transpose_rule))
+
+
+def permute_infer(op, attrs, inputs):
+    (x,) = inputs
+    perm = attrs["perm"]
+    if not isinstance(perm, tuple) or sorted(perm) != list(range(x.ndim)) or \
+            any(isinstance(dim, bool) or not isinstance(dim, int) for dim in perm):
+        raise op_error(op, f"perm={perm!r} is not a permutation of the {x.ndim} dims "
+                       f"0..{x.ndim - 1}", inputs)
+    return [(tuple(x.shape[dim] for dim in perm), x.dtype)]
+
+
+def permute_axes(attrs, in_shapes, out_shapes):
+    x = labels("d", len(in_shapes[0]))
+    return x, tuple(x[dim] for dim in attrs["perm"])
+
+
+add_spec(OpSpec(name="permute", kernel="permute", num_inputs=1, num_outputs=1,
+                infer=permute_infer, axes=permute_axes, attrs={"alpha": 1.0, "perm": ()},
+                flops=lambda attrs, i, o: numel(o[0]), backward=permute_rule))
 
 
 def register(registry: dict) -> None:
