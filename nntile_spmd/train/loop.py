@@ -47,13 +47,15 @@ class Trainer:
     With `skip_nonfinite`, a step whose loss is NaN or Inf changes nothing: the optimizer
     phase runs in its own execute after the loss is read, and is skipped (gradients
     zeroed, parameters and optimizer state as they were) with a warning.
+    `history` keeps the newest `history_limit` step records (a few hundred bytes each),
+    so a long run's memory stays flat; `log_path` gets every record.
     """
 
     def __init__(self, model, optimizer: str = "adam", comm=None, distribution="single",
                  tiling=None, seed: int = 0, log_path=None, progress: bool = True,
                  compile_args=None, lr_schedule=None, checkpoint_dir=None,
                  checkpoint_every: int = 0, keep_last=None, skip_nonfinite: bool = False,
-                 **hyper):
+                 history_limit: int = 10_000, **hyper):
         self.model, self.seed, self.progress = model, seed, progress
         self.skip_nonfinite = bool(skip_nonfinite)
         self.skipped = []              # steps skipped for a non-finite loss
@@ -69,6 +71,7 @@ class Trainer:
         self.rank = self.world.rank
         self.step = 0                  # optimizer steps done
         self.history = []              # one record per step: step, loss, step_time_ms
+        self.history_limit = history_limit
         self.log_file = open(log_path, "a") if log_path and self.rank == 0 else None
         self._eval = {}                # eval batch size -> (forward-only model, its graph)
 
@@ -174,6 +177,8 @@ class Trainer:
         if lr is not None:
             entry["lr"] = lr
         self.history.append(entry)
+        if len(self.history) > self.history_limit:
+            del self.history[0]
         if self.log_file is not None:
             self.log_file.write(json.dumps(entry) + "\n")
             self.log_file.flush()

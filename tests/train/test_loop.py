@@ -141,6 +141,16 @@ def test_log_history_and_progress(tmp_path, data):
     assert trainer.history == lines
 
 
+def test_history_keeps_the_newest_records_and_the_log_all(tmp_path, data):
+    """A long run's memory stays flat: history holds history_limit records at most."""
+    log = tmp_path / "train.jsonl"
+    trainer = make_trainer(1, "single", log_path=log, history_limit=2)
+    trainer.fit(data, 5)
+    trainer.close()
+    assert [entry["step"] for entry in trainer.history] == [4, 5]
+    assert [json.loads(line)["step"] for line in log.read_text().splitlines()] == [1, 2, 3, 4, 5]
+
+
 def test_evaluate_matches_numpy_forward(data):
     trainer = make_trainer(3, "tp")
     trainer.fit(data, 2)
