@@ -41,8 +41,9 @@ def test_the_formula_helpers_called_twice_in_a_loop_compile_without_warnings(dty
     assert np.isfinite(y).all()
 
 
-# The kernels whose first compile warned (fp32 and fp64), compiled from the precompile
-# manifest's signatures in a process of their own over an empty numba cache.
+# The kernels whose first compile warned (fp32 and fp64 alike), compiled from the
+# precompile manifest's fp64 signatures in a process of their own over an empty numba
+# cache (one dtype: the warning came from the IR, not the types; half the compile time).
 WARNED = {("nntile_kernels.cpu_rules_softmax", "_logsumexp"),
           ("nntile_kernels.cpu_rules_picked", "_cross_entropy_lse"),
           ("nntile_kernels.cpu_rules_loss", "_cross_entropy_lse_backward")}
@@ -57,7 +58,8 @@ for module, name, signature in pickle.loads(sys.stdin.buffer.read()):
 
 def test_the_kernels_that_warned_compile_cleanly_on_an_empty_cache(tmp_path):
     from nntile_spmd.precompile import MANIFEST
-    entries = [entry for entry in pickle.loads(MANIFEST.read_bytes()) if entry[:2] in WARNED]
+    entries = [entry for entry in pickle.loads(MANIFEST.read_bytes())
+               if entry[:2] in WARNED and "float64" in str(entry[2][0])]
     assert {entry[:2] for entry in entries} == WARNED
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
     result = subprocess.run([sys.executable, "-c", COMPILE], input=pickle.dumps(entries),
