@@ -15,7 +15,7 @@ import pickle
 import numpy as np
 from mpi4py import MPI
 
-from . import failure, flight
+from . import abnormal_end, end_guard, failure, flight
 from .device import select_device
 from .executor import CROWDED_SEND_GRACE_SECONDS, RecvTimeout, wait_with_deadline
 from .stats import Traffic
@@ -127,6 +127,10 @@ class MPIWorld:
             # once per process: lets an abort name a rank that died (failure.py)
             failure.record_peers(self.agree((failure.this_host(), os.getpid()),
                                             "the exchange of the ranks' pids (compile)"))
+            end_guard.arm(self.duplicate(base), self.recv_timeout)
+            abnormal_end.drop_native_hangup_handler()
+        elif self.on_world and self.size > 1:
+            end_guard.arm(None, self.recv_timeout)     # the longest deadline covers the end
 
     def duplicate(self, base):
         """base.Dup() with a deadline (no communicator to diagnose on exists yet)."""
