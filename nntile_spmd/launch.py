@@ -33,6 +33,12 @@ Usage::
   temporary directory, or under $NNTILE_SPMD_DONE_DIR when set (on several nodes
   without one shared /tmp, name a folder they all share; under srun on several
   nodes the default is the current directory).
+* Naming: rank_entry.py supervises each rank from a parent process that records
+  how the rank ended before mpiexec learns of it, so the launcher names the rank
+  that ended first, not the pid mpiexec reports (launch_watch.py).
+* End deadline: once one rank's script has returned, the others get the deadline
+  (--recv-timeout, else $NNTILE_SPMD_RECV_TIMEOUT, else 300 s) plus 5 s to end
+  theirs; past it the launcher names them (stopped or running) and ends the job.
 
 This module only uses the standard library: the launcher process must not
 initialise MPI itself.

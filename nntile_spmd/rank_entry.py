@@ -23,6 +23,7 @@ import socket
 import sys
 
 DONE_DIR_VAR = "NNTILE_SPMD_DONE_DIR"
+SUPERVISED_VAR = "NNTILE_SPMD_SUPERVISED"   # set in a rank that runs under supervise()
 # UCX (MPICH's ch4:ucx) takes SIGHUP as its debug signal unless told not to: the
 # rank then ignored the SIGHUP that ends a job and filled the log with DEBUG lines.
 UCX_HANGUP_SETTINGS = {"UCX_DEBUG_SIGNO": "0"}
@@ -97,6 +98,7 @@ def main() -> None:
             supervise(child, directory, rank)      # never returns
         die_with_parent()
         supervisor = os.getppid()
+        os.environ[SUPERVISED_VAR] = str(supervisor)
     write_marker(pid_path(directory, rank),
                  f"{os.getpid()} {socket.gethostname()} {supervisor}", rank)
     # registered first, so it runs last: after the script's own exit handlers

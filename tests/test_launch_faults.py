@@ -5,10 +5,11 @@ A rank stopped or hung after its last library call, or gone by os._exit(0), used
 hang the job or end it with status 0; a killed rank was reported by mpiexec with
 another rank's pid; SIGHUP was swallowed by UCX. The deadline is 3 s, so each job
 ends within seconds; a stopped or hung rank is always SIGKILLed by the test itself.
+A rank killed or gone by os._exit while the others still run is named by the launcher
+only (under plain mpiexec the others are killed before they can tell).
 """
 
 import os
-import re
 import shutil
 import signal
 import socket
@@ -126,15 +127,14 @@ def test_ranks_stopped_or_hung_after_the_last_call_are_named_at_the_deadline(tmp
     assert seconds < DEADLINE_S + 25, f"{seconds:.1f} s"   # starting 3 ranks: most of it
 
 
-@RUNNERS
-def test_a_rank_gone_by_os_exit_after_the_last_call_is_named(tmp_path, runner):
-    code, output, _ = run_job(tmp_path, runner, 3, "2=exit")
+def test_the_launcher_names_a_rank_gone_by_os_exit_after_the_last_call(tmp_path):
+    """Under plain mpiexec the others are killed within a millisecond of the exit and
+    mpiexec may report status 0: docs/reliability.md says so (only the launcher's
+    supervisors see it first)."""
+    code, output, _ = run_job(tmp_path, "launch", 3, "2=exit")
     assert code != 0, output
-    named = f"rank 2 (pid {pid_of(tmp_path, 2)} on {HOST}) ended"
-    assert re.search(rf"\[rank [01]\] .*{re.escape(named)}", output), output
-    if runner == "launch":
-        assert (f"nntile_spmd.launch: error: rank 2 (pid {pid_of(tmp_path, 2)} on {HOST}) "
-                "exited with status 0 without finishing its program") in output, output
+    assert (f"nntile_spmd.launch: error: rank 2 (pid {pid_of(tmp_path, 2)} on {HOST}) "
+            "exited with status 0 without finishing its program") in output, output
 
 
 def test_the_launcher_names_a_killed_rank_other_than_zero(tmp_path):

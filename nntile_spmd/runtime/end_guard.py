@@ -1,4 +1,4 @@
-"""Runtime layer: the end of the job has a deadline too, and a rank that leaves early is named.
+"""Runtime layer: the end of the job has a deadline too, and names the rank that missed it.
 
 At interpreter exit every rank waits in MPI_Finalize for the others, which no
 deadline covered: a rank stopped (SIGSTOP) or hung after its last library call hung
@@ -9,14 +9,11 @@ for a nonblocking barrier of every rank; at the deadline the job ends naming the
 ranks that never arrived. Arrival notes go to two collector ranks (the first and the
 last), so the end costs one message per rank and a barrier.
 
-A rank that leaves early (killed, crashed, os._exit(0)) was named by nobody: mpiexec
-kills the others at once and reports a pid it saw end, often one it killed itself.
-So each rank also keeps a thread blocked on its same-host peers' processes (pidfd,
-Linux 5.3+; no CPU while they live). No rank may end before every rank entered the
-end's barrier, so a peer that ends while this rank has not yet entered it ended
-abnormally: the thread says so on stderr at once and aborts the job (status 1 even
-where mpiexec would report the early rank's 0). Ranks on other hosts are not
-watched (a pid means nothing there): the deadline names them.
+A rank of this host that ends while the others wait there (os._exit(0), a kill
+after the last call; mpiexec reported the first as success) ends the job at once,
+named. A rank killed while the job runs is named by the launcher (its rank
+supervisors, rank_entry.py): under plain mpiexec the other ranks are killed within
+microseconds, before any of them could say a word.
 """
 
 from __future__ import annotations
@@ -25,11 +22,11 @@ import atexit
 import os
 import select
 import sys
-import threading
 import time
 
 from mpi4py import MPI
 
+from ..rank_entry import SUPERVISED_VAR
 from . import abnormal_end, failure
 
 ARRIVED_TAG = 11
@@ -37,24 +34,20 @@ POLL_S = 0.005
 # A rank that is not a collector waits this much past the deadline, so that the
 # collectors, who know which ranks are missing, speak first.
 COLLECTOR_HEAD_START_S = 2.0
-# A peer of this host seen gone after this rank entered the barrier may have passed
-# it already (its completion and ours are not simultaneous): give MPI this long.
+# A peer of this host seen gone may have passed the barrier already (its completion
+# and ours are not simultaneous): unless a collector knows it never arrived, give MPI
+# this long.
 GONE_GRACE_S = 1.0
+NOTE_TESTS = 100
+SUPERVISOR_GRACE_S = 0.5
 
-# The watch aborts the job this long after it spoke: mpiexec has normally ended it by
-# then; under the launcher the ended rank's supervisor (rank_entry.py) records how it
-# ended meanwhile. The abort is for a rank that left by os._exit(0), which mpiexec
-# would report as success.
-ABORT_DELAY_S = 0.5
-
-_state = {"entered": False, "lost": []}    # "comm", "timeout": set by arm()
-_lock = threading.Lock()
+_state = {}     # "comm", "timeout": set by arm()
 
 
 def arm(comm, timeout: float) -> None:
-    """Register the guarded end and start the peer watch, once per process (`comm`: a
-    duplicate of COMM_WORLD reserved for it, made collectively by every rank's first
-    compile); a later compile's call (comm None) only lengthens the deadline."""
+    """Register the guarded end, once per process (`comm`: a duplicate of COMM_WORLD
+    reserved for it, made collectively by every rank's first compile); a later
+    compile's call (comm None) only lengthens the deadline."""
     if "comm" in _state:
         _state["timeout"] = max(_state["timeout"], timeout)
         return
@@ -62,26 +55,18 @@ def arm(comm, timeout: float) -> None:
         return
     _state.update(comm=comm, timeout=timeout)
     atexit.register(wait_for_every_rank)
-    start_peer_watch(comm.Get_rank())
 
 
 def collectors(size: int) -> tuple:
     return tuple(sorted({0, size - 1}))
 
 
-# -- the end ---------------------------------------------------------------------------
-
 def wait_for_every_rank() -> None:
     """At exit: return once every rank got here; else end the job naming who did not."""
     comm, timeout = _state.get("comm"), _state.get("timeout", 0.0)
     if comm is None or MPI.Is_finalized():
         return
-    with _lock:
-        _state["entered"] = True
-        lost_before = list(_state["lost"])
     rank, size = comm.Get_rank(), comm.Get_size()
-    if lost_before:       # the watch saw a peer end before we got here: abnormal for sure
-        end_the_job(rank, size, None, timeout, 0.0)
     sends = [comm.Isend([b"", MPI.BYTE], dest=peer, tag=ARRIVED_TAG)
              for peer in collectors(size) if peer != rank]
     arrivals = ({peer: comm.Irecv([bytearray(1), MPI.BYTE], source=peer, tag=ARRIVED_TAG)
@@ -89,28 +74,65 @@ def wait_for_every_rank() -> None:
     barrier = comm.Ibarrier()
     start = time.monotonic()
     deadline = start + timeout + (0.0 if arrivals else COLLECTOR_HEAD_START_S)
-    gone_since = None
-    while not barrier.Test():
-        now = time.monotonic()
-        heard = arrived(arrivals)
-        gone = {peer for peer, _, _ in failure.dead_peers(rank)}
-        if heard is not None and gone - heard:      # gone without arriving: abnormal
-            end_the_job(rank, size, heard, timeout, now - start)
-        if gone:
-            gone_since = gone_since or now
-            if now - gone_since > GONE_GRACE_S:
+    gone_since, exits = None, PeerExits(rank)
+    try:
+        while not barrier.Test():
+            now = time.monotonic()
+            gone = ({peer for peer, _, _ in failure.dead_peers(rank)} if exits.seen
+                    else set())
+            heard = arrived(arrivals)   # after `gone`: a note sent before the end counts
+            if gone:
+                gone_since = gone_since or now
+                # a collector knows a gone peer that never arrived: abnormal, and at once,
+                # for mpiexec kills the other ranks within milliseconds (the repeated
+                # tests first let MPI deliver a note sent just before the peer ended)
+                if heard is not None and gone - arrived(arrivals, NOTE_TESTS):
+                    end_the_job(rank, size, heard, timeout, now - start)
+                if now - gone_since > GONE_GRACE_S:
+                    end_the_job(rank, size, heard, timeout, now - start)
+            if now > deadline:
                 end_the_job(rank, size, heard, timeout, now - start)
-        if now > deadline:
-            end_the_job(rank, size, heard, timeout, now - start)
-        time.sleep(POLL_S)
+            exits.wait(POLL_S)
+    finally:
+        exits.close()
     MPI.Request.Waitall(sends + list(arrivals.values()))
 
 
-def arrived(arrivals) -> set | None:
-    """The peers whose arrival note came, or None on a rank that collects none."""
+class PeerExits:
+    """Wakes the end's wait the moment a same-host peer's process ends (pidfd, Linux
+    5.3+: no /proc polling while every peer lives); without pidfds, every wait wakes."""
+
+    def __init__(self, rank: int):
+        host, self.descriptors = failure.this_host(), []
+        self.seen = False       # a peer ended (or cannot be watched): look in /proc
+        for peer, (peer_host, pid) in failure.PEERS.items():
+            if peer != rank and peer_host == host:
+                try:
+                    self.descriptors.append(os.pidfd_open(pid))
+                except (AttributeError, OSError):   # no pidfd, or the peer is gone
+                    self.seen = True
+        self.poller = select.poll()
+        for descriptor in self.descriptors:
+            self.poller.register(descriptor, select.POLLIN)
+
+    def wait(self, seconds: float) -> None:
+        if self.seen:           # an ended peer's pidfd stays readable: sleep instead
+            time.sleep(seconds)
+        elif self.poller.poll(seconds * 1000):
+            self.seen = True
+
+    def close(self) -> None:
+        for descriptor in self.descriptors:
+            os.close(descriptor)
+
+
+def arrived(arrivals, tests=1) -> set | None:
+    """The peers whose arrival note came (each request tested up to `tests` times), or
+    None on a rank that collects none."""
     if not arrivals:
         return None
-    return {peer for peer, request in arrivals.items() if request.Test()}
+    return {peer for peer, request in arrivals.items()
+            if any(request.Test() for _ in range(tests))}
 
 
 def missing_text(rank: int, size: int, heard) -> str:
@@ -136,6 +158,10 @@ def end_the_job(rank, size, heard, timeout, waited) -> None:
         f"reached the end of its program and waited {waited:.1f} s for the others "
         f"(deadline {timeout:g} s: compile(recv_timeout=...), $NNTILE_SPMD_RECV_TIMEOUT or "
         "launch --recv-timeout). Aborting the job.\n")
+    if os.environ.get(SUPERVISED_VAR) and failure.dead_peers(rank):
+        # under the launcher, mpiexec learns of the ended rank only from its supervisor,
+        # which records how the rank ended first: our abort must not kill it before that
+        time.sleep(SUPERVISOR_GRACE_S)
     abnormal_end.run_cleanups()
     MPI.COMM_WORLD.Abort(1)
 
@@ -148,40 +174,3 @@ def say(text: str) -> None:
     except (OSError, ValueError, AttributeError):
         return
     failure.wait_until_read(sys.stderr, limit_s=0.5)
-
-
-# -- the peers' processes ---------------------------------------------------------------
-
-def start_peer_watch(rank: int) -> None:
-    """A daemon thread that wakes when a same-host peer's process ends."""
-    host, pidfds = failure.this_host(), {}
-    for peer, (peer_host, pid) in failure.PEERS.items():
-        if peer != rank and peer_host == host:
-            try:
-                pidfds[os.pidfd_open(pid)] = (peer, pid)
-            except (AttributeError, OSError):   # no pidfd (not Linux 5.3+), or gone
-                continue
-    if pidfds:
-        threading.Thread(target=watch_peers, args=(rank, host, pidfds), daemon=True,
-                         name="nntile-spmd-peer-watch").start()
-
-
-def watch_peers(rank: int, host: str, pidfds: dict) -> None:
-    poller = select.poll()
-    for descriptor in pidfds:
-        poller.register(descriptor, select.POLLIN)
-    ended = [pidfds[descriptor] for descriptor, _ in poller.poll()]
-    with _lock:
-        if _state["entered"]:     # the end's barrier judges from here (see above)
-            return
-        _state["lost"] = ended
-    if MPI.Is_finalized():        # the script called MPI.Finalize itself: ends are normal
-        return
-    names = " and ".join(f"rank {peer} (pid {pid} on {host})" for peer, pid in sorted(ended))
-    say(f"[rank {rank}] {names} ended while rank {rank} was still running its program "
-        "(killed by a signal, a crash or os._exit; a traceback above, if any, says why): "
-        "the job ends. Any pid mpiexec names may be that of a rank it killed after.\n")
-    time.sleep(ABORT_DELAY_S)
-    if MPI.Query_thread() >= MPI.THREAD_MULTIPLE:
-        abnormal_end.run_cleanups()
-        MPI.COMM_WORLD.Abort(1)
