@@ -6,10 +6,11 @@ shuts down normally (the script returned, or called sys.exit) writes
 `rank<R>.done` there, from the last atexit handler to run. A rank that left by
 os._exit, a crash or a signal writes nothing, and since such a rank can still exit
 with status 0 (mpiexec then reports success), the launcher checks the markers. Each
-rank also writes `rank<R>.pid` ("pid host") at its start, so that the launcher can
-watch the rank's process and name the first to end (mpiexec names a pid it saw end,
-often one it killed itself), and `rank<R>.end` when its script returns: from then
-on the other ranks have the deadline to end too.
+rank also writes `rank<R>.pid` ("pid host supervisor-pid") at its start, and
+`rank<R>.end` when its script returns: from then on the other ranks have the
+deadline to end too (launch_watch.py). On Linux the rank runs in a child of the
+process mpiexec started, which supervises it and writes `rank<R>.status` when the
+rank ends without finishing (see supervise below): the launcher names that rank.
 
 Standard library only, and run by path, not with -m: importing the package would
 load numba and the graph layer into ranks whose script never uses them.

@@ -245,8 +245,9 @@ def test_a_rank_that_leaves_by_os_exit_is_named(tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()
     result = launch_ranks("-n", "2", str(script), NNTILE_SPMD_DONE_DIR=str(markers))
-    assert result.returncode == 1, result.stderr
-    assert "rank 1 of 2 did not finish the program" in result.stderr
+    assert result.returncode != 0, result.stderr   # 1, or mpiexec's when it killed rank 0
+    assert re.search(r"rank 1 \(pid \d+ on .*\) exited with status 0 without finishing its "
+                     "program", result.stderr), result.stderr
     assert not list(markers.iterdir())          # the launcher removed its markers
 
 
