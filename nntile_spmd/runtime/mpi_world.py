@@ -127,10 +127,12 @@ class MPIWorld:
             # once per process: lets an abort name a rank that died (failure.py)
             failure.record_peers(self.agree((failure.this_host(), os.getpid()),
                                             "the exchange of the ranks' pids (compile)"))
-            end_guard.arm(self.duplicate(base), self.recv_timeout)
+            # the end's deadline: the job's (never a short one a single compile asked
+            # for: ranks may reach their exit seconds apart), or a longer compile's
+            end_guard.arm(self.duplicate(base), max(self.recv_timeout, resolve_timeout()))
             abnormal_end.drop_native_hangup_handler()
         elif self.on_world and self.size > 1:
-            end_guard.arm(None, self.recv_timeout)     # the longest deadline covers the end
+            end_guard.arm(None, self.recv_timeout)
 
     def duplicate(self, base):
         """base.Dup() with a deadline (no communicator to diagnose on exists yet)."""
