@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -90,9 +91,11 @@ class RankWatch:
         late = self.late_ranks()
         if not late:
             return
-        local = {rank: self.pids(rank) for rank in late}
-        self.overdue = [(rank, process_state(ids[0]) if ids else "") for rank, ids
-                        in local.items()]
+        host = socket.gethostname()      # a pid of another host means nothing here
+        local = {rank: ids for rank in late
+                 if (ids := self.pids(rank)) is not None and ids[1] == host}
+        self.overdue = [(rank, process_state(local[rank][0]) if rank in local else "?")
+                        for rank in late]
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(TERMINATE_GRACE_S)
@@ -123,7 +126,7 @@ class RankWatch:
         """The lines that name the rank(s) behind a failure."""
         lines = []
         if self.overdue:
-            states = {"T": "stopped", "t": "stopped", "": "gone"}
+            states = {"T": "stopped", "t": "stopped", "": "gone", "?": "on another host"}
             late = ", ".join(f"{self.describe(rank)}: {states.get(state, 'still running')}"
                              for rank, state in self.overdue)
             lines.append(f"{late}: did not reach the end of the program within "
