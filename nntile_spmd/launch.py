@@ -33,6 +33,12 @@ Usage::
   temporary directory, or under $NNTILE_SPMD_DONE_DIR when set (on several nodes
   without one shared /tmp, name a folder they all share; under srun on several
   nodes the default is the current directory).
+* Naming: rank_entry.py supervises each rank from a parent process that records
+  how the rank ended before mpiexec learns of it, so the launcher names the rank
+  that ended first, not the pid mpiexec reports (launch_watch.py).
+* End deadline: once one rank's script has returned, the others get the deadline
+  (--recv-timeout, else $NNTILE_SPMD_RECV_TIMEOUT, else 300 s) plus 5 s to end
+  theirs; past it the launcher names them (stopped or running) and ends the job.
 
 This module only uses the standard library: the launcher process must not
 initialise MPI itself.
@@ -49,7 +55,8 @@ import subprocess
 import sys
 import tempfile
 
-from .rank_entry import DONE_DIR_VAR, marker_path, pid_path
+from .launch_watch import RankWatch
+from .rank_entry import DONE_DIR_VAR, in_terminal_foreground, marker_path
 
 THREAD_ENV_VARS = (
     "OMP_NUM_THREADS",
@@ -59,6 +66,8 @@ THREAD_ENV_VARS = (
     "NNTILE_SPMD_THREADS",
 )
 RECV_TIMEOUT_VAR = "NNTILE_SPMD_RECV_TIMEOUT"   # runtime/timeouts.py reads it
+DEFAULT_RECV_TIMEOUT_S = 300.0                  # runtime/timeouts.py's default
+END_DEADLINE_MARGIN_S = 5.0
 # Launcher options that take a separate value (used to find where the script starts).
 TASK_THREADS_VAR = "NNTILE_SPMD_TASK_THREADS"   # runtime/thread_budget.py reads it
 DEVICE_VAR = "NNTILE_SPMD_DEVICE"               # runtime/device_choice.py reads it
@@ -244,8 +253,9 @@ def format_dry_run(launcher, n, threads, command, recv_timeout=None, task_thread
             + shlex.join(["env", *assignments, *command]))
 
 
-def run(command, env):
-    """Run command, forwarding signals to it, and return its exit code."""
+def run(command, env, watch=None):
+    """Run command, forwarding signals to it, and return its exit code; `watch`
+    (launch_watch.RankWatch) follows the ranks meanwhile."""
     # mpiexec stays in our process group: in its own, reading a terminal stdin for
     # rank 0 would stop it (SIGTTIN)
     launcher = os.getpid()
@@ -253,7 +263,7 @@ def run(command, env):
                           preexec_fn=lambda: die_with_parent(launcher)) as proc:
         previous = _forward_signals(proc)
         try:
-            code = _wait(proc)
+            code = _wait(proc) if watch is None else watch.follow(proc)
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -285,15 +295,6 @@ def _forward_signals(proc):
         except ValueError:  # not in the main thread
             break
     return previous
-
-
-def in_terminal_foreground():
-    """True when our process group owns the terminal: its Ctrl-C reached mpiexec too."""
-    try:
-        with open("/dev/tty") as tty:
-            return os.tcgetpgrp(tty.fileno()) == os.getpgrp()
-    except OSError:
-        return False
 
 
 def _wait(proc):
@@ -334,11 +335,23 @@ def main(argv=None):
     env = child_env(threads, recv_timeout=args.recv_timeout, task_threads=args.task_threads,
                     device=args.device)
     done_dir = env[DONE_DIR_VAR] = make_done_dir(launcher)
+    watch = RankWatch(done_dir, args.n, end_deadline(env))
     try:
-        code = run(command, env)
-        return check_every_rank_done(code, done_dir, args.n, launcher)
+        code = run(command, env, watch)
+        return check_every_rank_done(code, done_dir, args.n, launcher, watch)
     finally:
         shutil.rmtree(done_dir, ignore_errors=True)
+
+
+def end_deadline(env) -> float:
+    """Seconds the other ranks get to end once one rank's script has returned: the
+    ranks' own deadline (runtime/end_guard.py names the late rank then), plus a margin
+    so that their message comes first."""
+    try:
+        seconds = float(env.get(RECV_TIMEOUT_VAR, DEFAULT_RECV_TIMEOUT_S))
+    except ValueError:
+        seconds = DEFAULT_RECV_TIMEOUT_S
+    return seconds + END_DEADLINE_MARGIN_S
 
 
 def make_done_dir(launcher, env=None):
@@ -353,25 +366,30 @@ def make_done_dir(launcher, env=None):
     return tempfile.mkdtemp(prefix=".nntile-launch-", dir=parent)
 
 
-def print_rank_pids(done_dir, n, launcher):
-    """After a failure: which rank had which pid (mpiexec names a killed rank by pid)."""
+def print_rank_pids(watch, n, launcher):
+    """After a failure: which rank had which pid (mpiexec names a rank by a pid: that of
+    the rank's supervisor, rank_entry.py)."""
     pids = []
     for rank in range(n):
-        try:
-            with open(pid_path(done_dir, rank)) as marker:
-                pids.append(f"rank {rank} = pid {marker.read().strip()}")
-        except OSError:
+        ids = watch.pids(rank)
+        if ids is None:
             pids.append(f"rank {rank} = never started")
+        else:
+            pids.append(f"rank {rank} = pid {ids[0]}"
+                        + (f" (mpiexec's pid {ids[2]})" if ids[2] else ""))
     print(f"nntile_spmd.launch: {launcher} failed; the ranks' pids: {', '.join(pids)}",
           file=sys.stderr)
 
 
-def check_every_rank_done(code, done_dir, n, launcher):
+def check_every_rank_done(code, done_dir, n, launcher, watch):
     """The exit code to report: `code`, or 1 when the launcher says success but some
-    rank's interpreter did not end normally (mpiexec counts os._exit(0) as success)."""
+    rank's interpreter did not end normally (mpiexec counts os._exit(0) as success).
+    After a failure, the ranks the watch saw end first or miss the deadline are named."""
     missing = [rank for rank in range(n) if not os.path.exists(marker_path(done_dir, rank))]
+    for line in watch.report() if code != 0 or missing else ():
+        print(f"nntile_spmd.launch: error: {line}", file=sys.stderr)
     if code != 0:
-        print_rank_pids(done_dir, n, launcher)
+        print_rank_pids(watch, n, launcher)
     if code != 0 or not missing:
         return code
     ranks = ("rank " if len(missing) == 1 else "ranks ") + ", ".join(map(str, missing))

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = (
     {"graph", "nntile_kernels", "version", "rank_entry", "flight", "private_files",
      "folder_paths"},
+    {"launch_watch"},
     {"plan", "launch"},
     {"runtime"},
     {"models"},

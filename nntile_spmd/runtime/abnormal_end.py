@@ -88,3 +88,17 @@ def clean_and_die(signum, frame) -> None:
     run_cleanups()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)     # the default action: the process ends by this signal
+
+
+def drop_native_hangup_handler() -> None:
+    """Give SIGHUP back its default action where Python holds no handler for it.
+
+    UCX (under MPICH's ch4:ucx) takes SIGHUP at MPI_Init as its debug signal: the rank
+    kept running with DEBUG logging on and no clean-up ran. Python still reports
+    SIG_DFL for it (its table predates MPI_Init), so setting SIG_DFL again through
+    Python removes the native handler; a handler the script set stays. rank_entry.py
+    and `import nntile_spmd` also set UCX_DEBUG_SIGNO=0 before MPI starts."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)

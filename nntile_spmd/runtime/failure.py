@@ -24,7 +24,7 @@ import sys
 import time
 import traceback
 
-from ..rank_entry import launched_rank_and_size
+from ..rank_entry import launched_rank_and_size, leave_hangup_alone
 from . import abnormal_end, flight
 
 _installed = False
@@ -82,6 +82,7 @@ def install_abort_on_error(rank=None, size=None):
         rank, size = launched
     if _installed or size <= 1:
         return
+    leave_hangup_alone()
     previous_hook = sys.excepthook
 
     def abort_hook(kind, value, trace):

@@ -15,7 +15,7 @@ import pickle
 import numpy as np
 from mpi4py import MPI
 
-from . import failure, flight
+from . import abnormal_end, end_guard, failure, flight
 from .device import select_device
 from .executor import CROWDED_SEND_GRACE_SECONDS, RecvTimeout, wait_with_deadline
 from .stats import Traffic
@@ -127,6 +127,12 @@ class MPIWorld:
             # once per process: lets an abort name a rank that died (failure.py)
             failure.record_peers(self.agree((failure.this_host(), os.getpid()),
                                             "the exchange of the ranks' pids (compile)"))
+            # the end's deadline: the job's (never a short one a single compile asked
+            # for: ranks may reach their exit seconds apart), or a longer compile's
+            end_guard.arm(self.duplicate(base), max(self.recv_timeout, resolve_timeout()))
+            abnormal_end.drop_native_hangup_handler()
+        elif self.on_world and self.size > 1:
+            end_guard.arm(None, self.recv_timeout)
 
     def duplicate(self, base):
         """base.Dup() with a deadline (no communicator to diagnose on exists yet)."""
