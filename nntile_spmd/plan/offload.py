@@ -43,8 +43,8 @@ class ExecutionPolicy:
     "auto": partial sums where they move fewer bytes; "explicit": owner computes, and the
     tiles of each tensor `placement_map` names, so the tasks writing them, on the ranks
     its TileDistribution gives) and prefetch (False: offloaded tiles come back only at
-    use); preferred_gpus is not built yet and raises (runtime/compile_options.py;
-    docs/seed_api.md)."""
+    use) and preferred_gpus (the GPUs a node's ranks take in turn: local rank i takes
+    preferred_gpus[i % len]; runtime/device.py gpu_of)."""
 
     enable_offloading: bool = False
     memory_budget: int = 0          # device bytes per rank

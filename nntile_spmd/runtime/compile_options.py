@@ -37,6 +37,7 @@ class CompileOptions:
     threads: int | None = None         # this rank's threads
     task_threads: int | None = None    # of which run tile tasks side by side
     recv_timeout: float | None = None  # seconds a wait may last (runtime/timeouts.py)
+    gpus: tuple | None = None          # ExecutionPolicy.preferred_gpus: this node's GPUs
 
     @classmethod
     def checked(cls, caller, graph, *, fuse=None, policy=None, memory_budget=None,
@@ -50,6 +51,7 @@ class CompileOptions:
                         fuse=fuse, tiling=tiling)
         others["distribution"] = explicitly_placed(caller, others.get("distribution", "single"),
                                                    policy)
+        others["gpus"] = preferred_gpus(caller, policy)
         return cls(window=window, deterministic=bool(deterministic), fuse=resolve_fuse(fuse),
                    policy=as_policy(policy, memory_budget), device=device, tiling=tiling,
                    **others)
@@ -67,14 +69,30 @@ def owner_computes(caller, policy) -> bool:
     """Does `policy` place every task on its output's owner (ExecutionPolicy.placement)?
     That is the deterministic plan: each sum over tiles runs on the output tile's owner
     in tile order ("owner_computes", and "explicit", which also says where some tensors'
-    tiles live). preferred_gpus, not built yet, raises."""
+    tiles live)."""
     if policy is None:
         return False
-    if policy.preferred_gpus is not None:
-        raise NotImplementedError(f"{caller}: ExecutionPolicy(preferred_gpus=...) is not "
-                                  "built yet: each rank takes GPU local rank % GPUs "
-                                  "(docs/gpu.md)")
     return policy.placement in ("owner_computes", "explicit")
+
+
+def preferred_gpus(caller, policy) -> tuple | None:
+    """ExecutionPolicy.preferred_gpus as a tuple of GPU numbers, taken in turn by a
+    node's ranks (runtime/device.py gpu_of); None: every GPU in turn. On the CPU it
+    changes nothing."""
+    gpus = None if policy is None else policy.preferred_gpus
+    if gpus is None:
+        return None
+    if isinstance(gpus, int):
+        gpus = [gpus]
+    if isinstance(gpus, (str, bytes)) or not hasattr(gpus, "__iter__"):
+        raise TypeError(f"{caller}: ExecutionPolicy(preferred_gpus={gpus!r}) is a list of "
+                        "GPU numbers")
+    gpus = tuple(gpus)
+    if not gpus or not all(isinstance(g, int) and not isinstance(g, bool) and g >= 0
+                           for g in gpus):
+        raise ValueError(f"{caller}: ExecutionPolicy(preferred_gpus={list(gpus)}) must "
+                         "name one or more GPU numbers (0, 1, ...)")
+    return gpus
 
 
 def explicitly_placed(caller, distribution, policy):

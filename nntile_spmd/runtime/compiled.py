@@ -147,7 +147,7 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         """The collective half of compile: ranks agree on the plan, pick a device."""
         check_same_plan(world, plan)
         selected, threading = world.setup_node(options.device, options.threads,
-                                               options.task_threads)
+                                               options.task_threads, options.gpus)
         if selected.name != "cpu":
             threading = TaskThreads(1)   # a GPU rank's kernels are launches on one stream
         compiled = cls(graph, world, plan, for_graph(selected, graph), threading)

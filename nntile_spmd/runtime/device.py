@@ -44,9 +44,22 @@ class Device:
             self.xp.cuda.Stream.null.synchronize()
 
 
-def select_device(device, local_rank: int) -> Device:
+def gpu_of(local_rank: int, count: int, preferred=None) -> int:
+    """The GPU a rank of this node-local number takes among `count`: its number in
+    `preferred` (ExecutionPolicy.preferred_gpus) taken round-robin, else every GPU in turn."""
+    if not preferred:
+        return local_rank % count
+    gpu = preferred[local_rank % len(preferred)]
+    if gpu >= count:
+        raise ValueError(f"ExecutionPolicy(preferred_gpus={list(preferred)}): local rank "
+                         f"{local_rank} would take GPU {gpu}, but this node has {count}")
+    return gpu
+
+
+def select_device(device, local_rank: int, gpus=None) -> Device:
     """cpu, cuda, or auto (device_choice.resolve_device); a Device is used as it is
-    (tests run the GPU path on a stand-in with it: tests/stand_in_device.py)."""
+    (tests run the GPU path on a stand-in with it: tests/stand_in_device.py). `gpus`:
+    the GPUs this node's ranks take in turn (default all)."""
     import nntile_kernels
     if isinstance(device, Device):
         return device
@@ -54,7 +67,7 @@ def select_device(device, local_rank: int) -> Device:
     if device == "cpu":
         return Device("cpu", np, nntile_kernels.get_kernels("cpu"))
     import cupy
-    cupy.cuda.Device(local_rank % cupy.cuda.runtime.getDeviceCount()).use()
+    cupy.cuda.Device(gpu_of(local_rank, cupy.cuda.runtime.getDeviceCount(), gpus)).use()
     return Device("cuda", cupy, nntile_kernels.get_kernels("cuda"))
 
 

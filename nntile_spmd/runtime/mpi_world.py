@@ -167,7 +167,7 @@ class MPIWorld:
     def local_ranks(self):
         return (self.rank,)
 
-    def setup_node(self, device, threads, task_threads):
+    def setup_node(self, device, threads, task_threads, gpus=None):
         """The GPU of this rank's node-local number, then the node's BLAS thread budget.
 
         The device comes first: it imports the kernel backend and so loads its BLAS
@@ -178,7 +178,7 @@ class MPIWorld:
         self.barrier("the node setup of compile() (GPU and BLAS threads)")
         if node_threads.ranks_outnumber_cores(self.comm):
             self.send_grace_s = CROWDED_SEND_GRACE_SECONDS   # see executor.py
-        selected = select_device(device, node_threads.local_rank(self.comm))
+        selected = select_device(device, node_threads.local_rank(self.comm), gpus)
         threading = TaskThreads(*node_threads.configure_rank_threads(
             self.comm, threads, task_threads), node_threads.ensure_blas_threads)
         return selected, threading

@@ -35,7 +35,7 @@ class PlanningWorld:
     def local_ranks(self):
         return ()    # no tiles here: the rank's shard of a large job need not fit this machine
 
-    def setup_node(self, device, threads, task_threads):
+    def setup_node(self, device, threads, task_threads, gpus=None):
         # a GPU job is planned on any machine: its device is a name with no arrays
         if isinstance(device, str) and resolve_device(device) == "cuda":
             selected = Device("cuda", None, {})

@@ -104,9 +104,10 @@ class SimulatedWorld:
     def local_ranks(self):
         return range(self.size)
 
-    def setup_node(self, device, threads, task_threads):
-        """One process holds every rank: device 0, BLAS threads as they are."""
-        return select_device(device, 0), TaskThreads(simulated_task_threads(task_threads))
+    def setup_node(self, device, threads, task_threads, gpus=None):
+        """One process holds every rank: the first GPU (of `gpus`), BLAS threads as they are."""
+        return select_device(device, 0, gpus), \
+            TaskThreads(simulated_task_threads(task_threads))
 
     def transport(self, rank, epoch=0):
         return SimulatedTransport(rank, self.mailbox)   # run() clears the mailbox: no epochs

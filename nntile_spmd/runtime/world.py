@@ -24,9 +24,10 @@ class World(Protocol):
     def local_ranks(self) -> Sequence[int]:
         """The ranks whose tiles this process holds and whose programs it runs."""
 
-    def setup_node(self, device: str, threads, task_threads):
-        """Select this process's device and budget its threads (BLAS threads and tile
-        tasks side by side); returns (Device, TaskThreads)."""
+    def setup_node(self, device: str, threads, task_threads, gpus=None):
+        """Select this process's device (a GPU among `gpus`, ExecutionPolicy's
+        preferred_gpus) and budget its threads (BLAS threads and tile tasks side by
+        side); returns (Device, TaskThreads)."""
 
     def transport(self, rank: int, epoch: int = 0):
         """The tile transport of `rank` for execute number `epoch`."""

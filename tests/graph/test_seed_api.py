@@ -405,6 +405,28 @@ def test_placement_owner_computes_sums_on_the_owner_in_tile_order():
         nt.ExecutionPolicy(placement="affinity")
 
 
+def test_preferred_gpus_are_taken_in_turn_by_a_nodes_ranks():
+    """Local rank i takes preferred_gpus[i % len] (default: GPU i % count); a number the
+    node lacks, or a list that names none, is an error. On the CPU the plan is the same."""
+    from nntile_spmd.runtime.device import gpu_of
+    assert [gpu_of(rank, 4) for rank in range(6)] == [0, 1, 2, 3, 0, 1]
+    assert [gpu_of(rank, 4, (2, 3)) for rank in range(5)] == [2, 3, 2, 3, 2]
+    with pytest.raises(ValueError, match="local rank 1 would take GPU 5, but this node has 4"):
+        gpu_of(1, 4, (0, 5))
+    inputs = ex.example_inputs(np.float64, seed=4)
+    x, dy = inputs["input_tensor"], inputs["output_grad"]
+    from nntile_spmd.runtime.compile_options import CompileOptions
+    policy = nt.ExecutionPolicy(preferred_gpus=[1, 0])
+    assert CompileOptions.checked("compile", ex.layer_graph(), policy=policy).gpus \
+        == (1, 0)
+    _, grad = run_with_policy(2, "ddp", policy, x, dy)
+    _, plain = run_with_policy(2, "ddp", nt.ExecutionPolicy(), x, dy)
+    np.testing.assert_array_equal(grad, plain)
+    for bad, error in (([], ValueError), ([-1], ValueError), ("0", TypeError)):
+        with pytest.raises(error, match="preferred_gpus"):
+            run_with_policy(1, "single", nt.ExecutionPolicy(preferred_gpus=bad), x, dy)
+
+
 def tiles_written(program: str, tensor: str) -> set:
     """The tiles of `tensor` that EXECs of one rank's program write."""
     return set(re.findall(rf"EXEC .*->{tensor}\[([\d,]+)\]", program))
