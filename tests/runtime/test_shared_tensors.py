@@ -1,0 +1,136 @@
+"""Persistent tensors shared between compiled graphs (runtime/sharing.py): the seed's
+training loop of three graphs (§10.4.3: forward + loss, backward, optimizer) over the
+same parameters and gradients, with no copy through NumPy, equals the same steps run
+by one graph; planned differently, or not persistent, a tensor is refused by name.
+Plain pytest (SimulatedWorld)."""
+
+import numpy as np
+import pytest
+
+import nntile_spmd as nt
+from nntile_spmd.train import add_optimizer
+
+pytestmark = pytest.mark.mpi_skip
+# uneven tiles: w1 [6, 5] as 2+4 by 3+2, w2 [3, 6] as 1+2 by 2+4, x [5, 7] by 4+3
+TILES = {"x": [[0, 3, 5], [0, 4, 7]], "w1": [[0, 2, 6], [0, 3, 5]],
+         "w2": [[0, 1, 3], [0, 2, 6]]}
+PARAMS = ("w1", "w2")
+GRADS = ("w1_grad", "w2_grad")
+LR, STEPS = 0.05, 3
+
+
+def model(name):
+    """loss = sum((w2 gelu(w1 x) - t)^2), x [5, 7], t [3, 7]; parameters and loss."""
+    g = nt.LogicalGraph(name)
+    x = g.tensor([5, 7], "x", "fp64", external=True)
+    t = g.tensor([3, 7], "t", "fp64", external=True)
+    w1 = g.tensor([6, 5], "w1", "fp64", persistent=True, requires_grad=True)
+    w2 = g.tensor([3, 6], "w2", "fp64", persistent=True, requires_grad=True)
+    h = nt.ops.gelu(nt.ops.gemm(w1, x, "h1"), "h")
+    loss = nt.ops.mse_loss(nt.ops.gemm(w2, h, "y"), t, "loss")
+    loss.mark_output()
+    return g, [w1, w2], loss
+
+
+def three_graphs():
+    """The seed's forward + loss, backward (recomputing the forward) and optimizer."""
+    forward, _, _ = model("forward")
+    backward, params, loss = model("backward")
+    nt.grad(backward, loss, params)
+    optimizer = nt.LogicalGraph("optimizer")
+    params = [optimizer.tensor(shape, name, "fp64", persistent=True)
+              for name, shape in (("w1", [6, 5]), ("w2", [3, 6]))]
+    grads = [optimizer.tensor(p.shape, f"{p.name}_grad", "fp64", persistent=True)
+             for p in params]
+    add_optimizer(optimizer, params, grads, "sgd", lr=LR)
+    return forward, backward, optimizer
+
+
+def one_graph():
+    g, params, loss = model("whole")
+    grads = nt.grad(g, loss, params)
+    add_optimizer(g, params, grads, "sgd", lr=LR)
+    return g
+
+
+def data(step):
+    rng = np.random.default_rng(step)
+    return rng.standard_normal((5, 7)), rng.standard_normal((3, 7))
+
+
+def start_values():
+    rng = np.random.default_rng(100)
+    return {"w1": rng.standard_normal((6, 5)) * 0.5, "w2": rng.standard_normal((3, 6)) * 0.5}
+
+
+def compile_on(graph, world, preset):
+    tiles = {name: tile for name, tile in TILES.items() if graph.has_tensor(name)}
+    return nt.compile(graph, comm=world, distribution=preset,
+                      tiling=nt.TilingStrategy.explicit(tiles, target_tile_bytes=64))
+
+
+@pytest.mark.parametrize("ranks, preset", [(1, "single"), (3, "fsdp"), (3, "ddp")])
+def test_three_graphs_sharing_train_as_one_graph(ranks, preset):
+    world = nt.SimulatedWorld(ranks)
+    forward, backward, optimizer = (compile_on(g, world, preset) for g in three_graphs())
+    backward.share_tensors(forward, PARAMS)
+    optimizer.share_tensors(backward, PARAMS + GRADS)   # forward's through backward
+    whole = compile_on(one_graph(), world, preset)
+    for name, value in start_values().items():
+        forward.bind_data(name, value)          # bound once, in one graph only
+        whole.bind_data(name, value)
+    for step in range(STEPS):
+        x, t = data(step)
+        for cg in (forward, backward, whole):
+            cg.bind_data("x", x)
+            cg.bind_data("t", t)
+        forward.execute()
+        backward.execute()
+        optimizer.execute()
+        whole.execute()
+        assert abs(forward.get_output("loss") - whole.get_output("loss")) <= 1e-12
+        for cg in (forward, backward, optimizer):
+            for rank in range(ranks):
+                cg.check_stats(rank)   # each graph's bytes still its plan's
+    for name in PARAMS:
+        expected = whole.get_output(name)
+        for cg in (forward, backward, optimizer):   # every graph sees the last update
+            np.testing.assert_allclose(cg.get_output(name), expected, rtol=0, atol=1e-12)
+    assert not np.any(optimizer.get_output("w1_grad"))   # zero_grad reached backward's
+    assert not np.any(backward.get_output("w1_grad"))
+
+
+def test_shared_tiles_are_the_same_buffers_on_every_rank():
+    world = nt.SimulatedWorld(3)
+    forward, backward, _ = (compile_on(g, world, "fsdp") for g in three_graphs())
+    backward.share_tensors(forward, ["w1"])
+    for rank, store in backward.stores.items():
+        keys = [key for key in store.tiles if key[0] == "w1"]
+        assert all(store.tiles[key] is forward.stores[rank].tiles[key] for key in keys)
+    assert sum(len([k for k in s.tiles if k[0] == "w1"]) for s in backward.stores.values()) \
+        == 4   # each of w1's 4 tiles on its one fsdp holder
+
+
+def test_mismatches_are_refused_by_name():
+    world = nt.SimulatedWorld(3)
+    forward, backward, optimizer = (compile_on(g, world, "fsdp") for g in three_graphs())
+    with pytest.raises(ValueError, match="'x'.*not persistent"):
+        backward.share_tensors(forward, ["x"])
+    with pytest.raises(ValueError, match="'h1'.*no tensor 'h1'"):
+        optimizer.share_tensors(forward, ["h1"])
+    with pytest.raises(ValueError, match="different worlds"):
+        compile_on(three_graphs()[1], nt.SimulatedWorld(3), "fsdp").share_tensors(
+            forward, PARAMS)
+    other_tiles = nt.compile(three_graphs()[1], comm=world, distribution="fsdp",
+                             tiling=nt.TilingStrategy.manual({"w1": [3, 5]}))
+    with pytest.raises(ValueError, match="'w1'.*the tiling differs"):
+        other_tiles.share_tensors(forward, ["w1"])
+    on_rank_0 = compile_on(three_graphs()[1], world, "single")
+    with pytest.raises(ValueError, match="'w1'.*the tile holders differ"):
+        on_rank_0.share_tensors(forward, ["w1"])
+    for shape, dtype, what in (([7, 5], "fp64", "shape"), ([6, 5], "fp32", "dtype")):
+        g = nt.LogicalGraph("other")
+        g.tensor(shape, "w1", dtype, persistent=True)
+        with pytest.raises(ValueError, match=f"'w1'.*the {what} differs"):
+            nt.compile(g, comm=world, distribution="fsdp").share_tensors(forward, ["w1"])
+    assert backward.links == []   # nothing shared by a refused call
