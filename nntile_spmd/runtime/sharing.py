@@ -10,13 +10,14 @@ graph linked to it, directly or through others: the next execute of any of them,
 bind, or a get_output sees what the last one wrote, with no bind in between.
 
 Only persistent tensors are shared: the tiles of any other tensor are freed or
-rebound between executes. Both plans must tile and place the tensor alike (shape,
-dtype, tile grid and every tile's holders), so that each rank holds the same tiles in
-both. Memory: each graph's store counts a shared buffer (an exchange of one array for
-another of the same bytes), so each graph's measured bytes still equal its plan's;
-the process holds the buffer once, and a sum of the graphs' figures counts it once per
-graph. The graphs run one at a time: an execute of one while another linked graph's
-program runs (execute_async) is the caller's race to avoid.
+rebound between executes. Both graphs are compiled on one world (under MPI, on
+communicators of the same processes in the same order) and both plans tile and place
+the tensor alike (shape, dtype, tile grid and every tile's holders), so that each rank
+holds the same tiles in both. Memory: each graph's store counts a shared buffer (an
+exchange of one array for another of the same bytes), so each graph's measured bytes
+still equal its plan's; the process holds the buffer once, and a sum of the graphs'
+figures counts it once per graph. The graphs run one at a time: an execute of one
+while another linked graph's program runs (execute_async) is the caller's race to avoid.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def share_tensors(cg, other, names) -> None:
     if other is cg:
         raise ValueError("share_tensors: a graph shares tensors with another graph, "
                          f"not with itself ({cg.graph.name!r})")
-    if other.world is not cg.world:
+    if not same_world(cg.world, other.world):
         raise ValueError(f"share_tensors: graphs {cg.graph.name!r} and {other.graph.name!r} "
                          "were compiled on different worlds; compile both with the same comm")
     for name in names:
@@ -45,6 +46,11 @@ def share_tensors(cg, other, names) -> None:
             graph.bound[name] = set(graph.stores)
     cg.links.append((other, frozenset(names)))
     other.links.append((cg, frozenset(names)))
+
+
+def same_world(world, other) -> bool:
+    """The same world object, or MPI worlds of the same processes in the same order."""
+    return world is other or getattr(world, "same_ranks", lambda _: False)(other)
 
 
 def check_shareable(cg, other, name) -> None:

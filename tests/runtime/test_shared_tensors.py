@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import nntile_spmd as nt
+from nntile_spmd.graph import ExecutableGraph, LogicalGraph, PhysicalGraph, TensorSpec
 from nntile_spmd.train import add_optimizer
 
 pytestmark = pytest.mark.mpi_skip
@@ -134,3 +135,44 @@ def test_mismatches_are_refused_by_name():
         with pytest.raises(ValueError, match=f"'w1'.*the {what} differs"):
             nt.compile(g, comm=world, distribution="fsdp").share_tensors(forward, ["w1"])
     assert backward.links == []   # nothing shared by a refused call
+
+
+def seed_executable(logical, world, tiles):
+    physical = PhysicalGraph(logical, comm=world)
+    physical.set_tiling(nt.TilingStrategy.explicit(tiles, target_tile_bytes=64))
+    nt.DistributionPreset.apply_fsdp(physical, num_nodes=world.size)
+    return ExecutableGraph(physical)
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_seed_executables_share_parameters_and_gradients(ranks):
+    """Seed API: a two-layer graph and a one-layer probe share W1 and W1's gradient;
+    W1 initialised in one is what the other computes with, and the probe's backward
+    writes the gradient the other graph reads."""
+    world = nt.SimulatedWorld(ranks)
+    tiles = {name: [[0, 1, 5], [0, 4, 6]] for name in ("W1", "W1_grad")}   # 1+4 by 4+2
+    two = LogicalGraph("two_layers")
+    x = two.input(TensorSpec([3, 5], "fp64"), name="x")
+    w1 = two.parameter(TensorSpec([5, 6], "fp64"), name="W1")
+    w2 = two.parameter(TensorSpec([6, 2], "fp64"), name="W2")
+    two.output(two.matmul(two.gelu(two.matmul(x, w1)), w2), name="y")
+    probe = LogicalGraph("probe")
+    xp = probe.input(TensorSpec([3, 5], "fp64"), name="x")
+    probe.output(probe.matmul(xp, probe.parameter(TensorSpec([5, 6], "fp64"), name="W1")),
+                 name="h")
+    model, prober = seed_executable(two, world, tiles), seed_executable(probe, world, tiles)
+    assert [d.boundaries for d in model.cg.plan.tilings["W1"].dims] == [(0, 1, 5), (0, 4, 6)]
+    assert prober.share_parameters(model) == ["W1", "W1_grad"]
+    model.init_parameters("normal")
+    x_value = np.random.default_rng(3).standard_normal((3, 5))
+    prober.bind_input("x", x_value)
+    prober.execute()                      # no bind of W1: the model's values
+    w1_value = model.get_output("W1")
+    assert np.any(w1_value)
+    np.testing.assert_allclose(prober.get_output("h"), x_value @ w1_value, rtol=1e-12)
+    dy = np.ones((3, 6))
+    prober.bind_output_grad("h", dy)
+    prober.backward()
+    np.testing.assert_allclose(model.get_parameter_grad("W1"), x_value.T @ dy, rtol=1e-12)
+    with pytest.raises(ValueError, match="'W2' is not a parameter of both"):
+        prober.share_parameters(model, ["W2"])
