@@ -156,7 +156,10 @@ class ExecutableGraph:
         has too) are `other`'s tiles, not a copy, and so are their gradients where both
         graphs compute one: what one graph's init, bind or run writes, the other's next
         run reads (seed §10.4.3; runtime/sharing.py). Returns the shared tensor names.
-        Both graphs on one world, each tensor tiled and placed alike, else ValueError."""
+        Both graphs on one world, each tensor tiled and placed alike, else ValueError.
+        Their programs run in the order started (execute_async of one waits for the
+        other's started ones), and while one runs the other refuses reads and defers
+        binds, as for its own programs."""
         for graph in (self, other):
             graph.runner.refuse_while_running("share_parameters")
         mine, theirs = self.parameter_names(), set(other.parameter_names())
@@ -169,6 +172,8 @@ class ExecutableGraph:
                  for name in chosen]
         shared = chosen + [g for g, h in grads if g is not None and g == h]
         self.cg.share_tensors(other.cg, shared)
+        self.runner.peers.append(other.runner)   # run in the order started (asynchronous.py)
+        other.runner.peers.append(self.runner)
         return shared
 
     # -- running -----------------------------------------------------------------------

@@ -4,6 +4,9 @@ same parameters and gradients, with no copy through NumPy, equals the same steps
 by one graph; planned differently, or not persistent, a tensor is refused by name.
 Plain pytest (SimulatedWorld)."""
 
+import math
+import threading
+
 import numpy as np
 import pytest
 
@@ -176,3 +179,34 @@ def test_seed_executables_share_parameters_and_gradients(ranks):
     np.testing.assert_allclose(model.get_parameter_grad("W1"), x_value.T @ dy, rtol=1e-12)
     with pytest.raises(ValueError, match="'W2' is not a parameter of both"):
         prober.share_parameters(model, ["W2"])
+
+
+def test_seed_executables_sharing_run_in_the_order_started(monkeypatch):
+    """While one graph's execute_async runs, a graph sharing its tensors refuses reads,
+    stages binds, and its own program waits: it sees the finished values."""
+    world = nt.SimulatedWorld(2)
+    first, second = LogicalGraph("first"), LogicalGraph("second")
+    w = first.parameter(TensorSpec([4, 3], "fp64"), name="W")
+    first.output(first.gelu(w), name="y")
+    w2 = second.parameter(TensorSpec([4, 3], "fp64"), name="W")
+    second.output(second.gelu(w2), name="z")
+    a, b = (ExecutableGraph(PhysicalGraph(g, comm=world)) for g in (first, second))
+    b.share_parameters(a)
+    a.init_parameters("ones")
+    release, original = threading.Event(), a.cg.execute
+
+    def held_execute(phases=None):
+        assert release.wait(30)
+        original(phases=phases)
+        a.cg.stores[0].tiles[("W", (0, 0))][...] = 2.0   # a write b must see
+
+    monkeypatch.setattr(a.cg, "execute", held_execute)
+    handle = a.execute_async()
+    with pytest.raises(RuntimeError, match="graph 'first' is running.*shares tensors with"):
+        b.get_output("W")
+    b_handle = b.execute_async()          # waits for a's program
+    assert not b_handle.is_complete()
+    release.set()
+    nt.TaskGroup([handle, b_handle]).wait_all()
+    expected = 0.5 * 2.0 * (1 + math.erf(2.0 / math.sqrt(2)))
+    np.testing.assert_allclose(b.get_output("z"), np.full((4, 3), expected), rtol=1e-12)
