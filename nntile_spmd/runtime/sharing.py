@@ -16,8 +16,9 @@ the tensor alike (shape, dtype, tile grid and every tile's holders), so that eac
 holds the same tiles in both. Memory: each graph's store counts a shared buffer (an
 exchange of one array for another of the same bytes), so each graph's measured bytes
 still equal its plan's; the process holds the buffer once, and a sum of the graphs'
-figures counts it once per graph. The graphs run one at a time: an execute of one
-while another linked graph's program runs (execute_async) is the caller's race to avoid.
+figures counts it once per graph. CompiledGraph.execute returns when its program is
+done, so compiled graphs run one at a time; the seed API's ExecutableGraphs that share
+run their asynchronous programs in the order started (seed_api/asynchronous.py).
 """
 
 from __future__ import annotations
