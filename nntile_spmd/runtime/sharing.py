@@ -7,7 +7,9 @@ tile store maps the same key to the same array. An execute may replace a tile's
 array by a new version (the executor stores its slots back), so after every execute
 (failed ones too) the graph hands its current arrays of the shared tiles to every
 graph linked to it, directly or through others: the next execute of any of them, a
-bind, or a get_output sees what the last one wrote, with no bind in between.
+bind, or a get_output sees what the last one wrote, with no bind in between. A shared
+tensor counts as bound in both graphs: its values are whatever either graph last
+wrote (zeros, as allocated, before any write).
 
 Only persistent tensors are shared: the tiles of any other tensor are freed or
 rebound between executes. Both graphs are compiled on one world (under MPI, on

@@ -137,6 +137,10 @@ def test_mismatches_are_refused_by_name():
         g.tensor(shape, "w1", dtype, persistent=True)
         with pytest.raises(ValueError, match=f"'w1'.*the {what} differs"):
             nt.compile(g, comm=world, distribution="fsdp").share_tensors(forward, ["w1"])
+    offloading = nt.compile(three_graphs()[1], comm=world, distribution="fsdp",
+                            memory_budget=1 << 30)
+    with pytest.raises(ValueError, match="'w1'.*plans offloading"):
+        offloading.share_tensors(forward, ["w1"])
     assert backward.links == []   # nothing shared by a refused call
 
 
