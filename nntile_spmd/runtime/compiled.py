@@ -22,6 +22,7 @@ from .offload_store import OffloadStore
 from .profile import ProfileMixin, profile_from_env
 from .program_index import program_index
 from .scalars import ResolvedProgram, ScalarTable
+from .sharing import push_shared, share_tensors
 from .thread_budget import TaskThreads
 from .stats import ExecutionStats, build_stats, compare_with_plan, mismatches
 from .staging import wrap_transport
@@ -95,6 +96,7 @@ class CompiledGraph(BindingMixin, ProfileMixin):
         self.graph_size = (len(graph.tensors()), len(graph.ops()))   # to notice later edits
         self.produced = set()  # tensors some execute() has computed (get_output checks)
         self.context = ""      # e.g. " (training step 12)": set by the trainer, for errors
+        self.links = []        # (other graph, tensor names) sharing tiles (sharing.py)
         for rank, store in self.stores.items():
             rest = resident_at_rest(plan, rank)
             if plan.policy is not None:
@@ -189,6 +191,8 @@ class CompiledGraph(BindingMixin, ProfileMixin):
             for rank, store in self.stores.items():
                 store.drop_transient(self.plan.permanent[rank], self.plan.meta)
             raise
+        finally:
+            push_shared(self)   # the linked graphs see this execute's tile arrays
         self.world.where = (f"the calls after execute #{epoch} of graph {self.graph.name!r}"
                             f"{self.context}")
         start = time.perf_counter()
@@ -204,6 +208,14 @@ class CompiledGraph(BindingMixin, ProfileMixin):
                                            executor.busy_s + sync_s)
         if self.profiling:
             self.record_profile(executors, ran)
+
+    def share_tensors(self, other, names) -> None:
+        """From now on this graph's persistent tensors `names` are `other`'s tiles, not
+        a copy: what either graph's execute writes, the other's next execute reads
+        (runtime/sharing.py). Both graphs on the same world, each tensor persistent and
+        planned alike in both (shape, dtype, tiling, tile holders), else ValueError.
+        Collective: every rank calls it."""
+        share_tensors(self, other, names)
 
     @property
     def task_threads(self) -> int:

@@ -134,6 +134,12 @@ class MPIWorld:
         elif self.on_world and self.size > 1:
             end_guard.arm(None, self.recv_timeout)
 
+    def same_ranks(self, other) -> bool:
+        """Does `other` (a world of another compile) number the same processes alike?
+        Each compile duplicates its communicator: the duplicates are congruent."""
+        return isinstance(other, MPIWorld) and MPI.Comm.Compare(self.comm, other.comm) in (
+            MPI.IDENT, MPI.CONGRUENT)
+
     def duplicate(self, base):
         """base.Dup() with a deadline (no communicator to diagnose on exists yet)."""
         comm, request = base.Idup()

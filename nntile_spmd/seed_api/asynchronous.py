@@ -95,15 +95,26 @@ class AsyncRunner:
         self.handles = []
         self.pending = {}            # tensor name -> array bound before the next program
         self.lock = threading.Lock()
+        # the runners of graphs sharing tensors with this one (share_parameters): their
+        # programs and this one's run in the order started, and while one runs the
+        # shared tiles are neither bound nor read here
+        self.peers = []
+
+    def running_graphs(self) -> list:
+        """Names of this graph and the graphs sharing tensors with it that still run."""
+        return [runner.executable.graph.name for runner in [self, *self.peers]
+                if any(not handle.is_complete() for handle in runner.handles)]
 
     def busy(self) -> bool:
-        return any(not handle.is_complete() for handle in self.handles)
+        return bool(self.running_graphs())
 
     def refuse_while_running(self, caller):
-        if self.busy():
-            raise RuntimeError(f"{caller}: a program of graph "
-                               f"{self.executable.graph.name!r} is running; wait for its "
-                               "TaskHandle (or synchronize()) first")
+        running = self.running_graphs()
+        if running:
+            shares = "" if running[0] == self.executable.graph.name else \
+                f" (it shares tensors with graph {self.executable.graph.name!r})"
+            raise RuntimeError(f"{caller}: a program of graph {running[0]!r} is running"
+                               f"{shares}; wait for its TaskHandle (or synchronize()) first")
 
     def bind(self, name, array):
         cg = self.executable.cg
@@ -122,25 +133,28 @@ class AsyncRunner:
         for name, array in pending.items():
             cg.bind_data(name, array)
 
-    def run(self, phases):
+    def run(self, phases, before=()):
+        for handle in before:     # the sharing graphs' programs started earlier
+            handle.wait()
         self.take_pending()
         self.executable.cg.execute(phases=phases)
 
     def start(self, phases, what, background=False) -> TaskHandle:
         """Run `phases` after the programs already started (on the worker thread if
         `background` and allowed, else now); a handle on it."""
+        before = [handle for runner in self.peers for handle in runner.handles]
         if not background or not threads_allowed(self.executable.cg.world):
             self.wait_all()
             future = Future()
             try:
-                self.run(phases)
+                self.run(phases, before)
                 future.set_result(None)
             except BaseException as error:   # noqa: BLE001 - the handle re-raises it
                 future.set_exception(error)
             return TaskHandle(future, what)
         if self.pool is None:
             self.pool = ThreadPoolExecutor(1, thread_name_prefix="nntile-execute")
-        handle = TaskHandle(self.pool.submit(self.run, phases), what)
+        handle = TaskHandle(self.pool.submit(self.run, phases, before), what)
         self.handles.append(handle)
         LIVE_RUNNERS.add(self)
         return handle

@@ -151,6 +151,31 @@ class ExecutableGraph:
                         for name, array in arrays.items()}, path)
         return names
 
+    def share_parameters(self, other, names=None) -> list:
+        """From now on this graph's parameters `names` (default: every parameter `other`
+        has too) are `other`'s tiles, not a copy, and so are their gradients where both
+        graphs compute one: what one graph's init, bind or run writes, the other's next
+        run reads (seed §10.4.3; runtime/sharing.py). Returns the shared tensor names.
+        Both graphs on one world, each tensor tiled and placed alike, else ValueError.
+        Their programs run in the order started (execute_async of one waits for the
+        other's started ones), and while one runs the other refuses reads and defers
+        binds, as for its own programs."""
+        for graph in (self, other):
+            graph.runner.refuse_while_running("share_parameters")
+        mine, theirs = self.parameter_names(), set(other.parameter_names())
+        chosen = [name for name in mine if name in theirs] if names is None else list(names)
+        for name in chosen:
+            if name not in mine or name not in theirs:
+                raise ValueError(f"share_parameters: {name!r} is not a parameter of both "
+                                 f"graph {self.graph.name!r} and graph {other.graph.name!r}")
+        grads = [(self.physical.grad_names.get(name), other.physical.grad_names.get(name))
+                 for name in chosen]
+        shared = chosen + [g for g, h in grads if g is not None and g == h]
+        self.cg.share_tensors(other.cg, shared)
+        self.runner.peers.append(other.runner)   # run in the order started (asynchronous.py)
+        other.runner.peers.append(self.runner)
+        return shared
+
     # -- running -----------------------------------------------------------------------
     def execute(self) -> None:
         """The forward phase, on every rank."""
