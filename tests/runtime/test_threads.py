@@ -140,7 +140,7 @@ def test_gpu_for_rank():
 
 def test_compile_selects_the_device_by_node_local_rank(monkeypatch, restore_threads):
     """compile() asks the shared-memory split for this rank's place on its node and
-    hands that (not the global rank) to the GPU choice."""
+    hands that (not the global rank) to the GPU choice, with the policy's preferred GPUs."""
     import nntile_spmd as nt
     from nntile_spmd.runtime import mpi_world
     node = FakeNodeComm(4, [set(range(4))] * 4, rank=3)
@@ -148,11 +148,13 @@ def test_compile_selects_the_device_by_node_local_rank(monkeypatch, restore_thre
     chosen = []
     real_select = mpi_world.select_device
     monkeypatch.setattr(mpi_world, "select_device",
-                        lambda device, rank: chosen.append(rank) or real_select("cpu", rank))
+                        lambda device, rank, gpus: chosen.append((rank, gpus))
+                        or real_select("cpu", rank))
     g = nt.LogicalGraph("g")
     nt.ops.relu(g.tensor([2], "x", external=True), "y").mark_output()
     nt.compile(g)   # comm=None: the real MPI world (of one rank without mpiexec)
-    assert chosen == [3]
+    nt.compile(g, policy=nt.ExecutionPolicy(preferred_gpus=[1, 0]))
+    assert chosen == [(3, None), (3, (1, 0))]
 
 
 
