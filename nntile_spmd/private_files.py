@@ -53,8 +53,17 @@ def private_folder(path, what: str) -> str:
 
 
 def write_private(path, data: bytes) -> None:
-    """Write `data` to `path` (mode 0600) atomically: a reader sees the old file or the
-    whole new one, and nothing already at a temporary name is followed or reused."""
+    """Write `data` to `path` (mode 0600) atomically (replace_atomically)."""
+    replace_atomically(path, data)
+
+
+def replace_atomically(path, data: bytes, mode: int | None = 0o600,
+                       durable: bool = False) -> None:
+    """Replace `path` with `data` at once: a reader sees the old file or the whole new
+    one, and nothing already at a temporary name is followed or reused. `mode`: the new
+    file's permissions (None: what a new file gets under the umask); `durable`: the data
+    and the rename reach the disk before this returns (fsync of the file and its folder),
+    as checkpoints and saved models need."""
     path = os.fspath(path)
     folder, name = os.path.split(path)
     descriptor, temporary = tempfile.mkstemp(dir=folder or ".", prefix=f".{name}.",
@@ -62,6 +71,11 @@ def write_private(path, data: bytes) -> None:
     try:
         with os.fdopen(descriptor, "wb") as out:
             out.write(data)
+            out.flush()
+            if mode is None or mode != 0o600:   # mkstemp made it 0600
+                os.fchmod(out.fileno(), 0o666 & ~current_umask() if mode is None else mode)
+            if durable:
+                os.fsync(out.fileno())
         os.replace(temporary, path)
     except BaseException:
         try:
@@ -69,3 +83,23 @@ def write_private(path, data: bytes) -> None:
         except OSError:
             pass
         raise
+    if durable:
+        fsync_directory(folder or ".")
+
+
+def current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def fsync_directory(directory) -> None:
+    """Make a rename durable (a no-op where directories cannot be opened, e.g. Windows)."""
+    try:
+        handle = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)

@@ -9,14 +9,13 @@ tensors. Imports no plan, runtime or MPI: a CompiledGraph is used through its wo
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
 from ..folder_paths import inside
+from ..private_files import replace_atomically
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
@@ -144,31 +143,10 @@ def write_folder(path, config: dict, arrays: dict) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     weights = safetensors_bytes({name: np.ascontiguousarray(a) for name, a in arrays.items()},
                                 metadata=METADATA)
-    replace_file(target / WEIGHTS, weights)
-    replace_file(target / CONFIG, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())
+    text = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    for name, data in ((WEIGHTS, weights), (CONFIG, text.encode())):
+        replace_atomically(target / name, data, mode=None, durable=True)
     return target
-
-
-def replace_file(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` at once, with the permissions a new file gets."""
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fchmod(file.fileno(), 0o666 & ~current_umask())   # mkstemp's is 0600
-            os.fsync(file.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
-
-
-def current_umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def save_on_rank_zero(cg, path, config: dict, arrays: dict) -> Path:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -23,6 +21,7 @@ from safetensors import safe_open
 from safetensors.numpy import save as safetensors_bytes
 
 from ..folder_paths import OutsideFolder, inside
+from ..private_files import replace_atomically
 from ..graph.dtypes import storage_dtype
 from ..plan import REPLICATED, DimensionTiling
 
@@ -39,32 +38,8 @@ class CheckpointError(RuntimeError):
 
 
 def write_atomic(path, data: bytes):
-    """Replace `path` with `data` all at once: temp file in the same dir, fsync, rename."""
-    path = Path(path)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise
-    fsync_directory(path.parent)
-
-
-def fsync_directory(directory):
-    """Make a rename durable (a no-op where directories cannot be opened, e.g. Windows)."""
-    try:
-        handle = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(handle)
-    finally:
-        os.close(handle)
+    """Replace `path` with `data` all at once and durably, with a new file's permissions."""
+    replace_atomically(path, data, mode=None, durable=True)
 
 
 def tile_key(name: str, coord) -> str:
