@@ -197,15 +197,7 @@ class TileDistribution:
 
     def plan_nodes(self, nranks) -> int:
         """The nodes the owners are computed for: those stated, else the plan's ranks."""
-        nodes = self.nodes or nranks
-        if nodes % nranks:
-            raise ValueError(f"{self} was made for {nodes} nodes, which do not fold onto "
-                             f"the plan's {nranks} rank(s): num_nodes must be the number of "
-                             f"ranks or a multiple of it")
-        if nodes != nranks and self.kind == "mesh":
-            raise ValueError(f"{self}: a mesh layout is not folded; its nodes ({nodes}) "
-                             f"must be the plan's ranks ({nranks})")
-        return nodes
+        return folded_nodes(self.nodes, nranks, str(self), foldable=self.kind != "mesh")
 
     def check_stated(self, grid):
         """The tile grid the seed's factory form states must be the tensor's."""
@@ -286,6 +278,21 @@ def _custom(spec, linear, grid, nranks):
         result[coord] = spec.function(coord, grid, nranks)
     return result
 
+
+
+def folded_nodes(nodes, nranks, what: str, foldable: bool = True) -> int:
+    """The node count a plan of `what` is computed for: `nodes` (None: the ranks), a
+    multiple of the ranks, node n then running on rank n % nranks; a layout that is not
+    `foldable` (a mesh, pp, cp) must have as many nodes as ranks."""
+    nodes = nodes or nranks
+    if nodes % nranks:
+        raise ValueError(f"{what} was made for {nodes} nodes, which do not fold onto the "
+                         f"plan's {nranks} rank(s): num_nodes must be the number of ranks "
+                         f"or a multiple of it (node n runs on rank n % {nranks})")
+    if nodes != nranks and not foldable:
+        raise ValueError(f"{what} is not folded: its nodes ({nodes}) must be the plan's "
+                         f"ranks ({nranks})")
+    return nodes
 
 OWNER_RULES = {
     "round_robin": lambda spec, linear, grid, n: (linear + spec.offset) % n,

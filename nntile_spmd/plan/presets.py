@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .distribution import TileDistribution
+from .distribution import TileDistribution, folded_nodes
 from .mesh import Mesh
 
 PRESET_NAMES = ("single", "ddp", "fsdp", "tp")
@@ -25,12 +25,17 @@ class Preset:
     `nodes`: the plan's node count (None: the ranks). A multiple of the ranks is folded
     onto them: every distribution is computed for `nodes` nodes and node n runs on rank
     n % ranks (TileDistribution.owners), so the owners are those of the unfolded plan,
-    modulo the ranks."""
+    modulo the ranks.
+
+    `weight_dims` (tp only): split the axes of these dims of every weight (a parameter
+    of two or more dims) instead of the derived ones (the seed's
+    DistributionStrategy.tensor_parallel(world_size, dims))."""
 
     name: str
     axis: tuple | None = None
     overrides: dict = field(default_factory=dict, compare=False)
     nodes: int | None = None
+    weight_dims: tuple | None = None
 
     def __post_init__(self):
         if self.name not in PRESET_NAMES + (PIPELINE_PRESET, CONTEXT_PRESET):
@@ -44,15 +49,8 @@ class Preset:
 
     def plan_nodes(self, nranks) -> int:
         """The node count the owners are computed for (a multiple of `nranks`)."""
-        nodes = self.nodes or nranks
-        if nodes % nranks:
-            raise ValueError(f"preset {self.name!r} planned for {nodes} nodes cannot run on "
-                             f"{nranks} rank(s): the nodes must be the ranks or a multiple "
-                             f"of them (node n runs on rank n % {nranks})")
-        if nodes != nranks and self.name in (PIPELINE_PRESET, CONTEXT_PRESET):
-            raise ValueError(f"preset {self.name!r} is not folded: plan it for its "
-                             f"{nranks} rank(s), not {nodes} nodes")
-        return nodes
+        return folded_nodes(self.nodes, nranks, f"preset {self.name!r}",
+                            foldable=self.name not in (PIPELINE_PRESET, CONTEXT_PRESET))
 
     def rank_groups(self, nranks) -> tuple:
         """Rank sets that owner codes below REPLICATED name: none outside a mesh."""
@@ -92,6 +90,8 @@ class Preset:
             return frozenset()
         if self.axis is not None:
             return frozenset({class_of[tuple(self.axis)]})
+        if self.weight_dims is not None:
+            return weight_classes(graph, class_of, self.weight_dims)
         if self.name == "tp":
             return default_tp_classes(graph, class_of, classes)
         batch = default_batch_class(graph, class_of, classes)
@@ -159,6 +159,16 @@ def default_batch_class(graph, class_of, classes):
                     if t.role == "input" and t.ndim > 0)
     candidates = [c for c, _ in votes.most_common() if not classes[c].whole]
     return candidates[0] if candidates else None
+
+
+def weight_classes(graph, class_of, dims) -> frozenset:
+    """The axes of dims `dims` of every weight (a parameter of two or more dims)."""
+    split = frozenset(class_of[(t.name, d)] for t in graph.tensors()
+                      if t.role == "parameter" and t.ndim >= 2 for d in dims if d < t.ndim)
+    if not split:
+        raise ValueError(f"tensor_parallel(dims={list(dims)}): no weight of graph "
+                         f"{graph.name!r} has such a dim")
+    return split
 
 
 def default_tp_classes(graph, class_of, classes) -> frozenset:

@@ -12,7 +12,7 @@ from ..plan.distribution import TileDistribution
 from ..plan.mesh import Mesh
 from ..plan.offload import ExecutionPolicy, as_policy
 from ..plan.plan_options import DEFAULT_WINDOW, PlanOptions, PlanRequest, check_arguments
-from ..plan.presets import Preset, as_preset
+from ..plan.presets import as_preset
 from .compile_steps import own_rank
 from .device_choice import check_device_name
 from .device_tiling import tiling_for_device
@@ -116,4 +116,4 @@ def explicitly_placed(caller, distribution, policy):
     if isinstance(preset, Mesh):
         raise ValueError(f"{caller}: placement='explicit' places tensors on top of a "
                          f"preset (single, ddp, fsdp, tp, ...), not the mesh {preset!r}")
-    return Preset(preset.name, preset.axis, {**preset.overrides, **mapping}, preset.nodes)
+    return dataclasses.replace(preset, overrides={**preset.overrides, **mapping})

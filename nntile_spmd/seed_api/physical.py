@@ -17,6 +17,8 @@ memory_on_node(r) then plans node r of the num_nodes-node job alone (a PlanningW
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..graph.autodiff import grad, unique_name
 from ..graph.dtypes import FLOAT_DTYPES
 from ..plan.mesh import Mesh
@@ -89,8 +91,8 @@ class PhysicalGraph:
         if isinstance(preset, str) and preset in PRESET_NAMES:
             return Preset(preset, overrides=dict(self.overrides), nodes=nodes)
         if isinstance(preset, Preset):
-            return Preset(preset.name, preset.axis, {**preset.overrides, **self.overrides},
-                          nodes)
+            return replace(preset, overrides={**preset.overrides, **self.overrides},
+                           nodes=nodes)
         if self.overrides:
             raise ValueError(f"PhysicalGraph {self.logical.name!r}: per-tensor distributions "
                              f"cannot be combined with the distribution {preset!r}")
@@ -238,13 +240,19 @@ class DistributionStrategy:
 
     @staticmethod
     def tensor_parallel(world_size: int, dims=None) -> Preset:
-        """The "tp" preset; it picks the split axes (TensorNode.split_for_tp chooses one)."""
+        """The "tp" preset splitting dims `dims` of every weight (a parameter of two or
+        more dims) over the ranks; without dims it picks the split axes itself
+        (TensorNode.split_for_tp marks one)."""
         check_world_size("tensor_parallel", world_size)
-        if dims:
-            raise NotImplementedError("DistributionStrategy.tensor_parallel(dims=...): "
-                                      "choose a tensor's split dim with "
-                                      "TensorNode.split_for_tp(dim) instead")
-        return Preset("tp")
+        if dims is None:
+            return Preset("tp")
+        if isinstance(dims, int):
+            dims = [dims]
+        if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                               for d in dims):
+            raise ValueError(f"DistributionStrategy.tensor_parallel: dims={dims!r} must be "
+                             "one or more dims (0, 1, ...) of the weights")
+        return Preset("tp", weight_dims=tuple(dims))
 
 
 def check_world_size(factory, world_size):

@@ -562,8 +562,43 @@ def test_compute_graph_with_distribution_strategies():
     assert isinstance(nt.DistributionStrategy.fsdp(4, shard_degree=2), nt.Mesh)
     for result in results[1:]:
         np.testing.assert_allclose(result, results[0], rtol=0, atol=1e-12)
-    with pytest.raises(NotImplementedError, match="split_for_tp"):
-        nt.DistributionStrategy.tensor_parallel(4, dims=[1])
+
+
+def test_tensor_parallel_splits_the_weights_dims_it_is_given():
+    """Seed §5.1's tensor_parallel(world_size, dims): dim d of every weight split over
+    the ranks (w [5, 9]: dims=[1] splits its 9 columns, dims=[0] its 5 rows), on 3
+    uneven ranks the one-rank numbers; a dim no weight has, or no dims, is an error."""
+    rng = np.random.default_rng(8)
+    xv, wv = rng.standard_normal((6, 4, 5)), rng.standard_normal((5, 9))
+    results, owners = [], {}
+    for dims in (None, [1], [0]):
+        graph = nt.ComputeGraph("tp")
+        x = graph.input([6, 4, 5], "x", dtype="fp64")
+        w = graph.parameter([5, 9], "w", dtype="fp64")
+        graph.gelu(graph.matmul(x, w))
+        ranks = 1 if dims is None else 3
+        if dims is not None:
+            graph.set_distribution(nt.DistributionStrategy.tensor_parallel(ranks, dims))
+        instance = graph.instantiate(comm=nt.SimulatedWorld(ranks),
+                                     tiling=nt.TilingStrategy.manual({"w": [2, 4]}))
+        instance.bind_input("w", wv)
+        instance.bind_input("x", xv)
+        instance.execute()
+        results.append(instance.get_tensor("output"))
+        owners[str(dims)] = instance.cg.plan.owners["w"]
+    for result in results[1:]:
+        np.testing.assert_allclose(result, results[0], rtol=0, atol=1e-12)
+    # w's tile grid is [3, 3]: dims=[1] gives its columns to different ranks, rows alike
+    assert len(set(owners["[1]"][0, :])) == 3 and len(set(owners["[1]"][:, 0])) == 1
+    assert len(set(owners["[0]"][:, 0])) == 3 and len(set(owners["[0]"][0, :])) == 1
+    with pytest.raises(ValueError, match="dims"):
+        nt.DistributionStrategy.tensor_parallel(4, dims=[])
+    graph = nt.ComputeGraph("tp")
+    graph.matmul(graph.input([3, 5], "x", dtype="fp64"), graph.parameter([5, 2], "w",
+                                                                         dtype="fp64"))
+    graph.set_distribution(nt.DistributionStrategy.tensor_parallel(2, dims=[4]))
+    with pytest.raises(ValueError, match=r"tensor_parallel\(dims=\[4\]\): no weight"):
+        graph.instantiate(comm=nt.SimulatedWorld(2))
 
 
 PERMUTE_LAYOUTS = [  # (ranks, preset, manual tiles or None)

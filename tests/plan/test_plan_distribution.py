@@ -166,7 +166,9 @@ def test_a_preset_for_more_nodes_folds_them_onto_the_ranks(preset):
 
 
 def test_folding_errors():
-    with pytest.raises(ValueError, match="8 nodes cannot run on 3 rank.*multiple"):
+    with pytest.raises(ValueError,
+                       match="made for 8 nodes, which do not fold onto the plan.s 3 "
+                             "rank.*multiple"):
         plan_of(Preset("fsdp", nodes=8))
     with pytest.raises(ValueError, match="'w1'.*round_robin\\(\\) was made for 2 nodes, "
                                          "the plan has 6"):
