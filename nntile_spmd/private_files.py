@@ -24,6 +24,10 @@ class UnsafeFolder(Exception):
 
 def folder_problem(path) -> str | None:
     """Why `path` (an existing folder) is not private to this user, or None."""
+    link = os.lstat(path)
+    if stat.S_ISLNK(link.st_mode) and link.st_uid != os.geteuid():
+        return (f"is a link owned by another user (uid {link.st_uid}), who could point it "
+                "at a folder of their own")
     info = os.stat(path)
     if not stat.S_ISDIR(info.st_mode):
         return "is a file, not a folder"

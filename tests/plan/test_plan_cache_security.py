@@ -106,6 +106,21 @@ def test_a_folder_of_another_user_is_not_used(tmp_path, monkeypatch):
     assert cache.directory is None
 
 
+def test_a_link_of_another_user_is_not_used(tmp_path, monkeypatch):
+    """A link someone else planted (in a shared /tmp, say) could be repointed later: it
+    is refused before the folder it points at is looked at; our own link is fine."""
+    ours = tmp_path / "ours"
+    ours.mkdir(mode=0o700)
+    link = tmp_path / "cache"
+    link.symlink_to(ours)
+    assert nt.PlanCache(link).directory is not None
+    uid = link.lstat().st_uid
+    monkeypatch.setattr(private_files.os, "geteuid", lambda: uid + 1)   # we are someone else
+    with pytest.warns(RuntimeWarning, match="is a link owned by another user"):
+        cache = nt.PlanCache(link)
+    assert cache.directory is None
+
+
 def test_a_file_as_the_cache_folder_is_named_and_the_run_goes_on(tmp_path, monkeypatch):
     not_a_folder = tmp_path / "cache"
     not_a_folder.write_text("notes")
