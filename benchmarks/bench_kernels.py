@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from nntile_kernels import cpu, cpu_rules, reference  # noqa: E402 - needs the path above
+from nntile_kernels import cpu, cpu_rules_params, reference  # noqa: E402 - needs the path above
 
 
 def per_call_us(functions, repeat=5, target_seconds=0.2):
@@ -41,13 +41,13 @@ def bench_small_tile(size=32):
     y = np.empty_like(x, order="F")
     one = np.zeros(1, np.float32)
     cpu.KERNELS["gelu"](x, y)  # compile (or load from the numba cache) outside the timing
-    cpu_rules._scale(one, one, 1.0)
+    cpu_rules_params._scale(one, one, 1.0)
     labels = ("cpu gelu", "reference gelu", "numba dispatch (1-element scale)")
     timings = per_call_us(
         [
             lambda: cpu.KERNELS["gelu"](x, y),
             lambda: reference.KERNELS["gelu"](x, y),
-            lambda: cpu_rules._scale(one, one, 1.0),
+            lambda: cpu_rules_params._scale(one, one, 1.0),
         ]
     )
     print(f"{size}x{size} fp32 tile, µs per call:")
